@@ -1,0 +1,128 @@
+"""The content of an open document: one buffer per inode, shared by all its handles.
+
+Writes are validated as they arrive so binary data is refused at the ``write`` that brings
+it (EILSEQ) and never corrupts the buffer; only a multi-byte character cut off at the very
+end of the buffer is allowed to wait for the next write (``cp`` writes in 128 KiB blocks
+that can split a character).  ``commit_text`` does the final strict check.
+"""
+
+from __future__ import annotations
+
+import codecs
+import errno
+
+import trio
+
+from memfs.errors import FsError
+
+_MAX_CHAR = 4
+
+
+def _is_continuation(byte: int) -> bool:
+    return byte & 0xC0 == 0x80
+
+
+class FileBuffer:
+    """Bytes of one document while open, plus whether they differ from the database."""
+
+    def __init__(self, data: bytes, *, dirty: bool = False) -> None:
+        self._data: bytes | bytearray = data
+        self.dirty = dirty
+        #: Bumped by every change; a commit clears ``dirty`` only if nothing changed meanwhile.
+        self.generation = 0
+        #: Serialises commits of this document.
+        self.lock = trio.Lock()
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def read(self, offset: int, size: int) -> bytes:
+        return bytes(self._data[offset : offset + size])
+
+    def snapshot(self) -> bytes:
+        return bytes(self._data)
+
+    def _mutable(self) -> bytearray:
+        if not isinstance(self._data, bytearray):
+            self._data = bytearray(self._data)
+        return self._data
+
+    def _touch(self) -> None:
+        self.dirty = True
+        self.generation += 1
+
+    def check_write(self, offset: int, data: bytes) -> None:
+        """Refuse a write that would leave NUL bytes or invalid UTF-8 in the buffer."""
+        if b"\x00" in data:
+            raise FsError(errno.EILSEQ, f"NUL byte at offset {offset + data.index(0)}")
+        size = len(self._data)
+        if offset > size:
+            raise FsError(
+                errno.EILSEQ,
+                f"write at offset {offset} past the end ({size} bytes) would leave NUL bytes",
+            )
+        # Start the check at the first byte of the character that contains ``offset``.
+        start = offset
+        while start > 0 and offset - start < _MAX_CHAR and _is_continuation(self._data[start - 1]):
+            start -= 1
+        if start > 0 and offset - start < _MAX_CHAR and self._data[start - 1] >= 0xC0:
+            start -= 1  # the lead byte of a character this write continues
+        end = offset + len(data)
+        tail_end = end
+        while (
+            tail_end < size
+            and tail_end - end < _MAX_CHAR
+            and _is_continuation(self._data[tail_end])
+        ):
+            tail_end += 1
+        window = bytes(self._data[start:offset]) + data + bytes(self._data[end:tail_end])
+        at_end = tail_end >= size
+        decoder = codecs.getincrementaldecoder("utf-8")("strict")
+        try:
+            decoder.decode(window, final=not at_end)
+        except UnicodeDecodeError as exc:
+            raise FsError(
+                errno.EILSEQ, f"invalid UTF-8 at offset {start + exc.start}: {exc.reason}"
+            ) from None
+
+    def write(self, offset: int, data: bytes) -> int:
+        self.check_write(offset, data)
+        buf = self._mutable()
+        buf[offset : offset + len(data)] = data
+        self._touch()
+        return len(data)
+
+    def truncate(self, size: int) -> None:
+        current = len(self._data)
+        if size > current:
+            raise FsError(
+                errno.EILSEQ,
+                f"extending a document to {size} bytes would fill it with NUL bytes",
+            )
+        if size < current:
+            del self._mutable()[size:]
+            self._touch()
+
+    def replace(self, data: bytes) -> None:
+        """Drop the content (O_TRUNC without reading) or reload it from the database."""
+        self._data = data
+        self._touch()
+
+    def mark_clean(self, generation: int) -> bool:
+        """Clear ``dirty`` if no change arrived since ``generation`` was committed."""
+        if self.generation == generation:
+            self.dirty = False
+        return not self.dirty
+
+    def commit_text(self) -> tuple[str, bytes, int]:
+        """(text, bytes, generation) to commit; EILSEQ if the whole buffer is not valid text."""
+        data = self.snapshot()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FsError(
+                errno.EILSEQ, f"invalid UTF-8 at byte {exc.start}: {exc.reason}"
+            ) from None
+        if "\x00" in text:
+            raise FsError(errno.EILSEQ, f"NUL byte at offset {data.index(0)}")
+        return text, data, self.generation

@@ -1,0 +1,47 @@
+"""LRU cache of document contents, bounded by bytes and keyed by (document id, version)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from datetime import datetime
+from uuid import UUID
+
+
+class ContentCache:
+    """Committed document bytes, so re-opening an unchanged document costs no SQL."""
+
+    def __init__(self, capacity_bytes: int) -> None:
+        self.capacity = capacity_bytes
+        self.used = 0
+        self._entries: OrderedDict[UUID, tuple[datetime, bytes]] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, doc_id: UUID, version: datetime | None) -> bytes | None:
+        entry = self._entries.get(doc_id)
+        if entry is None or version is None or entry[0] != version:
+            self.misses += 1
+            return None
+        self._entries.move_to_end(doc_id)
+        self.hits += 1
+        return entry[1]
+
+    def put(self, doc_id: UUID, version: datetime, data: bytes) -> None:
+        self.drop(doc_id)
+        if len(data) > self.capacity:
+            return
+        self._entries[doc_id] = (version, data)
+        self.used += len(data)
+        while self.used > self.capacity:
+            _, (_, evicted) = self._entries.popitem(last=False)
+            self.used -= len(evicted)
+
+    def drop(self, doc_id: UUID | None) -> None:
+        if doc_id is None:
+            return
+        entry = self._entries.pop(doc_id, None)
+        if entry is not None:
+            self.used -= len(entry[1])
+
+    def __len__(self) -> int:
+        return len(self._entries)

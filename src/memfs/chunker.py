@@ -1,0 +1,87 @@
+"""IronClaw's document chunker (``src/workspace/chunker.rs``), reproduced exactly.
+
+Conformance details that a naive port gets wrong, each covered by a test:
+
+* words are split on Rust's Unicode White_Space set, not Python's ``str.split``;
+* the overlap is computed in 32-bit float and truncated toward zero;
+* a document of at most ``chunk_size`` words is one chunk equal to the original text,
+  byte for byte; longer documents are re-joined with single spaces.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass
+
+from memfs.paths import RUST_WHITESPACE
+
+_WORD_SPLIT = re.compile("[" + re.escape(RUST_WHITESPACE) + "]+")
+
+
+def _f32(value: float) -> float:
+    """Round a Python float to the nearest IEEE-754 single-precision value."""
+    result: float = struct.unpack("<f", struct.pack("<f", value))[0]
+    return result
+
+
+@dataclass(frozen=True)
+class ChunkConfig:
+    """Chunker settings; the defaults are IronClaw's."""
+
+    chunk_size: int = 800
+    overlap_percent: float = 0.15
+    min_chunk_size: int = 50
+
+    @classmethod
+    def with_overlap(cls, chunk_size: int, overlap: float, min_chunk_size: int = 50) -> ChunkConfig:
+        """IronClaw's ``with_overlap`` builder clamps the overlap to [0, 0.5]."""
+        return cls(chunk_size, min(max(overlap, 0.0), 0.5), min_chunk_size)
+
+    @property
+    def overlap_words(self) -> int:
+        """``(chunk_size as f32 * overlap_percent) as usize``, in f32 as Rust does it."""
+        product = _f32(_f32(float(self.chunk_size)) * _f32(self.overlap_percent))
+        return max(int(product), 0)
+
+    @property
+    def step(self) -> int:
+        """Words to advance between chunk starts (saturating at 0)."""
+        return max(self.chunk_size - self.overlap_words, 0)
+
+
+DEFAULT_CONFIG = ChunkConfig()
+
+
+def split_words(content: str) -> list[str]:
+    """Rust ``split_whitespace``: no empty words, Rust's White_Space set only."""
+    return [w for w in _WORD_SPLIT.split(content) if w]
+
+
+def chunk_document(content: str, config: ChunkConfig = DEFAULT_CONFIG) -> list[str]:
+    """Split ``content`` into IronClaw's chunks (index = list position)."""
+    if not content:
+        return []
+    words = split_words(content)
+    count = len(words)
+    if count == 0:
+        return []
+    if count <= config.chunk_size:
+        return [content]
+    step = config.step
+    if step == 0 or config.chunk_size == 0:
+        # IronClaw's original loops forever here; its later port clamps to 1.
+        raise ValueError("chunk_size must exceed the overlap so the chunker can advance")
+    chunks: list[str] = []
+    start = 0
+    while start < count:
+        end = min(start + config.chunk_size, count)
+        piece = words[start:end]
+        if len(piece) < config.min_chunk_size and chunks:
+            chunks[-1] = chunks[-1] + " " + " ".join(piece)
+            break
+        chunks.append(" ".join(piece))
+        start += step
+        if start + config.min_chunk_size >= count and end == count:
+            break
+    return chunks

@@ -1,0 +1,141 @@
+"""The ``memfs`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from uuid import UUID
+
+import psycopg
+
+from memfs import __version__
+from memfs.config import Settings, default_log_dir
+from memfs.daemon import MountError, mount_background, prepare_mountpoint, serve, unmount
+from memfs.errors import SchemaError
+
+log = logging.getLogger("memfs")
+
+
+def _add_database_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--database-url",
+        help="PostgreSQL URL (default: $DATABASE_URL, else the embedded server)",
+    )
+    parser.add_argument(
+        "--user-id", help="workspace owner (default: $IRONCLAW_OWNER_ID, else 'default')"
+    )
+    parser.add_argument("--agent-id", type=UUID, help="agent UUID (default: none, as IronClaw)")
+    parser.add_argument(
+        "--data-dir", type=Path, help="where the embedded PostgreSQL keeps its data"
+    )
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    settings = Settings.from_env()
+    if getattr(args, "database_url", None):
+        settings.database_url = args.database_url
+    if getattr(args, "user_id", None):
+        settings.user_id = args.user_id.strip()
+    if getattr(args, "agent_id", None):
+        settings.agent_id = args.agent_id
+    if getattr(args, "data_dir", None):
+        settings.data_dir = args.data_dir
+    if getattr(args, "attr_timeout", None) is not None:
+        settings.attr_timeout = args.attr_timeout
+    if getattr(args, "allow_other", False):
+        settings.allow_other = True
+    if getattr(args, "debug_fuse", False):
+        settings.debug_fuse = True
+    return settings
+
+
+def _setup_logging(level: str, stream: object = None) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=stream or sys.stderr,  # type: ignore[arg-type]
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memfs", description="Mount an IronClaw agent's memory as a directory."
+    )
+    parser.add_argument("--version", action="version", version=f"memfs {__version__}")
+    parser.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    mount = sub.add_parser("mount", help="mount a workspace")
+    mount.add_argument("mountpoint", type=Path)
+    _add_database_flags(mount)
+    mount.add_argument("-f", "--foreground", action="store_true", help="stay in the foreground")
+    mount.add_argument("--log-file", type=Path, help="daemon log (default: state dir)")
+    mount.add_argument("--attr-timeout", type=float, help="kernel attribute cache, seconds")
+    mount.add_argument("--allow-other", action="store_true", help="let other users in")
+    mount.add_argument("--debug-fuse", action="store_true", help="libfuse protocol trace")
+
+    umount = sub.add_parser("umount", help="commit and unmount")
+    umount.add_argument("mountpoint", type=Path)
+    umount.add_argument("--timeout", type=float, default=60.0)
+
+    init = sub.add_parser("init", help="create the schema (IronClaw's tables if missing)")
+    _add_database_flags(init)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "mount":
+            return _mount(args)
+        if args.command == "umount":
+            _setup_logging(args.log_level)
+            return unmount(_settings(args), args.mountpoint, timeout=args.timeout)
+        if args.command == "init":
+            return _init(args)
+    except (MountError, SchemaError) as exc:
+        sys.stderr.write(f"memfs: {exc}\n")
+        return 1
+    except psycopg.OperationalError as exc:
+        sys.stderr.write(f"memfs: cannot reach the database: {str(exc).strip()}\n")
+        return 1
+    return 2
+
+
+def _mount(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    mountpoint = prepare_mountpoint(args.mountpoint)
+    if args.foreground:
+        _setup_logging(args.log_level)
+        return serve(settings, mountpoint)
+    log_file = args.log_file or default_log_dir() / f"{mountpoint.name or 'root'}.log"
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    # Logging is set up in the child, on the log file (fd 2 after the fork).
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    code = mount_background(settings, mountpoint, log_file)
+    if code == 0:
+        print(f"memfs: mounted workspace {settings.user_id!r} at {mountpoint} (log: {log_file})")
+    return code
+
+
+def _init(args: argparse.Namespace) -> int:
+    from memfs.db import open_database
+
+    _setup_logging(args.log_level)
+    database = open_database(_settings(args))
+    try:
+        print(f"memfs: database ready: {database.schema.describe()}")
+    finally:
+        database.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""Settings from command-line flags and the environment (IronClaw's variables included)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from uuid import UUID
+
+import platformdirs
+
+DEFAULT_USER_ID = "default"
+
+
+def default_data_dir() -> Path:
+    """Where the embedded PostgreSQL keeps its data (``$XDG_DATA_HOME/memfs``)."""
+    return Path(platformdirs.user_data_dir("memfs", appauthor=False))
+
+
+def default_runtime_dir() -> Path:
+    """Where pid files and spill files go (``$XDG_RUNTIME_DIR/memfs`` or a per-user fallback)."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    if base and Path(base).is_dir():
+        return Path(base) / "memfs"
+    return Path(platformdirs.user_state_dir("memfs", appauthor=False)) / "run"
+
+
+def default_log_dir() -> Path:
+    return Path(platformdirs.user_state_dir("memfs", appauthor=False)) / "log"
+
+
+@dataclass
+class Settings:
+    """Everything a mount needs to know; built by ``from_env`` and then the CLI flags."""
+
+    database_url: str | None = None
+    user_id: str = DEFAULT_USER_ID
+    agent_id: UUID | None = None
+    data_dir: Path = field(default_factory=default_data_dir)
+    runtime_dir: Path = field(default_factory=default_runtime_dir)
+    #: Connections in the pool, and the number of concurrent worker threads using them.
+    pool_size: int = 4
+    #: Server-side statement timeout; a stuck query fails with EIO instead of hanging.
+    statement_timeout_ms: int = 10_000
+    lock_timeout_ms: int = 5_000
+    #: How long the kernel may cache entries and attributes.
+    attr_timeout: float = 1.0
+    #: Bytes of document content kept in the daemon's LRU cache.
+    cache_bytes: int = 64 * 1024 * 1024
+    allow_other: bool = False
+    debug_fuse: bool = False
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read ``DATABASE_URL``, ``IRONCLAW_OWNER_ID`` and memfs's own ``MEMFS_*`` variables."""
+        env = os.environ if env is None else env
+        settings = cls()
+        settings.database_url = env.get("MEMFS_DATABASE_URL") or env.get("DATABASE_URL") or None
+        owner = (env.get("MEMFS_USER_ID") or env.get("IRONCLAW_OWNER_ID") or "").strip()
+        settings.user_id = owner or DEFAULT_USER_ID
+        agent = env.get("MEMFS_AGENT_ID", "").strip()
+        settings.agent_id = UUID(agent) if agent else None
+        if env.get("MEMFS_DATA_DIR"):
+            settings.data_dir = Path(env["MEMFS_DATA_DIR"])
+        if env.get("MEMFS_POOL_SIZE"):
+            settings.pool_size = int(env["MEMFS_POOL_SIZE"])
+        if env.get("MEMFS_STATEMENT_TIMEOUT_MS"):
+            settings.statement_timeout_ms = int(env["MEMFS_STATEMENT_TIMEOUT_MS"])
+        if env.get("MEMFS_ATTR_TIMEOUT"):
+            settings.attr_timeout = float(env["MEMFS_ATTR_TIMEOUT"])
+        if env.get("MEMFS_CACHE_BYTES"):
+            settings.cache_bytes = int(env["MEMFS_CACHE_BYTES"])
+        return settings
+
+    @property
+    def pgdata(self) -> Path:
+        return self.data_dir / "pgdata"

@@ -1,0 +1,188 @@
+"""Mount lifecycle: start, serve, shut down cleanly, and find a running mount to stop.
+
+``serve`` runs in the foreground; ``mount_background`` forks first (before any thread or
+database connection exists), lets the child mount, and returns once the mount is live or
+has failed, so ``memfs mount`` behaves like ``mount``.  SIGTERM, SIGINT and ``memfs
+umount`` all end the same way: stop serving, commit every dirty file, unmount.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pyfuse3
+import trio
+
+from memfs.config import Settings
+from memfs.db import Scope, open_database
+from memfs.fuse_ops import MemfsOperations, mount_options
+from memfs.vfs import Filesystem
+
+log = logging.getLogger(__name__)
+
+
+class MountError(RuntimeError):
+    """The mount could not be set up; the message says why and what to do."""
+
+
+def pidfile_for(runtime_dir: Path, mountpoint: Path) -> Path:
+    digest = hashlib.sha256(str(mountpoint).encode()).hexdigest()[:16]
+    return runtime_dir / f"mount-{digest}.pid"
+
+
+def is_mounted(mountpoint: Path) -> bool:
+    target = str(mountpoint)
+    with open("/proc/self/mounts", encoding="utf-8") as mounts:
+        for line in mounts:
+            fields = line.split()
+            if len(fields) > 1 and fields[1].replace("\\040", " ") == target:
+                return True
+    return False
+
+
+def prepare_mountpoint(mountpoint: Path) -> Path:
+    mountpoint = mountpoint.expanduser().absolute()
+    if is_mounted(mountpoint):
+        raise MountError(f"{mountpoint} is already a mount point (try: memfs umount {mountpoint})")
+    mountpoint.mkdir(parents=True, exist_ok=True)
+    if not mountpoint.is_dir():
+        raise MountError(f"{mountpoint} is not a directory")
+    if not Path("/dev/fuse").exists():
+        raise MountError("/dev/fuse is missing: load the fuse module or use a machine with FUSE")
+    return mountpoint.resolve()
+
+
+async def _handle_signals() -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        async for signum in signals:
+            log.info("received %s: committing and unmounting", signal.Signals(signum).name)
+            pyfuse3.terminate()
+            return
+
+
+def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | None = None) -> int:
+    """Mount and serve until unmounted or signalled; return a process exit code."""
+    database = open_database(settings)
+    pidfile = pidfile_for(settings.runtime_dir, mountpoint)
+    try:
+        store = database.store(Scope(settings.user_id, settings.agent_id))
+        fs = Filesystem(store, db_concurrency=settings.pool_size, cache_bytes=settings.cache_bytes)
+        ops = MemfsOperations(fs, attr_timeout=settings.attr_timeout)
+
+        async def run() -> int:
+            await fs.load()
+            fsname = f"memfs:{settings.user_id}"
+            pyfuse3.init(
+                ops,
+                str(mountpoint),
+                mount_options(fsname, allow_other=settings.allow_other, debug=settings.debug_fuse),
+            )
+            settings.runtime_dir.mkdir(parents=True, exist_ok=True)
+            pidfile.write_text(f"{os.getpid()}\n{mountpoint}\n", encoding="utf-8")
+            log.info("mounted workspace %r at %s", settings.user_id, mountpoint)
+            if on_ready is not None:
+                on_ready()
+            unmounted = False
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(_handle_signals)
+                    await pyfuse3.main()
+                    nursery.cancel_scope.cancel()
+            finally:
+                failed = await fs.commit_all()
+                pyfuse3.close(unmount=True)
+                unmounted = True
+                log.info("unmounted %s", mountpoint)
+            return 1 if failed or not unmounted else 0
+
+        return trio.run(run)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            pidfile.unlink()
+        database.close()
+
+
+def mount_background(settings: Settings, mountpoint: Path, log_file: Path) -> int:
+    """Fork a daemon that mounts; return 0 once the mount is live, 1 if it failed."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the daemon
+        os.close(read_fd)
+        os.setsid()
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        os.close(devnull)
+
+        def ready() -> None:
+            os.write(write_fd, b"R")
+            os.close(write_fd)
+
+        code = 1
+        try:
+            code = serve(settings, mountpoint, on_ready=ready)
+        except BaseException:
+            logging.getLogger("memfs").exception("mount failed")
+        finally:
+            logging.shutdown()
+            os._exit(code)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as pipe:
+        ready_byte = pipe.read(1)
+    if ready_byte == b"R":
+        return 0
+    os.waitpid(pid, 0)
+    sys.stderr.write(f"memfs: mount failed; the log {log_file} ends with:\n")
+    with contextlib.suppress(OSError):
+        lines = log_file.read_text(encoding="utf-8", errors="replace").splitlines()[-15:]
+        sys.stderr.write("\n".join(lines) + "\n")
+    return 1
+
+
+def unmount(settings: Settings, mountpoint: Path, timeout: float = 60.0) -> int:
+    """Ask the daemon serving ``mountpoint`` to commit and unmount; wait for it."""
+    mountpoint = mountpoint.expanduser().absolute()
+    pidfile = pidfile_for(settings.runtime_dir, mountpoint.resolve())
+    pid = None
+    with contextlib.suppress(FileNotFoundError, ValueError):
+        pid = int(pidfile.read_text(encoding="utf-8").split()[0])
+    if pid is not None:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pid = None
+    if pid is None:
+        if not is_mounted(mountpoint):
+            sys.stderr.write(f"memfs: {mountpoint} is not mounted\n")
+            return 1
+        result = subprocess.run(
+            ["fusermount3", "-u", str(mountpoint)], check=False, timeout=timeout
+        )
+        return result.returncode
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        sys.stderr.write(f"memfs: daemon {pid} did not stop within {timeout:.0f}s\n")
+        return 1
+    if is_mounted(mountpoint):
+        sys.stderr.write(f"memfs: {mountpoint} is still mounted\n")
+        return 1
+    return 0

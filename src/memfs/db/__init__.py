@@ -1,0 +1,78 @@
+"""Database access: connection pool, embedded server, schema and the MetaStore.
+
+All SQL memfs runs lives in this package (``schema`` for DDL, ``store`` for queries).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from memfs.config import Settings
+from memfs.db.embedded import start_embedded
+from memfs.db.schema import SchemaInfo, ensure_schema
+from memfs.db.store import CommitResult, DocRow, FileAttrs, MetaStore, Scope
+
+__all__ = [
+    "CommitResult",
+    "Database",
+    "DocRow",
+    "FileAttrs",
+    "MetaStore",
+    "SchemaInfo",
+    "Scope",
+    "open_database",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Database:
+    """An open database: its pool, what its schema holds, and the embedded server if any."""
+
+    url: str
+    pool: ConnectionPool[psycopg.Connection[tuple[Any, ...]]]
+    schema: SchemaInfo
+    embedded: Any = None
+
+    def store(self, scope: Scope) -> MetaStore:
+        return MetaStore(self.pool, scope, self.schema)
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def _connect_kwargs(settings: Settings) -> dict[str, Any]:
+    options = (
+        f"-c statement_timeout={settings.statement_timeout_ms} "
+        f"-c lock_timeout={settings.lock_timeout_ms} "
+        f"-c idle_in_transaction_session_timeout={settings.statement_timeout_ms * 3}"
+    )
+    return {"autocommit": True, "options": options, "application_name": "memfs"}
+
+
+def open_database(settings: Settings) -> Database:
+    """Connect (starting the embedded server if no URL is set) and make the schema ready."""
+    embedded = None
+    url = settings.database_url
+    if not url:
+        url, embedded = start_embedded(settings.pgdata)
+    kwargs = _connect_kwargs(settings)
+    with psycopg.connect(url, **kwargs) as conn:
+        schema = ensure_schema(conn)
+    pool: ConnectionPool[psycopg.Connection[tuple[Any, ...]]] = ConnectionPool(
+        url,
+        min_size=1,
+        max_size=settings.pool_size,
+        kwargs=kwargs,
+        timeout=settings.statement_timeout_ms / 1000,
+        name="memfs",
+        open=True,
+    )
+    log.info("database ready: %s", schema.describe())
+    return Database(url=url, pool=pool, schema=schema, embedded=embedded)

