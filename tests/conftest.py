@@ -111,3 +111,32 @@ async def fs(database: Database) -> AsyncIterator[Filesystem]:
     filesystem = Filesystem(database.store(Scope("default")), uid=1000, gid=1000)
     await filesystem.load()
     yield filesystem
+
+
+@pytest.fixture
+def mount_factory(work_dir: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Start real mounts; every one is stopped (or killed) when the test ends."""
+    from tests.mounting import Mount, fuse_available
+
+    if not fuse_available():
+        pytest.skip("needs /dev/fuse and fusermount3")
+    mounts: list[Mount] = []
+    runtime = work_dir / "runtime"
+    runtime.mkdir(exist_ok=True)
+
+    def start(database_url: str | None, name: str = "mnt", **kwargs: Any) -> Mount:
+        base = work_dir / f"{request.node.name[:40]}-{uuid.uuid4().hex[:6]}"
+        base.mkdir(parents=True, exist_ok=True)
+        mount = Mount(base / name, database_url, runtime, **kwargs)
+        mounts.append(mount)
+        return mount.start()
+
+    yield start
+    for mount in mounts:
+        mount.stop()
+
+
+@pytest.fixture
+def mounted(database_url: str, mount_factory: Any) -> Any:
+    """One memfs mount of user 'default' on a fresh database."""
+    return mount_factory(database_url)

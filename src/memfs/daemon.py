@@ -49,6 +49,16 @@ def is_mounted(mountpoint: Path) -> bool:
     return False
 
 
+def process_running(pid: int) -> bool:
+    """True while ``pid`` runs; a zombie (exited, not yet reaped by its parent) is not running."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    state = stat_line.rpartition(")")[2].split()[0]
+    return state not in ("Z", "X")
+
+
 def prepare_mountpoint(mountpoint: Path) -> Path:
     mountpoint = mountpoint.expanduser().absolute()
     if is_mounted(mountpoint):
@@ -174,9 +184,7 @@ def unmount(settings: Settings, mountpoint: Path, timeout: float = 60.0) -> int:
         return result.returncode
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if not process_running(pid):
             break
         time.sleep(0.05)
     else:

@@ -585,13 +585,25 @@ class Filesystem:
             return f"removed inode {node.ino}"
 
     async def flush(self, fh: int) -> None:
+        """Commit at close(2) so errors reach the caller.
+
+        A new file nothing was written to yet is left for ``release``: shells send a flush
+        before the first write (``>`` dup2s and closes the original descriptor), and
+        committing then would insert an empty row and update it a moment later.
+        """
+        handle = self._handle(fh)
+        if handle.failed is not None:
+            raise handle.failed
+        node = handle.node
+        if node.doc_id is None and len(handle.buffer) == 0:
+            return
+        await self.commit(node)
+
+    async def fsync(self, fh: int) -> None:
         handle = self._handle(fh)
         if handle.failed is not None:
             raise handle.failed
         await self.commit(handle.node)
-
-    async def fsync(self, fh: int) -> None:
-        await self.flush(fh)
 
     async def release(self, fh: int) -> None:
         handle = self.handles.pop(fh, None)

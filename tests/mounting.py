@@ -1,0 +1,136 @@
+"""Run a real ``memfs mount`` in a subprocess, with a timeout on every step."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from memfs.daemon import is_mounted
+
+MOUNT_TIMEOUT = 30.0
+COMMAND_TIMEOUT = 60.0
+
+
+def fuse_available() -> bool:
+    return Path("/dev/fuse").exists() and shutil.which("fusermount3") is not None
+
+
+needs_fuse = pytest.mark.skipif(not fuse_available(), reason="needs /dev/fuse and fusermount3")
+
+
+def memfs_env(runtime_dir: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["XDG_RUNTIME_DIR"] = str(runtime_dir)
+    env.pop("DATABASE_URL", None)
+    env.update(extra)
+    return env
+
+
+class Mount:
+    """A memfs daemon serving ``mountpoint`` (foreground process owned by the test)."""
+
+    def __init__(
+        self,
+        mountpoint: Path,
+        database_url: str | None,
+        runtime_dir: Path,
+        *,
+        user_id: str = "default",
+        extra_args: Sequence[str] = (),
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.mountpoint = mountpoint
+        self.database_url = database_url
+        self.runtime_dir = runtime_dir
+        self.user_id = user_id
+        self.extra_args = list(extra_args)
+        self.env = env or memfs_env(runtime_dir)
+        self.log_path = mountpoint.parent / f"{mountpoint.name}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Mount:
+        self.mountpoint.mkdir(parents=True, exist_ok=True)
+        args = [sys.executable, "-m", "memfs", "--log-level", "debug", "mount", "--foreground"]
+        if self.database_url:
+            args += ["--database-url", self.database_url]
+        args += ["--user-id", self.user_id, *self.extra_args, str(self.mountpoint)]
+        log = open(self.log_path, "ab")  # noqa: SIM115 - kept open for the daemon's lifetime
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=self.env)
+        log.close()
+        deadline = time.monotonic() + MOUNT_TIMEOUT
+        while not is_mounted(self.mountpoint):
+            if self.proc.poll() is not None:
+                raise AssertionError(f"memfs exited with {self.proc.returncode}:\n{self.log()}")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise AssertionError(f"mount did not appear in {MOUNT_TIMEOUT}s:\n{self.log()}")
+            time.sleep(0.05)
+        return self
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-6000:]
+        except OSError:
+            return ""
+
+    def path(self, relative: str = "") -> Path:
+        return self.mountpoint / relative if relative else self.mountpoint
+
+    def run(
+        self, *cmd: str, cwd: Path | None = None, check: bool = True, input: bytes | None = None
+    ) -> subprocess.CompletedProcess[bytes]:
+        result = subprocess.run(
+            list(cmd),
+            cwd=cwd or self.mountpoint,
+            capture_output=True,
+            timeout=COMMAND_TIMEOUT,
+            check=False,
+            input=input,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(
+                f"{cmd} failed ({result.returncode}): {result.stderr.decode(errors='replace')}"
+            )
+        return result
+
+    def shell(self, script: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+        return self.run("bash", "-c", script, check=check)
+
+    def umount(self) -> int:
+        """``memfs umount`` (commit and unmount); returns the daemon's exit code."""
+        assert self.proc is not None
+        subprocess.run(
+            [sys.executable, "-m", "memfs", "umount", str(self.mountpoint)],
+            env=self.env,
+            timeout=COMMAND_TIMEOUT,
+            check=True,
+        )
+        code = self.proc.wait(timeout=MOUNT_TIMEOUT)
+        assert not is_mounted(self.mountpoint)
+        return code
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=MOUNT_TIMEOUT)
+        if is_mounted(self.mountpoint):
+            subprocess.run(
+                ["fusermount3", "-u", "-z", str(self.mountpoint)], timeout=30, check=False
+            )
+
+    def stop(self) -> None:
+        """Clean up after a test whatever state the daemon is in."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.proc.terminate()
+                self.proc.wait(timeout=MOUNT_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                pass
+        self.kill()

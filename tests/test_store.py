@@ -1,0 +1,206 @@
+"""Write-through semantics of MetaStore, checked row by row with SQL."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import psycopg
+import pytest
+
+from memfs.chunker import chunk_document
+from memfs.config import Settings
+from memfs.db import Database, FileAttrs, MetaStore, Scope, open_database
+from memfs.db.store import content_hash
+from tests.conftest import apply_ironclaw_migrations
+
+NO_ATTRS = FileAttrs()
+
+
+def rows(conn: psycopg.Connection[Any], user: str = "default") -> list[tuple[Any, ...]]:
+    return conn.execute(
+        "SELECT path, content FROM memory_documents WHERE user_id = %s ORDER BY path", (user,)
+    ).fetchall()
+
+
+def chunks(conn: psycopg.Connection[Any], path: str) -> list[str]:
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT c.content FROM memory_chunks c JOIN memory_documents d ON d.id = c.document_id "
+            "WHERE d.path = %s ORDER BY c.chunk_index",
+            (path,),
+        )
+    ]
+
+
+def versions(conn: psycopg.Connection[Any], path: str) -> list[tuple[Any, ...]]:
+    return conn.execute(
+        "SELECT v.version, v.content, v.content_hash, v.changed_by FROM memory_document_versions v "
+        "JOIN memory_documents d ON d.id = v.document_id WHERE d.path = %s ORDER BY v.version",
+        (path,),
+    ).fetchall()
+
+
+@pytest.fixture
+def store(database: Database) -> MetaStore:
+    return database.store(Scope("default"))
+
+
+def test_insert_then_update_keeps_identity(
+    store: MetaStore, sql_conn: psycopg.Connection[Any]
+) -> None:
+    first = store.commit_document(None, "MEMORY.md", "first", NO_ATTRS)
+    assert first.created and first.changed and first.chunks == 1
+    sql_conn.execute(
+        "UPDATE memory_documents SET metadata = '{\"keep\": true}' WHERE id = %s", (first.doc_id,)
+    )
+    created = sql_conn.execute(
+        "SELECT created_at FROM memory_documents WHERE id = %s", (first.doc_id,)
+    ).fetchone()
+    second = store.commit_document(first.doc_id, "MEMORY.md", "second text", NO_ATTRS)
+    assert second.doc_id == first.doc_id and not second.created
+    row = sql_conn.execute(
+        "SELECT id, content, metadata, created_at, agent_id FROM memory_documents"
+    ).fetchall()
+    assert row == [(first.doc_id, "second text", {"keep": True}, created[0], None)]  # type: ignore[index]
+    assert chunks(sql_conn, "MEMORY.md") == ["second text"]
+
+
+def test_versions_follow_ironclaw_rules(store: MetaStore, sql_conn: psycopg.Connection[Any]) -> None:
+    a = store.commit_document(None, "notes.md", "v1", NO_ATTRS)
+    assert versions(sql_conn, "notes.md") == []  # created: nothing previous to keep
+    store.commit_document(a.doc_id, "notes.md", "v2", NO_ATTRS)
+    unchanged = store.commit_document(a.doc_id, "notes.md", "v2", NO_ATTRS)
+    assert not unchanged.changed and not unchanged.versioned
+    store.commit_document(a.doc_id, "notes.md", "v3", NO_ATTRS)
+    assert versions(sql_conn, "notes.md") == [
+        (1, "v1", content_hash("v1"), "default"),
+        (2, "v2", content_hash("v2"), "default"),
+    ]
+    assert content_hash("v1").startswith("sha256:") and len(content_hash("v1")) == 71
+    # Empty previous content is never versioned.
+    b = store.commit_document(None, "empty.md", "", NO_ATTRS)
+    store.commit_document(b.doc_id, "empty.md", "now text", NO_ATTRS)
+    assert versions(sql_conn, "empty.md") == []
+
+
+def test_folder_config_controls_versioning_and_indexing(
+    store: MetaStore, sql_conn: psycopg.Connection[Any]
+) -> None:
+    sql_conn.execute(
+        "INSERT INTO memory_documents (user_id, path, content, metadata) VALUES "
+        "('default', 'daily/.config', '', '{\"skip_versioning\": true}'), "
+        "('default', '.system/.config', '', '{\"skip_indexing\": true}')"
+    )
+    d = store.commit_document(None, "daily/2026-03-03.md", "one", NO_ATTRS)
+    store.commit_document(d.doc_id, "daily/2026-03-03.md", "two", NO_ATTRS)
+    assert versions(sql_conn, "daily/2026-03-03.md") == []
+    s = store.commit_document(None, ".system/settings.json", '{"a": 1}', NO_ATTRS)
+    assert s.chunks == 0 and chunks(sql_conn, ".system/settings.json") == []
+    # The document's own metadata overlays the folder's.
+    sql_conn.execute(
+        "UPDATE memory_documents SET metadata = '{\"skip_indexing\": false}' WHERE id = %s",
+        (s.doc_id,),
+    )
+    again = store.commit_document(s.doc_id, ".system/settings.json", '{"a": 2}', NO_ATTRS)
+    assert again.chunks == 1
+
+
+def test_long_documents_are_chunked_like_ironclaw(
+    store: MetaStore, sql_conn: psycopg.Connection[Any]
+) -> None:
+    text = "\n".join(f"word{i}" for i in range(1430))
+    store.commit_document(None, "big.md", text, NO_ATTRS)
+    assert chunks(sql_conn, "big.md") == chunk_document(text)
+    assert len(chunks(sql_conn, "big.md")) == 3
+    indexes = sql_conn.execute("SELECT chunk_index FROM memory_chunks ORDER BY 1").fetchall()
+    assert indexes == [(0,), (1,), (2,)]
+    tsv = sql_conn.execute("SELECT count(*) FROM memory_chunks WHERE content_tsv @@ "
+                           "plainto_tsquery('english', 'word1429')").fetchone()
+    assert tsv == (2,)
+
+
+def test_concurrent_creation_makes_one_row(database: Database, sql_conn: psycopg.Connection[Any]) -> None:
+    """IronClaw's UNIQUE does not stop duplicates while agent_id is NULL; our lock must."""
+    barrier = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def writer(n: int) -> None:
+        store = database.store(Scope("default"))
+        barrier.wait()
+        try:
+            store.commit_document(None, "race.md", f"writer {n}", NO_ATTRS)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not errors
+    count = sql_conn.execute("SELECT count(*) FROM memory_documents WHERE path = 'race.md'")
+    assert count.fetchone() == (1,)
+
+
+def test_scopes_never_touch_other_users(database: Database, sql_conn: psycopg.Connection[Any]) -> None:
+    alice = database.store(Scope("alice"))
+    bob = database.store(Scope("bob"))
+    secret = bob.commit_document(None, "secret.md", "bob only", NO_ATTRS)
+    assert [d.path for d in alice.load_documents()] == []
+    assert alice.read_content(secret.doc_id) is None
+    # Alice naming Bob's id writes her own document, never his.
+    mine = alice.commit_document(secret.doc_id, "secret.md", "alice", NO_ATTRS)
+    assert mine.doc_id != secret.doc_id
+    assert not alice.delete_document(secret.doc_id)
+    assert alice.rename_document(secret.doc_id, "stolen.md", None, NO_ATTRS) is None
+    alice.rename_directory("", "x", None)  # a crafted empty prefix moves nothing of Bob's
+    assert rows(sql_conn, "bob") == [("secret.md", "bob only")]
+
+
+def test_rename_directory_escapes_like_wildcards(
+    store: MetaStore, sql_conn: psycopg.Connection[Any]
+) -> None:
+    store.commit_document(None, "a_b/x.md", "x", NO_ATTRS)
+    store.commit_document(None, "aXb/y.md", "y", NO_ATTRS)
+    store.commit_document(None, "a_b.md", "file beside", NO_ATTRS)
+    store.create_directory("a_b/empty")
+    moved = store.rename_directory("a_b", "c", None)
+    assert len(moved) == 1
+    assert sorted(r[0] for r in rows(sql_conn)) == ["aXb/y.md", "a_b.md", "c/x.md"]
+    assert store.load_directories() == ["c/empty"]
+
+
+def test_rename_document_replaces_target(store: MetaStore, sql_conn: psycopg.Connection[Any]) -> None:
+    a = store.commit_document(None, "a.md", "A", NO_ATTRS)
+    b = store.commit_document(None, "b.md", "B", NO_ATTRS)
+    store.rename_document(a.doc_id, "b.md", b.doc_id, FileAttrs(0o600, 123_000))
+    assert rows(sql_conn) == [("b.md", "A")]
+    [doc] = store.load_documents()
+    assert doc.id == a.doc_id and doc.attrs == FileAttrs(0o600, 123_000)
+    assert chunks(sql_conn, "b.md") == ["A"]
+
+
+def test_attrs_are_trusted_only_against_their_version(
+    store: MetaStore, sql_conn: psycopg.Connection[Any]
+) -> None:
+    a = store.commit_document(None, "a.md", "A", NO_ATTRS)
+    assert store.set_attrs(a.doc_id, FileAttrs(0o600, 42))
+    assert store.load_documents()[0].attrs == FileAttrs(0o600, 42)
+    sql_conn.execute("UPDATE memory_documents SET content = 'changed by the agent'")
+    assert store.load_documents()[0].attrs == FileAttrs()
+
+
+def test_ironclaw_database_without_versions(database_url: str, sql_conn: psycopg.Connection[Any]) -> None:
+    apply_ironclaw_migrations(database_url, with_versions=False)
+    db = open_database(Settings(database_url=database_url))
+    try:
+        store = db.store(Scope("default"))
+        a = store.commit_document(None, "MEMORY.md", "one", NO_ATTRS)
+        b = store.commit_document(a.doc_id, "MEMORY.md", "two", NO_ATTRS)
+        assert not b.versioned
+        assert rows(sql_conn) == [("MEMORY.md", "two")]
+        assert chunks(sql_conn, "MEMORY.md") == ["two"]
+    finally:
+        db.close()

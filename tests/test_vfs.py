@@ -1,0 +1,251 @@
+"""The filesystem model, driven directly (no kernel), against a real database."""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import Any
+
+import psycopg
+import pytest
+
+from memfs.db import Database, Scope
+from memfs.errors import FsError
+from memfs.tree import ROOT_INODE, DirNode, FileNode
+from memfs.vfs import Filesystem
+
+WRITE = os.O_WRONLY
+TRUNC = os.O_WRONLY | os.O_TRUNC
+
+
+def docs(conn: psycopg.Connection[Any]) -> dict[str, str]:
+    return dict(
+        conn.execute(
+            "SELECT path, content FROM memory_documents WHERE user_id = 'default'"
+        ).fetchall()
+    )
+
+
+async def write_file(fs: Filesystem, parent: int, name: str, data: bytes) -> int:
+    fh, node = await fs.create(parent, name, 0o644, WRITE)
+    await fs.write(fh, 0, data)
+    await fs.release(fh)
+    return node.ino
+
+
+async def expect(code: int, coro: Any) -> FsError:
+    with pytest.raises(FsError) as info:
+        await coro
+    assert info.value.errno == code, info.value
+    return info.value
+
+
+async def test_create_write_close_commits(fs: Filesystem, sql_conn: psycopg.Connection[Any]) -> None:
+    fh, node = await fs.create(ROOT_INODE, "MEMORY.md", 0o644, WRITE)
+    assert docs(sql_conn) == {}  # nothing before flush
+    await fs.write(fh, 0, "hello ✓\n".encode())
+    await fs.flush(fh)
+    assert docs(sql_conn) == {"MEMORY.md": "hello ✓\n"}
+    assert fs.getattr(node.ino).size == len("hello ✓\n".encode())
+    await fs.release(fh)
+    fh, _ = await fs.open(node.ino, os.O_RDONLY)
+    assert fs.read(fh, 0, 100) == "hello ✓\n".encode()
+    await fs.release(fh)
+
+
+async def test_two_descriptors_share_one_buffer(fs: Filesystem) -> None:
+    ino = await write_file(fs, ROOT_INODE, "a.md", b"one\n")
+    writer, _ = await fs.open(ino, os.O_WRONLY)
+    reader, _ = await fs.open(ino, os.O_RDONLY)
+    await fs.write(writer, 4, b"two\n")
+    assert fs.read(reader, 0, 100) == b"one\ntwo\n"
+    await fs.release(writer)
+    await fs.release(reader)
+
+
+async def test_refused_write_keeps_database_content(
+    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+) -> None:
+    ino = await write_file(fs, ROOT_INODE, "MEMORY.md", b"precious\n")
+    fh, _ = await fs.open(ino, TRUNC)  # `printf 'a\0b' > MEMORY.md`
+    await expect(errno.EILSEQ, fs.write(fh, 0, b"a\x00b"))
+    await expect(errno.EILSEQ, fs.flush(fh))  # close reports it too
+    await fs.release(fh)
+    assert docs(sql_conn) == {"MEMORY.md": "precious\n"}
+    assert fs.getattr(ino).size == len(b"precious\n")
+    fh, _ = await fs.open(ino, os.O_RDONLY)
+    assert fs.read(fh, 0, 100) == b"precious\n"
+    await fs.release(fh)
+
+
+async def test_truncated_trailing_character_fails_at_flush(
+    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+) -> None:
+    fh, node = await fs.create(ROOT_INODE, "bad.md", 0o644, WRITE)
+    await fs.write(fh, 0, b"caf\xc3")
+    await expect(errno.EILSEQ, fs.flush(fh))
+    await fs.release(fh)
+    assert docs(sql_conn) == {}
+    assert "bad.md" not in fs.tree.root.children  # never stored, so not shown either
+    await expect(errno.ENOENT, fs.rename(ROOT_INODE, "bad.md", ROOT_INODE, "x.md"))
+
+
+async def test_unlink_keeps_emptied_directory(
+    database: Database, fs: Filesystem, sql_conn: psycopg.Connection[Any]
+) -> None:
+    projects = await fs.mkdir(ROOT_INODE, "projects", 0o755)
+    beta = await fs.mkdir(projects.ino, "beta", 0o755)
+    await write_file(fs, beta.ino, "notes.md", b"n")
+    assert docs(sql_conn) == {"projects/beta/notes.md": "n"}
+    await fs.unlink(beta.ino, "notes.md")
+    assert docs(sql_conn) == {}
+    fresh = Filesystem(database.store(Scope("default")))
+    await fresh.load()
+    assert isinstance(fresh.tree.resolve("projects/beta"), DirNode)
+    await expect(errno.ENOTEMPTY, fs.rmdir(ROOT_INODE, "projects"))
+    await fs.rmdir(projects.ino, "beta")
+    await fs.rmdir(ROOT_INODE, "projects")
+    assert sql_conn.execute("SELECT count(*) FROM memfs.directories").fetchone() == (0,)
+
+
+async def test_errnos_of_namespace_operations(fs: Filesystem) -> None:
+    d = await fs.mkdir(ROOT_INODE, "d", 0o755)
+    await write_file(fs, ROOT_INODE, "f.md", b"f")
+    await write_file(fs, d.ino, "inner.md", b"i")
+    e = await fs.mkdir(ROOT_INODE, "e", 0o755)
+    await expect(errno.EEXIST, fs.mkdir(ROOT_INODE, "d", 0o755))
+    await expect(errno.EEXIST, fs.create(ROOT_INODE, "f.md", 0o644, WRITE))
+    await expect(errno.EPERM, fs.mkdir(ROOT_INODE, ".search", 0o755))
+    await expect(errno.EPERM, fs.create(ROOT_INODE, ".search", 0o644, WRITE))
+    await expect(errno.EINVAL, fs.create(ROOT_INODE, "ctl\x01.md", 0o644, WRITE))
+    await expect(errno.ENAMETOOLONG, fs.create(ROOT_INODE, "n" * 300, 0o644, WRITE))
+    await expect(errno.EISDIR, fs.unlink(ROOT_INODE, "d"))
+    await expect(errno.ENOTDIR, fs.rmdir(ROOT_INODE, "f.md"))
+    await expect(errno.ENOTEMPTY, fs.rmdir(ROOT_INODE, "d"))
+    await expect(errno.ENOENT, fs.unlink(ROOT_INODE, "missing.md"))
+    await expect(errno.EEXIST, fs.rename(ROOT_INODE, "f.md", d.ino, "inner.md", noreplace=True))
+    await expect(errno.EINVAL, fs.rename(ROOT_INODE, "f.md", d.ino, "inner.md", exchange=True))
+    await expect(errno.EINVAL, fs.rename(ROOT_INODE, "d", d.ino, "sub"))
+    await expect(errno.EISDIR, fs.rename(ROOT_INODE, "f.md", ROOT_INODE, "e"))
+    await expect(errno.ENOTDIR, fs.rename(ROOT_INODE, "e", ROOT_INODE, "f.md"))
+    await expect(errno.ENOTEMPTY, fs.rename(ROOT_INODE, "e", ROOT_INODE, "d"))
+    await expect(errno.EPERM, fs.rename(ROOT_INODE, "f.md", ROOT_INODE, ".search"))
+    await expect(errno.EPERM, fs.setattr(ROOT_INODE, uid=12345))
+    assert (await fs.setattr(ROOT_INODE, uid=fs.uid, gid=fs.gid)).uid == fs.uid
+    assert e.ino in fs.tree.inodes
+
+
+async def test_write_temp_then_rename_keeps_document_identity(
+    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+) -> None:
+    await write_file(fs, ROOT_INODE, "notes.md", b"v1")
+    [(original,)] = sql_conn.execute("SELECT id FROM memory_documents").fetchall()
+    # Committed temp, renamed over the document: the row at the target is replaced.
+    fh, _ = await fs.create(ROOT_INODE, "tmp1", 0o644, WRITE)
+    await fs.write(fh, 0, b"v2")
+    await fs.rename(ROOT_INODE, "tmp1", ROOT_INODE, "notes.md")  # renamed while still open
+    await fs.release(fh)
+    assert docs(sql_conn) == {"notes.md": "v2"}
+    [(after,)] = sql_conn.execute("SELECT id FROM memory_documents").fetchall()
+    assert after == original  # the uncommitted temp adopted the existing row
+
+
+async def test_directory_rename_moves_rows_in_one_go(
+    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+) -> None:
+    p = await fs.mkdir(ROOT_INODE, "projects", 0o755)
+    beta = await fs.mkdir(p.ino, "beta", 0o755)
+    await write_file(fs, beta.ino, "a.md", b"a")
+    sub = await fs.mkdir(beta.ino, "sub", 0o755)
+    await write_file(fs, sub.ino, "b.md", b"b")
+    ids = dict(sql_conn.execute("SELECT path, id FROM memory_documents").fetchall())
+    mtime = fs.getattr(fs.tree.resolve("projects/beta/a.md").ino).mtime_ns  # type: ignore[union-attr]
+    await fs.rename(p.ino, "beta", p.ino, "gamma")
+    moved = dict(sql_conn.execute("SELECT path, id FROM memory_documents").fetchall())
+    assert moved == {
+        "projects/gamma/a.md": ids["projects/beta/a.md"],
+        "projects/gamma/sub/b.md": ids["projects/beta/sub/b.md"],
+    }
+    node = fs.tree.resolve("projects/gamma/a.md")
+    assert isinstance(node, FileNode) and fs.getattr(node.ino).mtime_ns == mtime
+    dirs = {r[0] for r in sql_conn.execute("SELECT path FROM memfs.directories")}
+    assert dirs == {"projects", "projects/gamma", "projects/gamma/sub"}
+
+
+async def test_truncate_by_path_commits(fs: Filesystem, sql_conn: psycopg.Connection[Any]) -> None:
+    ino = await write_file(fs, ROOT_INODE, "t.md", "héllo".encode())
+    await fs.setattr(ino, size=1)
+    assert docs(sql_conn) == {"t.md": "h"}
+    await expect(errno.EILSEQ, fs.setattr(ino, size=50))
+
+
+async def test_mode_and_mtime_persist(
+    database: Database, fs: Filesystem, sql_conn: psycopg.Connection[Any]
+) -> None:
+    ino = await write_file(fs, ROOT_INODE, "m.md", b"x")
+    await fs.setattr(ino, mode=0o600, mtime_ns=1_000_000_000_000)
+    fresh = Filesystem(database.store(Scope("default")))
+    await fresh.load()
+    node = fresh.tree.resolve("m.md")
+    assert node is not None
+    attrs = fresh.attributes(node)
+    assert (attrs.mode & 0o7777, attrs.mtime_ns) == (0o600, 1_000_000_000_000)
+
+
+async def test_readdir_snapshot_is_stable(fs: Filesystem) -> None:
+    for name in ["a.md", "b.md", "c.md"]:
+        await write_file(fs, ROOT_INODE, name, b"x")
+    fh = fs.opendir(ROOT_INODE)
+    first = fs.readdir(fh, 0)[:1]
+    assert [n.name for _, n in first] == ["a.md"]
+    await write_file(fs, ROOT_INODE, "aa.md", b"x")  # added mid-listing
+    await fs.unlink(ROOT_INODE, "c.md")  # removed mid-listing
+    rest = fs.readdir(fh, first[-1][0])
+    assert [n.name for _, n in rest] == ["b.md"]
+    fs.releasedir(fh)
+
+
+async def test_unloadable_rows_are_skipped_and_left_alone(
+    database: Database, sql_conn: psycopg.Connection[Any]
+) -> None:
+    for path in ["/abs.md", "a//b.md", "ctl\x07.md", ".search/x.md", "ok.md", "dir/../up.md"]:
+        sql_conn.execute(
+            "INSERT INTO memory_documents (user_id, path, content) VALUES ('default', %s, 'x')",
+            (path,),
+        )
+    fresh = Filesystem(database.store(Scope("default")))
+    await fresh.load()
+    assert sorted(fresh.tree.root.children) == ["ok.md"]
+    assert sql_conn.execute("SELECT count(*) FROM memory_documents").fetchone() == (6,)
+
+
+async def test_other_users_rows_are_invisible(
+    database: Database, sql_conn: psycopg.Connection[Any]
+) -> None:
+    sql_conn.execute(
+        "INSERT INTO memory_documents (user_id, path, content) VALUES ('bob', 'bob.md', 'b'),"
+        " ('default', 'mine.md', 'm')"
+    )
+    alice = Filesystem(database.store(Scope("alice")))
+    await alice.load()
+    assert alice.tree.root.children == {}
+    await write_file(alice, ROOT_INODE, "bob.md", b"alice's own")
+    rows = sql_conn.execute("SELECT user_id, content FROM memory_documents WHERE path = 'bob.md'")
+    assert sorted(rows.fetchall()) == [("alice", "alice's own"), ("bob", "b")]
+
+
+async def test_new_empty_file_is_committed_once_at_release(
+    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """bash's `echo x > new.md` flushes before writing; that must not insert an empty row."""
+    fh, _ = await fs.create(ROOT_INODE, "new.md", 0o644, WRITE)
+    await fs.flush(fh)
+    assert docs(sql_conn) == {}
+    await fs.write(fh, 0, b"x\n")
+    await fs.flush(fh)
+    await fs.release(fh)
+    assert docs(sql_conn) == {"new.md": "x\n"}
+    fh, _ = await fs.create(ROOT_INODE, "touched.md", 0o644, WRITE)  # `touch`
+    await fs.flush(fh)
+    await fs.release(fh)
+    assert docs(sql_conn) == {"new.md": "x\n", "touched.md": ""}
