@@ -26,7 +26,12 @@ from memfs.vfs import Filesystem
 FIXTURES = Path(__file__).parent / "fixtures"
 IRONCLAW_MIGRATIONS = [
     (1, "initial", "13924994861355873385", "V1__initial.sql"),
-    (9, "flexible_embedding_dimension", "8136426081104542386", "V9__flexible_embedding_dimension.sql"),
+    (
+        9,
+        "flexible_embedding_dimension",
+        "8136426081104542386",
+        "V9__flexible_embedding_dimension.sql",
+    ),
     (16, "document_versions", "6496010415720970575", "V16__document_versions.sql"),
     (
         23,

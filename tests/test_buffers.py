@@ -50,7 +50,7 @@ def test_character_split_across_writes_is_accepted() -> None:
 
 def test_truncated_tail_fails_only_at_commit() -> None:
     buf = FileBuffer(b"")
-    buf.write(0, "caf".encode() + "é".encode()[:1])
+    buf.write(0, b"caf" + "é".encode()[:1])
     eilseq(buf.commit_text)
 
 

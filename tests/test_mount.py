@@ -82,9 +82,12 @@ def test_issue_walkthrough(
         "SELECT id FROM memory_documents WHERE path = 'projects/beta/notes.md'"
     ).fetchone()
     mounted.run("mv", "projects/beta", "projects/gamma")
-    assert sql_conn.execute(
-        "SELECT id FROM memory_documents WHERE path = 'projects/gamma/notes.md'"
-    ).fetchone() == beta_id
+    assert (
+        sql_conn.execute(
+            "SELECT id FROM memory_documents WHERE path = 'projects/gamma/notes.md'"
+        ).fetchone()
+        == beta_id
+    )
     assert not (mnt / "projects/beta").exists()
     mounted.run("rm", "-r", "projects/gamma")
     assert "projects/gamma/notes.md" not in docs(sql_conn)

@@ -61,7 +61,7 @@ def test_check_new_name_refuses(parent: str, name: str, code: int) -> None:
 
 
 def test_decode_name() -> None:
-    assert decode_name("ok.md".encode()) == "ok.md"
+    assert decode_name(b"ok.md") == "ok.md"
     with pytest.raises(FsError) as info:
         decode_name(b"\xff.md")
     assert info.value.errno == errno.EILSEQ

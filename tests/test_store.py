@@ -67,7 +67,9 @@ def test_insert_then_update_keeps_identity(
     assert chunks(sql_conn, "MEMORY.md") == ["second text"]
 
 
-def test_versions_follow_ironclaw_rules(store: MetaStore, sql_conn: psycopg.Connection[Any]) -> None:
+def test_versions_follow_ironclaw_rules(
+    store: MetaStore, sql_conn: psycopg.Connection[Any]
+) -> None:
     a = store.commit_document(None, "notes.md", "v1", NO_ATTRS)
     assert versions(sql_conn, "notes.md") == []  # created: nothing previous to keep
     store.commit_document(a.doc_id, "notes.md", "v2", NO_ATTRS)
@@ -116,12 +118,16 @@ def test_long_documents_are_chunked_like_ironclaw(
     assert len(chunks(sql_conn, "big.md")) == 3
     indexes = sql_conn.execute("SELECT chunk_index FROM memory_chunks ORDER BY 1").fetchall()
     assert indexes == [(0,), (1,), (2,)]
-    tsv = sql_conn.execute("SELECT count(*) FROM memory_chunks WHERE content_tsv @@ "
-                           "plainto_tsquery('english', 'word1429')").fetchone()
+    tsv = sql_conn.execute(
+        "SELECT count(*) FROM memory_chunks WHERE content_tsv @@ "
+        "plainto_tsquery('english', 'word1429')"
+    ).fetchone()
     assert tsv == (2,)
 
 
-def test_concurrent_creation_makes_one_row(database: Database, sql_conn: psycopg.Connection[Any]) -> None:
+def test_concurrent_creation_makes_one_row(
+    database: Database, sql_conn: psycopg.Connection[Any]
+) -> None:
     """IronClaw's UNIQUE does not stop duplicates while agent_id is NULL; our lock must."""
     barrier = threading.Barrier(8)
     errors: list[BaseException] = []
@@ -144,7 +150,9 @@ def test_concurrent_creation_makes_one_row(database: Database, sql_conn: psycopg
     assert count.fetchone() == (1,)
 
 
-def test_scopes_never_touch_other_users(database: Database, sql_conn: psycopg.Connection[Any]) -> None:
+def test_scopes_never_touch_other_users(
+    database: Database, sql_conn: psycopg.Connection[Any]
+) -> None:
     alice = database.store(Scope("alice"))
     bob = database.store(Scope("bob"))
     secret = bob.commit_document(None, "secret.md", "bob only", NO_ATTRS)
@@ -172,7 +180,9 @@ def test_rename_directory_escapes_like_wildcards(
     assert store.load_directories() == ["c/empty"]
 
 
-def test_rename_document_replaces_target(store: MetaStore, sql_conn: psycopg.Connection[Any]) -> None:
+def test_rename_document_replaces_target(
+    store: MetaStore, sql_conn: psycopg.Connection[Any]
+) -> None:
     a = store.commit_document(None, "a.md", "A", NO_ATTRS)
     b = store.commit_document(None, "b.md", "B", NO_ATTRS)
     store.rename_document(a.doc_id, "b.md", b.doc_id, FileAttrs(0o600, 123_000))
@@ -192,7 +202,9 @@ def test_attrs_are_trusted_only_against_their_version(
     assert store.load_documents()[0].attrs == FileAttrs()
 
 
-def test_ironclaw_database_without_versions(database_url: str, sql_conn: psycopg.Connection[Any]) -> None:
+def test_ironclaw_database_without_versions(
+    database_url: str, sql_conn: psycopg.Connection[Any]
+) -> None:
     apply_ironclaw_migrations(database_url, with_versions=False)
     db = open_database(Settings(database_url=database_url))
     try:

@@ -40,7 +40,9 @@ async def expect(code: int, coro: Any) -> FsError:
     return info.value
 
 
-async def test_create_write_close_commits(fs: Filesystem, sql_conn: psycopg.Connection[Any]) -> None:
+async def test_create_write_close_commits(
+    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+) -> None:
     fh, node = await fs.create(ROOT_INODE, "MEMORY.md", 0o644, WRITE)
     assert docs(sql_conn) == {}  # nothing before flush
     await fs.write(fh, 0, "hello ✓\n".encode())
@@ -81,7 +83,7 @@ async def test_refused_write_keeps_database_content(
 async def test_truncated_trailing_character_fails_at_flush(
     fs: Filesystem, sql_conn: psycopg.Connection[Any]
 ) -> None:
-    fh, node = await fs.create(ROOT_INODE, "bad.md", 0o644, WRITE)
+    fh, _ = await fs.create(ROOT_INODE, "bad.md", 0o644, WRITE)
     await fs.write(fh, 0, b"caf\xc3")
     await expect(errno.EILSEQ, fs.flush(fh))
     await fs.release(fh)

@@ -67,6 +67,8 @@ class Settings:
             settings.pool_size = int(env["MEMFS_POOL_SIZE"])
         if env.get("MEMFS_STATEMENT_TIMEOUT_MS"):
             settings.statement_timeout_ms = int(env["MEMFS_STATEMENT_TIMEOUT_MS"])
+        if env.get("MEMFS_LOCK_TIMEOUT_MS"):
+            settings.lock_timeout_ms = int(env["MEMFS_LOCK_TIMEOUT_MS"])
         if env.get("MEMFS_ATTR_TIMEOUT"):
             settings.attr_timeout = float(env["MEMFS_ATTR_TIMEOUT"])
         if env.get("MEMFS_CACHE_BYTES"):

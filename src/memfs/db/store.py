@@ -223,9 +223,13 @@ class MetaStore:
             n_chunks = 0
             if changed:
                 n_chunks = self._replace_chunks(
-                    conn, the_id, [] if meta.get("skip_indexing") is True else chunks
+                    conn,
+                    the_id,
+                    [] if meta.get("skip_indexing") is True else chunks,
+                    fresh=created,
                 )
-            self._write_attrs(conn, the_id, attrs, updated_at)
+            if not (created and attrs.empty):  # a new row has no attributes to clear
+                self._write_attrs(conn, the_id, attrs, updated_at)
         return CommitResult(the_id, updated_at, created, changed, n_chunks, versioned)
 
     def _lock_document(self, conn: Conn, where: str, **params: Any) -> tuple[Any, ...] | None:
@@ -281,9 +285,12 @@ class MetaStore:
         )
         return cur.rowcount == 1
 
-    def _replace_chunks(self, conn: Conn, doc_id: UUID, chunks: Sequence[str]) -> int:
+    def _replace_chunks(
+        self, conn: Conn, doc_id: UUID, chunks: Sequence[str], *, fresh: bool = False
+    ) -> int:
         """Delete all chunks of a document and insert 0..n-1 (caller holds the row lock)."""
-        conn.execute("DELETE FROM memory_chunks WHERE document_id = %s", (doc_id,))
+        if not fresh:
+            conn.execute("DELETE FROM memory_chunks WHERE document_id = %s", (doc_id,))
         if chunks:
             with conn.cursor() as cur:
                 cur.executemany(

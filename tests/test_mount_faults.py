@@ -1,0 +1,84 @@
+"""Faults on a real mount: a killed daemon, a stuck database, an unexpected error."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from memfs.daemon import is_mounted
+from tests.mounting import memfs_env
+
+pytestmark = pytest.mark.mount
+
+
+def test_sigkill_leaves_no_dead_mount(mounted: Any) -> None:
+    (mounted.path() / "a.md").write_text("x")
+    mounted.proc.send_signal(signal.SIGKILL)
+    mounted.proc.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while is_mounted(mounted.mountpoint) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not is_mounted(mounted.mountpoint), "auto_unmount did not clean up"
+    assert os.listdir(mounted.mountpoint) == []
+
+
+def test_stuck_database_fails_with_eio_and_keeps_serving(
+    database_url: str, sql_conn: psycopg.Connection[Any], mount_factory: Any, work_dir: Path
+) -> None:
+    env = memfs_env(work_dir / "runtime", MEMFS_LOCK_TIMEOUT_MS="1500")
+    mount = mount_factory(database_url, env=env)
+    mnt = mount.path()
+    (mnt / "MEMORY.md").write_text("v1\n")
+    (mnt / "other.md").write_text("o\n")
+    with psycopg.connect(database_url) as locker:
+        locker.execute("SELECT * FROM memory_documents WHERE path = 'MEMORY.md' FOR UPDATE")
+        listings: list[list[str]] = []
+
+        def keep_listing() -> None:  # other requests must not wait for the stuck commit
+            listings.append(sorted(os.listdir(mnt)))
+
+        started = time.monotonic()
+        fd = os.open(mnt / "MEMORY.md", os.O_WRONLY | os.O_APPEND)
+        os.write(fd, b"v2\n")
+        lister = threading.Timer(0.3, keep_listing)
+        lister.start()
+        with pytest.raises(OSError) as info:
+            os.close(fd)
+        elapsed = time.monotonic() - started
+        lister.join(timeout=10)
+        assert info.value.errno == errno.EIO
+        assert elapsed < 6, f"close took {elapsed:.1f}s despite a 1.5s lock timeout"
+        assert listings == [["MEMORY.md", "other.md"]]
+        assert (mnt / "other.md").read_text() == "o\n"
+        locker.rollback()
+    # The change was kept in memory and is committed at unmount.
+    assert (mnt / "MEMORY.md").read_text() == "v1\nv2\n"
+    mount.umount()
+    row = sql_conn.execute("SELECT content FROM memory_documents WHERE path = 'MEMORY.md'")
+    assert row.fetchone() == ("v1\nv2\n",)
+    assert "lock timeout" in mount.log()
+
+
+def test_unexpected_error_becomes_eio_and_mount_survives(
+    mounted: Any, sql_conn: psycopg.Connection[Any]
+) -> None:
+    mnt = mounted.path()
+    (mnt / "a.md").write_text("x")
+    sql_conn.execute("ALTER TABLE memfs.file_attrs RENAME TO file_attrs_gone")
+    with pytest.raises(OSError) as info:
+        os.chmod(mnt / "a.md", 0o600)
+    assert info.value.errno == errno.EIO
+    assert "unexpected error in setattr" in mounted.log()
+    assert "Traceback" in mounted.log()
+    sql_conn.execute("ALTER TABLE memfs.file_attrs_gone RENAME TO file_attrs")
+    os.chmod(mnt / "a.md", 0o600)
+    assert (mnt / "a.md").stat().st_mode & 0o777 == 0o600
+    assert (mnt / "a.md").read_text() == "x"
