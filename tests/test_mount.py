@@ -65,6 +65,7 @@ def test_issue_walkthrough(
     files = make_tree(src)
     mounted.run("cp", "-r", f"{src}/.", str(mnt))
     assert docs(sql_conn) == files
+    assert mounted.run("ls", "-a", "projects").stdout.decode().split() == [".", "..", "alpha"]
     listing = mounted.run("ls", "-lR", str(mnt)).stdout.decode()
     assert "notes.md" in listing and "daily:" in listing.replace(str(mnt) + "/", "")
     assert mounted.run("cat", "MEMORY.md").stdout.decode() == files["MEMORY.md"]

@@ -146,11 +146,12 @@ class MemfsOperations(pyfuse3.Operations):
 
     @_guard
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
-        for next_id, node in self.fs.readdir(fh, start_id):
+        for next_id, name, node in self.fs.readdir(fh, start_id):
             entry = self._entry(self.fs.attributes(node))
-            if not pyfuse3.readdir_reply(token, node.name.encode("utf-8"), entry, next_id):
+            if not pyfuse3.readdir_reply(token, name.encode("utf-8"), entry, next_id):
                 break
-            self.fs.remember(node)
+            if name not in (".", ".."):  # READDIRPLUS counts no lookup for these two
+                self.fs.remember(node)
 
     @_guard
     async def releasedir(self, fh: int) -> None:

@@ -214,6 +214,12 @@ class Filesystem:
     def forget(self, items: list[tuple[int, int]]) -> None:
         for ino, count in items:
             self.tree.forget(ino, count)
+            self._drop_if_freed(ino)
+
+    def _drop_if_freed(self, ino: int) -> None:
+        """Forget per-inode state once the inode number is released."""
+        if ino not in self.tree.inodes:
+            self._kernel_version.pop(ino, None)
 
     def _touch_dir(self, directory: DirNode) -> None:
         directory.mtime_ns = directory.ctime_ns = self.clock()
@@ -292,12 +298,12 @@ class Filesystem:
         directory = self.tree.get_dir(ino)
         return sorted(directory.children.values(), key=lambda n: n.name)
 
-    def readdir(self, fh: int, start: int) -> list[tuple[int, Node]]:
-        """Entries from position ``start`` of the handle's snapshot, as (next_id, node).
+    def readdir(self, fh: int, start: int) -> list[tuple[int, str, Node]]:
+        """Entries from position ``start`` of the handle's snapshot: (next_id, name, node).
 
-        The snapshot is taken at ``opendir`` (and again on a rewind to 0), so a listing
-        never skips or repeats an entry while the directory changes.  Entries removed
-        since the snapshot are left out.
+        Positions 0 and 1 are ``.`` and ``..``.  The snapshot is taken at ``opendir`` (and
+        again on a rewind to 0), so a listing never skips or repeats an entry while the
+        directory changes.  Entries removed since the snapshot are left out.
         """
         entry = self.dir_handles.get(fh)
         if entry is None:
@@ -306,10 +312,13 @@ class Filesystem:
         if start == 0:
             entries = self._snapshot(ino)
             self.dir_handles[fh] = (ino, entries)
+        directory = self.tree.get_dir(ino)
+        dots: list[tuple[str, Node]] = [(".", directory), ("..", directory.parent or directory)]
+        listing = dots + [(node.name, node) for node in entries]
         return [
-            (index + 1, node)
-            for index, node in enumerate(entries[start:], start)
-            if node.parent is not None
+            (index + 1, name, node)
+            for index, (name, node) in enumerate(listing[start:], start)
+            if index < 2 or node.parent is not None
         ]
 
     def releasedir(self, fh: int) -> None:
@@ -623,6 +632,7 @@ class Filesystem:
         finally:
             self.tree.release_handle(node)
             self._drop_idle_buffer(node)
+            self._drop_if_freed(node.ino)
 
     def _drop_idle_buffer(self, node: FileNode) -> None:
         buffer = self.buffers.get(node.ino)
