@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import signal
 import subprocess
 import tarfile
 import time
@@ -235,18 +236,19 @@ def test_ironclaw_database_without_versions_table(
     assert_reindexed(sql_conn)
 
 
-def test_sigterm_commits_open_files_and_unmounts(
-    mounted: Mount, sql_conn: psycopg.Connection[Any]
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signal_commits_open_files_and_unmounts(
+    mounted: Mount, sql_conn: psycopg.Connection[Any], signum: int
 ) -> None:
     handle = open(mounted.path("open.md"), "w")  # noqa: SIM115 - left open on purpose
     handle.write("written but never closed\n")
     handle.flush()  # reaches the daemon's buffer, not the database
     assert "open.md" not in docs(sql_conn)
     assert mounted.proc is not None
-    mounted.proc.terminate()
+    mounted.proc.send_signal(signum)
     assert mounted.proc.wait(timeout=30) == 0
     assert docs(sql_conn) == {"open.md": "written but never closed\n"}
-    assert "received SIGTERM" in mounted.log()
+    assert f"received {signal.Signals(signum).name}" in mounted.log()
     with pytest.raises(OSError):
         handle.close()
 

@@ -216,3 +216,26 @@ def test_ironclaw_database_without_versions(
         assert chunks(sql_conn, "MEMORY.md") == ["two"]
     finally:
         db.close()
+
+
+def test_reindex_rewrites_only_changed_chunks(
+    store: MetaStore, sql_conn: psycopg.Connection[Any]
+) -> None:
+    text = " ".join(f"w{i}" for i in range(2000))  # 3 chunks
+    doc = store.commit_document(None, "long.md", text, NO_ATTRS)
+    sql_conn.execute("UPDATE memory_chunks SET embedding = '[1,0,0]'")
+    before = dict(sql_conn.execute("SELECT chunk_index, id FROM memory_chunks").fetchall())
+    store.commit_document(doc.doc_id, "long.md", text + " appended", NO_ATTRS)
+    assert chunks(sql_conn, "long.md") == chunk_document(text + " appended")
+    after = sql_conn.execute(
+        "SELECT chunk_index, id, embedding IS NULL FROM memory_chunks ORDER BY chunk_index"
+    ).fetchall()
+    assert [(i, cid == before[i], cleared) for i, cid, cleared in after] == [
+        (0, True, False),  # unchanged text keeps its row and embedding
+        (1, True, False),
+        (2, True, True),  # changed text: rewritten, embedding cleared for the backfill
+    ]
+    store.commit_document(doc.doc_id, "long.md", "short now", NO_ATTRS)
+    assert chunks(sql_conn, "long.md") == ["short now"]
+    store.commit_document(doc.doc_id, "long.md", "   ", NO_ATTRS)
+    assert chunks(sql_conn, "long.md") == []

@@ -346,10 +346,7 @@ class Filesystem:
 
     async def rmdir(self, parent_ino: int, name: str) -> None:
         async with self.ns_lock:
-            parent = self._attached_dir(parent_ino)
-            node = parent.children.get(name)
-            if node is None:
-                raise FsError(errno.ENOENT)
+            parent, node = self._child(parent_ino, name)
             if not isinstance(node, DirNode):
                 raise FsError(errno.ENOTDIR)
             if node.children:
@@ -370,6 +367,14 @@ class Filesystem:
             raise FsError(errno.ENOENT, "directory was removed")
         return directory
 
+    def _child(self, parent_ino: int, name: str) -> tuple[DirNode, Node]:
+        """An existing entry of a live directory, or ENOENT."""
+        parent = self._attached_dir(parent_ino)
+        node = parent.children.get(name)
+        if node is None:
+            raise FsError(errno.ENOENT)
+        return parent, node
+
     async def create(self, parent_ino: int, name: str, mode: int, flags: int) -> tuple[int, Node]:
         """Create and open a new, empty document; it reaches the database at flush/close."""
         async with self.ns_lock:
@@ -388,10 +393,7 @@ class Filesystem:
 
     async def unlink(self, parent_ino: int, name: str) -> None:
         async with self.ns_lock:
-            parent = self._attached_dir(parent_ino)
-            node = parent.children.get(name)
-            if node is None:
-                raise FsError(errno.ENOENT)
+            parent, node = self._child(parent_ino, name)
             if not isinstance(node, FileNode):
                 raise FsError(errno.EISDIR)
             keep = self._keep_if_emptied(parent)
@@ -419,11 +421,8 @@ class Filesystem:
         if exchange:
             raise FsError(errno.EINVAL, "RENAME_EXCHANGE is not supported")
         async with self.ns_lock:
-            old_parent = self._attached_dir(old_parent_ino)
+            old_parent, source = self._child(old_parent_ino, old_name)
             new_parent = self._attached_dir(new_parent_ino)
-            source = old_parent.children.get(old_name)
-            if source is None:
-                raise FsError(errno.ENOENT)
             new_path = check_new_name(self.tree.path_of(new_parent), new_name)
             target = new_parent.children.get(new_name)
             if target is source:

@@ -288,15 +288,46 @@ class MetaStore:
     def _replace_chunks(
         self, conn: Conn, doc_id: UUID, chunks: Sequence[str], *, fresh: bool = False
     ) -> int:
-        """Delete all chunks of a document and insert 0..n-1 (caller holds the row lock)."""
+        """Make the document's chunks exactly ``chunks`` at indexes 0..n-1.
+
+        The caller holds the document's row lock.  The end state is IronClaw's (delete all,
+        insert 0..n-1) row for row in (document_id, chunk_index, content); only chunks whose
+        text changed are rewritten, so an append to a long document touches its last chunks
+        instead of re-generating every tsvector, and unchanged chunks keep their embedding.
+        A changed chunk's embedding is cleared (NULL, for the embedding backfill).
+        """
+        rows = [(doc_id, i, text) for i, text in enumerate(chunks)]
         if not fresh:
-            conn.execute("DELETE FROM memory_chunks WHERE document_id = %s", (doc_id,))
-        if chunks:
+            existing: dict[int, str] = dict(
+                conn.execute(
+                    "SELECT chunk_index, md5(content) FROM memory_chunks WHERE document_id = %s",
+                    (doc_id,),
+                ).fetchall()
+            )
+            if any(index >= len(chunks) for index in existing):
+                conn.execute(
+                    "DELETE FROM memory_chunks WHERE document_id = %s AND chunk_index >= %s",
+                    (doc_id, len(chunks)),
+                )
+            changed = [
+                (text, doc_id, i)
+                for _, i, text in rows
+                if i in existing and existing[i] != hashlib.md5(text.encode()).hexdigest()
+            ]
+            if changed:
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "UPDATE memory_chunks SET content = %s, embedding = NULL "
+                        "WHERE document_id = %s AND chunk_index = %s",
+                        changed,
+                    )
+            rows = [row for row in rows if row[1] not in existing]
+        if rows:
             with conn.cursor() as cur:
                 cur.executemany(
                     "INSERT INTO memory_chunks (document_id, chunk_index, content) "
                     "VALUES (%s, %s, %s)",
-                    [(doc_id, i, text) for i, text in enumerate(chunks)],
+                    rows,
                 )
         return len(chunks)
 
