@@ -145,3 +145,34 @@ def mount_factory(work_dir: Path, request: pytest.FixtureRequest) -> Iterator[An
 def mounted(database_url: str, mount_factory: Any) -> Any:
     """One memfs mount of user 'default' on a fresh database."""
     return mount_factory(database_url)
+
+
+STATEMENT_LOG_SQL = """
+CREATE TABLE test_statement_log (op TEXT NOT NULL, at TIMESTAMPTZ DEFAULT clock_timestamp());
+CREATE FUNCTION test_log_statement() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO test_statement_log (op) VALUES (TG_OP);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER test_count_statements AFTER INSERT OR UPDATE OR DELETE ON memory_documents
+    FOR EACH STATEMENT EXECUTE FUNCTION test_log_statement();
+"""
+
+
+class StatementLog:
+    """Every INSERT/UPDATE/DELETE statement run against memory_documents, in order."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+        conn.execute(STATEMENT_LOG_SQL)  # type: ignore[arg-type]
+
+    def take(self) -> list[str]:
+        ops = [r[0] for r in self.conn.execute("SELECT op FROM test_statement_log ORDER BY at")]
+        self.conn.execute("DELETE FROM test_statement_log")
+        return ops
+
+
+@pytest.fixture
+def statements(database: Database, sql_conn: psycopg.Connection[Any]) -> StatementLog:
+    """Counts statements on memory_documents (created after memfs made the schema)."""
+    return StatementLog(sql_conn)

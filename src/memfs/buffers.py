@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import codecs
 import errno
+import os
+import tempfile
+from pathlib import Path
 
 import trio
 
@@ -126,3 +129,104 @@ class FileBuffer:
         if "\x00" in text:
             raise FsError(errno.EILSEQ, f"NUL byte at offset {data.index(0)}")
         return text, data, self.generation
+
+
+class ScratchSpill:
+    """Where scratch files overflow to once they outgrow memory.
+
+    Scratch content is held in memory while a file is under ``file_cap`` bytes and the mount
+    holds under ``memory_cap`` bytes of scratch in memory; past either, the file moves to an
+    unlinked temporary file in ``directory`` (the runtime directory, usually a tmpfs).
+    """
+
+    def __init__(
+        self, directory: Path, *, memory_cap: int = 64 << 20, file_cap: int = 4 << 20
+    ) -> None:
+        self.directory = directory
+        self.memory_cap = memory_cap
+        self.file_cap = file_cap
+        self.in_memory = 0
+
+    def open_file(self) -> int:
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, name = tempfile.mkstemp(prefix="scratch-", dir=self.directory)
+        os.unlink(name)  # gone from the directory; freed when the fd closes
+        return fd
+
+
+class ScratchBuffer:
+    """Content of a scratch file: any bytes, never committed, gone at unmount."""
+
+    def __init__(self, spill: ScratchSpill, data: bytes = b"") -> None:
+        self.spill = spill
+        self._data = bytearray(data)
+        self._fd: int | None = None
+        self._size = len(data)
+        spill.in_memory += len(data)
+        self.dirty = False  # nothing to commit, ever
+        self.generation = 0
+        self.lock = trio.Lock()
+        self._maybe_spill()
+
+    def __len__(self) -> int:
+        return self._size
+
+    @property
+    def spilled(self) -> bool:
+        return self._fd is not None
+
+    def _maybe_spill(self) -> None:
+        if self._fd is not None:
+            return
+        if self._size > self.spill.file_cap or self.spill.in_memory > self.spill.memory_cap:
+            fd = self.spill.open_file()
+            os.pwrite(fd, self._data, 0)
+            self.spill.in_memory -= len(self._data)
+            self._data = bytearray()
+            self._fd = fd
+
+    def read(self, offset: int, size: int) -> bytes:
+        if self._fd is not None:
+            return os.pread(self._fd, max(0, min(size, self._size - offset)), offset)
+        return bytes(self._data[offset : offset + size])
+
+    def snapshot(self) -> bytes:
+        return self.read(0, self._size)
+
+    def write(self, offset: int, data: bytes) -> int:
+        end = offset + len(data)
+        if self._fd is not None:
+            os.pwrite(self._fd, data, offset)
+        else:
+            if offset > len(self._data):
+                self._data.extend(b"\x00" * (offset - len(self._data)))
+            before = len(self._data)
+            self._data[offset:end] = data
+            self.spill.in_memory += len(self._data) - before
+        self._size = max(self._size, end)
+        self.generation += 1
+        self._maybe_spill()
+        return len(data)
+
+    def truncate(self, size: int) -> None:
+        if self._fd is not None:
+            os.ftruncate(self._fd, size)
+        else:
+            before = len(self._data)
+            if size < before:
+                del self._data[size:]
+            else:
+                self._data.extend(b"\x00" * (size - before))
+            self.spill.in_memory += len(self._data) - before
+        self._size = size
+        self.generation += 1
+        self._maybe_spill()
+
+    def release(self) -> None:
+        """Free memory or the spill file (the node is gone)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self.spill.in_memory -= len(self._data)
+        self._data = bytearray()
+        self._size = 0

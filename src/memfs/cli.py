@@ -48,6 +48,8 @@ def _settings(args: argparse.Namespace) -> Settings:
         settings.allow_other = True
     if getattr(args, "debug_fuse", False):
         settings.debug_fuse = True
+    if getattr(args, "scratch_pattern", None):
+        settings.scratch_patterns = settings.scratch_patterns + list(args.scratch_pattern)
     return settings
 
 
@@ -77,6 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
     mount.add_argument("--attr-timeout", type=float, help="kernel attribute cache, seconds")
     mount.add_argument("--allow-other", action="store_true", help="let other users in")
     mount.add_argument("--debug-fuse", action="store_true", help="libfuse protocol trace")
+    mount.add_argument(
+        "--scratch-pattern",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="extra name pattern kept out of the database (repeatable; see SEMANTICS.md)",
+    )
 
     umount = sub.add_parser("umount", help="commit and unmount")
     umount.add_argument("mountpoint", type=Path)

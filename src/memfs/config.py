@@ -48,6 +48,8 @@ class Settings:
     attr_timeout: float = 1.0
     #: Bytes of document content kept in the daemon's LRU cache.
     cache_bytes: int = 64 * 1024 * 1024
+    #: Extra scratch-name patterns (regular expressions matched against one name).
+    scratch_patterns: list[str] = field(default_factory=list)
     allow_other: bool = False
     debug_fuse: bool = False
 
@@ -71,6 +73,8 @@ class Settings:
             settings.lock_timeout_ms = int(env["MEMFS_LOCK_TIMEOUT_MS"])
         if env.get("MEMFS_ATTR_TIMEOUT"):
             settings.attr_timeout = float(env["MEMFS_ATTR_TIMEOUT"])
+        if env.get("MEMFS_SCRATCH_PATTERNS"):
+            settings.scratch_patterns = [p for p in env["MEMFS_SCRATCH_PATTERNS"].split("\n") if p]
         if env.get("MEMFS_CACHE_BYTES"):
             settings.cache_bytes = int(env["MEMFS_CACHE_BYTES"])
         return settings

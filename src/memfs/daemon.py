@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,9 +23,11 @@ from pathlib import Path
 import pyfuse3
 import trio
 
+from memfs.buffers import ScratchSpill
 from memfs.config import Settings
 from memfs.db import Scope, open_database
 from memfs.fuse_ops import MemfsOperations, mount_options
+from memfs.scratch import ScratchRules
 from memfs.vfs import Filesystem
 
 log = logging.getLogger(__name__)
@@ -85,7 +88,13 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
     pidfile = pidfile_for(settings.runtime_dir, mountpoint)
     try:
         store = database.store(Scope(settings.user_id, settings.agent_id))
-        fs = Filesystem(store, db_concurrency=settings.pool_size, cache_bytes=settings.cache_bytes)
+        fs = Filesystem(
+            store,
+            db_concurrency=settings.pool_size,
+            cache_bytes=settings.cache_bytes,
+            rules=ScratchRules.with_extra(settings.scratch_patterns),
+            spill=ScratchSpill(settings.runtime_dir / f"scratch-{os.getpid()}"),
+        )
         ops = MemfsOperations(fs, attr_timeout=settings.attr_timeout)
 
         async def run() -> int:
@@ -105,10 +114,11 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
             try:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(_handle_signals)
+                    nursery.start_soon(fs.run_maintenance)
                     await pyfuse3.main()
                     nursery.cancel_scope.cancel()
             finally:
-                failed = await fs.commit_all()
+                failed = await fs.shutdown()
                 pyfuse3.close(unmount=True)
                 unmounted = True
                 log.info("unmounted %s", mountpoint)
@@ -118,6 +128,7 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
     finally:
         with contextlib.suppress(FileNotFoundError):
             pidfile.unlink()
+        shutil.rmtree(settings.runtime_dir / f"scratch-{os.getpid()}", ignore_errors=True)
         database.close()
 
 

@@ -234,29 +234,31 @@ class MemfsOperations(pyfuse3.Operations):
             exchange=bool(flags & pyfuse3.RENAME_EXCHANGE),
         )
 
-    # -- refused operations --------------------------------------------------------------
-
     @_guard
     async def symlink(
         self, parent_inode: int, name: bytes, target: bytes, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
-        raise FsError(errno.EPERM, "documents cannot be symbolic links")
+        node = await self.fs.symlink(parent_inode, decode_name(name), target)
+        return self._entry(self.fs.attributes(node))
 
     @_guard
     async def link(
         self, inode: int, new_parent_inode: int, new_name: bytes, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
-        raise FsError(errno.EPERM, "documents cannot have hard links")
+        node = await self.fs.link(inode, new_parent_inode, decode_name(new_name))
+        return self._entry(self.fs.attributes(node))
+
+    @_guard
+    async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
+        return self.fs.readlink(inode)
+
+    # -- refused operations --------------------------------------------------------------
 
     @_guard
     async def mknod(
         self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
         raise FsError(errno.EPERM, "only regular files and directories can be created")
-
-    @_guard
-    async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
-        raise FsError(errno.EINVAL, "not a symbolic link")
 
     async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
         raise pyfuse3.FUSEError(errno.ENOSYS)

@@ -35,7 +35,7 @@ def to_ns(moment: datetime) -> int:
 class Node:
     """A file or directory; ``parent is None`` means removed from the namespace (or root)."""
 
-    __slots__ = ("ctime_ns", "ino", "lookups", "mode", "mtime_ns", "name", "parent")
+    __slots__ = ("ctime_ns", "ino", "lookups", "mode", "mtime_ns", "name", "parent", "scratch")
 
     is_dir = False
 
@@ -48,6 +48,8 @@ class Node:
         self.ctime_ns = mtime_ns
         #: References the kernel holds (lookup, create, readdirplus), released by forget.
         self.lookups = 0
+        #: Lives only in the daemon (editor/sync-tool scratch); never a database row.
+        self.scratch = False
 
     @property
     def pinned(self) -> bool:
@@ -58,7 +60,16 @@ class Node:
 class FileNode(Node):
     """A document (committed when ``doc_id`` is set) with its size and version."""
 
-    __slots__ = ("client_mtime_ns", "created_ns", "doc_id", "open_count", "size", "updated_at")
+    __slots__ = (
+        "client_mtime_ns",
+        "created_ns",
+        "doc_id",
+        "extra_links",
+        "open_count",
+        "origin_doc_id",
+        "size",
+        "updated_at",
+    )
 
     def __init__(self, ino: int, name: str, mode: int, mtime_ns: int) -> None:
         super().__init__(ino, name, mode, mtime_ns)
@@ -70,10 +81,19 @@ class FileNode(Node):
         #: mtime set by a client (utimens) and not overtaken by a later write.
         self.client_mtime_ns: int | None = None
         self.open_count = 0
+        #: For a document renamed to a scratch name (vim's ``x -> x~``): the row it came
+        #: from, which stays in the database until the save completes or is abandoned.
+        self.origin_doc_id: UUID | None = None
+        #: Further (parent, name) entries of a hard-linked scratch file.
+        self.extra_links: list[tuple[DirNode, str]] = []
+
+    @property
+    def nlink(self) -> int:
+        return (1 if self.parent is not None else 0) + len(self.extra_links)
 
     @property
     def pinned(self) -> bool:
-        return self.lookups > 0 or self.open_count > 0
+        return self.lookups > 0 or self.open_count > 0 or bool(self.extra_links)
 
     @property
     def custom_mode(self) -> int | None:
@@ -94,6 +114,17 @@ class DirNode(Node):
         self.children: dict[str, Node] = {}
         self.explicit = False
         self.subdirs = 0
+
+
+class SymlinkNode(Node):
+    """A symbolic link; only ever scratch (emacs lock files)."""
+
+    __slots__ = ("target",)
+
+    def __init__(self, ino: int, name: str, target: bytes, mtime_ns: int) -> None:
+        super().__init__(ino, name, stat.S_IFLNK | 0o777, mtime_ns)
+        self.target = target
+        self.scratch = True
 
 
 class Tree:
@@ -186,6 +217,48 @@ class Tree:
         self.inodes[node.ino] = node
         return node
 
+    def new_symlink(self, name: str, target: bytes, now_ns: int) -> SymlinkNode:
+        node = SymlinkNode(self._new_ino(), name, target, now_ns)
+        self.inodes[node.ino] = node
+        return node
+
+    def add_link(self, node: FileNode, parent: DirNode, name: str) -> None:
+        """Give a (scratch) file another name: a hard link."""
+        if name in parent.children:
+            raise FsError(errno.EEXIST, f"{name!r} already exists")
+        parent.children[name] = node
+        node.extra_links.append((parent, name))
+
+    def remove_entry(self, parent: DirNode, name: str) -> Node:
+        """Remove one name; a hard-linked file keeps its other names."""
+        node = parent.children[name]
+        if isinstance(node, FileNode) and node.extra_links:
+            if (parent, name) in node.extra_links:
+                node.extra_links.remove((parent, name))
+                del parent.children[name]
+                return node
+            del parent.children[name]
+            node.parent, node.name = node.extra_links.pop()
+            return node
+        self.detach(node)
+        return node
+
+    def rename_entry(
+        self, old_parent: DirNode, old_name: str, new_parent: DirNode, new_name: str
+    ) -> Node:
+        """Move one name of a node (the primary name or a hard link) to a new place."""
+        node = old_parent.children[old_name]
+        if isinstance(node, FileNode) and (old_parent, old_name) in node.extra_links:
+            if new_name in new_parent.children:
+                raise FsError(errno.EEXIST, f"{new_name!r} already exists")
+            del old_parent.children[old_name]
+            node.extra_links.remove((old_parent, old_name))
+            node.extra_links.append((new_parent, new_name))
+            new_parent.children[new_name] = node
+            return node
+        self.move(node, new_parent, new_name)
+        return node
+
     def attach(self, parent: DirNode, node: Node) -> None:
         if node.name in parent.children:
             raise FsError(errno.EEXIST, f"{node.name!r} already exists")
@@ -233,6 +306,12 @@ class Tree:
             if previous is not None and previous is not node:
                 previous.doc_id = None
             self.docs[doc_id] = node
+
+    def unbind_document(self, node: FileNode) -> None:
+        """The node no longer stands for its row (it took a scratch name)."""
+        if node.doc_id is not None and self.docs.get(node.doc_id) is node:
+            del self.docs[node.doc_id]
+        node.doc_id = None
 
     def _maybe_free(self, node: Node) -> None:
         if node.parent is None and node is not self.root and not node.pinned:
@@ -341,4 +420,4 @@ class Tree:
         return files, dirs
 
 
-__all__ = ["ROOT_INODE", "DirNode", "FileNode", "Node", "Tree", "join", "to_ns"]
+__all__ = ["ROOT_INODE", "DirNode", "FileNode", "Node", "SymlinkNode", "Tree", "join", "to_ns"]

@@ -181,55 +181,78 @@ class MetaStore:
         IronClaw would; replaces the chunks.  Creation is serialised with an advisory lock
         because IronClaw's UNIQUE constraint does not stop duplicates while agent_id is NULL.
         """
-        chunks = chunk_document(content, self.chunk_config)
+        return self.commit_documents([(doc_id, path, content, attrs)])[0]
+
+    def commit_documents(
+        self,
+        items: Sequence[tuple[UUID | None, str, str, FileAttrs]],
+        keep_dirs: Sequence[str] = (),
+    ) -> list[CommitResult]:
+        """``commit_document`` for several documents (and kept directories), one transaction."""
+        chunked = [chunk_document(content, self.chunk_config) for _, _, content, _ in items]
+        results = []
         with self.pool.connection() as conn, conn.transaction():
-            row = None
-            if doc_id is not None:
-                row = self._lock_document(conn, "id = %(id)s", id=doc_id, path=path)
-            if row is None:
-                self._lock_path(conn, path)
-                row = self._lock_document(conn, "path = %(path)s", path=path)
-            if row is None:
-                created = True
-                folder = self._folder_metadata(conn, path)
-                cur = conn.execute(
-                    "INSERT INTO memory_documents (user_id, agent_id, path, content, metadata) "
-                    "VALUES (%(user)s, %(agent)s, %(path)s, %(content)s, '{}'::jsonb) "
-                    "RETURNING id, updated_at",
-                    self._params(path=path, content=content),
-                )
-                new = cur.fetchone()
-                assert new is not None
-                the_id, updated_at = new[0], new[1]
-                meta = effective_metadata({}, folder)
-                changed = True
-                versioned = False
-            else:
-                created = False
-                the_id, previous, own, folder, updated_at = row
-                meta = effective_metadata(_as_dict(own), _as_dict(folder))
-                changed = previous != content
-                versioned = False
-                if changed:
-                    versioned = self._maybe_save_version(conn, the_id, previous, meta)
-                    cur = conn.execute(
-                        "UPDATE memory_documents SET content = %(content)s WHERE id = %(id)s "
-                        "RETURNING updated_at",
-                        {"content": content, "id": the_id},
-                    )
-                    upd = cur.fetchone()
-                    assert upd is not None
-                    updated_at = upd[0]
-            n_chunks = 0
+            for (doc_id, path, content, attrs), chunks in zip(items, chunked, strict=True):
+                results.append(self._commit(conn, doc_id, path, content, attrs, chunks))
+            self._keep_directories(conn, keep_dirs)
+        return results
+
+    def _commit(
+        self,
+        conn: Conn,
+        doc_id: UUID | None,
+        path: str,
+        content: str,
+        attrs: FileAttrs,
+        chunks: list[str],
+    ) -> CommitResult:
+        row = None
+        if doc_id is not None:
+            row = self._lock_document(conn, "id = %(id)s", id=doc_id, path=path)
+        if row is None:
+            self._lock_path(conn, path)
+            row = self._lock_document(conn, "path = %(path)s", path=path)
+        if row is None:
+            created = True
+            folder = self._folder_metadata(conn, path)
+            cur = conn.execute(
+                "INSERT INTO memory_documents (user_id, agent_id, path, content, metadata) "
+                "VALUES (%(user)s, %(agent)s, %(path)s, %(content)s, '{}'::jsonb) "
+                "RETURNING id, updated_at",
+                self._params(path=path, content=content),
+            )
+            new = cur.fetchone()
+            assert new is not None
+            the_id, updated_at = new[0], new[1]
+            meta = effective_metadata({}, folder)
+            changed = True
+            versioned = False
+        else:
+            created = False
+            the_id, previous, own, folder, updated_at = row
+            meta = effective_metadata(_as_dict(own), _as_dict(folder))
+            changed = previous != content
+            versioned = False
             if changed:
-                n_chunks = self._replace_chunks(
-                    conn,
-                    the_id,
-                    [] if meta.get("skip_indexing") is True else chunks,
-                    fresh=created,
+                versioned = self._maybe_save_version(conn, the_id, previous, meta)
+                cur = conn.execute(
+                    "UPDATE memory_documents SET content = %(content)s WHERE id = %(id)s "
+                    "RETURNING updated_at",
+                    {"content": content, "id": the_id},
                 )
-            if not (created and attrs.empty):  # a new row has no attributes to clear
-                self._write_attrs(conn, the_id, attrs, updated_at)
+                upd = cur.fetchone()
+                assert upd is not None
+                updated_at = upd[0]
+        n_chunks = 0
+        if changed:
+            n_chunks = self._replace_chunks(
+                conn,
+                the_id,
+                [] if meta.get("skip_indexing") is True else chunks,
+                fresh=created,
+            )
+        if not (created and attrs.empty):  # a new row has no attributes to clear
+            self._write_attrs(conn, the_id, attrs, updated_at)
         return CommitResult(the_id, updated_at, created, changed, n_chunks, versioned)
 
     def _lock_document(self, conn: Conn, where: str, **params: Any) -> tuple[Any, ...] | None:

@@ -1,0 +1,352 @@
+"""Shared state of the filesystem model: tree, handles, buffers, database access, attributes.
+
+The model is split by job: this module holds the state and the read-only operations,
+``content`` the buffers and commits, ``namespace`` names and renames (including the scratch
+overlay's rules).  ``memfs.vfs.Filesystem`` combines them.
+
+Concurrency: trio runs one request handler at a time between ``await`` points, so tree
+updates need no locks.  Operations that change the namespace and await the database hold
+``ns_lock`` so the tree and the rows change together; a document's content commits are
+serialised by its buffer's lock.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import psycopg
+import trio
+from psycopg_pool import PoolTimeout
+
+from memfs.buffers import FileBuffer, ScratchBuffer, ScratchSpill
+from memfs.cache import ContentCache
+from memfs.db.store import MetaStore
+from memfs.errors import DatabaseUnavailable, FsError
+from memfs.paths import loadable_path
+from memfs.scratch import Kind, ScratchRules
+from memfs.tree import DirNode, FileNode, Node, SymlinkNode, Tree
+
+log = logging.getLogger("memfs.vfs")
+
+T = TypeVar("T")
+Buffer = FileBuffer | ScratchBuffer
+
+#: Synthetic capacity reported by statfs (editors check free space before saving).
+STATFS_BLOCK = 4096
+STATFS_BLOCKS = 1 << 30  # 4 TiB
+STATFS_FILES = 1 << 24
+
+
+@dataclass(slots=True)
+class Attributes:
+    """Stat data of one inode, independent of pyfuse3's types."""
+
+    ino: int
+    mode: int
+    nlink: int
+    uid: int
+    gid: int
+    size: int
+    atime_ns: int
+    mtime_ns: int
+    ctime_ns: int
+    birth_ns: int
+
+
+@dataclass(slots=True)
+class StatFs:
+    block_size: int
+    blocks: int
+    blocks_free: int
+    files: int
+    files_free: int
+    name_max: int
+
+
+@dataclass(slots=True)
+class Handle:
+    """One open file description."""
+
+    node: FileNode
+    buffer: Buffer
+    writable: bool
+    #: Set when a write through this handle was refused: the save is abandoned, later
+    #: writes and the closing flush report the same error, and nothing is committed.
+    failed: FsError | None = None
+
+
+class FilesystemBase:
+    """State and read-only operations of a mounted workspace."""
+
+    def __init__(
+        self,
+        store: MetaStore,
+        *,
+        uid: int | None = None,
+        gid: int | None = None,
+        db_concurrency: int = 4,
+        cache_bytes: int = 64 * 1024 * 1024,
+        rules: ScratchRules | None = None,
+        spill: ScratchSpill | None = None,
+        clock: Callable[[], int] = time.time_ns,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.uid = os.getuid() if uid is None else uid
+        self.gid = os.getgid() if gid is None else gid
+        self.clock = clock
+        self.monotonic = monotonic
+        self.tree = Tree(clock())
+        self.cache = ContentCache(cache_bytes)
+        self.limiter = trio.CapacityLimiter(db_concurrency)
+        self.ns_lock = trio.Lock()
+        self.rules = rules or ScratchRules()
+        self.spill = spill or ScratchSpill(Path(f"/var/tmp/memfs-scratch-{os.getpid()}"))
+        self.buffers: dict[int, Buffer] = {}
+        self.handles: dict[int, Handle] = {}
+        self.dir_handles: dict[int, tuple[int, list[tuple[str, Node]]]] = {}
+        #: Nodes whose changes could not be committed yet (database down); retried at unmount.
+        self.unsaved: dict[int, FileNode] = {}
+        #: Documents renamed to a scratch name, by their original path (vim's ``x -> x~``):
+        #: the next file created at that path takes over the row.
+        self.detached: dict[str, FileNode] = {}
+        #: Tentative scratch files (rsync temporaries or real dotfiles) and when to promote
+        #: them to documents (None while open).
+        self.tentative: dict[int, float | None] = {}
+        #: Version of each file's content the kernel may hold in its page cache.
+        self._kernel_version: dict[int, Any] = {}
+        self._next_fh = 1
+
+    # -- database access -----------------------------------------------------------------
+
+    async def _db(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a blocking store call in a worker thread; database outages become EIO."""
+        try:
+            return await trio.to_thread.run_sync(functools.partial(fn, *args), limiter=self.limiter)
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            name = getattr(fn, "__name__", "query")
+            log.error("database unavailable during %s: %s", name, str(exc).strip())
+            raise DatabaseUnavailable(f"{name}: {exc}") from exc
+
+    async def load(self) -> None:
+        """Load every path and attribute of the workspace into the tree (no content)."""
+        docs = await self._db(self.store.load_documents)
+        dirs = await self._db(self.store.load_directories)
+        skipped = 0
+        for row in docs:
+            if not loadable_path(row.path):
+                skipped += 1
+                log.warning(
+                    "document %s has a path the mount cannot show: %r (not normalised, "
+                    "reserved, or with control characters); it is left untouched",
+                    row.id,
+                    row.path,
+                )
+                continue
+            self.tree.load_document(
+                row.id,
+                row.path,
+                row.size,
+                row.created_at,
+                row.updated_at,
+                row.attrs.mode,
+                row.attrs.mtime_ns,
+            )
+        now = self.clock()
+        for path in dirs:
+            if not loadable_path(path):
+                continue
+            node = self.tree.ensure_dir(path, now)
+            if node is not None:
+                node.explicit = True
+        self.tree.settle_dir_times()
+        files, directories = self.tree.count()
+        log.info("loaded %d documents in %d directories (%d skipped)", files, directories, skipped)
+
+    # -- names ---------------------------------------------------------------------------
+
+    def _attached_dir(self, ino: int) -> DirNode:
+        directory = self.tree.get_dir(ino)
+        if directory.parent is None and directory is not self.tree.root:
+            raise FsError(errno.ENOENT, "directory was removed")
+        return directory
+
+    def _child(self, parent_ino: int, name: str) -> tuple[DirNode, Node]:
+        """An existing entry of a live directory, or ENOENT."""
+        parent = self._attached_dir(parent_ino)
+        node = parent.children.get(name)
+        if node is None:
+            raise FsError(errno.ENOENT)
+        return parent, node
+
+    def _kind(self, parent: DirNode, name: str, *, is_dir: bool = False) -> Kind:
+        """What a name in ``parent`` is: below a scratch directory everything is scratch."""
+        if parent.scratch:
+            return Kind.SCRATCH
+        kind = self.rules.classify(name)
+        if is_dir and kind is Kind.TENTATIVE:
+            return Kind.DOCUMENT  # rsync makes no temporary directories
+        if kind is not Kind.DOCUMENT:
+            log.debug("treating %r as %s (matches a scratch pattern)", name, kind.value)
+        return kind
+
+    def _describe(self, node: Node) -> str:
+        try:
+            return repr(self.tree.path_of(node))
+        except FsError:
+            return f"removed inode {node.ino}"
+
+    def _touch_dir(self, directory: DirNode) -> None:
+        directory.mtime_ns = directory.ctime_ns = self.clock()
+
+    # -- attributes ----------------------------------------------------------------------
+
+    def attributes(self, node: Node) -> Attributes:
+        if isinstance(node, FileNode):
+            return Attributes(
+                ino=node.ino,
+                mode=node.mode,
+                nlink=node.nlink,
+                uid=self.uid,
+                gid=self.gid,
+                size=node.size,
+                atime_ns=node.mtime_ns,
+                mtime_ns=node.mtime_ns,
+                ctime_ns=node.ctime_ns,
+                birth_ns=node.created_ns,
+            )
+        if isinstance(node, SymlinkNode):
+            return Attributes(
+                ino=node.ino,
+                mode=node.mode,
+                nlink=1,
+                uid=self.uid,
+                gid=self.gid,
+                size=len(node.target),
+                atime_ns=node.mtime_ns,
+                mtime_ns=node.mtime_ns,
+                ctime_ns=node.ctime_ns,
+                birth_ns=node.ctime_ns,
+            )
+        assert isinstance(node, DirNode)
+        return Attributes(
+            ino=node.ino,
+            mode=node.mode,
+            nlink=2 + node.subdirs,
+            uid=self.uid,
+            gid=self.gid,
+            size=4096,
+            atime_ns=node.mtime_ns,
+            mtime_ns=node.mtime_ns,
+            ctime_ns=node.ctime_ns,
+            birth_ns=node.ctime_ns,
+        )
+
+    def getattr(self, ino: int) -> Attributes:
+        return self.attributes(self.tree.get(ino))
+
+    def lookup(self, parent_ino: int, name: str) -> Node:
+        """Resolve a name and take one kernel reference on the result."""
+        parent = self.tree.get_dir(parent_ino)
+        if name == ".":
+            node: Node | None = parent
+        elif name == "..":
+            node = parent.parent or self.tree.root
+        else:
+            node = parent.children.get(name)
+        if node is None:
+            raise FsError(errno.ENOENT)
+        node.lookups += 1
+        return node
+
+    def remember(self, node: Node) -> None:
+        """Count a kernel reference handed out outside ``lookup`` (READDIRPLUS)."""
+        node.lookups += 1
+
+    def forget(self, items: list[tuple[int, int]]) -> None:
+        for ino, count in items:
+            self.tree.forget(ino, count)
+            self._drop_if_freed(ino)
+
+    def _drop_if_freed(self, ino: int) -> None:
+        """Forget per-inode state once the inode number is released."""
+        if ino not in self.tree.inodes:
+            self._kernel_version.pop(ino, None)
+            self.tentative.pop(ino, None)
+            buffer = self.buffers.get(ino)
+            if isinstance(buffer, ScratchBuffer):
+                del self.buffers[ino]
+                buffer.release()
+
+    def readlink(self, ino: int) -> bytes:
+        node = self.tree.get(ino)
+        if not isinstance(node, SymlinkNode):
+            raise FsError(errno.EINVAL, "not a symbolic link")
+        return node.target
+
+    def statfs(self) -> StatFs:
+        files, dirs = self.tree.count() if len(self.tree.inodes) < 50_000 else (0, 0)
+        used_blocks = sum(
+            (n.size + STATFS_BLOCK - 1) // STATFS_BLOCK
+            for n in self.tree.inodes.values()
+            if isinstance(n, FileNode)
+        )
+        return StatFs(
+            block_size=STATFS_BLOCK,
+            blocks=STATFS_BLOCKS,
+            blocks_free=STATFS_BLOCKS - used_blocks,
+            files=STATFS_FILES,
+            files_free=STATFS_FILES - files - dirs,
+            name_max=255,
+        )
+
+    # -- directory listings --------------------------------------------------------------
+
+    def _new_fh(self) -> int:
+        fh = self._next_fh
+        self._next_fh += 1
+        return fh
+
+    def opendir(self, ino: int) -> int:
+        self.tree.get_dir(ino)
+        fh = self._new_fh()
+        self.dir_handles[fh] = (ino, self._snapshot(ino))
+        return fh
+
+    def _snapshot(self, ino: int) -> list[tuple[str, Node]]:
+        directory = self.tree.get_dir(ino)
+        return sorted(directory.children.items(), key=lambda item: item[0])
+
+    def readdir(self, fh: int, start: int) -> list[tuple[int, str, Node]]:
+        """Entries from position ``start`` of the handle's snapshot: (next_id, name, node).
+
+        Positions 0 and 1 are ``.`` and ``..``.  The snapshot is taken at ``opendir`` (and
+        again on a rewind to 0), so a listing never skips or repeats an entry while the
+        directory changes.  Entries removed since the snapshot are left out.
+        """
+        entry = self.dir_handles.get(fh)
+        if entry is None:
+            raise FsError(errno.EBADF)
+        ino, entries = entry
+        if start == 0:
+            entries = self._snapshot(ino)
+            self.dir_handles[fh] = (ino, entries)
+        directory = self.tree.get_dir(ino)
+        dots: list[tuple[str, Node]] = [(".", directory), ("..", directory.parent or directory)]
+        listing = dots + entries
+        return [
+            (index + 1, name, node)
+            for index, (name, node) in enumerate(listing[start:], start)
+            if index < 2 or directory.children.get(name) is node
+        ]
+
+    def releasedir(self, fh: int) -> None:
+        self.dir_handles.pop(fh, None)

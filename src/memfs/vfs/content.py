@@ -1,0 +1,321 @@
+"""File content: open handles, buffers, reads and writes, and commits to the database.
+
+Documents are buffered per inode (all handles share one ``FileBuffer``) and committed on
+flush, fsync and release when dirty.  Scratch files have a ``ScratchBuffer`` that is never
+committed and lives as long as the file does.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+from memfs.buffers import FileBuffer, ScratchBuffer
+from memfs.db.store import FileAttrs
+from memfs.errors import FsError
+from memfs.scratch import TENTATIVE_GRACE
+from memfs.tree import FileNode, to_ns
+from memfs.vfs.base import Attributes, Buffer, FilesystemBase, Handle, log
+
+
+class ContentMixin(FilesystemBase):
+    """Open, read, write, truncate and commit."""
+
+    def _open_handle(self, node: FileNode, buffer: Buffer, writable: bool) -> int:
+        fh = self._new_fh()
+        self.handles[fh] = Handle(node, buffer, writable)
+        node.open_count += 1
+        if node.ino in self.tentative:
+            self.tentative[node.ino] = None  # not promoted while open
+        return fh
+
+    def _handle(self, fh: int) -> Handle:
+        try:
+            return self.handles[fh]
+        except KeyError:
+            raise FsError(errno.EBADF) from None
+
+    def _set_buffer(self, node: FileNode, buffer: Buffer) -> None:
+        """Give a file a new buffer, for every handle that has it open."""
+        old = self.buffers.get(node.ino)
+        self.buffers[node.ino] = buffer
+        for handle in self.handles.values():
+            if handle.node is node:
+                handle.buffer = buffer
+        if isinstance(old, ScratchBuffer) and old is not buffer:
+            old.release()
+
+    async def _committed_bytes(self, node: FileNode) -> bytes:
+        """The document's committed content, from the cache or the database."""
+        assert node.doc_id is not None
+        data = self.cache.get(node.doc_id, node.updated_at)
+        if data is not None:
+            return data
+        doc_id = node.doc_id
+        row = await self._db(self.store.read_content, doc_id)
+        if row is None:
+            raise FsError(errno.ENOENT, f"document {doc_id} is gone from the database")
+        text, version = row
+        data = text.encode("utf-8")
+        self.cache.put(doc_id, version, data)
+        if version != node.updated_at:
+            node.updated_at = version
+            node.size = len(data)
+            if node.client_mtime_ns is None:
+                node.mtime_ns = to_ns(version)
+        return data
+
+    async def _buffer(self, node: FileNode, *, load: bool = True) -> Buffer:
+        """The node's shared buffer, loading committed content from cache or database."""
+        buffer = self.buffers.get(node.ino)
+        if buffer is not None:
+            return buffer
+        if node.scratch:
+            buffer = ScratchBuffer(self.spill)
+        elif node.doc_id is None:
+            buffer = FileBuffer(b"", dirty=True)
+        elif not load:
+            buffer = FileBuffer(b"", dirty=node.size != 0)
+        else:
+            data = await self._committed_bytes(node)
+            existing = self.buffers.get(node.ino)
+            if existing is not None:  # another open loaded it while we waited
+                return existing
+            buffer = FileBuffer(data)
+        self.buffers[node.ino] = buffer
+        return buffer
+
+    async def open(self, ino: int, flags: int) -> tuple[int, bool]:
+        """Open a file; returns (fh, keep_cache)."""
+        node = self.tree.get_file(ino)
+        writable = (flags & os.O_ACCMODE) != os.O_RDONLY
+        truncate = writable and bool(flags & os.O_TRUNC)
+        buffer = await self._buffer(node, load=not truncate)
+        if truncate and len(buffer) > 0:
+            buffer.truncate(0)
+        if truncate:
+            node.size = 0
+            node.client_mtime_ns = None
+            node.mtime_ns = node.ctime_ns = self.clock()
+        fh = self._open_handle(node, buffer, writable)
+        version = node.updated_at
+        known = self._kernel_version.get(ino)
+        keep_cache = not truncate and version is not None and known == version
+        self._kernel_version[ino] = version
+        return fh, keep_cache
+
+    def read(self, fh: int, offset: int, size: int) -> bytes:
+        return self._handle(fh).buffer.read(offset, size)
+
+    async def write(self, fh: int, offset: int, data: bytes) -> int:
+        handle = self._handle(fh)
+        if not handle.writable:
+            raise FsError(errno.EBADF)
+        if handle.failed is not None:
+            raise handle.failed
+        node = handle.node
+        try:
+            written = handle.buffer.write(offset, data)
+        except FsError as exc:
+            handle.failed = exc
+            await self._reject(node, exc)
+            raise
+        node.size = len(handle.buffer)
+        node.client_mtime_ns = None
+        node.mtime_ns = node.ctime_ns = self.clock()
+        return written
+
+    async def flush(self, fh: int) -> None:
+        """Commit at close(2) so errors reach the caller.
+
+        A new file nothing was written to yet is left for ``release``: shells send a flush
+        before the first write (``>`` dup2s and closes the original descriptor), and
+        committing then would insert an empty row and update it a moment later.
+        """
+        handle = self._handle(fh)
+        if handle.failed is not None:
+            raise handle.failed
+        node = handle.node
+        if node.doc_id is None and len(handle.buffer) == 0:
+            return
+        await self.commit(node)
+
+    async def fsync(self, fh: int) -> None:
+        handle = self._handle(fh)
+        if handle.failed is not None:
+            raise handle.failed
+        await self.commit(handle.node)
+
+    async def release(self, fh: int) -> None:
+        handle = self.handles.pop(fh, None)
+        if handle is None:
+            return
+        node = handle.node
+        try:
+            await self.commit(node)
+        except FsError as exc:
+            if exc.errno != errno.EILSEQ:
+                log.error(
+                    "changes to %s stay in memory until the database is back: %s",
+                    self._describe(node),
+                    exc.reason,
+                )
+                self.unsaved[node.ino] = node
+        finally:
+            self.tree.release_handle(node)
+            if node.open_count == 0 and node.ino in self.tentative:
+                self.tentative[node.ino] = self.monotonic() + TENTATIVE_GRACE
+            self._drop_idle_buffer(node)
+            self._drop_if_freed(node.ino)
+
+    def _drop_idle_buffer(self, node: FileNode) -> None:
+        buffer = self.buffers.get(node.ino)
+        if isinstance(buffer, FileBuffer) and node.open_count == 0 and not buffer.dirty:
+            del self.buffers[node.ino]
+
+    async def setattr(
+        self,
+        ino: int,
+        *,
+        size: int | None = None,
+        mode: int | None = None,
+        uid: int | None = None,
+        gid: int | None = None,
+        mtime_ns: int | None = None,
+        fh: int | None = None,
+    ) -> Attributes:
+        node = self.tree.get(ino)
+        if (uid is not None and uid != self.uid) or (gid is not None and gid != self.gid):
+            raise FsError(errno.EPERM, "files on a memfs mount belong to the mounting user")
+        now = self.clock()
+        persist = False
+        if size is not None:
+            if not isinstance(node, FileNode):
+                raise FsError(errno.EISDIR)
+            handle = self.handles.get(fh) if fh is not None else None
+            buffer = handle.buffer if handle else await self._buffer(node, load=size != 0)
+            buffer.truncate(size)
+            node.size = size
+            node.client_mtime_ns = None
+            node.mtime_ns = now
+            if handle is None:
+                # truncate(2) by path: no close follows, so commit now.
+                await self.commit(node)
+                self._drop_idle_buffer(node)
+        if mode is not None:
+            new_mode = stat.S_IFMT(node.mode) | stat.S_IMODE(mode)
+            persist = new_mode != node.mode
+            node.mode = new_mode
+        if mtime_ns is not None:
+            node.mtime_ns = mtime_ns
+            if isinstance(node, FileNode):
+                node.client_mtime_ns = mtime_ns
+            persist = True
+        node.ctime_ns = now
+        if persist and isinstance(node, FileNode) and node.doc_id is not None:
+            pending = self.buffers.get(node.ino)
+            if pending is None or not pending.dirty:
+                attrs = FileAttrs(node.custom_mode, node.client_mtime_ns)
+                await self._db(self.store.set_attrs, node.doc_id, attrs)
+            # else: the pending commit persists them with the new content.
+        return self.attributes(node)
+
+    async def commit(self, node: FileNode) -> None:
+        """Write a dirty document through to the database (flush, fsync, close, unmount)."""
+        buffer = self.buffers.get(node.ino)
+        if not isinstance(buffer, FileBuffer) or not buffer.dirty or node.scratch:
+            return
+        async with buffer.lock:
+            if not buffer.dirty:
+                return
+            if node.parent is None:
+                buffer.dirty = False  # unlinked while open: nothing to keep
+                self.unsaved.pop(node.ino, None)
+                return
+            try:
+                text, data, generation = buffer.commit_text()
+            except FsError as exc:
+                await self._reject(node, exc)
+                raise
+            attrs = FileAttrs(node.custom_mode, node.client_mtime_ns)
+            if node.doc_id is None:
+                async with self.ns_lock:
+                    if node.parent is None:
+                        buffer.dirty = False
+                        return
+                    path = self.tree.path_of(node)
+                    result = await self._db(self.store.commit_document, None, path, text, attrs)
+            else:
+                path = self.tree.path_of(node)
+                result = await self._db(self.store.commit_document, node.doc_id, path, text, attrs)
+            if node.parent is not None:
+                self.tree.bind_document(node, result.doc_id)
+            else:
+                node.doc_id = result.doc_id
+            node.updated_at = result.updated_at
+            self.cache.put(result.doc_id, result.updated_at, data)
+            self._kernel_version[node.ino] = result.updated_at
+            if node.client_mtime_ns is None and result.changed:
+                node.mtime_ns = node.ctime_ns = to_ns(result.updated_at)
+            buffer.mark_clean(generation)
+            if not buffer.dirty:
+                self.unsaved.pop(node.ino, None)
+            log.debug(
+                "committed %r (%s): %s, %d chunks%s",
+                path,
+                result.doc_id,
+                "created" if result.created else ("updated" if result.changed else "unchanged"),
+                result.chunks,
+                ", previous content versioned" if result.versioned else "",
+            )
+
+    async def _reject(self, node: FileNode, exc: FsError) -> None:
+        """Content that cannot be stored: drop every uncommitted change of the file.
+
+        The database keeps its previous content and the mount shows that content again; a
+        file that never reached the database disappears.  The caller reports ``exc``.
+        """
+        what = self._describe(node)
+        log.error("not saving %s: %s; the database keeps its previous content", what, exc.reason)
+        buffer = self.buffers.pop(node.ino, None)
+        if isinstance(buffer, FileBuffer):
+            buffer.dirty = False
+        self.unsaved.pop(node.ino, None)
+        if node.doc_id is None:
+            # Never reached the database: the file disappears rather than exist empty.
+            async with self.ns_lock:
+                if node.parent is not None:
+                    self.tree.detach(node)
+            return
+        # Back to the committed content, so the mount shows what the database holds.
+        try:
+            data = await self._committed_bytes(node)
+        except FsError:
+            data = b""
+        node.size = len(data)
+        restored = FileBuffer(data)
+        for handle in self.handles.values():
+            if handle.node is node:
+                handle.buffer = restored
+        if node.open_count > 0:
+            self.buffers[node.ino] = restored
+        self._kernel_version.pop(node.ino, None)
+
+    async def commit_all(self) -> int:
+        """Commit every dirty buffer (at unmount); return how many could not be saved."""
+        failed = 0
+        nodes = {h.node.ino: h.node for h in self.handles.values()}
+        nodes.update(self.unsaved)
+        for ino, buffer in list(self.buffers.items()):
+            if buffer.dirty and ino in self.tree.inodes:
+                node = self.tree.inodes[ino]
+                if isinstance(node, FileNode):
+                    nodes[ino] = node
+        for node in nodes.values():
+            try:
+                await self.commit(node)
+            except FsError as exc:
+                failed += 1
+                log.error("could not save %s at unmount: %s", self._describe(node), exc.reason)
+        return failed

@@ -1,0 +1,496 @@
+"""Names: create, mkdir, unlink, rmdir, rename, links, and the scratch overlay's rules.
+
+A name is a document or scratch (``memfs.scratch``).  Moving between the two is where
+editors' saves happen, and where memfs keeps a document's identity:
+
+* scratch -> document (rsync/sed/VS Code temporaries, unison temp directories): the rename
+  is the commit.  The content goes into the row already at the target path (UPDATE, same
+  id, versions saved) or a new row, with the mode and mtime the tool set.
+* document -> scratch (vim and emacs ``x -> x~``): the row is left untouched and remembered
+  by its path in ``detached``; the next file created at that path takes the row over, so
+  the whole save is one UPDATE.  Unlinking the backup with no new file deletes the row;
+  renaming it back restores it.  If the daemon stops mid-save, the row is as it was.
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+
+import trio
+
+from memfs.buffers import FileBuffer, ScratchBuffer
+from memfs.db.store import CommitResult, FileAttrs
+from memfs.errors import FsError
+from memfs.paths import check_new_name
+from memfs.scratch import REFUSED_NAMES, TENTATIVE_GRACE, Kind
+from memfs.tree import DirNode, FileNode, Node, to_ns
+from memfs.vfs.base import log
+from memfs.vfs.content import ContentMixin
+
+
+def _as_text(data: bytes, what: str) -> str:
+    """Validate content about to become a document (EILSEQ if it is not text)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FsError(errno.EILSEQ, f"{what}: invalid UTF-8 at byte {exc.start}") from None
+    if "\x00" in text:
+        raise FsError(errno.EILSEQ, f"{what}: NUL byte at offset {data.index(0)}")
+    return text
+
+
+class NamespaceMixin(ContentMixin):
+    """Operations that add, remove or move names."""
+
+    def _refuse(self, name: str) -> None:
+        if name in REFUSED_NAMES:
+            raise FsError(
+                errno.EPERM,
+                f"{name!r} is refused: a repository kept only in the daemon would vanish at "
+                "unmount with its history (memory keeps versions in memory_document_versions)",
+            )
+
+    def _keep_if_emptied(self, parent: DirNode, leaving: Node) -> list[str]:
+        """Directories an operation leaves without documents: kept, as a disk would keep them."""
+        if parent is self.tree.root or parent.explicit or parent.scratch:
+            return []
+        if any(c is not leaving and not c.scratch for c in parent.children.values()):
+            return []
+        return [self.tree.path_of(parent)]
+
+    def _forget_detached(self, node: FileNode) -> None:
+        for path, pending in list(self.detached.items()):
+            if pending is node:
+                del self.detached[path]
+        node.origin_doc_id = None
+
+    # -- creating ------------------------------------------------------------------------
+
+    async def mkdir(self, parent_ino: int, name: str, mode: int) -> Node:
+        async with self.ns_lock:
+            parent = self._attached_dir(parent_ino)
+            self._refuse(name)
+            path = check_new_name(self.tree.path_of(parent), name)
+            if name in parent.children:
+                raise FsError(errno.EEXIST)
+            kind = self._kind(parent, name, is_dir=True)
+            if kind is Kind.DOCUMENT:
+                await self._db(self.store.create_directory, path)
+            node = self.tree.new_dir(name, mode, self.clock())
+            node.explicit = kind is Kind.DOCUMENT
+            node.scratch = kind is not Kind.DOCUMENT
+            self.tree.attach(parent, node)
+            node.lookups += 1
+            self._touch_dir(parent)
+            return node
+
+    async def create(self, parent_ino: int, name: str, mode: int, flags: int) -> tuple[int, Node]:
+        """Create and open a new, empty file; a document reaches the database at close."""
+        async with self.ns_lock:
+            parent = self._attached_dir(parent_ino)
+            self._refuse(name)
+            path = check_new_name(self.tree.path_of(parent), name)
+            if name in parent.children:
+                raise FsError(errno.EEXIST)
+            kind = self._kind(parent, name)
+            node = self.tree.new_file(name, mode, self.clock())
+            buffer: FileBuffer | ScratchBuffer
+            if kind is Kind.DOCUMENT:
+                buffer = FileBuffer(b"", dirty=True)
+                pending = self.detached.pop(path, None)
+                if pending is not None and pending.origin_doc_id is not None:
+                    node.doc_id = pending.origin_doc_id
+                    pending.origin_doc_id = None
+                    log.debug("%r takes over the row of its renamed-away original", path)
+            else:
+                node.scratch = True
+                buffer = ScratchBuffer(self.spill)
+                if kind is Kind.TENTATIVE:
+                    self.tentative[node.ino] = None
+            self.tree.attach(parent, node)
+            node.lookups += 1
+            self._touch_dir(parent)
+            self.buffers[node.ino] = buffer
+            writable = (flags & 0o3) != 0
+            return self._open_handle(node, buffer, writable), node
+
+    async def symlink(self, parent_ino: int, name: str, target: bytes) -> Node:
+        """Symbolic links exist only as scratch (emacs lock files); EPERM for documents."""
+        async with self.ns_lock:
+            parent = self._attached_dir(parent_ino)
+            check_new_name(self.tree.path_of(parent), name)
+            if name in parent.children:
+                raise FsError(errno.EEXIST)
+            if self._kind(parent, name) is Kind.DOCUMENT:
+                raise FsError(errno.EPERM, "documents cannot be symbolic links")
+            node = self.tree.new_symlink(name, target, self.clock())
+            self.tree.attach(parent, node)
+            node.lookups += 1
+            self._touch_dir(parent)
+            return node
+
+    async def link(self, ino: int, parent_ino: int, name: str) -> Node:
+        """Hard links exist only between scratch names; EPERM for documents."""
+        async with self.ns_lock:
+            node = self.tree.get(ino)
+            parent = self._attached_dir(parent_ino)
+            check_new_name(self.tree.path_of(parent), name)
+            if name in parent.children:
+                raise FsError(errno.EEXIST)
+            if not (isinstance(node, FileNode) and node.scratch and node.nlink > 0):
+                raise FsError(errno.EPERM, "documents cannot have hard links")
+            if self._kind(parent, name) is Kind.DOCUMENT:
+                raise FsError(errno.EPERM, "a document name cannot be a hard link")
+            self.tree.add_link(node, parent, name)
+            node.lookups += 1
+            self._touch_dir(parent)
+            return node
+
+    # -- removing ------------------------------------------------------------------------
+
+    async def unlink(self, parent_ino: int, name: str) -> None:
+        async with self.ns_lock:
+            parent, node = self._child(parent_ino, name)
+            if isinstance(node, DirNode):
+                raise FsError(errno.EISDIR)
+            if node.scratch:
+                await self._delete_abandoned_origin(node)
+                self.tree.remove_entry(parent, name)
+                self._touch_dir(parent)
+                self._drop_if_freed(node.ino)
+                return
+            assert isinstance(node, FileNode)
+            keep = self._keep_if_emptied(parent, node)
+            if node.doc_id is not None:
+                await self._db(self.store.delete_document, node.doc_id, keep)
+                self.cache.drop(node.doc_id)
+            elif keep:
+                await self._db(self.store.create_directory, keep[0])
+            if keep:
+                parent.explicit = True
+            self.unsaved.pop(node.ino, None)
+            self.tree.detach(node)
+            self._touch_dir(parent)
+            self._drop_if_freed(node.ino)
+
+    async def _delete_abandoned_origin(self, node: Node) -> None:
+        """A renamed-away original whose name goes with no new file: the user deleted it."""
+        if not isinstance(node, FileNode) or node.origin_doc_id is None or node.extra_links:
+            return
+        log.info(
+            "%s was the renamed-away original of a document and no new file took its "
+            "place: deleting the document",
+            self._describe(node),
+        )
+        await self._db(self.store.delete_document, node.origin_doc_id, [])
+        self.cache.drop(node.origin_doc_id)
+        self._forget_detached(node)
+
+    async def rmdir(self, parent_ino: int, name: str) -> None:
+        async with self.ns_lock:
+            parent, node = self._child(parent_ino, name)
+            if not isinstance(node, DirNode):
+                raise FsError(errno.ENOTDIR)
+            if node.children:
+                raise FsError(errno.ENOTEMPTY)
+            if not node.scratch:
+                keep = self._keep_if_emptied(parent, node)
+                if node.explicit or keep:
+                    await self._db(self.store.delete_directory, self.tree.path_of(node), keep)
+                if keep:
+                    parent.explicit = True
+            self.tree.detach(node)
+            self._touch_dir(parent)
+
+    # -- renaming ------------------------------------------------------------------------
+
+    async def rename(
+        self,
+        old_parent_ino: int,
+        old_name: str,
+        new_parent_ino: int,
+        new_name: str,
+        *,
+        noreplace: bool = False,
+        exchange: bool = False,
+    ) -> None:
+        if exchange:
+            raise FsError(errno.EINVAL, "RENAME_EXCHANGE is not supported")
+        async with self.ns_lock:
+            old_parent, source = self._child(old_parent_ino, old_name)
+            new_parent = self._attached_dir(new_parent_ino)
+            self._refuse(new_name)
+            new_path = check_new_name(self.tree.path_of(new_parent), new_name)
+            target = new_parent.children.get(new_name)
+            if target is source:
+                return
+            if target is not None and noreplace:
+                raise FsError(errno.EEXIST)
+            if isinstance(source, DirNode):
+                if self.tree.is_within(new_parent, source):
+                    raise FsError(errno.EINVAL, "cannot move a directory into itself")
+                if target is not None and not isinstance(target, DirNode):
+                    raise FsError(errno.ENOTDIR)
+                if isinstance(target, DirNode) and target.children:
+                    raise FsError(errno.ENOTEMPTY)
+            elif isinstance(target, DirNode):
+                raise FsError(errno.EISDIR)
+            kind = self._kind(new_parent, new_name, is_dir=source.is_dir)
+            if source.scratch and kind is not Kind.DOCUMENT:
+                await self._replace_target(target)
+            elif source.scratch:
+                await self._scratch_to_document(source, new_path, target)
+            elif kind is not Kind.DOCUMENT:
+                await self._document_to_scratch(source, target)
+            else:
+                keep = [] if old_parent is new_parent else self._keep_if_emptied(old_parent, source)
+                if isinstance(source, DirNode):
+                    await self._rename_dir(source, new_path, target, keep)
+                else:
+                    assert isinstance(source, FileNode)
+                    await self._rename_file(source, new_path, target, keep)
+                if keep:
+                    old_parent.explicit = True
+            if target is not None:
+                self.tree.remove_entry(new_parent, new_name)
+                self._drop_if_freed(target.ino)
+            self.tree.rename_entry(old_parent, old_name, new_parent, new_name)
+            if isinstance(source, FileNode):
+                if source.scratch and kind is Kind.TENTATIVE:
+                    idle = source.open_count == 0
+                    self.tentative[source.ino] = (
+                        self.monotonic() + TENTATIVE_GRACE if idle else None
+                    )
+                else:
+                    self.tentative.pop(source.ino, None)
+            self._touch_dir(old_parent)
+            self._touch_dir(new_parent)
+
+    async def _replace_target(self, target: Node | None) -> None:
+        """The database side of a name being replaced by a rename."""
+        if isinstance(target, FileNode):
+            if not target.scratch and target.doc_id is not None:
+                await self._db(self.store.delete_document, target.doc_id, [])
+                self.cache.drop(target.doc_id)
+            else:
+                await self._delete_abandoned_origin(target)
+        elif isinstance(target, DirNode) and target.explicit and not target.scratch:
+            await self._db(self.store.delete_directory, self.tree.path_of(target), [])
+
+    async def _rename_file(
+        self, source: FileNode, new_path: str, target: Node | None, keep: list[str]
+    ) -> None:
+        replaced = target.doc_id if isinstance(target, FileNode) and not target.scratch else None
+        if replaced is None:
+            pending = self.detached.get(new_path)
+            if pending is not None and pending.origin_doc_id not in (None, source.doc_id):
+                replaced = pending.origin_doc_id  # the renamed-away original is replaced
+                self._forget_detached(pending)
+        if source.doc_id is None:
+            # Not committed yet: its first commit adopts the row at the new path (so a
+            # write-temp-then-rename save keeps the target document's identity).
+            if keep:
+                await self._db(self.store.create_directory, keep[0])
+            return
+        attrs = FileAttrs(source.custom_mode, source.mtime_ns)
+        updated_at = await self._db(
+            self.store.rename_document, source.doc_id, new_path, replaced, attrs, keep
+        )
+        if replaced is not None:
+            self.cache.drop(replaced)
+        if updated_at is None:
+            log.warning("document %s vanished from the database during rename", source.doc_id)
+            return
+        self._adopt_version(source, updated_at)
+        source.client_mtime_ns = source.mtime_ns
+        source.ctime_ns = self.clock()
+
+    async def _rename_dir(
+        self, source: DirNode, new_path: str, target: Node | None, keep: list[str]
+    ) -> None:
+        old_path = self.tree.path_of(source)
+        replaced = self.tree.path_of(target) if isinstance(target, DirNode) else None
+        moved = await self._db(self.store.rename_directory, old_path, new_path, replaced, keep)
+        for node in self.tree.iter_files(source):
+            if node.doc_id is not None and node.doc_id in moved:
+                self._adopt_version(node, moved[node.doc_id])
+                node.client_mtime_ns = node.mtime_ns
+        source.explicit = source.explicit or (isinstance(target, DirNode) and target.explicit)
+
+    def _adopt_version(self, node: FileNode, updated_at: object) -> None:
+        """Record a new row version that did not change content (rename, attrs)."""
+        cached = self.cache.get(node.doc_id, node.updated_at) if node.doc_id else None
+        if cached is not None and node.doc_id is not None:
+            self.cache.put(node.doc_id, updated_at, cached)  # type: ignore[arg-type]
+        if self._kernel_version.get(node.ino) == node.updated_at:
+            self._kernel_version[node.ino] = updated_at
+        node.updated_at = updated_at  # type: ignore[assignment]
+
+    async def _document_to_scratch(self, source: Node, target: Node | None) -> None:
+        """vim/emacs ``x -> x~``: hide the document under the scratch name, keep its row."""
+        if isinstance(source, DirNode):
+            raise FsError(
+                errno.EPERM,
+                "a directory of documents cannot take a scratch name: its documents would "
+                "leave memory; pick a name that is not an editor or sync-tool pattern",
+            )
+        assert isinstance(source, FileNode)
+        await self.commit(source)  # pending changes reach the row first
+        buffer = self.buffers.get(source.ino)
+        if buffer is not None:
+            data = buffer.snapshot()
+        elif source.doc_id is not None:
+            data = await self._committed_bytes(source)
+        else:
+            data = b""
+        await self._replace_target(target)
+        if source.doc_id is not None:
+            self.detached[self.tree.path_of(source)] = source
+            source.origin_doc_id = source.doc_id
+            self.tree.unbind_document(source)
+            log.debug(
+                "%s took a scratch name; its row stays until a new file takes its place",
+                self._describe(source),
+            )
+        source.scratch = True
+        self.unsaved.pop(source.ino, None)
+        self._set_buffer(source, ScratchBuffer(self.spill, data))
+
+    async def _scratch_to_document(self, source: Node, new_path: str, target: Node | None) -> None:
+        """A temporary renamed onto a document name: the rename is the commit."""
+        if isinstance(source, DirNode):
+            await self._commit_scratch_dir(source, new_path, target)
+            return
+        if not isinstance(source, FileNode):
+            raise FsError(errno.EPERM, "a symbolic link cannot become a document")
+        if source.extra_links:
+            raise FsError(errno.EPERM, "a hard-linked scratch file cannot become a document")
+        buffer = self.buffers.get(source.ino)
+        data = buffer.snapshot() if buffer is not None else b""
+        try:
+            text = _as_text(data, f"renaming {self._describe(source)} to {new_path!r}")
+        except FsError as exc:
+            log.error("%s; the file keeps its scratch name", exc.reason)
+            raise
+        attrs = FileAttrs(source.custom_mode, source.client_mtime_ns)
+        doc_id = source.origin_doc_id
+        if doc_id is not None:
+            replaced = (
+                target.doc_id if isinstance(target, FileNode) and not target.scratch else None
+            )
+            moved = await self._db(
+                self.store.rename_document, doc_id, new_path, replaced, attrs, []
+            )
+            self._forget_detached(source)
+            doc_id = doc_id if moved is not None else None
+        else:
+            if isinstance(target, FileNode) and not target.scratch:
+                doc_id = target.doc_id
+            pending = self.detached.get(new_path)
+            if doc_id is None and pending is not None and pending.origin_doc_id is not None:
+                doc_id = pending.origin_doc_id  # e.g. rsync --backup: x -> x~, tmp -> x
+                self._forget_detached(pending)
+        result = await self._db(self.store.commit_document, doc_id, new_path, text, attrs)
+        self._become_document(source, result, data)
+
+    def _become_document(self, node: FileNode, result: CommitResult, data: bytes) -> None:
+        node.scratch = False
+        node.doc_id = None
+        self.tree.bind_document(node, result.doc_id)
+        node.updated_at = result.updated_at
+        node.size = len(data)
+        if node.client_mtime_ns is None:
+            node.mtime_ns = node.ctime_ns = to_ns(result.updated_at)
+        self.cache.put(result.doc_id, result.updated_at, data)
+        self._set_buffer(node, FileBuffer(data))
+        self._kernel_version.pop(node.ino, None)
+        self.tentative.pop(node.ino, None)
+        self.unsaved.pop(node.ino, None)
+
+    async def _commit_scratch_dir(
+        self, source: DirNode, new_path: str, target: Node | None
+    ) -> None:
+        """unison's temporary directory renamed into place: its documents in one transaction."""
+        dirs: list[tuple[DirNode, str]] = [(source, new_path)]
+        files: list[tuple[FileNode, str, bytes, str]] = []
+        stack = [(source, new_path)]
+        while stack:
+            directory, path = stack.pop()
+            for name, child in directory.children.items():
+                child_path = f"{path}/{name}"
+                if isinstance(child, DirNode):
+                    if self.rules.classify(name) is Kind.DOCUMENT:
+                        dirs.append((child, child_path))
+                        stack.append((child, child_path))
+                elif isinstance(child, FileNode) and self.rules.classify(name) is Kind.DOCUMENT:
+                    buffer = self.buffers.get(child.ino)
+                    data = buffer.snapshot() if buffer is not None else b""
+                    text = _as_text(data, f"{child_path!r} in a directory renamed into place")
+                    files.append((child, child_path, data, text))
+        await self._replace_target(target)
+        items = [
+            (None, path, text, FileAttrs(node.custom_mode, node.client_mtime_ns))
+            for node, path, _, text in files
+        ]
+        keep = [path for _, path in dirs]
+        results = await self._db(self.store.commit_documents, items, keep)
+        for directory, _ in dirs:
+            directory.scratch = False
+            directory.explicit = True
+        for (node, _, data, _), result in zip(files, results, strict=True):
+            self._become_document(node, result, data)
+
+    # -- tentative scratch -----------------------------------------------------------------
+
+    async def promote_due(self, now: float | None = None) -> int:
+        """Promote tentative scratch files closed and not renamed for the grace period."""
+        moment = self.monotonic() if now is None else now
+        due = [ino for ino, at in self.tentative.items() if at is not None and at <= moment]
+        promoted = 0
+        for ino in due:
+            async with self.ns_lock:
+                node = self.tree.inodes.get(ino)
+                self.tentative.pop(ino, None)
+                if not isinstance(node, FileNode) or not node.scratch or node.parent is None:
+                    continue
+                if node.open_count or node.extra_links or node.parent.scratch:
+                    continue
+                if self.rules.classify(node.name) is not Kind.TENTATIVE:
+                    continue
+                path = self.tree.path_of(node)
+                buffer = self.buffers.get(ino)
+                data = buffer.snapshot() if buffer is not None else b""
+                try:
+                    text = _as_text(data, f"promoting {path!r}")
+                except FsError as exc:
+                    log.info("%s; it stays in memory only", exc.reason)
+                    continue
+                attrs = FileAttrs(node.custom_mode, node.client_mtime_ns)
+                result = await self._db(self.store.commit_document, None, path, text, attrs)
+                self._become_document(node, result, data)
+                promoted += 1
+                log.info(
+                    "%r matched rsync's temporary pattern but was not renamed within %.0fs: "
+                    "saved as a document",
+                    path,
+                    TENTATIVE_GRACE,
+                )
+        return promoted
+
+    async def run_maintenance(self, interval: float = 0.5) -> None:
+        """Background task: promote tentative files as they fall due."""
+        while True:
+            await trio.sleep(interval)
+            try:
+                await self.promote_due()
+            except FsError as exc:
+                log.error("promoting tentative files failed: %s", exc)
+
+    async def shutdown(self) -> int:
+        """At unmount: promote every tentative file, then commit every dirty document."""
+        try:
+            await self.promote_due(math.inf)
+        except FsError as exc:
+            log.error("promoting tentative files at unmount failed: %s", exc)
+        return await self.commit_all()

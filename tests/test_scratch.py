@@ -1,0 +1,239 @@
+"""The scratch overlay in the model: editor saves keep identity and never reach the database."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from memfs.buffers import ScratchBuffer, ScratchSpill
+from memfs.db import Database, Scope
+from memfs.errors import FsError
+from memfs.scratch import Kind, ScratchRules
+from memfs.tree import ROOT_INODE, DirNode, FileNode
+from memfs.vfs import Filesystem
+from tests.conftest import StatementLog
+
+WRITE = os.O_WRONLY
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        (".MEMORY.md.swp", Kind.SCRATCH),
+        (".MEMORY.md.swx", Kind.SCRATCH),
+        ("MEMORY.md.un~", Kind.SCRATCH),
+        ("4913", Kind.SCRATCH),
+        ("5036", Kind.SCRATCH),
+        ("MEMORY.md~", Kind.SCRATCH),
+        ("notes.md.~3~", Kind.SCRATCH),
+        (".#notes.md", Kind.SCRATCH),
+        ("#notes.md#", Kind.SCRATCH),
+        ("notes.md.AbC123.partial", Kind.SCRATCH),
+        (".unison.notes.md.4f2a.unison.tmp", Kind.SCRATCH),
+        ("settings.json.vsctmp", Kind.SCRATCH),
+        ("index.lock", Kind.SCRATCH),
+        ("sedAb12Cd", Kind.SCRATCH),
+        (".goutputstream-XYZ123", Kind.SCRATCH),
+        ("notes.md___jb_tmp___", Kind.SCRATCH),
+        (".~lock.notes.odt#", Kind.SCRATCH),
+        (".DS_Store", Kind.SCRATCH),
+        (".notes.md.Xy12Ab", Kind.TENTATIVE),
+        (".github.action", Kind.TENTATIVE),
+        ("MEMORY.md", Kind.DOCUMENT),
+        ("2026", Kind.DOCUMENT),
+        ("4914", Kind.DOCUMENT),
+        ("daily", Kind.DOCUMENT),
+        (".config", Kind.DOCUMENT),
+        ("sedation.md", Kind.DOCUMENT),
+    ],
+)
+def test_default_rules(name: str, kind: Kind) -> None:
+    assert ScratchRules().classify(name) is kind
+
+
+def test_extra_patterns() -> None:
+    rules = ScratchRules.with_extra([r".+\.tmp"])
+    assert rules.classify("x.tmp") is Kind.SCRATCH
+    assert rules.classify("4913") is Kind.SCRATCH
+
+
+def test_scratch_buffer_spills_and_keeps_content(tmp_path: Path) -> None:
+    spill = ScratchSpill(tmp_path / "spill", memory_cap=1 << 20, file_cap=1000)
+    buf = ScratchBuffer(spill)
+    buf.write(0, b"\x00binary" * 100)
+    assert not buf.spilled and spill.in_memory == 700
+    buf.write(700, b"y" * 500)
+    assert buf.spilled and spill.in_memory == 0
+    assert buf.read(0, 7) == b"\x00binary" and len(buf) == 1200
+    buf.truncate(10)
+    assert buf.snapshot() == b"\x00binary\x00bi"
+    buf.release()
+
+
+def docs(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    return dict(conn.execute("SELECT path, id FROM memory_documents").fetchall())
+
+
+def content(conn: psycopg.Connection[Any], path: str) -> str | None:
+    row = conn.execute("SELECT content FROM memory_documents WHERE path = %s", (path,)).fetchone()
+    return row[0] if row else None
+
+
+async def write_file(fs: Filesystem, parent: int, name: str, data: bytes) -> FileNode:
+    fh, node = await fs.create(parent, name, 0o644, WRITE)
+    await fs.write(fh, 0, data)
+    await fs.release(fh)
+    assert isinstance(node, FileNode)
+    return node
+
+
+async def test_vim_save_is_one_update_and_keeps_identity(
+    fs: Filesystem, sql_conn: psycopg.Connection[Any], statements: StatementLog
+) -> None:
+    await write_file(fs, ROOT_INODE, "MEMORY.md", b"old\n")
+    original = docs(sql_conn)["MEMORY.md"]
+    statements.take()
+    swap = await write_file(fs, ROOT_INODE, ".MEMORY.md.swp", b"b0VIM\x00\x00binary")
+    probe = await write_file(fs, ROOT_INODE, "4913", b"")
+    await fs.unlink(ROOT_INODE, "4913")
+    await fs.rename(ROOT_INODE, "MEMORY.md", ROOT_INODE, "MEMORY.md~")
+    assert "MEMORY.md" not in fs.tree.root.children  # vim checks that the name is free
+    assert content(sql_conn, "MEMORY.md") == "old\n"  # ...but the agent still sees it
+    fh, _ = await fs.create(ROOT_INODE, "MEMORY.md", 0o644, WRITE)
+    await fs.write(fh, 0, b"new\n")
+    await fs.fsync(fh)
+    await fs.release(fh)
+    await fs.unlink(ROOT_INODE, "MEMORY.md~")
+    await fs.unlink(ROOT_INODE, ".MEMORY.md.swp")
+    assert statements.take() == ["UPDATE"]
+    assert docs(sql_conn) == {"MEMORY.md": original}
+    assert content(sql_conn, "MEMORY.md") == "new\n"
+    versions = sql_conn.execute("SELECT content FROM memory_document_versions").fetchall()
+    assert versions == [("old\n",)]
+    assert swap.scratch and probe.scratch
+
+
+async def test_abandoned_save_deletes_and_restored_save_keeps(
+    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+) -> None:
+    await write_file(fs, ROOT_INODE, "a.md", b"a")
+    await write_file(fs, ROOT_INODE, "b.md", b"b")
+    ids = docs(sql_conn)
+    await fs.rename(ROOT_INODE, "a.md", ROOT_INODE, "a.md~")
+    await fs.unlink(ROOT_INODE, "a.md~")  # backup gone, no new a.md: the user deleted it
+    await fs.rename(ROOT_INODE, "b.md", ROOT_INODE, "b.md~")
+    await fs.rename(ROOT_INODE, "b.md~", ROOT_INODE, "b.md")  # restored
+    assert docs(sql_conn) == {"b.md": ids["b.md"]}
+    node = fs.tree.resolve("b.md")
+    assert isinstance(node, FileNode) and not node.scratch and node.doc_id == ids["b.md"]
+
+
+async def test_daemon_stopping_mid_save_loses_nothing(
+    database: Database, fs: Filesystem, sql_conn: psycopg.Connection[Any]
+) -> None:
+    await write_file(fs, ROOT_INODE, "x.md", b"precious")
+    await fs.rename(ROOT_INODE, "x.md", ROOT_INODE, "x.md~")
+    fresh = Filesystem(database.store(Scope("default")))
+    await fresh.load()
+    assert sorted(fresh.tree.root.children) == ["x.md"]
+    assert content(sql_conn, "x.md") == "precious"
+
+
+async def test_rsync_temp_rename_commits_into_the_existing_row(
+    database: Database, fs: Filesystem, sql_conn: psycopg.Connection[Any], statements: StatementLog
+) -> None:
+    await write_file(fs, ROOT_INODE, "notes.md", b"v1")
+    original = docs(sql_conn)["notes.md"]
+    statements.take()
+    temp = await write_file(fs, ROOT_INODE, ".notes.md.Ab12Cd", b"v2")
+    await fs.setattr(temp.ino, mode=0o600, mtime_ns=1_600_000_000_000_000_000)
+    await fs.rename(ROOT_INODE, ".notes.md.Ab12Cd", ROOT_INODE, "notes.md")
+    assert statements.take() == ["UPDATE"]
+    assert docs(sql_conn) == {"notes.md": original}
+    assert content(sql_conn, "notes.md") == "v2"
+    fresh = Filesystem(database.store(Scope("default")))
+    await fresh.load()
+    node = fresh.tree.resolve("notes.md")
+    assert node is not None
+    attrs = fresh.attributes(node)
+    assert (attrs.mode & 0o777, attrs.mtime_ns) == (0o600, 1_600_000_000_000_000_000)
+
+
+async def test_binary_scratch_cannot_become_a_document(
+    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+) -> None:
+    await write_file(fs, ROOT_INODE, "img.png.partial", b"\x89PNG\x00\x00")
+    with pytest.raises(FsError) as info:
+        await fs.rename(ROOT_INODE, "img.png.partial", ROOT_INODE, "img.png")
+    assert info.value.errno == errno.EILSEQ
+    assert "img.png.partial" in fs.tree.root.children
+    assert docs(sql_conn) == {}
+
+
+async def test_tentative_files_are_promoted_after_grace(
+    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+) -> None:
+    await write_file(fs, ROOT_INODE, ".github.action", b"real dotfile\n")
+    await write_file(fs, ROOT_INODE, ".blob.Xy12Ab", b"\x00binary")
+    assert docs(sql_conn) == {}
+    assert await fs.promote_due(fs.monotonic() + 1) == 0  # still within the grace period
+    assert await fs.promote_due(fs.monotonic() + 10) == 1
+    assert content(sql_conn, ".github.action") == "real dotfile\n"
+    assert fs.tree.root.children[".blob.Xy12Ab"].scratch  # binary stays in memory
+
+
+async def test_unison_temp_directory_commits_its_subtree(
+    fs: Filesystem, sql_conn: psycopg.Connection[Any], statements: StatementLog
+) -> None:
+    tmp = await fs.mkdir(ROOT_INODE, ".unison.proj.8f3a.unison.tmp", 0o755)
+    assert tmp.scratch
+    sub = await fs.mkdir(tmp.ino, "sub", 0o755)
+    await write_file(fs, tmp.ino, "a.md", b"A")
+    await write_file(fs, sub.ino, "b.md", b"B")
+    await write_file(fs, sub.ino, "b.md~", b"backup")
+    assert docs(sql_conn) == {}
+    await fs.rename(ROOT_INODE, ".unison.proj.8f3a.unison.tmp", ROOT_INODE, "proj")
+    assert sorted(docs(sql_conn)) == ["proj/a.md", "proj/sub/b.md"]
+    assert statements.take() == ["INSERT", "INSERT"]
+    proj = fs.tree.resolve("proj")
+    assert isinstance(proj, DirNode) and not proj.scratch
+    assert fs.tree.resolve("proj/sub/b.md~").scratch  # type: ignore[union-attr]
+
+
+async def test_links_only_inside_the_overlay(fs: Filesystem) -> None:
+    await write_file(fs, ROOT_INODE, "em.md", b"x")
+    lock = await fs.symlink(ROOT_INODE, ".#em.md", b"user@host.1234")
+    assert fs.readlink(lock.ino) == b"user@host.1234"
+    with pytest.raises(FsError) as info:
+        await fs.symlink(ROOT_INODE, "link.md", b"em.md")
+    assert info.value.errno == errno.EPERM
+    nonce = await write_file(fs, ROOT_INODE, ".#-emacs123abc", b"lock")
+    linked = await fs.link(nonce.ino, ROOT_INODE, ".#other.md")
+    assert linked is nonce and fs.attributes(nonce).nlink == 2
+    await fs.unlink(ROOT_INODE, ".#-emacs123abc")
+    assert fs.attributes(nonce).nlink == 1
+    fh, _ = await fs.open(nonce.ino, os.O_RDONLY)
+    assert fs.read(fh, 0, 10) == b"lock"
+    await fs.release(fh)
+    doc = fs.tree.resolve("em.md")
+    assert doc is not None
+    with pytest.raises(FsError) as info:
+        await fs.link(doc.ino, ROOT_INODE, "em2.md")
+    assert info.value.errno == errno.EPERM
+
+
+async def test_git_directories_are_refused(
+    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+) -> None:
+    with pytest.raises(FsError) as info:
+        await fs.mkdir(ROOT_INODE, ".git", 0o755)
+    assert info.value.errno == errno.EPERM
+    with pytest.raises(FsError) as info:
+        await fs.create(ROOT_INODE, ".git", 0o644, WRITE)
+    assert info.value.errno == errno.EPERM
+    assert docs(sql_conn) == {}
