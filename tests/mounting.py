@@ -84,7 +84,12 @@ class Mount:
         return self.mountpoint / relative if relative else self.mountpoint
 
     def run(
-        self, *cmd: str, cwd: Path | None = None, check: bool = True, input: bytes | None = None
+        self,
+        *cmd: str,
+        cwd: Path | None = None,
+        check: bool = True,
+        input: bytes | None = None,
+        env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
         result = subprocess.run(
             list(cmd),
@@ -92,7 +97,8 @@ class Mount:
             capture_output=True,
             timeout=COMMAND_TIMEOUT,
             check=False,
-            input=input,
+            input=input if input is not None else b"",
+            env=env,
         )
         if check and result.returncode != 0:
             raise AssertionError(
@@ -100,8 +106,10 @@ class Mount:
             )
         return result
 
-    def shell(self, script: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
-        return self.run("bash", "-c", script, check=check)
+    def shell(
+        self, script: str, check: bool = True, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[bytes]:
+        return self.run("bash", "-c", script, check=check, env=env)
 
     def umount(self) -> int:
         """``memfs umount`` (commit and unmount); returns the daemon's exit code."""
