@@ -175,7 +175,9 @@ def test_errnos_through_the_kernel(mounted: Mount, sql_conn: psycopg.Connection[
     assert (mnt / "MEMORY.md").read_text() == "keep me\n"
     cases: list[tuple[int, Any]] = [
         (errno.ENAMETOOLONG, lambda: (mnt / ("x" * 256)).write_text("x")),
-        (errno.EPERM, lambda: os.mkdir(mnt / ".search")),
+        (errno.EEXIST, lambda: os.mkdir(mnt / ".search")),  # the search directory exists
+        (errno.EROFS, lambda: (mnt / ".search" / "README.md").write_text("x")),
+        (errno.EROFS, lambda: os.mkdir(mnt / ".search" / "q" / "x")),
         (errno.EPERM, lambda: os.symlink("MEMORY.md", mnt / "link.md")),
         (errno.EPERM, lambda: os.link(mnt / "MEMORY.md", mnt / "hard.md")),
         (errno.EINVAL, lambda: (mnt / "bell\x07.md").write_text("x")),

@@ -13,7 +13,9 @@ import psycopg
 from memfs import __version__
 from memfs.config import Settings, default_log_dir
 from memfs.daemon import MountError, mount_background, prepare_mountpoint, serve, unmount
+from memfs.embeddings.config import EmbeddingConfigError
 from memfs.errors import SchemaError
+from memfs.search.config import SearchConfigError
 
 log = logging.getLogger("memfs")
 
@@ -93,6 +95,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     init = sub.add_parser("init", help="create the schema (IronClaw's tables if missing)")
     _add_database_flags(init)
+
+    search = sub.add_parser("search", help="search the workspace (IronClaw's hybrid ranking)")
+    search.add_argument("query", nargs="+", help="the query (words are joined by spaces)")
+    _add_database_flags(search)
+    search.add_argument("--limit", type=int, default=10, help="results (default 10)")
+    search.add_argument("--json", action="store_true", help="machine-readable output")
+    group = search.add_mutually_exclusive_group()
+    group.add_argument("--fts", action="store_true", help="full-text search only")
+    group.add_argument("--vector", action="store_true", help="vector search only")
     return parser
 
 
@@ -106,7 +117,9 @@ def main(argv: list[str] | None = None) -> int:
             return unmount(_settings(args), args.mountpoint, timeout=args.timeout)
         if args.command == "init":
             return _init(args)
-    except (MountError, SchemaError) as exc:
+        if args.command == "search":
+            return _search(args)
+    except (MountError, SchemaError, SearchConfigError, EmbeddingConfigError) as exc:
         sys.stderr.write(f"memfs: {exc}\n")
         return 1
     except psycopg.OperationalError as exc:
@@ -132,6 +145,16 @@ def _mount(args: argparse.Namespace) -> int:
     if code == 0:
         print(f"memfs: mounted workspace {settings.user_id!r} at {mountpoint} (log: {log_file})")
     return code
+
+
+def _search(args: argparse.Namespace) -> int:
+    from memfs.search_cli import print_outcome, run_search
+
+    logging.basicConfig(level=logging.WARNING, format="memfs: %(message)s")
+    mode = "fts" if args.fts else ("vector" if args.vector else "hybrid")
+    outcome = run_search(_settings(args), " ".join(args.query), limit=args.limit, mode=mode)
+    print_outcome(outcome, as_json=args.json)
+    return 0
 
 
 def _init(args: argparse.Namespace) -> int:

@@ -50,6 +50,8 @@ class Settings:
     cache_bytes: int = 64 * 1024 * 1024
     #: Extra scratch-name patterns (regular expressions matched against one name).
     scratch_patterns: list[str] = field(default_factory=list)
+    #: Seconds a ``.search`` query's results are kept (so ``ls`` then ``cat`` agree).
+    search_ttl: float = 30.0
     allow_other: bool = False
     debug_fuse: bool = False
 
@@ -75,6 +77,8 @@ class Settings:
             settings.attr_timeout = float(env["MEMFS_ATTR_TIMEOUT"])
         if env.get("MEMFS_SCRATCH_PATTERNS"):
             settings.scratch_patterns = [p for p in env["MEMFS_SCRATCH_PATTERNS"].split("\n") if p]
+        if env.get("MEMFS_SEARCH_TTL"):
+            settings.search_ttl = float(env["MEMFS_SEARCH_TTL"])
         if env.get("MEMFS_CACHE_BYTES"):
             settings.cache_bytes = int(env["MEMFS_CACHE_BYTES"])
         return settings

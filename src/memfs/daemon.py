@@ -26,8 +26,11 @@ import trio
 from memfs.buffers import ScratchSpill
 from memfs.config import Settings
 from memfs.db import Scope, open_database
+from memfs.embeddings import Embedder, EmbeddingSettings
+from memfs.embeddings.worker import EmbeddingWorker
 from memfs.fuse_ops import MemfsOperations, mount_options
 from memfs.scratch import ScratchRules
+from memfs.search import SearchConfig, SearchEngine
 from memfs.vfs import Filesystem
 
 log = logging.getLogger(__name__)
@@ -84,6 +87,8 @@ async def _handle_signals() -> None:
 
 def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | None = None) -> int:
     """Mount and serve until unmounted or signalled; return a process exit code."""
+    search_config = SearchConfig.from_env()
+    embedding_settings = EmbeddingSettings.from_env()
     database = open_database(settings)
     pidfile = pidfile_for(settings.runtime_dir, mountpoint)
     try:
@@ -98,6 +103,11 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
         ops = MemfsOperations(fs, attr_timeout=settings.attr_timeout)
 
         async def run() -> int:
+            embedder = Embedder(embedding_settings) if embedding_settings else None
+            engine = SearchEngine(store, fs._db, embedder=embedder, config=search_config)
+            fs.attach_search(engine, ttl=settings.search_ttl)
+            if embedder is None:
+                log.info("no embedding provider (EMBEDDING_ENABLED is off): search is full-text")
             await fs.load()
             fsname = f"memfs:{settings.user_id}"
             pyfuse3.init(
@@ -115,12 +125,18 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(_handle_signals)
                     nursery.start_soon(fs.run_maintenance)
+                    if embedder is not None:
+                        worker = EmbeddingWorker(store, embedder, fs._db)
+                        fs.commit_listeners.append(worker.notify)
+                        nursery.start_soon(worker.run)
                     await pyfuse3.main()
                     nursery.cancel_scope.cancel()
             finally:
                 failed = await fs.shutdown()
                 pyfuse3.close(unmount=True)
                 unmounted = True
+                if embedder is not None:
+                    await embedder.aclose()
                 log.info("unmounted %s", mountpoint)
             return 1 if failed or not unmounted else 0
 

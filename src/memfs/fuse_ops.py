@@ -93,7 +93,7 @@ class MemfsOperations(pyfuse3.Operations):
             text = decode_name(name)
         except FsError:
             raise FsError(errno.ENOENT) from None
-        node = self.fs.lookup(parent_inode, text)
+        node = await self.fs.lookup(parent_inode, text)
         return self._entry(self.fs.attributes(node))
 
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:

@@ -116,6 +116,26 @@ class DirNode(Node):
         self.subdirs = 0
 
 
+class SyntheticDir(DirNode):
+    """A read-only directory the daemon makes up (``.search`` and its query directories)."""
+
+    __slots__ = ()
+
+
+class SyntheticFile(FileNode):
+    """A read-only file whose exact bytes the daemon holds (search results, README)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, ino: int, name: str, data: bytes, mtime_ns: int) -> None:
+        super().__init__(ino, name, stat.S_IFREG | 0o444, mtime_ns)
+        self.data = data
+        self.size = len(data)
+
+
+SYNTHETIC = (SyntheticDir, SyntheticFile)
+
+
 class SymlinkNode(Node):
     """A symbolic link; only ever scratch (emacs lock files)."""
 
@@ -214,6 +234,16 @@ class Tree:
 
     def new_dir(self, name: str, mode: int, now_ns: int) -> DirNode:
         node = DirNode(self._new_ino(), name, stat.S_IFDIR | stat.S_IMODE(mode), now_ns)
+        self.inodes[node.ino] = node
+        return node
+
+    def new_synthetic_dir(self, name: str, now_ns: int) -> SyntheticDir:
+        node = SyntheticDir(self._new_ino(), name, stat.S_IFDIR | 0o555, now_ns)
+        self.inodes[node.ino] = node
+        return node
+
+    def new_synthetic_file(self, name: str, data: bytes, mtime_ns: int) -> SyntheticFile:
+        node = SyntheticFile(self._new_ino(), name, data, mtime_ns)
         self.inodes[node.ino] = node
         return node
 
@@ -420,4 +450,16 @@ class Tree:
         return files, dirs
 
 
-__all__ = ["ROOT_INODE", "DirNode", "FileNode", "Node", "SymlinkNode", "Tree", "join", "to_ns"]
+__all__ = [
+    "ROOT_INODE",
+    "SYNTHETIC",
+    "DirNode",
+    "FileNode",
+    "Node",
+    "SymlinkNode",
+    "SyntheticDir",
+    "SyntheticFile",
+    "Tree",
+    "join",
+    "to_ns",
+]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
 from memfs.config import Settings
@@ -56,6 +57,14 @@ def _connect_kwargs(settings: Settings) -> dict[str, Any]:
     return {"autocommit": True, "options": options, "application_name": "memfs"}
 
 
+def _configure_connection(conn: psycopg.Connection[Any]) -> None:
+    """Teach each pooled connection pgvector's type (if the extension is installed)."""
+    try:
+        register_vector(conn)
+    except psycopg.ProgrammingError:
+        log.warning("the vector extension is not installed: vector search is unavailable")
+
+
 def open_database(settings: Settings) -> Database:
     """Connect (starting the embedded server if no URL is set) and make the schema ready."""
     embedded = None
@@ -70,6 +79,7 @@ def open_database(settings: Settings) -> Database:
         min_size=1,
         max_size=settings.pool_size,
         kwargs=kwargs,
+        configure=_configure_connection,
         timeout=settings.statement_timeout_ms / 1000,
         name="memfs",
         open=True,

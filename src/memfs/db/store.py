@@ -18,6 +18,7 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
+from pgvector import Vector
 from psycopg_pool import ConnectionPool
 
 from memfs.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
@@ -498,3 +499,96 @@ class MetaStore:
                 self._params(path=path),
             )
             self._keep_directories(conn, keep_dirs)
+
+    # -- search and embeddings -----------------------------------------------------------
+
+    def search_fts(self, query: str, limit: int) -> list[tuple[Any, ...]]:
+        """IronClaw's full-text leg: ``plainto_tsquery('english')`` ranked by ``ts_rank_cd``.
+
+        Rows are (chunk id, document id, path, chunk index, content).  Ties are ordered by
+        path and chunk index (IronClaw leaves them unordered).
+        """
+        with self.pool.connection() as conn:
+            return conn.execute(
+                "SELECT c.id, c.document_id, d.path, c.chunk_index, c.content "
+                "FROM memory_chunks c JOIN memory_documents d ON d.id = c.document_id, "
+                "  plainto_tsquery('english', %(q)s) AS q "
+                "WHERE d.user_id = %(user)s AND d.agent_id IS NOT DISTINCT FROM %(agent)s "
+                "  AND c.content_tsv @@ q "
+                "ORDER BY ts_rank_cd(c.content_tsv, q) DESC, d.path, c.chunk_index "
+                "LIMIT %(limit)s",
+                self._params(q=query, limit=limit),
+            ).fetchall()
+
+    def search_vector(self, embedding: Vector, limit: int) -> list[tuple[Any, ...]]:
+        """IronClaw's vector leg: exact cosine distance over chunks that have an embedding.
+
+        Only embeddings of the query's dimension are compared, so one foreign-dimension
+        chunk cannot make the whole search fail as it does in IronClaw.
+        """
+        with self.pool.connection() as conn:
+            return conn.execute(
+                "SELECT c.id, c.document_id, d.path, c.chunk_index, c.content "
+                "FROM memory_chunks c JOIN memory_documents d ON d.id = c.document_id "
+                "WHERE d.user_id = %(user)s AND d.agent_id IS NOT DISTINCT FROM %(agent)s "
+                "  AND c.embedding IS NOT NULL AND vector_dims(c.embedding) = %(dims)s "
+                "ORDER BY c.embedding <=> %(vec)s, d.path, c.chunk_index "
+                "LIMIT %(limit)s",
+                self._params(vec=embedding, dims=len(embedding.to_list()), limit=limit),
+            ).fetchall()
+
+    def chunks_missing_embeddings(
+        self, document_ids: Sequence[UUID] | None, limit: int, max_bytes: int
+    ) -> list[tuple[UUID, str]]:
+        """Chunks of the workspace (or of some documents) still without an embedding."""
+        only = "AND c.document_id = ANY(%(docs)s) " if document_ids is not None else ""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT c.id, c.content FROM memory_chunks c "
+                "JOIN memory_documents d ON d.id = c.document_id "
+                "WHERE d.user_id = %(user)s AND d.agent_id IS NOT DISTINCT FROM %(agent)s "
+                f"  AND c.embedding IS NULL AND octet_length(c.content) <= %(max)s {only}"
+                "ORDER BY c.document_id, c.chunk_index LIMIT %(limit)s",
+                self._params(docs=list(document_ids or []), limit=limit, max=max_bytes),
+            ).fetchall()
+        return [(r[0], r[1]) for r in rows]
+
+    def write_embeddings(self, items: Sequence[tuple[UUID, str, Vector]]) -> int:
+        """Store embeddings for chunks that still exist with the text that was embedded."""
+        if not items:
+            return 0
+        written = 0
+        with self.pool.connection() as conn, conn.transaction():
+            for chunk_id, text, vector in items:
+                cur = conn.execute(
+                    "UPDATE memory_chunks c SET embedding = %(vec)s FROM memory_documents d "
+                    "WHERE c.id = %(id)s AND c.embedding IS NULL AND c.content = %(text)s "
+                    "  AND d.id = c.document_id AND d.user_id = %(user)s "
+                    "  AND d.agent_id IS NOT DISTINCT FROM %(agent)s",
+                    self._params(vec=vector, id=chunk_id, text=text),
+                )
+                written += cur.rowcount
+        return written
+
+    def embedding_dimensions(self) -> list[int]:
+        """The embedding dimensions already present in the workspace."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT vector_dims(c.embedding) FROM memory_chunks c "
+                "JOIN memory_documents d ON d.id = c.document_id "
+                "WHERE d.user_id = %(user)s AND d.agent_id IS NOT DISTINCT FROM %(agent)s "
+                "  AND c.embedding IS NOT NULL ORDER BY 1",
+                self._params(),
+            ).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def count_chunks(self) -> tuple[int, int]:
+        """(chunks, chunks without an embedding) of the workspace."""
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                "SELECT count(*), count(*) FILTER (WHERE c.embedding IS NULL) "
+                "FROM memory_chunks c JOIN memory_documents d ON d.id = c.document_id "
+                "WHERE d.user_id = %(user)s AND d.agent_id IS NOT DISTINCT FROM %(agent)s",
+                self._params(),
+            ).fetchone()
+        return (int(row[0]), int(row[1])) if row else (0, 0)

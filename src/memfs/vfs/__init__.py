@@ -9,11 +9,12 @@ and ``FsError`` to errno replies, so the whole model is testable by calling it d
 from __future__ import annotations
 
 from memfs.vfs.base import Attributes, Handle, StatFs
-from memfs.vfs.namespace import NamespaceMixin
+from memfs.vfs.search_dir import SearchMixin
 
 __all__ = ["Attributes", "Filesystem", "Handle", "StatFs"]
 
 
-class Filesystem(NamespaceMixin):
-    """A workspace seen as a POSIX directory tree (state in ``base``, content in
-    ``content``, names and the scratch overlay in ``namespace``)."""
+class Filesystem(SearchMixin):
+    """A workspace seen as a POSIX directory tree: state in ``base``, content in
+    ``content``, names and the scratch overlay in ``namespace``, ``.search`` in
+    ``search_dir``."""

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
+from uuid import UUID
 
 import psycopg
 import trio
@@ -32,7 +33,7 @@ from memfs.db.store import MetaStore
 from memfs.errors import DatabaseUnavailable, FsError
 from memfs.paths import loadable_path
 from memfs.scratch import Kind, ScratchRules
-from memfs.tree import DirNode, FileNode, Node, SymlinkNode, Tree
+from memfs.tree import SYNTHETIC, DirNode, FileNode, Node, SymlinkNode, Tree
 
 log = logging.getLogger("memfs.vfs")
 
@@ -123,6 +124,10 @@ class FilesystemBase:
         self.tentative: dict[int, float | None] = {}
         #: Version of each file's content the kernel may hold in its page cache.
         self._kernel_version: dict[int, Any] = {}
+        #: Inodes that directory listings leave out (``.search``).
+        self.unlisted: set[int] = set()
+        #: Called with a document id after each content change (the embedding worker).
+        self.commit_listeners: list[Callable[[UUID], None]] = []
         self._next_fh = 1
 
     # -- database access -----------------------------------------------------------------
@@ -179,6 +184,13 @@ class FilesystemBase:
             raise FsError(errno.ENOENT, "directory was removed")
         return directory
 
+    def _writable_dir(self, ino: int) -> DirNode:
+        """A live directory in which names may be added or removed (not ``.search``)."""
+        directory = self._attached_dir(ino)
+        if isinstance(directory, SYNTHETIC):
+            raise FsError(errno.EROFS, "search results are read-only")
+        return directory
+
     def _child(self, parent_ino: int, name: str) -> tuple[DirNode, Node]:
         """An existing entry of a live directory, or ENOENT."""
         parent = self._attached_dir(parent_ino)
@@ -203,6 +215,10 @@ class FilesystemBase:
             return repr(self.tree.path_of(node))
         except FsError:
             return f"removed inode {node.ino}"
+
+    def _announce(self, doc_id: UUID) -> None:
+        for listener in self.commit_listeners:
+            listener(doc_id)
 
     def _touch_dir(self, directory: DirNode) -> None:
         directory.mtime_ns = directory.ctime_ns = self.clock()
@@ -253,8 +269,11 @@ class FilesystemBase:
     def getattr(self, ino: int) -> Attributes:
         return self.attributes(self.tree.get(ino))
 
-    def lookup(self, parent_ino: int, name: str) -> Node:
+    async def lookup(self, parent_ino: int, name: str) -> Node:
         """Resolve a name and take one kernel reference on the result."""
+        return self._lookup_local(parent_ino, name)
+
+    def _lookup_local(self, parent_ino: int, name: str) -> Node:
         parent = self.tree.get_dir(parent_ino)
         if name == ".":
             node: Node | None = parent
@@ -341,7 +360,7 @@ class FilesystemBase:
             self.dir_handles[fh] = (ino, entries)
         directory = self.tree.get_dir(ino)
         dots: list[tuple[str, Node]] = [(".", directory), ("..", directory.parent or directory)]
-        listing = dots + entries
+        listing = dots + [(n, node) for n, node in entries if node.ino not in self.unlisted]
         return [
             (index + 1, name, node)
             for index, (name, node) in enumerate(listing[start:], start)

@@ -15,7 +15,7 @@ from memfs.buffers import FileBuffer, ScratchBuffer
 from memfs.db.store import FileAttrs
 from memfs.errors import FsError
 from memfs.scratch import TENTATIVE_GRACE
-from memfs.tree import FileNode, to_ns
+from memfs.tree import SYNTHETIC, FileNode, SyntheticFile, to_ns
 from memfs.vfs.base import Attributes, Buffer, FilesystemBase, Handle, log
 
 
@@ -71,7 +71,9 @@ class ContentMixin(FilesystemBase):
         buffer = self.buffers.get(node.ino)
         if buffer is not None:
             return buffer
-        if node.scratch:
+        if isinstance(node, SyntheticFile):
+            buffer = FileBuffer(node.data)
+        elif node.scratch:
             buffer = ScratchBuffer(self.spill)
         elif node.doc_id is None:
             buffer = FileBuffer(b"", dirty=True)
@@ -90,6 +92,8 @@ class ContentMixin(FilesystemBase):
         """Open a file; returns (fh, keep_cache)."""
         node = self.tree.get_file(ino)
         writable = (flags & os.O_ACCMODE) != os.O_RDONLY
+        if writable and isinstance(node, SyntheticFile):
+            raise FsError(errno.EROFS, "search results are read-only")
         truncate = writable and bool(flags & os.O_TRUNC)
         buffer = await self._buffer(node, load=not truncate)
         if truncate and len(buffer) > 0:
@@ -188,6 +192,8 @@ class ContentMixin(FilesystemBase):
         node = self.tree.get(ino)
         if (uid is not None and uid != self.uid) or (gid is not None and gid != self.gid):
             raise FsError(errno.EPERM, "files on a memfs mount belong to the mounting user")
+        if isinstance(node, SYNTHETIC) and (size, mode, mtime_ns) != (None, None, None):
+            raise FsError(errno.EROFS, "search results are read-only")
         now = self.clock()
         persist = False
         if size is not None:
@@ -261,6 +267,8 @@ class ContentMixin(FilesystemBase):
             buffer.mark_clean(generation)
             if not buffer.dirty:
                 self.unsaved.pop(node.ino, None)
+            if result.changed:
+                self._announce(result.doc_id)
             log.debug(
                 "committed %r (%s): %s, %d chunks%s",
                 path,

@@ -24,7 +24,7 @@ from memfs.db.store import CommitResult, FileAttrs
 from memfs.errors import FsError
 from memfs.paths import check_new_name
 from memfs.scratch import REFUSED_NAMES, TENTATIVE_GRACE, Kind
-from memfs.tree import DirNode, FileNode, Node, to_ns
+from memfs.tree import SYNTHETIC, DirNode, FileNode, Node, to_ns
 from memfs.vfs.base import log
 from memfs.vfs.content import ContentMixin
 
@@ -51,6 +51,10 @@ class NamespaceMixin(ContentMixin):
                 "unmount with its history (memory keeps versions in memory_document_versions)",
             )
 
+    def _not_synthetic(self, parent: DirNode, node: Node) -> None:
+        if isinstance(parent, SYNTHETIC) or isinstance(node, SYNTHETIC):
+            raise FsError(errno.EROFS, "search results are read-only")
+
     def _keep_if_emptied(self, parent: DirNode, leaving: Node) -> list[str]:
         """Directories an operation leaves without documents: kept, as a disk would keep them."""
         if parent is self.tree.root or parent.explicit or parent.scratch:
@@ -69,7 +73,7 @@ class NamespaceMixin(ContentMixin):
 
     async def mkdir(self, parent_ino: int, name: str, mode: int) -> Node:
         async with self.ns_lock:
-            parent = self._attached_dir(parent_ino)
+            parent = self._writable_dir(parent_ino)
             self._refuse(name)
             path = check_new_name(self.tree.path_of(parent), name)
             if name in parent.children:
@@ -88,7 +92,7 @@ class NamespaceMixin(ContentMixin):
     async def create(self, parent_ino: int, name: str, mode: int, flags: int) -> tuple[int, Node]:
         """Create and open a new, empty file; a document reaches the database at close."""
         async with self.ns_lock:
-            parent = self._attached_dir(parent_ino)
+            parent = self._writable_dir(parent_ino)
             self._refuse(name)
             path = check_new_name(self.tree.path_of(parent), name)
             if name in parent.children:
@@ -118,7 +122,7 @@ class NamespaceMixin(ContentMixin):
     async def symlink(self, parent_ino: int, name: str, target: bytes) -> Node:
         """Symbolic links exist only as scratch (emacs lock files); EPERM for documents."""
         async with self.ns_lock:
-            parent = self._attached_dir(parent_ino)
+            parent = self._writable_dir(parent_ino)
             check_new_name(self.tree.path_of(parent), name)
             if name in parent.children:
                 raise FsError(errno.EEXIST)
@@ -134,7 +138,7 @@ class NamespaceMixin(ContentMixin):
         """Hard links exist only between scratch names; EPERM for documents."""
         async with self.ns_lock:
             node = self.tree.get(ino)
-            parent = self._attached_dir(parent_ino)
+            parent = self._writable_dir(parent_ino)
             check_new_name(self.tree.path_of(parent), name)
             if name in parent.children:
                 raise FsError(errno.EEXIST)
@@ -152,6 +156,7 @@ class NamespaceMixin(ContentMixin):
     async def unlink(self, parent_ino: int, name: str) -> None:
         async with self.ns_lock:
             parent, node = self._child(parent_ino, name)
+            self._not_synthetic(parent, node)
             if isinstance(node, DirNode):
                 raise FsError(errno.EISDIR)
             if node.scratch:
@@ -190,6 +195,7 @@ class NamespaceMixin(ContentMixin):
     async def rmdir(self, parent_ino: int, name: str) -> None:
         async with self.ns_lock:
             parent, node = self._child(parent_ino, name)
+            self._not_synthetic(parent, node)
             if not isinstance(node, DirNode):
                 raise FsError(errno.ENOTDIR)
             if node.children:
@@ -219,7 +225,8 @@ class NamespaceMixin(ContentMixin):
             raise FsError(errno.EINVAL, "RENAME_EXCHANGE is not supported")
         async with self.ns_lock:
             old_parent, source = self._child(old_parent_ino, old_name)
-            new_parent = self._attached_dir(new_parent_ino)
+            self._not_synthetic(old_parent, source)
+            new_parent = self._writable_dir(new_parent_ino)
             self._refuse(new_name)
             new_path = check_new_name(self.tree.path_of(new_parent), new_name)
             target = new_parent.children.get(new_name)
@@ -407,6 +414,8 @@ class NamespaceMixin(ContentMixin):
         self._kernel_version.pop(node.ino, None)
         self.tentative.pop(node.ino, None)
         self.unsaved.pop(node.ino, None)
+        if result.changed:
+            self._announce(result.doc_id)
 
     async def _commit_scratch_dir(
         self, source: DirNode, new_path: str, target: Node | None

@@ -1,0 +1,102 @@
+"""IronClaw's hybrid search over one workspace (ironclaw-facts §5).
+
+Full-text (``plainto_tsquery('english')``, ``ts_rank_cd``) and exact cosine vector search,
+50 candidates each, fused by RRF (k = 60) or weighted fusion, max-normalised, per chunk.
+One difference, on purpose: if the query cannot be embedded, IronClaw fails the whole
+search; memfs returns the full-text results and says so in ``SearchOutcome.note``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pgvector import Vector
+
+from memfs.db.store import MetaStore
+from memfs.embeddings.client import Embedder
+from memfs.embeddings.providers import EmbeddingError
+from memfs.search.config import SearchConfig
+from memfs.search.fusion import Hit, SearchResult, fuse
+
+log = logging.getLogger(__name__)
+
+RunDb = Callable[..., Awaitable[Any]]
+MODES = ("hybrid", "fts", "vector")
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    query: str
+    results: list[SearchResult]
+    mode: str  # what actually ran: "hybrid", "fts" or "vector"
+    fusion: str
+    note: str | None = None
+
+    def describe(self) -> str:
+        text = {
+            "hybrid": f"hybrid full-text + vector ({self.fusion})",
+            "fts": "full-text only",
+            "vector": "vector only",
+        }[self.mode]
+        return f"{text}; {self.note}" if self.note else text
+
+
+def _hits(rows: list[tuple[Any, ...]]) -> list[Hit]:
+    return [Hit(r[0], r[1], r[2], r[3], r[4], rank) for rank, r in enumerate(rows, 1)]
+
+
+class SearchEngine:
+    def __init__(
+        self,
+        store: MetaStore,
+        run_db: RunDb,
+        *,
+        embedder: Embedder | None = None,
+        config: SearchConfig | None = None,
+    ) -> None:
+        self.store = store
+        self.run_db = run_db
+        self.embedder = embedder
+        self.config = config or SearchConfig()
+        self.searches = 0
+
+    async def search(
+        self, query: str, *, limit: int | None = None, mode: str = "hybrid"
+    ) -> SearchOutcome:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}")
+        config = self.config if limit is None else self.config.with_limit(limit)
+        self.searches += 1
+        note = None
+        use_fts = config.use_fts and mode != "vector"
+        use_vector = config.use_vector and mode != "fts"
+        vector: list[float] | None = None
+        if use_vector and self.embedder is None:
+            use_vector = False
+            if mode == "vector":
+                note = "no embedding provider is configured"
+        elif use_vector and self.embedder is not None:
+            try:
+                vector = await self.embedder.embed_query(query)
+            except EmbeddingError as exc:
+                log.warning("query embedding failed, searching full-text only: %s", exc)
+                note = f"the query could not be embedded ({exc})"
+                use_vector = False
+        if not use_vector and not use_fts:
+            use_fts = True  # vector-only was asked for but is impossible: say so, fall back
+        fts_rows = (
+            await self.run_db(self.store.search_fts, query, config.pre_fusion_limit)
+            if use_fts and query.strip()
+            else []
+        )
+        vector_rows = (
+            await self.run_db(self.store.search_vector, Vector(vector), config.pre_fusion_limit)
+            if use_vector and vector is not None
+            else []
+        )
+        results = fuse(_hits(fts_rows), _hits(vector_rows), config)
+        ran = "hybrid" if use_fts and use_vector else ("fts" if use_fts else "vector")
+        return SearchOutcome(query, results, ran, config.fusion, note)

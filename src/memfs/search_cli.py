@@ -1,0 +1,77 @@
+"""``memfs search QUERY``: the same engine as ``.search/``, without a mount."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import trio
+
+from memfs.config import Settings
+from memfs.db import Scope, open_database
+from memfs.embeddings import Embedder, EmbeddingSettings
+from memfs.search import SearchConfig, SearchEngine, SearchOutcome
+
+T = TypeVar("T")
+
+
+async def _in_thread(fn: Callable[..., T], *args: Any) -> T:
+    return await trio.to_thread.run_sync(functools.partial(fn, *args))
+
+
+def run_search(settings: Settings, query: str, *, limit: int, mode: str) -> SearchOutcome:
+    """Run one search against the workspace and return its outcome."""
+    config = SearchConfig.from_env()
+    embedding = EmbeddingSettings.from_env()
+    database = open_database(settings)
+    try:
+        store = database.store(Scope(settings.user_id, settings.agent_id))
+
+        async def go() -> SearchOutcome:
+            embedder = Embedder(embedding) if embedding else None
+            try:
+                engine = SearchEngine(store, _in_thread, embedder=embedder, config=config)
+                return await engine.search(query, limit=limit, mode=mode)
+            finally:
+                if embedder is not None:
+                    await embedder.aclose()
+
+        return trio.run(go)
+    finally:
+        database.close()
+
+
+def print_outcome(outcome: SearchOutcome, *, as_json: bool) -> None:
+    if as_json:
+        payload = {
+            "query": outcome.query,
+            "search": outcome.mode,
+            "fusion": outcome.fusion,
+            "note": outcome.note,
+            "results": [
+                {
+                    "path": r.path,
+                    "score": r.score,
+                    "fts_rank": r.fts_rank,
+                    "vector_rank": r.vector_rank,
+                    "chunk_index": r.chunk_index,
+                    "document_id": str(r.document_id),
+                    "chunk_id": str(r.chunk_id),
+                    "content": r.content,
+                }
+                for r in outcome.results
+            ],
+        }
+        json.dump(payload, sys.stdout, ensure_ascii=False, indent=2)
+        sys.stdout.write("\n")
+        return
+    sys.stdout.write(f"# {len(outcome.results)} results ({outcome.describe()})\n")
+    for index, r in enumerate(outcome.results, 1):
+        ranks = f"fts {r.fts_rank or '-'}, vector {r.vector_rank or '-'}"
+        preview = " ".join(r.content.split())[:160]
+        sys.stdout.write(
+            f"{index:2d}. {r.path} [chunk {r.chunk_index}] {r.score:.4f} ({ranks})\n    {preview}\n"
+        )
