@@ -1,0 +1,151 @@
+"""A fake embedding *server* on loopback that speaks OpenAI's and Ollama's real HTTP APIs.
+
+Vectors are deterministic bag-of-words hashes (texts sharing words are close in cosine
+distance), so ranking tests can reason about them.  The server can be told to fail:
+answer 429 with Retry-After, 500, 401, hang, or return vectors of the wrong dimension.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+WORD = re.compile(r"[a-z0-9]+")
+
+
+def embed_text(text: str, dimension: int) -> list[float]:
+    vector = [0.0] * dimension
+    for word in WORD.findall(text.lower()):
+        digest = hashlib.sha256(word.encode()).digest()
+        vector[int.from_bytes(digest[:4], "big") % dimension] += 1.0 if digest[4] & 1 else -1.0
+    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+    return [x / norm for x in vector]
+
+
+@dataclass
+class Behaviour:
+    """What the next requests get.  ``failures`` counts down; then answers are normal."""
+
+    status: int = 200
+    failures: int = 0
+    retry_after: str | None = None
+    hang_seconds: float = 0.0
+    wrong_dimension: bool = False
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+
+class FakeEmbeddingServer:
+    def __init__(self, dimension: int = 32, api_key: str | None = "test-key") -> None:
+        self.dimension = dimension
+        self.api_key = api_key
+        self.behaviour = Behaviour()
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                server._handle(self)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def __enter__(self) -> FakeEmbeddingServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def fail(self, status: int, times: int = 1, retry_after: str | None = None) -> None:
+        with self.lock:
+            self.behaviour.status = status
+            self.behaviour.failures = times
+            self.behaviour.retry_after = retry_after
+
+    def hang(self, seconds: float, times: int = 1) -> None:
+        with self.lock:
+            self.behaviour.hang_seconds = seconds
+            self.behaviour.failures = times
+
+    def wrong_dimension(self, on: bool = True) -> None:
+        with self.lock:
+            self.behaviour.wrong_dimension = on
+
+    def heal(self) -> None:
+        with self.lock:
+            self.behaviour = Behaviour(requests=self.behaviour.requests)
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        return self.behaviour.requests
+
+    def _handle(self, request: BaseHTTPRequestHandler) -> None:
+        length = int(request.headers.get("content-length", "0"))
+        body = json.loads(request.rfile.read(length) or b"{}")
+        with self.lock:
+            b = self.behaviour
+            b.requests.append(
+                {"path": request.path, "body": body, "auth": request.headers.get("authorization")}
+            )
+            failing = b.failures > 0
+            if failing:
+                b.failures -= 1
+            status, retry_after, hang = b.status, b.retry_after, b.hang_seconds
+            wrong = b.wrong_dimension
+        if failing and hang:
+            time.sleep(hang)
+        expected = f"Bearer {self.api_key}"
+        if (
+            request.path == "/v1/embeddings"
+            and self.api_key
+            and request.headers.get("authorization") != expected
+        ):
+            return self._reply(request, 401, {"error": "bad key"})
+        if failing and status != 200:
+            headers = {"Retry-After": retry_after} if retry_after else {}
+            return self._reply(request, status, {"error": f"told to fail {status}"}, headers)
+        dimension = self.dimension + 1 if wrong else self.dimension
+        vectors = [embed_text(text, dimension) for text in body.get("input", [])]
+        if request.path == "/v1/embeddings":
+            data = [
+                {"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)
+            ]
+            return self._reply(
+                request, 200, {"object": "list", "data": data, "model": body["model"]}
+            )
+        if request.path == "/api/embed":
+            return self._reply(request, 200, {"model": body["model"], "embeddings": vectors})
+        return self._reply(request, 404, {"error": "not found"})
+
+    @staticmethod
+    def _reply(
+        request: BaseHTTPRequestHandler,
+        status: int,
+        payload: Any,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        data = json.dumps(payload).encode()
+        request.send_response(status)
+        request.send_header("content-type", "application/json")
+        request.send_header("content-length", str(len(data)))
+        for key, value in (headers or {}).items():
+            request.send_header(key, value)
+        request.end_headers()
+        request.wfile.write(data)
