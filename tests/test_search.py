@@ -13,7 +13,7 @@ import trio
 from memfs.db import Database, Scope
 from memfs.embeddings import Embedder, EmbeddingSettings
 from memfs.embeddings.worker import EmbeddingWorker
-from memfs.search import SearchConfig, SearchEngine
+from memfs.search import SearchEngine
 from memfs.search.fusion import f32
 from memfs.tree import ROOT_INODE
 from memfs.vfs import Filesystem
@@ -114,7 +114,7 @@ async def test_fts_ranking_matches_ts_rank_cd_and_is_scoped(
 async def test_hybrid_search_after_background_embedding(
     world: tuple[Filesystem, SearchEngine, EmbeddingWorker], sql_conn: psycopg.Connection[Any]
 ) -> None:
-    fs, engine, worker = world
+    fs, engine, _ = world
     for path, text in DOCS.items():
         await write(fs, path, text)
 

@@ -90,8 +90,10 @@ class MemfsOperations(pyfuse3.Operations):
         self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
         try:
-            text = decode_name(name)
-        except FsError:
+            # FUSE passes up to 1,024 bytes; longer-than-255 names exist only as search
+            # queries under .search, so only decode here (creating enforces NAME_MAX).
+            text = name.decode("utf-8")
+        except UnicodeDecodeError:
             raise FsError(errno.ENOENT) from None
         node = await self.fs.lookup(parent_inode, text)
         return self._entry(self.fs.attributes(node))

@@ -43,8 +43,9 @@ Options go at the end of the name:
     ls ~/memory/.search/"deploy schedule --limit=20 --fts"/
 
 Results are kept for a short while, so `ls` then `cat` agree. Past queries are not listed
-here, so find, grep -r and rsync never run searches. A query name is at most 255 bytes
-(the kernel's limit); `memfs search` takes longer queries.
+here, so find, grep -r and rsync never run searches. A query name may be longer than a
+file name (FUSE allows 1,024 bytes, about 4 KiB on Linux 6.13 and later); for longer
+queries use `memfs search`.
 """
 
 

@@ -1,0 +1,166 @@
+"""``.search/`` through a real mount, with real programs, and the ``memfs search`` CLI."""
+
+from __future__ import annotations
+
+import errno
+import json
+import mmap
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.fake_embeddings import FakeEmbeddingServer
+from tests.mounting import Mount, memfs_env
+
+pytestmark = pytest.mark.mount
+
+DOCS = {
+    "MEMORY.md": "The deploy schedule moved: deploy on Tuesday, never deploy on Friday.\n",
+    "daily/2026-03-03.md": "[09:00:00] talked about the deploy schedule with the team\n",
+    "projects/alpha/notes.md": "Alpha uses Postgres 100% of the time; snake_case names.\n",
+    "USER.md": "Prefers dark mode. Café ☕ every morning.\n",
+}
+
+
+def populate(mount: Mount) -> None:
+    for rel, text in DOCS.items():
+        path = mount.path(rel)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_search_directory_with_real_tools(mounted: Mount, work_dir: Path) -> None:
+    populate(mounted)
+    mnt = mounted.path()
+    assert ".search" not in os.listdir(mnt)  # never listed, so never crawled
+    assert os.listdir(mnt / ".search") == ["README.md"]
+    assert "memfs search" in (mnt / ".search/README.md").read_text()
+    query = mnt / ".search" / "deploy schedule"
+    listing = mounted.run("ls", str(query)).stdout.decode().split("\n")
+    assert listing[:2] == ["01-MEMORY.md", "02-daily\u22152026-03-03.md"]
+    first = (query / "01-MEMORY.md").read_text()
+    header, _, chunk = first.partition("---\n")
+    assert "source: MEMORY.md" in header and "fts_rank: 1" in header
+    assert "score: 1.000000" in header and "chunk_index: 0" in header
+    assert "search: full-text only" in header
+    assert chunk == DOCS["MEMORY.md"]
+    stat = (query / "01-MEMORY.md").stat()
+    assert stat.st_size == len(first.encode())
+    time.sleep(1.1)
+    assert (query / "01-MEMORY.md").stat().st_mtime_ns == stat.st_mtime_ns  # stable
+    grep = mounted.run("grep", "-l", "Tuesday", *sorted(str(p) for p in query.iterdir()))
+    assert grep.stdout.decode().strip().endswith("01-MEMORY.md")
+    copy = work_dir / "search-copy"
+    mounted.run("cp", "-r", str(query), str(copy))
+    assert (copy / "01-MEMORY.md").read_text() == first
+    mounted.run("rsync", "-a", f"{query}/", str(work_dir / "search-rsync"))
+    assert (work_dir / "search-rsync" / "01-MEMORY.md").read_text() == first
+    mounted.run("tar", "cf", str(work_dir / "search.tar"), "-C", str(query), ".")
+    with (
+        open(query / "01-MEMORY.md", "rb") as handle,
+        mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped,
+    ):
+        assert mapped[:] == first.encode()
+    # grep -r and find over the mount never enter .search
+    assert b".search" not in mounted.run("grep", "-rl", "deploy", ".").stdout
+    assert b".search" not in mounted.run("find", ".").stdout
+    # read-only
+    with pytest.raises(OSError) as info:
+        (query / "01-MEMORY.md").write_text("x")
+    assert info.value.errno == errno.EROFS
+    with pytest.raises(OSError) as info:
+        os.unlink(query / "01-MEMORY.md")
+    assert info.value.errno == errno.EROFS
+
+
+def test_query_names_options_and_probes(mounted: Mount) -> None:
+    populate(mounted)
+    search = mounted.path(".search")
+    assert os.listdir(search / "deploy schedule --limit=1") == ["01-MEMORY.md"]
+    assert len(os.listdir(search / "deploy --fts")) == 2
+    assert os.listdir(search / "100%") == ["01-projects\u2215alpha\u2215notes.md"]
+    assert os.listdir(search / "snake_case") == ["01-projects\u2215alpha\u2215notes.md"]
+    assert os.listdir(search / "Café ☕") == ["01-USER.md"]
+    assert os.listdir(search / '"deploy" schedule\'s') == [
+        "01-MEMORY.md",
+        "02-daily\u22152026-03-03.md",
+    ]
+    assert os.listdir(search / ("deploy " * 140).strip()) != []  # 979 bytes: over NAME_MAX
+    with pytest.raises(OSError) as info:
+        os.listdir(search / ("x" * 5000))  # past FUSE's name limit (1 KiB, or 4 KiB on 6.13+)
+    assert info.value.errno == errno.ENAMETOOLONG
+    note = (search / "dark mode --vector" / "01-USER.md").read_text()
+    assert "no embedding provider is configured" in note
+    log_before = mounted.log().count("search '")
+    for probe in (".git", "HEAD", ".hg", "foo~", "RCS"):
+        assert not (search / probe).exists()
+    assert mounted.log().count("search '") == log_before  # probes ran no search
+
+
+@pytest.fixture
+def fake_server() -> Iterator[FakeEmbeddingServer]:
+    with FakeEmbeddingServer(dimension=32) as server:
+        yield server
+
+
+def embedding_env(work_dir: Path, server: FakeEmbeddingServer) -> dict[str, str]:
+    return memfs_env(
+        work_dir / "runtime",
+        EMBEDDING_ENABLED="true",
+        EMBEDDING_PROVIDER="openai",
+        OPENAI_API_KEY="test-key",
+        EMBEDDING_BASE_URL=server.url,
+        EMBEDDING_MODEL="fake-model",
+        EMBEDDING_DIMENSION="32",
+    )
+
+
+def test_hybrid_search_through_the_mount_and_cli(
+    database_url: str,
+    sql_conn: psycopg.Connection[Any],
+    mount_factory: Any,
+    fake_server: FakeEmbeddingServer,
+    work_dir: Path,
+) -> None:
+    env = embedding_env(work_dir, fake_server)
+    mount = mount_factory(database_url, env=env)
+    populate(mount)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        row = sql_conn.execute(
+            "SELECT count(*) FILTER (WHERE embedding IS NULL) FROM memory_chunks"
+        )
+        if row.fetchone() == (0,):
+            break
+        time.sleep(0.1)
+    assert sql_conn.execute(
+        "SELECT count(*) FROM memory_chunks WHERE embedding IS NULL"
+    ).fetchone() == (0,)
+    result = (mount.path(".search") / "deploy schedule" / "01-MEMORY.md").read_text()
+    assert "vector_rank: " in result and "vector_rank: -" not in result
+    assert "search: hybrid full-text + vector (rrf)" in result
+    cli = subprocess.run(
+        [sys.executable, "-m", "memfs", "search", "deploy", "schedule", "--json", "--limit", "2",
+         "--database-url", database_url],
+        env=env, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    payload = json.loads(cli.stdout)
+    assert payload["search"] == "hybrid"
+    assert [r["path"] for r in payload["results"]] == ["MEMORY.md", "daily/2026-03-03.md"]
+    long_query = ("deploy schedule " * 700)[:10_000]
+    cli = subprocess.run(
+        [sys.executable, "-m", "memfs", "search", long_query, "--database-url", database_url],
+        env=env, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    assert "MEMORY.md" in cli.stdout
+    # The provider goes down: search falls back to full-text and says so.
+    fake_server.fail(500, times=10_000)
+    fallback = (mount.path(".search") / "Tuesday" / "01-MEMORY.md").read_text()
+    assert "full-text only; the query could not be embedded" in fallback
