@@ -373,10 +373,10 @@ class NamespaceMixin(ContentMixin):
             raise FsError(errno.EPERM, "a symbolic link cannot become a document")
         if source.extra_links:
             raise FsError(errno.EPERM, "a hard-linked scratch file cannot become a document")
-        buffer = self.buffers.get(source.ino)
-        data = buffer.snapshot() if buffer is not None else b""
         try:
-            text = _as_text(data, f"renaming {self._describe(source)} to {new_path!r}")
+            data, text = self._scratch_text(
+                source, f"renaming {self._describe(source)} to {new_path!r}"
+            )
         except FsError as exc:
             log.error("%s; the file keeps its scratch name", exc.reason)
             raise
@@ -400,6 +400,12 @@ class NamespaceMixin(ContentMixin):
                 self._forget_detached(pending)
         result = await self._db(self.store.commit_document, doc_id, new_path, text, attrs)
         self._become_document(source, result, data)
+
+    def _scratch_text(self, node: FileNode, what: str) -> tuple[bytes, str]:
+        """A scratch file's bytes and their text, or EILSEQ if they cannot be a document."""
+        buffer = self.buffers.get(node.ino)
+        data = buffer.snapshot() if buffer is not None else b""
+        return data, _as_text(data, what)
 
     def _become_document(self, node: FileNode, result: CommitResult, data: bytes) -> None:
         node.scratch = False
@@ -433,9 +439,8 @@ class NamespaceMixin(ContentMixin):
                         dirs.append((child, child_path))
                         stack.append((child, child_path))
                 elif isinstance(child, FileNode) and self.rules.classify(name) is Kind.DOCUMENT:
-                    buffer = self.buffers.get(child.ino)
-                    data = buffer.snapshot() if buffer is not None else b""
-                    text = _as_text(data, f"{child_path!r} in a directory renamed into place")
+                    what = f"{child_path!r} in a directory renamed into place"
+                    data, text = self._scratch_text(child, what)
                     files.append((child, child_path, data, text))
         await self._replace_target(target)
         items = [
@@ -468,10 +473,8 @@ class NamespaceMixin(ContentMixin):
                 if self.rules.classify(node.name) is not Kind.TENTATIVE:
                     continue
                 path = self.tree.path_of(node)
-                buffer = self.buffers.get(ino)
-                data = buffer.snapshot() if buffer is not None else b""
                 try:
-                    text = _as_text(data, f"promoting {path!r}")
+                    data, text = self._scratch_text(node, f"promoting {path!r}")
                 except FsError as exc:
                     log.info("%s; it stays in memory only", exc.reason)
                     continue
