@@ -239,3 +239,18 @@ def test_reindex_rewrites_only_changed_chunks(
     assert chunks(sql_conn, "long.md") == ["short now"]
     store.commit_document(doc.doc_id, "long.md", "   ", NO_ATTRS)
     assert chunks(sql_conn, "long.md") == []
+
+
+def test_stale_planner_statistics_are_refreshed(
+    store: MetaStore, sql_conn: psycopg.Connection[Any]
+) -> None:
+    store.commit_documents(
+        [(None, f"bulk/{i}.md", f"note {i} about deploys", NO_ATTRS) for i in range(600)]
+    )
+    assert sorted(store.refresh_statistics()) == ["memory_chunks", "memory_documents"]
+    analyzed = sql_conn.execute(
+        "SELECT count(*) FROM pg_stat_user_tables WHERE relname IN "
+        "('memory_chunks', 'memory_documents') AND last_analyze IS NOT NULL"
+    ).fetchone()
+    assert analyzed == (2,)
+    assert store.refresh_statistics() == []  # fresh: nothing to do

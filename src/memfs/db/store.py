@@ -19,6 +19,7 @@ from uuid import UUID
 
 import psycopg
 from pgvector import Vector
+from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from memfs.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
@@ -592,3 +593,28 @@ class MetaStore:
                 self._params(),
             ).fetchone()
         return (int(row[0]), int(row[1])) if row else (0, 0)
+
+    # -- planner statistics --------------------------------------------------------------
+
+    def refresh_statistics(self, min_changes: int = 500) -> list[str]:
+        """ANALYZE the memory tables when their statistics are missing or stale.
+
+        Without statistics (a freshly loaded workspace, before autovacuum gets to it) the
+        planner estimates a handful of rows and joins chunks to documents with a nested
+        loop: a search of 10,000 documents then took 6.5 s instead of 0.14 s.  ANALYZE
+        changes no object; without the privilege to run it this raises InsufficientPrivilege.
+        """
+        stale = []
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT relid::regclass::text, n_live_tup, n_mod_since_analyze, "
+                "  (last_analyze IS NULL AND last_autoanalyze IS NULL) "
+                "FROM pg_stat_user_tables "
+                "WHERE relid IN (to_regclass('memory_documents'), to_regclass('memory_chunks'))"
+            ).fetchall()
+            for table, live, changed, never in rows:
+                if (never and live > 0) or changed > max(min_changes, live // 10):
+                    stale.append(table)
+            for table in stale:
+                conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
+        return stale

@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import math
 
+import psycopg
 import trio
 
 from memfs.buffers import FileBuffer, ScratchBuffer
@@ -490,14 +491,36 @@ class NamespaceMixin(ContentMixin):
                 )
         return promoted
 
-    async def run_maintenance(self, interval: float = 0.5) -> None:
-        """Background task: promote tentative files as they fall due."""
+    async def run_maintenance(self, interval: float = 0.5, stats_every: float = 30.0) -> None:
+        """Background task: promote tentative files as they fall due; keep planner
+        statistics fresh so searches never fall back to a pathological plan."""
+        await self.refresh_statistics()
+        last_stats = self.monotonic()
         while True:
             await trio.sleep(interval)
             try:
                 await self.promote_due()
             except FsError as exc:
                 log.error("promoting tentative files failed: %s", exc)
+            if self.statistics_allowed and self.monotonic() - last_stats >= stats_every:
+                last_stats = self.monotonic()
+                await self.refresh_statistics()
+
+    statistics_allowed = True
+
+    async def refresh_statistics(self) -> None:
+        if not self.statistics_allowed:
+            return
+        try:
+            analyzed = await self._db(self.store.refresh_statistics)
+        except psycopg.errors.InsufficientPrivilege:
+            self.statistics_allowed = False
+            log.info("no privilege to ANALYZE the memory tables; relying on autovacuum")
+        except FsError as exc:
+            log.warning("refreshing planner statistics failed: %s", exc)
+        else:
+            if analyzed:
+                log.info("refreshed planner statistics of %s", ", ".join(analyzed))
 
     async def shutdown(self) -> int:
         """At unmount: promote every tentative file, then commit every dirty document."""
