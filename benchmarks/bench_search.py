@@ -86,8 +86,9 @@ def run_size(
     mnt = base / f"mnt{size}"
     mnt.mkdir()
     log = open(base / f"memfs{size}.log", "ab")  # noqa: SIM115
+    level = os.environ.get("BENCH_LOG", "warning")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "memfs", "--log-level", os.environ.get("BENCH_LOG", "warning"), "mount", "-f",
+        [sys.executable, "-m", "memfs", "--log-level", level, "mount", "-f",
          "--database-url", url, str(mnt)], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
     )  # fmt: skip
     try:
