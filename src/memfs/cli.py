@@ -50,6 +50,8 @@ def _settings(args: argparse.Namespace) -> Settings:
         settings.allow_other = True
     if getattr(args, "debug_fuse", False):
         settings.debug_fuse = True
+    if getattr(args, "no_trigger", False):
+        settings.no_trigger = True
     if getattr(args, "scratch_pattern", None):
         settings.scratch_patterns = settings.scratch_patterns + list(args.scratch_pattern)
     return settings
@@ -82,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     mount.add_argument("--allow-other", action="store_true", help="let other users in")
     mount.add_argument("--debug-fuse", action="store_true", help="libfuse protocol trace")
     mount.add_argument(
+        "--no-trigger", action="store_true", help="poll for other writers instead of LISTEN"
+    )
+    mount.add_argument(
         "--scratch-pattern",
         action="append",
         default=[],
@@ -93,8 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
     umount.add_argument("mountpoint", type=Path)
     umount.add_argument("--timeout", type=float, default=60.0)
 
-    init = sub.add_parser("init", help="create the schema (IronClaw's tables if missing)")
+    init = sub.add_parser(
+        "init", help="create the schema (IronClaw's tables if missing) and the change feed"
+    )
     _add_database_flags(init)
+    init.add_argument("--no-trigger", action="store_true", help="do not install the trigger")
 
     search = sub.add_parser("search", help="search the workspace (IronClaw's hybrid ranking)")
     search.add_argument("query", nargs="+", help="the query (words are joined by spaces)")
@@ -161,9 +169,19 @@ def _init(args: argparse.Namespace) -> int:
     from memfs.db import open_database
 
     _setup_logging(args.log_level)
-    database = open_database(_settings(args))
+    settings = _settings(args)
+    database = open_database(settings)
     try:
-        print(f"memfs: database ready: {database.schema.describe()}")
+        if not settings.no_trigger:
+            try:
+                database.install_change_feed()
+            except psycopg.errors.InsufficientPrivilege:
+                sys.stderr.write(
+                    "memfs: no privilege to add the change-feed trigger to memory_documents "
+                    "(it needs the table's owner); mounts will poll for changes instead\n"
+                )
+        feed = "change feed installed" if database.has_change_feed() else "no change feed"
+        print(f"memfs: database ready: {database.schema.describe()}; {feed}")
     finally:
         database.close()
     return 0

@@ -52,6 +52,8 @@ class Settings:
     scratch_patterns: list[str] = field(default_factory=list)
     #: Seconds a ``.search`` query's results are kept (so ``ls`` then ``cat`` agree).
     search_ttl: float = 30.0
+    #: Poll instead of using (or installing) the change-feed trigger.
+    no_trigger: bool = False
     allow_other: bool = False
     debug_fuse: bool = False
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import math
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,7 +30,9 @@ from memfs.config import Settings
 from memfs.db import Scope, open_database
 from memfs.embeddings import Embedder, EmbeddingSettings
 from memfs.embeddings.worker import EmbeddingWorker
+from memfs.feed import ChangeListener
 from memfs.fuse_ops import MemfsOperations, mount_options
+from memfs.kernel import FuseNotifier
 from memfs.scratch import ScratchRules
 from memfs.search import SearchConfig, SearchEngine
 from memfs.vfs import Filesystem
@@ -85,6 +89,24 @@ async def _handle_signals() -> None:
             return
 
 
+async def _apply_changes(
+    fs: Filesystem, receive: trio.MemoryReceiveChannel[dict[str, object]]
+) -> None:
+    """Apply change-feed events in order; if one cannot be applied, resync everything."""
+    async for event in receive:
+        try:
+            await fs.apply_change(event)
+        except Exception as exc:  # a database hiccup or a bug: never lose the feed
+            log.warning("could not apply a change (%s); resynchronising", exc)
+            while True:
+                try:
+                    await fs.resync()
+                    break
+                except Exception as again:
+                    log.warning("resync failed (%s); retrying in 1s", again)
+                    await trio.sleep(1)
+
+
 def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | None = None) -> int:
     """Mount and serve until unmounted or signalled; return a process exit code."""
     search_config = SearchConfig.from_env()
@@ -92,7 +114,7 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
     database = open_database(settings)
     pidfile = pidfile_for(settings.runtime_dir, mountpoint)
     try:
-        store = database.store(Scope(settings.user_id, settings.agent_id))
+        store = database.store(Scope(settings.user_id, settings.agent_id), origin=uuid.uuid4().hex)
         fs = Filesystem(
             store,
             db_concurrency=settings.pool_size,
@@ -101,6 +123,17 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
             spill=ScratchSpill(settings.runtime_dir / f"scratch-{os.getpid()}"),
         )
         ops = MemfsOperations(fs, attr_timeout=settings.attr_timeout)
+        notifier = FuseNotifier()
+        fs.kernel = notifier
+        use_feed = not settings.no_trigger and database.has_change_feed()
+        if use_feed:
+            log.info("watching other writers through the change-feed trigger")
+        else:
+            log.warning(
+                "no change-feed trigger on this database%s: polling for other writers' "
+                "changes every second (`memfs init` installs the trigger)",
+                " (--no-trigger)" if settings.no_trigger else "",
+            )
 
         async def run() -> int:
             embedder = Embedder(embedding_settings) if embedding_settings else None
@@ -121,10 +154,22 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
             if on_ready is not None:
                 on_ready()
             unmounted = False
+            listener = None
+            notifier.start()
             try:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(_handle_signals)
                     nursery.start_soon(fs.run_maintenance)
+                    if use_feed:
+                        send, receive = trio.open_memory_channel[dict[str, object]](math.inf)
+                        nursery.start_soon(_apply_changes, fs, receive)
+                        listener = ChangeListener(
+                            database.url, database.connect_kwargs, send.send_nowait,
+                            trio.lowlevel.current_trio_token(),
+                        )  # fmt: skip
+                        listener.start()
+                    else:
+                        nursery.start_soon(fs.poll_changes)
                     if embedder is not None:
                         worker = EmbeddingWorker(store, embedder, fs._db)
                         fs.commit_listeners.append(worker.notify)
@@ -132,8 +177,11 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
                     await pyfuse3.main()
                     nursery.cancel_scope.cancel()
             finally:
+                if listener is not None:
+                    await trio.to_thread.run_sync(listener.stop)
                 failed = await fs.shutdown()
                 pyfuse3.close(unmount=True)
+                notifier.stop()
                 unmounted = True
                 if embedder is not None:
                     await embedder.aclose()

@@ -6,7 +6,7 @@ All SQL memfs runs lives in this package (``schema`` for DDL, ``store`` for quer
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -15,7 +15,7 @@ from psycopg_pool import ConnectionPool
 
 from memfs.config import Settings
 from memfs.db.embedded import start_embedded
-from memfs.db.schema import SchemaInfo, ensure_schema
+from memfs.db.schema import SchemaInfo, ensure_schema, has_change_feed, install_change_feed
 from memfs.db.store import CommitResult, DocRow, FileAttrs, MetaStore, Scope
 
 __all__ = [
@@ -40,9 +40,18 @@ class Database:
     pool: ConnectionPool[psycopg.Connection[tuple[Any, ...]]]
     schema: SchemaInfo
     embedded: Any = None
+    connect_kwargs: dict[str, Any] = field(default_factory=dict)
 
-    def store(self, scope: Scope) -> MetaStore:
-        return MetaStore(self.pool, scope, self.schema)
+    def has_change_feed(self) -> bool:
+        with self.pool.connection() as conn:
+            return has_change_feed(conn)
+
+    def install_change_feed(self) -> None:
+        with self.pool.connection() as conn:
+            install_change_feed(conn)
+
+    def store(self, scope: Scope, origin: str | None = None) -> MetaStore:
+        return MetaStore(self.pool, scope, self.schema, origin=origin)
 
     def close(self) -> None:
         self.pool.close()
@@ -54,7 +63,12 @@ def _connect_kwargs(settings: Settings) -> dict[str, Any]:
         f"-c lock_timeout={settings.lock_timeout_ms} "
         f"-c idle_in_transaction_session_timeout={settings.statement_timeout_ms * 3}"
     )
-    return {"autocommit": True, "options": options, "application_name": "memfs"}
+    return {
+        "autocommit": True,
+        "options": options,
+        "application_name": "memfs",
+        "connect_timeout": max(2, settings.statement_timeout_ms // 2000),
+    }
 
 
 def _configure_connection(conn: psycopg.Connection[Any]) -> None:
@@ -85,4 +99,4 @@ def open_database(settings: Settings) -> Database:
         open=True,
     )
     log.info("database ready: %s", schema.describe())
-    return Database(url=url, pool=pool, schema=schema, embedded=embedded)
+    return Database(url=url, pool=pool, schema=schema, embedded=embedded, connect_kwargs=kwargs)

@@ -163,6 +163,65 @@ CREATE TABLE IF NOT EXISTS memfs.file_attrs (
 """
 
 
+#: Channel the change-feed trigger notifies on.
+CHANGE_CHANNEL = "memfs_changes"
+
+# The one addition memfs makes to an IronClaw object (compatibility requirement 3): a
+# trigger named memfs_* whose function lives in the memfs schema.  It sends ids and paths,
+# never content; payloads over NOTIFY's 8000-byte limit become a RESYNC request.
+CHANGE_FEED_DDL = r"""
+CREATE OR REPLACE FUNCTION memfs.notify_change() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    payload jsonb;
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        payload := jsonb_build_object('op', 'DELETE', 'id', OLD.id, 'user', OLD.user_id,
+                                      'agent', OLD.agent_id, 'path', OLD.path);
+    ELSIF TG_OP = 'INSERT' THEN
+        payload := jsonb_build_object('op', 'INSERT', 'id', NEW.id, 'user', NEW.user_id,
+                                      'agent', NEW.agent_id, 'path', NEW.path);
+    ELSE
+        payload := jsonb_build_object('op', 'UPDATE', 'id', NEW.id, 'user', NEW.user_id,
+                                      'agent', NEW.agent_id, 'path', NEW.path,
+                                      'old_path', OLD.path);
+    END IF;
+    payload := payload || jsonb_build_object('origin', current_setting('memfs.origin', true));
+    IF octet_length(payload::text) > 7900 THEN
+        payload := jsonb_build_object('op', 'RESYNC', 'user', COALESCE(NEW.user_id, OLD.user_id));
+    END IF;
+    PERFORM pg_notify('memfs_changes', payload::text);
+    RETURN NULL;
+END;
+$$;
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'memfs_notify_change'
+                   AND tgrelid = 'memory_documents'::regclass) THEN
+        CREATE TRIGGER memfs_notify_change
+            AFTER INSERT OR UPDATE OR DELETE ON memory_documents
+            FOR EACH ROW EXECUTE FUNCTION memfs.notify_change();
+    END IF;
+END;
+$$;
+"""
+
+
+def install_change_feed(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Install (idempotently) the change-feed trigger; needs ownership of memory_documents."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
+        conn.execute(CHANGE_FEED_DDL)  # type: ignore[arg-type]
+
+
+def has_change_feed(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'memfs_notify_change' "
+        "AND tgrelid = to_regclass('memory_documents'))"
+    ).fetchone()
+    return bool(row and row[0])
+
+
 @dataclass(frozen=True)
 class SchemaInfo:
     """What the connected database holds, as far as memfs cares."""
@@ -242,11 +301,14 @@ def ensure_schema(conn: psycopg.Connection[tuple[object, ...]]) -> SchemaInfo:
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
         info = inspect(conn)
+        created = info is None
         if info is None:
             log.info("no memory tables found: creating IronClaw-compatible schema")
             conn.execute(IRONCLAW_TABLES_DDL)  # type: ignore[arg-type]
             info = SchemaInfo(kind="created", has_versions=True, has_escape_like=True)
         conn.execute(MEMFS_SCHEMA_DDL)  # type: ignore[arg-type]
+        if created:  # our own database: the change feed comes with it
+            conn.execute(CHANGE_FEED_DDL)  # type: ignore[arg-type]
         conn.execute(
             "INSERT INTO memfs.meta (key, value) VALUES ('schema_version', %s) "
             "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",

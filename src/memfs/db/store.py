@@ -78,6 +78,8 @@ class CommitResult:
     changed: bool
     chunks: int
     versioned: bool
+    #: How a concurrent change was kept ("version 3", "copy MEMORY.md.conflict-….md").
+    conflict: str | None = None
 
 
 def folder_config_paths(path: str) -> list[str]:
@@ -118,11 +120,18 @@ class MetaStore:
         scope: Scope,
         schema: SchemaInfo,
         chunk_config: ChunkConfig = DEFAULT_CONFIG,
+        origin: str | None = None,
     ) -> None:
         self.pool = pool
         self.scope = scope
         self.schema = schema
         self.chunk_config = chunk_config
+        #: Tags this mount's writes so its change-feed listener can skip their echoes.
+        self.origin = origin
+
+    def _tag(self, conn: Conn) -> None:
+        if self.origin:
+            conn.execute("SELECT set_config('memfs.origin', %s, true)", (self.origin,))
 
     def _params(self, **extra: Any) -> dict[str, Any]:
         params = self.scope.params()
@@ -164,6 +173,31 @@ class MetaStore:
             ).fetchone()
         return (row[0], row[1]) if row else None
 
+    def document_row(self, doc_id: UUID) -> DocRow | None:
+        """One document's path and attributes (no content), as ``load_documents`` gives."""
+        with self.pool.connection() as conn:
+            r = conn.execute(
+                "SELECT d.id, d.path, octet_length(d.content), d.created_at, d.updated_at, "
+                "a.mode, a.mtime_ns FROM memory_documents d "
+                "LEFT JOIN memfs.file_attrs a "
+                "  ON a.document_id = d.id AND a.set_against = d.updated_at "
+                "WHERE d.id = %(id)s AND d.user_id = %(user)s "
+                "  AND d.agent_id IS NOT DISTINCT FROM %(agent)s",
+                self._params(id=doc_id),
+            ).fetchone()
+        return DocRow(r[0], r[1], r[2], r[3], r[4], FileAttrs(r[5], r[6])) if r else None
+
+    def fingerprint(self) -> tuple[int, str]:
+        """Changes whenever any row of the scope is inserted, updated or deleted (polling)."""
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                "SELECT count(*), COALESCE(sum(hashtextextended(id::text || updated_at::text, 0)),"
+                " 0)::text FROM memory_documents WHERE user_id = %(user)s "
+                "AND agent_id IS NOT DISTINCT FROM %(agent)s",
+                self._params(),
+            ).fetchone()
+        return (int(row[0]), str(row[1])) if row else (0, "0")
+
     def count_documents(self) -> int:
         with self.pool.connection() as conn:
             row = conn.execute(
@@ -174,7 +208,12 @@ class MetaStore:
     # -- writing -------------------------------------------------------------------------
 
     def commit_document(
-        self, doc_id: UUID | None, path: str, content: str, attrs: FileAttrs
+        self,
+        doc_id: UUID | None,
+        path: str,
+        content: str,
+        attrs: FileAttrs,
+        expected: datetime | None = None,
     ) -> CommitResult:
         """Write a document through, IronClaw-style, in one transaction.
 
@@ -182,8 +221,15 @@ class MetaStore:
         keeping id, created_at and metadata; saves the previous content as a version where
         IronClaw would; replaces the chunks.  Creation is serialised with an advisory lock
         because IronClaw's UNIQUE constraint does not stop duplicates while agent_id is NULL.
+
+        ``expected`` is the row version the content was based on.  If the row changed since
+        (another writer), its newer content is kept before it is overwritten: as a version
+        where the versions table exists, otherwise as a ``<path>.conflict-<time>.md`` copy.
         """
-        return self.commit_documents([(doc_id, path, content, attrs)])[0]
+        chunks = chunk_document(content, self.chunk_config)
+        with self.pool.connection() as conn, conn.transaction():
+            self._tag(conn)
+            return self._commit(conn, doc_id, path, content, attrs, chunks, expected)
 
     def commit_documents(
         self,
@@ -194,6 +240,7 @@ class MetaStore:
         chunked = [chunk_document(content, self.chunk_config) for _, _, content, _ in items]
         results = []
         with self.pool.connection() as conn, conn.transaction():
+            self._tag(conn)
             for (doc_id, path, content, attrs), chunks in zip(items, chunked, strict=True):
                 results.append(self._commit(conn, doc_id, path, content, attrs, chunks))
             self._keep_directories(conn, keep_dirs)
@@ -207,8 +254,10 @@ class MetaStore:
         content: str,
         attrs: FileAttrs,
         chunks: list[str],
+        expected: datetime | None = None,
     ) -> CommitResult:
         row = None
+        conflict = None
         if doc_id is not None:
             row = self._lock_document(conn, "id = %(id)s", id=doc_id, path=path)
         if row is None:
@@ -235,6 +284,8 @@ class MetaStore:
             meta = effective_metadata(_as_dict(own), _as_dict(folder))
             changed = previous != content
             versioned = False
+            if changed and expected is not None and updated_at != expected and previous:
+                conflict = self._keep_concurrent_change(conn, the_id, path, previous, meta)
             if changed:
                 versioned = self._maybe_save_version(conn, the_id, previous, meta)
                 cur = conn.execute(
@@ -255,7 +306,25 @@ class MetaStore:
             )
         if not (created and attrs.empty):  # a new row has no attributes to clear
             self._write_attrs(conn, the_id, attrs, updated_at)
-        return CommitResult(the_id, updated_at, created, changed, n_chunks, versioned)
+        return CommitResult(the_id, updated_at, created, changed, n_chunks, versioned, conflict)
+
+    def _keep_concurrent_change(
+        self, conn: Conn, doc_id: UUID, path: str, newer: str, meta: dict[str, Any]
+    ) -> str:
+        """Someone else changed the row since we read it: keep their content too."""
+        if self.schema.has_versions:
+            self._maybe_save_version(conn, doc_id, newer, meta, force=True)
+            row = conn.execute(
+                "SELECT max(version) FROM memory_document_versions WHERE document_id = %s",
+                (doc_id,),
+            ).fetchone()
+            return f"version {row[0] if row else '?'}"
+        stamp = conn.execute(
+            "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYYMMDD\"T\"HH24MISS')"
+        ).fetchone()
+        copy = f"{path}.conflict-{stamp[0] if stamp else 'now'}.md"
+        self._commit(conn, None, copy, newer, FileAttrs(), chunk_document(newer, self.chunk_config))
+        return f"copy {copy}"
 
     def _lock_document(self, conn: Conn, where: str, **params: Any) -> tuple[Any, ...] | None:
         """Lock a document row: (id, content, metadata, folder metadata, updated_at)."""
@@ -287,7 +356,7 @@ class MetaStore:
         return _as_dict(row[0]) if row else {}
 
     def _maybe_save_version(
-        self, conn: Conn, doc_id: UUID, previous: str, meta: dict[str, Any]
+        self, conn: Conn, doc_id: UUID, previous: str, meta: dict[str, Any], *, force: bool = False
     ) -> bool:
         """IronClaw's ``maybe_save_version``: keep the previous content as version MAX+1.
 
@@ -295,7 +364,8 @@ class MetaStore:
         ``skip_versioning``, or when the newest version already has this content's hash.
         The document row is already locked FOR UPDATE by the caller.
         """
-        if not self.schema.has_versions or previous == "" or meta.get("skip_versioning") is True:
+        skip = meta.get("skip_versioning") is True and not force
+        if not self.schema.has_versions or previous == "" or skip:
             return False
         digest = content_hash(previous)
         cur = conn.execute(
@@ -397,6 +467,7 @@ class MetaStore:
     def delete_document(self, doc_id: UUID, keep_dirs: Sequence[str] = ()) -> bool:
         """Delete a document (chunks and versions cascade), as IronClaw's delete does."""
         with self.pool.connection() as conn, conn.transaction():
+            self._tag(conn)
             cur = conn.execute(
                 f"DELETE FROM memory_documents WHERE id = %(id)s AND {_SCOPE}",
                 self._params(id=doc_id),
@@ -415,6 +486,7 @@ class MetaStore:
     ) -> datetime | None:
         """Move a document to ``new_path`` (deleting ``replaced`` first); None if it is gone."""
         with self.pool.connection() as conn, conn.transaction():
+            self._tag(conn)
             if replaced is not None:
                 conn.execute(
                     f"DELETE FROM memory_documents WHERE id = %(id)s AND {_SCOPE}",
@@ -455,6 +527,7 @@ class MetaStore:
         old_prefix = escape_like(old_path + "/") + "%"
         cut = len(old_path) + 1
         with self.pool.connection() as conn, conn.transaction():
+            self._tag(conn)
             if replaced_dir is not None:
                 conn.execute(
                     f"DELETE FROM memfs.directories WHERE {_SCOPE} AND path = %(path)s",

@@ -31,6 +31,7 @@ from memfs.buffers import FileBuffer, ScratchBuffer, ScratchSpill
 from memfs.cache import ContentCache
 from memfs.db.store import MetaStore
 from memfs.errors import DatabaseUnavailable, FsError
+from memfs.kernel import KernelNotifier, RecordingNotifier
 from memfs.paths import loadable_path
 from memfs.scratch import Kind, ScratchRules
 from memfs.tree import SYNTHETIC, DirNode, FileNode, Node, SymlinkNode, Tree
@@ -126,6 +127,8 @@ class FilesystemBase:
         self._kernel_version: dict[int, Any] = {}
         #: Inodes that directory listings leave out (``.search``).
         self.unlisted: set[int] = set()
+        #: Where kernel cache invalidations go (the daemon installs a FuseNotifier).
+        self.kernel: KernelNotifier = RecordingNotifier()
         #: Called with a document id after each content change (the embedding worker).
         self.commit_listeners: list[Callable[[UUID], None]] = []
         self._next_fh = 1
@@ -133,13 +136,28 @@ class FilesystemBase:
     # -- database access -----------------------------------------------------------------
 
     async def _db(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run a blocking store call in a worker thread; database outages become EIO."""
-        try:
-            return await trio.to_thread.run_sync(functools.partial(fn, *args), limiter=self.limiter)
-        except (psycopg.OperationalError, PoolTimeout) as exc:
-            name = getattr(fn, "__name__", "query")
-            log.error("database unavailable during %s: %s", name, str(exc).strip())
-            raise DatabaseUnavailable(f"{name}: {exc}") from exc
+        """Run a blocking store call in a worker thread; database outages become EIO.
+
+        A call that failed because its connection was lost (a server restart, a dropped
+        network) is retried once on a fresh connection: every store call is one
+        transaction that either committed or not, and each is safe to repeat.  Timeouts
+        (statement, lock) are not retried.
+        """
+        call = functools.partial(fn, *args)
+        name = getattr(fn, "__name__", "query")
+        for attempt in (1, 2):
+            try:
+                return await trio.to_thread.run_sync(call, limiter=self.limiter)
+            except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as exc:
+                log.error("database timed out during %s: %s", name, str(exc).strip())
+                raise DatabaseUnavailable(f"{name}: {exc}") from exc
+            except (psycopg.OperationalError, PoolTimeout) as exc:
+                if attempt == 1 and not isinstance(exc, PoolTimeout):
+                    log.warning("lost the database connection during %s; retrying once", name)
+                    continue
+                log.error("database unavailable during %s: %s", name, str(exc).strip())
+                raise DatabaseUnavailable(f"{name}: {exc}") from exc
+        raise AssertionError("unreachable")
 
     async def load(self) -> None:
         """Load every path and attribute of the workspace into the tree (no content)."""

@@ -254,7 +254,16 @@ class ContentMixin(FilesystemBase):
                     result = await self._db(self.store.commit_document, None, path, text, attrs)
             else:
                 path = self.tree.path_of(node)
-                result = await self._db(self.store.commit_document, node.doc_id, path, text, attrs)
+                result = await self._db(
+                    self.store.commit_document, node.doc_id, path, text, attrs, node.updated_at
+                )
+            if result.conflict:
+                log.warning(
+                    "%r changed in the database after it was opened here; the other change "
+                    "is kept as %s and this save is the current content",
+                    path,
+                    result.conflict,
+                )
             if node.parent is not None:
                 self.tree.bind_document(node, result.doc_id)
             else:

@@ -106,6 +106,7 @@ class NamespaceMixin(ContentMixin):
                 pending = self.detached.pop(path, None)
                 if pending is not None and pending.origin_doc_id is not None:
                     node.doc_id = pending.origin_doc_id
+                    node.updated_at = pending.updated_at  # the version this save is based on
                     pending.origin_doc_id = None
                     log.debug("%r takes over the row of its renamed-away original", path)
             else:
@@ -495,18 +496,31 @@ class NamespaceMixin(ContentMixin):
         """Background task: promote tentative files as they fall due; keep planner
         statistics fresh so searches never fall back to a pathological plan."""
         await self.refresh_statistics()
-        last_stats = self.monotonic()
+        last_stats = last_retry = self.monotonic()
         while True:
             await trio.sleep(interval)
             try:
                 await self.promote_due()
             except FsError as exc:
                 log.error("promoting tentative files failed: %s", exc)
+            if self.unsaved and self.monotonic() - last_retry >= 2.0:
+                last_retry = self.monotonic()
+                await self.retry_unsaved()
             if self.statistics_allowed and self.monotonic() - last_stats >= stats_every:
                 last_stats = self.monotonic()
                 await self.refresh_statistics()
 
     statistics_allowed = True
+
+    async def retry_unsaved(self) -> None:
+        """Commit files whose earlier commit failed (the database was down)."""
+        for node in list(self.unsaved.values()):
+            try:
+                await self.commit(node)
+            except FsError as exc:
+                log.debug("still cannot save %s: %s", self._describe(node), exc.reason)
+                return
+            log.info("saved %s now that the database is back", self._describe(node))
 
     async def refresh_statistics(self) -> None:
         if not self.statistics_allowed:

@@ -1,0 +1,78 @@
+"""Telling the kernel to drop cached entries, attributes and pages.
+
+pyfuse3's ``invalidate_inode``/``invalidate_entry`` are blocking calls into the kernel that
+can deadlock when made from inside a request handler for a related inode (fuse-notes §1),
+so they are queued here and made by one thread of their own.  The filesystem model only
+ever enqueues; ``RecordingNotifier`` stands in for tests without a mount.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import queue
+import threading
+from typing import Protocol
+
+log = logging.getLogger(__name__)
+
+
+class KernelNotifier(Protocol):
+    def inode(self, ino: int) -> None:
+        """Drop the inode's cached attributes and pages."""
+
+    def entry(self, parent: int, name: str) -> None:
+        """Drop the cached name ``name`` in directory ``parent``."""
+
+
+class RecordingNotifier:
+    """Records what would have been invalidated (no kernel involved)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int, str]] = []
+
+    def inode(self, ino: int) -> None:
+        self.calls.append(("inode", ino, ""))
+
+    def entry(self, parent: int, name: str) -> None:
+        self.calls.append(("entry", parent, name))
+
+
+class FuseNotifier:
+    """Invalidates through pyfuse3 from a dedicated thread fed by a queue."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[str, int, str] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="memfs-invalidate", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=5)
+
+    def inode(self, ino: int) -> None:
+        self._queue.put(("inode", ino, ""))
+
+    def entry(self, parent: int, name: str) -> None:
+        self._queue.put(("entry", parent, name))
+
+    def _run(self) -> None:
+        import pyfuse3
+
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            kind, ino, name = item
+            try:
+                if kind == "inode":
+                    pyfuse3.invalidate_inode(ino)  # type: ignore[arg-type]
+                else:
+                    pyfuse3.invalidate_entry(ino, name.encode("utf-8"))  # type: ignore[arg-type]
+            except OSError as exc:
+                if exc.errno != errno.ENOENT:  # ENOENT: the kernel did not know it anyway
+                    log.warning("kernel invalidation of %s %s failed: %s", kind, ino, exc)
+            except Exception:
+                log.exception("kernel invalidation of %s %s failed", kind, ino)

@@ -1,0 +1,189 @@
+"""Other writers' changes: apply change-feed events (or a full resync) to the tree.
+
+Events come from the LISTEN thread (``memfs.feed``) or, without the trigger, from polling.
+Each one updates the tree and queues kernel invalidations, so ``ls``, ``stat`` and ``cat``
+show the new state at once, even for pages the kernel had cached.  A file with unsaved
+local changes is never overwritten here: its next commit detects the newer row and keeps
+both (see ``MetaStore.commit_document``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import trio
+
+from memfs.buffers import FileBuffer
+from memfs.db.store import DocRow
+from memfs.errors import FsError
+from memfs.paths import loadable_path
+from memfs.tree import DirNode, FileNode, to_ns
+from memfs.vfs.base import log
+from memfs.vfs.search_dir import SearchMixin
+
+
+class CoherenceMixin(SearchMixin):
+    """Keeps the tree in step with the database."""
+
+    external_changes = 0
+
+    def _mine(self, event: dict[str, Any]) -> bool:
+        scope = self.store.scope
+        agent = str(scope.agent_id) if scope.agent_id else None
+        return event.get("user") == scope.user_id and event.get("agent") == agent
+
+    async def apply_change(self, event: dict[str, Any]) -> None:
+        """Apply one change-feed event (``op``, ``id``, ``path``, ``old_path``, ``origin``)."""
+        op = event.get("op")
+        if op == "RESYNC":
+            await self.resync()
+            return
+        if not self._mine(event):
+            return
+        if self.store.origin and event.get("origin") == self.store.origin:
+            return  # our own write, already in the tree
+        doc_id = UUID(str(event["id"]))
+        row = None if op == "DELETE" else await self._db(self.store.document_row, doc_id)
+        async with self.ns_lock:
+            self.external_changes += 1
+            if row is None:
+                self._external_delete(doc_id)
+            else:
+                await self._external_upsert(row)
+
+    async def resync(self) -> None:
+        """Reload every path and attribute and reconcile (after a reconnect, or polling)."""
+        rows = await self._db(self.store.load_documents)
+        async with self.ns_lock:
+            seen: set[UUID] = set()
+            for row in rows:
+                if loadable_path(row.path) and self.tree.resolve(row.path) is not None:
+                    node = self.tree.resolve(row.path)
+                    if isinstance(node, FileNode) and node.doc_id not in (None, row.id):
+                        continue  # a duplicate row for a path we show: keep the shown one
+                seen.add(row.id)
+                await self._external_upsert(row)
+            for doc_id in [d for d in self.tree.docs if d not in seen]:
+                self._external_delete(doc_id)
+        log.debug("resynchronised %d documents", len(rows))
+
+    async def _external_upsert(self, row: DocRow) -> None:
+        node = self.tree.docs.get(row.id)
+        if not loadable_path(row.path):
+            if node is not None:
+                self._external_delete(row.id)
+            return
+        if node is None:
+            if self.tree.resolve(row.path) is not None:
+                return  # a local file or directory holds that name; its commit decides
+            added = self.tree.load_document(
+                row.id, row.path, row.size, row.created_at, row.updated_at,
+                row.attrs.mode, row.attrs.mtime_ns,
+            )  # fmt: skip
+            if added is not None and added.parent is not None:
+                self._touch_dir(added.parent)
+                self.kernel.entry(added.parent.ino, added.name)
+                self.kernel.inode(added.parent.ino)
+            return
+        old_path = self.tree.path_of(node)
+        if row.path != old_path:
+            self._external_move(node, row.path)
+        if row.updated_at != node.updated_at:
+            await self._external_content(node, row)
+
+    def _external_move(self, node: FileNode, new_path: str) -> None:
+        parent_path, _, name = new_path.rpartition("/")
+        new_parent = self.tree.ensure_dir(parent_path, self.clock())
+        if new_parent is None or name in new_parent.children:
+            log.warning("cannot show %r moved by another writer: the name is taken", new_path)
+            return
+        old_parent, old_name = node.parent, node.name
+        self.tree.move(node, new_parent, name)
+        if old_parent is not None:
+            self.kernel.entry(old_parent.ino, old_name)
+            self.kernel.inode(old_parent.ino)
+            self._prune(old_parent)
+        self.kernel.entry(new_parent.ino, name)
+        self.kernel.inode(new_parent.ino)
+
+    async def _external_content(self, node: FileNode, row: DocRow) -> None:
+        buffer = self.buffers.get(node.ino)
+        if isinstance(buffer, FileBuffer) and buffer.dirty:
+            log.info(
+                "%s changed in the database while it has unsaved changes here; both are kept "
+                "when it is saved",
+                self._describe(node),
+            )
+            return
+        node.updated_at = row.updated_at
+        node.size = row.size
+        node.client_mtime_ns = row.attrs.mtime_ns
+        node.mtime_ns = row.attrs.mtime_ns or to_ns(row.updated_at)
+        node.ctime_ns = to_ns(row.updated_at)
+        if row.attrs.mode is not None:
+            node.mode = (node.mode & ~0o7777) | row.attrs.mode
+        self._kernel_version.pop(node.ino, None)
+        if buffer is not None and node.open_count > 0:
+            try:
+                fresh = FileBuffer(await self._committed_bytes(node))
+            except FsError:
+                fresh = FileBuffer(b"")
+            self._set_buffer(node, fresh)
+        else:
+            self.buffers.pop(node.ino, None)
+        self.kernel.inode(node.ino)
+
+    def _external_delete(self, doc_id: UUID) -> None:
+        for pending in list(self.detached.values()):
+            if pending.origin_doc_id == doc_id:
+                self._forget_detached(pending)
+        node = self.tree.docs.get(doc_id)
+        if node is None:
+            return
+        self.cache.drop(doc_id)
+        buffer = self.buffers.get(node.ino)
+        if isinstance(buffer, FileBuffer) and buffer.dirty:
+            # Deleted by another writer while edited here: the edit will be saved anew.
+            log.info("%s was deleted by another writer; unsaved changes here will recreate it",
+                     self._describe(node))  # fmt: skip
+            self.tree.unbind_document(node)
+            return
+        parent, name = node.parent, node.name
+        self.tree.detach(node)
+        if parent is not None:
+            self._touch_dir(parent)
+            self.kernel.entry(parent.ino, name)
+            self.kernel.inode(parent.ino)
+            self._prune(parent)
+        self._drop_if_freed(node.ino)
+
+    def _prune(self, directory: DirNode) -> None:
+        """Remove implied directories left with nothing in them (IronClaw's view)."""
+        current: DirNode | None = directory
+        while (
+            current is not None
+            and current is not self.tree.root
+            and not current.children
+            and not current.explicit
+            and not current.scratch
+        ):
+            parent, name = current.parent, current.name
+            self.tree.detach(current)
+            if parent is not None:
+                self.kernel.entry(parent.ino, name)
+            current = parent
+
+    async def poll_changes(self, interval: float = 1.0) -> None:
+        """Without the trigger: resync whenever the workspace's fingerprint changes."""
+        last = None
+        while True:
+            try:
+                current = await self._db(self.store.fingerprint)
+                if last is not None and current != last:
+                    await self.resync()
+                last = current
+            except FsError as exc:
+                log.warning("polling for changes failed: %s", exc)
+                last = None
+            await trio.sleep(interval)
