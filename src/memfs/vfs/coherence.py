@@ -109,10 +109,13 @@ class CoherenceMixin(SearchMixin):
 
     async def _external_content(self, node: FileNode, row: DocRow) -> None:
         buffer = self.buffers.get(node.ino)
-        if isinstance(buffer, FileBuffer) and buffer.dirty:
+        writing = any(h.node is node and h.writable for h in self.handles.values())
+        if writing or (isinstance(buffer, FileBuffer) and buffer.dirty):
+            # A save through the mount is based on the version the file was opened at;
+            # its commit will see the newer row and keep both.
             log.info(
-                "%s changed in the database while it has unsaved changes here; both are kept "
-                "when it is saved",
+                "%s changed in the database while open for writing here; both versions are "
+                "kept when it is saved",
                 self._describe(node),
             )
             return
