@@ -141,6 +141,18 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
             fs.attach_search(engine, ttl=settings.search_ttl)
             if embedder is None:
                 log.info("no embedding provider (EMBEDDING_ENABLED is off): search is full-text")
+            send, receive = trio.open_memory_channel[dict[str, object]](math.inf)
+            listener = None
+            if use_feed:
+                # LISTEN before loading the tree: a change made between the load and the
+                # LISTEN would otherwise never be seen.  Events queue until the tree is ready.
+                listener = ChangeListener(
+                    database.url, database.connect_kwargs, send.send_nowait,
+                    trio.lowlevel.current_trio_token(),
+                )  # fmt: skip
+                listener.start()
+                if not await trio.to_thread.run_sync(listener.connected.wait, 10.0):
+                    log.warning("the change feed is not connected yet; it resyncs when it is")
             await fs.load()
             fsname = f"memfs:{settings.user_id}"
             pyfuse3.init(
@@ -154,20 +166,13 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
             if on_ready is not None:
                 on_ready()
             unmounted = False
-            listener = None
             notifier.start()
             try:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(_handle_signals)
                     nursery.start_soon(fs.run_maintenance)
-                    if use_feed:
-                        send, receive = trio.open_memory_channel[dict[str, object]](math.inf)
+                    if listener is not None:
                         nursery.start_soon(_apply_changes, fs, receive)
-                        listener = ChangeListener(
-                            database.url, database.connect_kwargs, send.send_nowait,
-                            trio.lowlevel.current_trio_token(),
-                        )  # fmt: skip
-                        listener.start()
                     else:
                         nursery.start_soon(fs.poll_changes)
                     if embedder is not None:

@@ -63,12 +63,12 @@ class ChangeListener:
             try:
                 with psycopg.connect(self.url, **self.connect_kwargs) as conn:
                     conn.execute(f"LISTEN {CHANGE_CHANNEL}")
-                    self.connected.set()
                     if not first:
                         log.info("change feed reconnected: resynchronising")
                         self._send({"op": "RESYNC"})
                     first = False
                     delay = 0.2
+                    self.connected.set()
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=0.5):
                             try:
