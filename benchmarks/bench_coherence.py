@@ -1,0 +1,106 @@
+"""How fast other writers' changes show up in a mount: trigger + LISTEN vs polling.
+
+    .venv/bin/python benchmarks/bench_coherence.py [--events 60]
+
+An SQL writer (as the agent would) inserts, updates and deletes documents; the clock runs
+until the mount shows the new state (a file appears, ``cat`` shows new content even
+though the kernel had it cached, a file disappears).  Not part of CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from memfs.daemon import is_mounted  # noqa: E402
+from memfs.db.embedded import start_embedded  # noqa: E402
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return None
+
+
+def wait(check: object, timeout: float = 10.0) -> float:
+    started = time.perf_counter()
+    while not check():  # type: ignore[operator]
+        if time.perf_counter() - started > timeout:
+            raise RuntimeError("change never showed up")
+        time.sleep(0.001)
+    return time.perf_counter() - started
+
+
+def measure(url: str, base: Path, events: int, no_trigger: bool) -> dict[str, list[float]]:
+    mnt = base / ("mnt-poll" if no_trigger else "mnt-trigger")
+    mnt.mkdir()
+    env = dict(os.environ, XDG_RUNTIME_DIR=str(base / "run"))
+    args = [sys.executable, "-m", "memfs", "--log-level", "warning", "mount", "-f",
+            "--database-url", url, str(mnt)] + (["--no-trigger"] if no_trigger else [])  # fmt: skip
+    log = open(base / "memfs.log", "ab")  # noqa: SIM115
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+    timings: dict[str, list[float]] = {"insert": [], "update": [], "delete": []}
+    try:
+        while not is_mounted(mnt):
+            time.sleep(0.05)
+        with psycopg.connect(url, autocommit=True) as conn:
+            for i in range(events):
+                name = f"e{i}-{int(no_trigger)}.md"
+                conn.execute(
+                    "INSERT INTO memory_documents (user_id, path, content) "
+                    "VALUES ('default', %s, 'v1')",
+                    (name,),
+                )
+                t = wait(lambda n=name: read(mnt / n) == "v1")
+                timings["insert"].append(t)
+                conn.execute("UPDATE memory_documents SET content = 'v2' WHERE path = %s", (name,))
+                timings["update"].append(wait(lambda n=name: read(mnt / n) == "v2"))
+                conn.execute("DELETE FROM memory_documents WHERE path = %s", (name,))
+                timings["delete"].append(wait(lambda n=name: not (mnt / n).exists()))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        if is_mounted(mnt):
+            subprocess.run(["fusermount3", "-u", "-z", str(mnt)], check=False)
+    return timings
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--events", type=int, default=60)
+    args = parser.parse_args()
+    base = Path(os.environ.get("MEMFS_BENCH_DIR", "/var/tmp/memfs-bench-coherence"))
+    shutil.rmtree(base, ignore_errors=True)
+    (base / "run").mkdir(parents=True)
+    url, server = start_embedded(base / "pgdata", database="coherence", cleanup_mode="delete")
+    try:
+        print(f"{'external change -> visible':<34}{'p50 ms':>9}{'p95 ms':>9}{'max ms':>9}")
+        for no_trigger in (False, True):
+            mode = "polling (1 s)" if no_trigger else "trigger + LISTEN"
+            events = max(10, args.events // 4) if no_trigger else args.events
+            for op, values in measure(url, base, events, no_trigger).items():
+                label = f"{mode}: {op}"
+                print(f"{label:<34}{pct(values, .5) * 1e3:>9.1f}{pct(values, .95) * 1e3:>9.1f}"
+                      f"{max(values) * 1e3:>9.1f}")  # fmt: skip
+    finally:
+        server.cleanup()
+
+
+if __name__ == "__main__":
+    main()
