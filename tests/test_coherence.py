@@ -240,7 +240,8 @@ def test_postgres_restart_under_a_running_mount(work_dir: Path, mount_factory: A
         with pytest.raises(OSError) as info:
             os.close(fd)  # close reports the failure honestly...
         assert info.value.errno == 5  # EIO
-        assert time.monotonic() - started < 15  # ...within the timeouts, nothing hangs
+        failed_after = time.monotonic() - started
+        assert failed_after < 15  # ...within the timeouts, nothing hangs
         server.ensure_postgres_running()
         with psycopg.connect(url, autocommit=True) as conn:
 
@@ -250,7 +251,11 @@ def test_postgres_restart_under_a_running_mount(work_dir: Path, mount_factory: A
                 ).fetchone()
                 return row == ("written while the database was down\n",)
 
-            eventually(saved, 20)  # the buffered file is committed once the database is back
+            saved_after = eventually(saved, 20)  # committed once the database is back
+            print(
+                f"\nrestart: close failed with EIO after {failed_after:.1f}s; "
+                f"saved {saved_after:.1f}s after the server was back"
+            )
             mount.path("after.md").write_text("the mount recovered\n")
             rows = dict(conn.execute("SELECT path, content FROM memory_documents").fetchall())
             assert rows["after.md"] == "the mount recovered\n"
@@ -286,11 +291,12 @@ def test_sigkill_during_a_write_storm_keeps_every_closed_file(
         """
     )
     proc = subprocess.Popen([sys.executable, "-c", writer, str(mounted.path()), str(done_log)])
-    eventually(lambda: done_log.exists() and len(done_log.read_text().split()) > 50, 30)
+    eventually(lambda: done_log.exists() and len(done_log.read_text().split()) > 300, 60)
     assert mounted.proc is not None
     os.kill(mounted.proc.pid, signal.SIGKILL)
     proc.wait(timeout=60)
     closed = [int(x) for x in done_log.read_text().split()]
     rows = dict(sql_conn.execute("SELECT path, content FROM memory_documents").fetchall())
     missing = [i for i in closed if rows.get(f"storm/f{i}.md") != f"file {i}\n" * 20]
-    assert len(closed) > 50 and not missing, f"{len(missing)} closed files lost: {missing[:5]}"
+    print(f"\nstorm: {len(closed)} files closed before SIGKILL, {len(missing)} lost")
+    assert len(closed) > 300 and not missing, f"{len(missing)} closed files lost: {missing[:5]}"
