@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 from uuid import UUID
@@ -104,6 +105,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_database_flags(init)
     init.add_argument("--no-trigger", action="store_true", help="do not install the trigger")
 
+    unit = sub.add_parser("install-unit", help="install a systemd user unit for a profile")
+    unit.add_argument("name", help="profile name (the unit is memfs@NAME)")
+    unit.add_argument("mountpoint", type=Path)
+    _add_database_flags(unit)
+    unit.add_argument(
+        "--env", action="append", default=[], metavar="KEY=VALUE",
+        help="more settings for the profile's environment file (e.g. EMBEDDING_ENABLED=true)",
+    )  # fmt: skip
+    unit.add_argument("--no-enable", action="store_true", help="write files only")
+
     search = sub.add_parser("search", help="search the workspace (IronClaw's hybrid ranking)")
     search.add_argument("query", nargs="+", help="the query (words are joined by spaces)")
     _add_database_flags(search)
@@ -127,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
             return _init(args)
         if args.command == "search":
             return _search(args)
+        if args.command == "install-unit":
+            return _install_unit(args)
     except (MountError, SchemaError, SearchConfigError, EmbeddingConfigError) as exc:
         sys.stderr.write(f"memfs: {exc}\n")
         return 1
@@ -153,6 +166,35 @@ def _mount(args: argparse.Namespace) -> int:
     if code == 0:
         print(f"memfs: mounted workspace {settings.user_id!r} at {mountpoint} (log: {log_file})")
     return code
+
+
+def _install_unit(args: argparse.Namespace) -> int:
+    from memfs.systemd import install_unit
+
+    values: dict[str, str] = {}
+    if args.database_url:
+        values["DATABASE_URL"] = args.database_url
+    if args.user_id:
+        values["IRONCLAW_OWNER_ID"] = args.user_id
+    if args.agent_id:
+        values["MEMFS_AGENT_ID"] = str(args.agent_id)
+    if args.data_dir:
+        values["MEMFS_DATA_DIR"] = str(args.data_dir)
+    for item in args.env:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            sys.stderr.write(f"memfs: --env takes KEY=VALUE, not {item!r}\n")
+            return 2
+        values[key] = value
+    config_home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    unit, env_file = install_unit(
+        args.name, args.mountpoint, config_home=config_home, settings=values,
+        enable=not args.no_enable,
+    )  # fmt: skip
+    print(f"memfs: wrote {unit} and {env_file} (mode 0600)")
+    if args.no_enable:
+        print(f"memfs: start it with: systemctl --user enable --now memfs@{args.name}")
+    return 0
 
 
 def _search(args: argparse.Namespace) -> int:

@@ -25,6 +25,7 @@ from pathlib import Path
 import pyfuse3
 import trio
 
+from memfs import systemd
 from memfs.buffers import ScratchSpill
 from memfs.config import Settings
 from memfs.db import Scope, open_database
@@ -85,6 +86,7 @@ async def _handle_signals() -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         async for signum in signals:
             log.info("received %s: committing and unmounting", signal.Signals(signum).name)
+            systemd.notify("STOPPING=1")
             pyfuse3.terminate()
             return
 
@@ -165,6 +167,7 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
             log.info("mounted workspace %r at %s", settings.user_id, mountpoint)
             if on_ready is not None:
                 on_ready()
+            systemd.notify(f"READY=1\nSTATUS=memory of {settings.user_id!r} at {mountpoint}")
             unmounted = False
             notifier.start()
             try:

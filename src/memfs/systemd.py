@@ -1,0 +1,88 @@
+"""systemd integration: the readiness protocol and installing the user unit.
+
+``Type=notify`` units learn that the mount is live from a datagram on ``$NOTIFY_SOCKET``
+(``READY=1``), sent only after the kernel has the mount; ``STOPPING=1`` announces the
+commit-and-unmount on SIGTERM.  A leading ``@`` in the socket path means the abstract
+namespace.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+UNIT_NAME = "memfs@.service"
+
+
+def notify(state: str) -> bool:
+    """Send ``state`` (e.g. ``READY=1``) to systemd if it is listening; True if sent."""
+    address = os.environ.get("NOTIFY_SOCKET")
+    if not address:
+        return False
+    if address.startswith("@"):
+        address = "\0" + address[1:]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.connect(address)
+            sock.sendall(state.encode())
+    except OSError as exc:
+        log.warning("could not notify systemd (%s): %s", state, exc)
+        return False
+    return True
+
+
+def unit_text(memfs_command: str) -> str:
+    template = resources.files("memfs").joinpath("data/memfs@.service").read_text()
+    return template.replace("@MEMFS@", memfs_command)
+
+
+def memfs_command() -> str:
+    """The absolute path of this installation's ``memfs`` console script."""
+    script = Path(sys.prefix) / "bin" / "memfs"  # the venv memfs is installed in
+    if script.exists():
+        return str(script)
+    found = shutil.which("memfs")
+    return found or str(script)
+
+
+def install_unit(
+    name: str,
+    mountpoint: Path,
+    *,
+    config_home: Path,
+    settings: dict[str, str],
+    enable: bool = True,
+) -> tuple[Path, Path]:
+    """Write the user unit and the profile's environment file; optionally enable it."""
+    if not name or "/" in name or name.startswith("."):
+        raise ValueError(f"invalid profile name {name!r}")
+    unit_dir = config_home / "systemd" / "user"
+    unit_dir.mkdir(parents=True, exist_ok=True)
+    unit = unit_dir / UNIT_NAME
+    unit.write_text(unit_text(memfs_command()))
+    env_dir = config_home / "memfs"
+    env_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    env_file = env_dir / f"{name}.env"
+    lines = [f"MEMFS_MOUNTPOINT={mountpoint.expanduser().absolute()}"]
+    lines += [f"{key}={value}" for key, value in sorted(settings.items())]
+    fd = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write("# memfs profile; secrets belong here, not on the command line\n")
+        handle.write("\n".join(lines) + "\n")
+    os.chmod(env_file, 0o600)
+    if enable:
+        subprocess.run(["systemctl", "--user", "daemon-reload"], check=True, timeout=60)
+        subprocess.run(
+            ["systemctl", "--user", "enable", "--now", f"memfs@{name}.service"],
+            check=True,
+            timeout=120,
+        )
+    return unit, env_file
