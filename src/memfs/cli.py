@@ -115,6 +115,35 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     unit.add_argument("--no-enable", action="store_true", help="write files only")
 
+    status = sub.add_parser("status", help="mounts, database, documents, chunks, embeddings")
+    _add_database_flags(status)
+    status.add_argument("--json", action="store_true")
+
+    seed = sub.add_parser("seed", help="create IronClaw's identity files where absent")
+    _add_database_flags(seed)
+    seed.add_argument("--json", action="store_true")
+
+    reindex = sub.add_parser("reindex", help="re-chunk documents (all, or the given paths)")
+    reindex.add_argument("paths", nargs="*", help="workspace paths (default: every document)")
+    _add_database_flags(reindex)
+    reindex.add_argument("--json", action="store_true")
+
+    export = sub.add_parser("export", help="write the workspace out as a Markdown tree")
+    export.add_argument("directory", type=Path)
+    _add_database_flags(export)
+    export.add_argument("--json", action="store_true")
+
+    imp = sub.add_parser("import", help="read a Markdown tree into the workspace")
+    imp.add_argument("directory", type=Path)
+    _add_database_flags(imp)
+    imp.add_argument("--overwrite", action="store_true", help="replace existing documents")
+    imp.add_argument("--json", action="store_true")
+
+    daily = sub.add_parser("log", help="append to today's daily log, as IronClaw does")
+    daily.add_argument("text", nargs="+")
+    _add_database_flags(daily)
+    daily.add_argument("--tz-offset", type=int, default=0, help="minutes east of UTC")
+
     search = sub.add_parser("search", help="search the workspace (IronClaw's hybrid ranking)")
     search.add_argument("query", nargs="+", help="the query (words are joined by spaces)")
     _add_database_flags(search)
@@ -140,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
             return _search(args)
         if args.command == "install-unit":
             return _install_unit(args)
+        if args.command in ("status", "seed", "reindex", "export", "import", "log"):
+            return _tool(args)
     except (MountError, SchemaError, SearchConfigError, EmbeddingConfigError) as exc:
         sys.stderr.write(f"memfs: {exc}\n")
         return 1
@@ -166,6 +197,33 @@ def _mount(args: argparse.Namespace) -> int:
     if code == 0:
         print(f"memfs: mounted workspace {settings.user_id!r} at {mountpoint} (log: {log_file})")
     return code
+
+
+def _tool(args: argparse.Namespace) -> int:
+    from memfs import tools
+
+    logging.basicConfig(level=logging.WARNING, format="memfs: %(message)s")
+    settings = _settings(args)
+    if args.command == "status":
+        tools.print_status(tools.status(settings), args.json)
+        return 0
+    if args.command == "log":
+        path = tools.daily_log(settings, " ".join(args.text), args.tz_offset)
+        print(f"memfs: appended to {path}")
+        return 0
+    if args.command == "seed":
+        report = tools.seed(settings)
+    elif args.command == "reindex":
+        report = tools.reindex(settings, args.paths or None)
+    elif args.command == "export":
+        report = tools.export_tree(settings, args.directory)
+    else:
+        if not args.directory.is_dir():
+            sys.stderr.write(f"memfs: {args.directory} is not a directory to import from\n")
+            return 2
+        report = tools.import_tree(settings, args.directory, overwrite=args.overwrite)
+    report.emit(args.json)
+    return 1 if report.problems and args.command == "reindex" else 0
 
 
 def _install_unit(args: argparse.Namespace) -> int:

@@ -691,3 +691,60 @@ class MetaStore:
             for table in stale:
                 conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
         return stale
+
+    # -- workspace tools -----------------------------------------------------------------
+
+    def find_document(self, path: str) -> tuple[UUID, str, datetime] | None:
+        """(id, content, updated_at) of the document at ``path``, newest if duplicated."""
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                f"SELECT id, content, updated_at FROM memory_documents WHERE {_SCOPE} "
+                "AND path = %(path)s ORDER BY updated_at DESC LIMIT 1",
+                self._params(path=path),
+            ).fetchone()
+        return (row[0], row[1], row[2]) if row else None
+
+    def export_rows(self) -> list[tuple[str, str, datetime, int | None]]:
+        """(path, content, updated_at, client mtime) of every document, for export."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT d.path, d.content, d.updated_at, a.mtime_ns FROM memory_documents d "
+                "LEFT JOIN memfs.file_attrs a "
+                "  ON a.document_id = d.id AND a.set_against = d.updated_at "
+                "WHERE d.user_id = %(user)s AND d.agent_id IS NOT DISTINCT FROM %(agent)s "
+                "ORDER BY d.path, d.updated_at DESC",
+                self._params(),
+            ).fetchall()
+        return [(r[0], r[1], r[2], r[3]) for r in rows]
+
+    def reindex_document(self, doc_id: UUID) -> int:
+        """Re-chunk one document as a write would (honouring ``skip_indexing``)."""
+        with self.pool.connection() as conn, conn.transaction():
+            row = conn.execute(
+                f"SELECT path FROM memory_documents WHERE id = %(id)s AND {_SCOPE}",
+                self._params(id=doc_id),
+            ).fetchone()
+            if row is None:
+                return 0
+            locked = self._lock_document(conn, "id = %(id)s", id=doc_id, path=row[0])
+            if locked is None:
+                return 0
+            _, content, own, folder, _ = locked
+            meta = effective_metadata(_as_dict(own), _as_dict(folder))
+            chunks = [] if meta.get("skip_indexing") is True else chunk_document(content)
+            return self._replace_chunks(conn, doc_id, chunks)
+
+    def document_ids(self, paths: Sequence[str] | None = None) -> list[tuple[UUID, str]]:
+        with self.pool.connection() as conn:
+            if paths is None:
+                rows = conn.execute(
+                    f"SELECT id, path FROM memory_documents WHERE {_SCOPE} ORDER BY path",
+                    self._params(),
+                ).fetchall()
+            else:
+                rows = conn.execute(
+                    f"SELECT id, path FROM memory_documents WHERE {_SCOPE} "
+                    "AND path = ANY(%(paths)s) ORDER BY path",
+                    self._params(paths=list(paths)),
+                ).fetchall()
+        return [(r[0], r[1]) for r in rows]

@@ -1,0 +1,279 @@
+"""Workspace commands without a mount: status, seed, reindex, export, import, log.
+
+They use the same ``MetaStore`` calls as the mount (one transaction each, IronClaw's
+write and reindex rules), so a document written by ``memfs import`` is exactly what a
+``cp`` into the mount would have made.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, TypeVar
+
+from memfs.config import Settings, default_log_dir
+from memfs.daemon import is_mounted
+from memfs.db import Database, FileAttrs, MetaStore, Scope, open_database
+from memfs.paths import loadable_path
+from memfs.scratch import Kind, ScratchRules
+from memfs.seeds import BOOTSTRAP, FRESH_MARKERS, SEEDS
+from memfs.tree import to_ns
+
+T = TypeVar("T")
+
+
+def progress(items: list[T], label: str) -> Iterator[T]:
+    """Yield items, drawing a progress bar on stderr when it is a terminal."""
+    total = len(items)
+    show = sys.stderr.isatty() and total > 20
+    for index, item in enumerate(items, 1):
+        yield item
+        if show and (index == total or index % 10 == 0):
+            done = int(30 * index / total)
+            sys.stderr.write(f"\r{label} [{'#' * done}{'.' * (30 - done)}] {index}/{total}")
+            sys.stderr.flush()
+    if show:
+        sys.stderr.write("\n")
+
+
+@dataclass
+class Report:
+    """Counts a command prints (or returns as JSON)."""
+
+    action: str
+    counts: dict[str, int] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, key: str, n: int = 1) -> None:
+        self.counts[key] = self.counts.get(key, 0) + n
+
+    def emit(self, as_json: bool) -> None:
+        if as_json:
+            payload = {"action": self.action, **self.counts, "problems": self.problems}
+            json.dump(payload, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+            return
+        summary = ", ".join(f"{v} {k}" for k, v in self.counts.items()) or "nothing to do"
+        print(f"memfs {self.action}: {summary}")
+        for problem in self.problems:
+            print(f"  ! {problem}")
+
+
+def with_store(settings: Settings) -> tuple[Database, MetaStore]:
+    database = open_database(settings)
+    return database, database.store(Scope(settings.user_id, settings.agent_id))
+
+
+# -- status ------------------------------------------------------------------------------
+
+
+def redact(url: str) -> str:
+    return re.sub(r"://([^:/@]+):[^@]+@", r"://\1:***@", url)
+
+
+def memfs_mounts() -> list[dict[str, str]]:
+    mounts = []
+    with open("/proc/self/mounts", encoding="utf-8") as table:
+        for line in table:
+            source, target, fstype, *_ = line.split()
+            if fstype == "fuse.memfs":
+                mounts.append({"source": source, "mountpoint": target.replace("\\040", " ")})
+    return mounts
+
+
+def last_errors(limit: int = 5) -> list[str]:
+    lines: list[str] = []
+    log_dir = default_log_dir()
+    for log in sorted(log_dir.glob("*.log")) if log_dir.is_dir() else []:
+        with open(log, encoding="utf-8", errors="replace") as handle:
+            lines += [f"{log.name}: {ln.strip()}" for ln in handle if " ERROR " in ln]
+    return lines[-limit:]
+
+
+def status(settings: Settings) -> dict[str, Any]:
+    database, store = with_store(settings)
+    try:
+        chunks, pending = store.count_chunks()
+        return {
+            "mounts": [m for m in memfs_mounts() if is_mounted(Path(m["mountpoint"]))],
+            "database": redact(database.url),
+            "embedded": database.embedded is not None,
+            "schema": database.schema.describe(),
+            "change_feed": database.has_change_feed(),
+            "user_id": settings.user_id,
+            "agent_id": str(settings.agent_id) if settings.agent_id else None,
+            "documents": store.count_documents(),
+            "chunks": chunks,
+            "embeddings_pending": pending,
+            "last_errors": last_errors(),
+        }
+    finally:
+        database.close()
+
+
+def print_status(info: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        json.dump(info, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    mounts = ", ".join(f"{m['mountpoint']} ({m['source']})" for m in info["mounts"]) or "none"
+    print(f"mounts:             {mounts}")
+    kind = "embedded" if info["embedded"] else "server"
+    print(f"database:           {info['database']} ({kind})")
+    print(f"schema:             {info['schema']}")
+    feed = "trigger installed" if info["change_feed"] else "none (mounts poll)"
+    print(f"change feed:        {feed}")
+    print(f"workspace:          user {info['user_id']!r}, agent {info['agent_id'] or 'none'}")
+    print(f"documents:          {info['documents']}")
+    print(f"chunks:             {info['chunks']} ({info['embeddings_pending']} without embedding)")
+    for error in info["last_errors"] or ["none"]:
+        print(f"last errors:        {error}")
+
+
+# -- seed, reindex, log ------------------------------------------------------------------
+
+
+def seed(settings: Settings) -> Report:
+    report = Report("seed")
+    database, store = with_store(settings)
+    try:
+        missing = {p for p in [*SEEDS, BOOTSTRAP[0]] if store.find_document(p) is None}
+        wanted = dict(SEEDS)
+        profile = store.find_document("context/profile.json")
+        if all(m in missing for m in FRESH_MARKERS) and not _valid_json(profile):
+            wanted[BOOTSTRAP[0]] = BOOTSTRAP[1]
+        for path, text in wanted.items():
+            if path in missing:
+                store.commit_document(None, path, text, FileAttrs())
+                report.add("created")
+            else:
+                report.add("already present")
+    finally:
+        database.close()
+    return report
+
+
+def _valid_json(row: tuple[Any, str, Any] | None) -> bool:
+    if row is None:
+        return False
+    try:
+        json.loads(row[1])
+    except ValueError:
+        return False
+    return True
+
+
+def reindex(settings: Settings, paths: list[str] | None) -> Report:
+    report = Report("reindex")
+    database, store = with_store(settings)
+    try:
+        docs = store.document_ids(paths)
+        if paths:
+            found = {p for _, p in docs}
+            report.problems += [f"no document at {p!r}" for p in paths if p not in found]
+        for doc_id, _ in progress(docs, "reindexing"):
+            report.add("chunks", store.reindex_document(doc_id))
+            report.add("documents")
+    finally:
+        database.close()
+    return report
+
+
+def daily_log(settings: Settings, text: str, tz_offset_minutes: int = 0) -> str:
+    """IronClaw's daily-log append: ``[HH:MM:SS] text`` to ``daily/YYYY-MM-DD.md``."""
+    zone = timezone(timedelta(minutes=tz_offset_minutes)) if tz_offset_minutes else UTC
+    now = datetime.now(zone)
+    path = f"daily/{now:%Y-%m-%d}.md"
+    entry = f"[{now:%H:%M:%S}] {text}"
+    database, store = with_store(settings)
+    try:
+        existing = store.find_document(path)
+        if existing is None:
+            store.commit_document(None, path, entry, FileAttrs())
+        else:
+            doc_id, content, version = existing
+            new = entry if content == "" else f"{content}\n{entry}"
+            store.commit_document(doc_id, path, new, FileAttrs(), version)
+    finally:
+        database.close()
+    return path
+
+
+# -- export / import ---------------------------------------------------------------------
+
+
+def export_tree(settings: Settings, target: Path) -> Report:
+    report = Report("export")
+    database, store = with_store(settings)
+    try:
+        rows = store.export_rows()
+    finally:
+        database.close()
+    seen: set[str] = set()
+    target.mkdir(parents=True, exist_ok=True)
+    for path, content, updated_at, mtime_ns in progress(rows, "exporting"):
+        if path in seen or not loadable_path(path):
+            report.problems.append(f"skipped {path!r} (duplicate row or unusable path)")
+            report.add("skipped")
+            continue
+        seen.add(path)
+        destination = target / path
+        try:
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            destination.write_text(content, encoding="utf-8")
+        except (NotADirectoryError, IsADirectoryError, FileExistsError):
+            report.problems.append(f"skipped {path!r}: a file and a directory share its path")
+            report.add("skipped")
+            continue
+        stamp = mtime_ns if mtime_ns is not None else to_ns(updated_at)
+        os.utime(destination, ns=(stamp, stamp))
+        report.add("exported")
+    return report
+
+
+def _files(root: Path, rules: ScratchRules) -> Iterable[tuple[str, Path]]:
+    for directory, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if rules.classify(d) is Kind.DOCUMENT)
+        for name in sorted(filenames):
+            full = Path(directory) / name
+            yield str(full.relative_to(root)), full
+
+
+def import_tree(settings: Settings, source: Path, *, overwrite: bool) -> Report:
+    """Import a Markdown tree; existing paths are skipped unless ``overwrite``; never dups."""
+    if not source.is_dir():
+        raise FileNotFoundError(f"{source} is not a directory")
+    report = Report("import")
+    rules = ScratchRules()
+    database, store = with_store(settings)
+    try:
+        files = list(_files(source, rules))
+        for rel, full in progress(files, "importing"):
+            if rules.classify(full.name) is not Kind.DOCUMENT or not loadable_path(rel):
+                report.add("skipped (scratch or unusable name)")
+                continue
+            try:
+                text = full.read_bytes().decode("utf-8")
+                if "\x00" in text:
+                    raise UnicodeDecodeError("utf-8", b"", 0, 1, "NUL byte")
+            except UnicodeDecodeError:
+                report.problems.append(f"{rel}: not UTF-8 text, not imported")
+                report.add("skipped (binary)")
+                continue
+            existing = store.find_document(rel)
+            if existing is not None and not overwrite:
+                report.add("skipped (exists)")
+                continue
+            mtime = full.stat().st_mtime_ns
+            doc_id = existing[0] if existing else None
+            result = store.commit_document(doc_id, rel, text, FileAttrs(None, mtime))
+            report.add("created" if result.created else "overwritten")
+    finally:
+        database.close()
+    return report
