@@ -53,6 +53,8 @@ def _settings(args: argparse.Namespace) -> Settings:
         settings.debug_fuse = True
     if getattr(args, "no_trigger", False):
         settings.no_trigger = True
+    if getattr(args, "read_only", False):
+        settings.read_only = True
     if getattr(args, "scratch_pattern", None):
         settings.scratch_patterns = settings.scratch_patterns + list(args.scratch_pattern)
     return settings
@@ -87,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     mount.add_argument(
         "--no-trigger", action="store_true", help="poll for other writers instead of LISTEN"
     )
+    mount.add_argument("--read-only", action="store_true", help="refuse every change (EROFS)")
     mount.add_argument(
         "--scratch-pattern",
         action="append",

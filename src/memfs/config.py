@@ -52,6 +52,8 @@ class Settings:
     scratch_patterns: list[str] = field(default_factory=list)
     #: Seconds a ``.search`` query's results are kept (so ``ls`` then ``cat`` agree).
     search_ttl: float = 30.0
+    #: Refuse every change (EROFS); the kernel mount is read-only too.
+    read_only: bool = False
     #: Poll instead of using (or installing) the change-feed trigger.
     no_trigger: bool = False
     allow_other: bool = False

@@ -124,6 +124,7 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
             rules=ScratchRules.with_extra(settings.scratch_patterns),
             spill=ScratchSpill(settings.runtime_dir / f"scratch-{os.getpid()}"),
         )
+        fs.read_only = settings.read_only
         ops = MemfsOperations(fs, attr_timeout=settings.attr_timeout)
         notifier = FuseNotifier()
         fs.kernel = notifier
@@ -160,7 +161,12 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
             pyfuse3.init(
                 ops,
                 str(mountpoint),
-                mount_options(fsname, allow_other=settings.allow_other, debug=settings.debug_fuse),
+                mount_options(
+                    fsname,
+                    allow_other=settings.allow_other,
+                    debug=settings.debug_fuse,
+                    read_only=settings.read_only,
+                ),
             )
             settings.runtime_dir.mkdir(parents=True, exist_ok=True)
             pidfile.write_text(f"{os.getpid()}\n{mountpoint}\n", encoding="utf-8")
@@ -178,7 +184,7 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
                         nursery.start_soon(_apply_changes, fs, receive)
                     else:
                         nursery.start_soon(fs.poll_changes)
-                    if embedder is not None:
+                    if embedder is not None and not settings.read_only:
                         worker = EmbeddingWorker(store, embedder, fs._db)
                         fs.commit_listeners.append(worker.notify)
                         nursery.start_soon(worker.run)

@@ -277,7 +277,9 @@ class MemfsOperations(pyfuse3.Operations):
         raise pyfuse3.FUSEError(errno.ENOSYS)
 
 
-def mount_options(fsname: str, *, allow_other: bool, debug: bool) -> set[str]:
+def mount_options(
+    fsname: str, *, allow_other: bool, debug: bool, read_only: bool = False
+) -> set[str]:
     """libfuse options: the kernel checks permissions, ``auto_unmount`` cleans up crashes."""
     options = {
         f"fsname={fsname}",
@@ -290,4 +292,6 @@ def mount_options(fsname: str, *, allow_other: bool, debug: bool) -> set[str]:
         options.add("allow_other")
     if debug:
         options.add("debug")
+    if read_only:
+        options.add("ro")
     return options

@@ -127,6 +127,8 @@ class FilesystemBase:
         self._kernel_version: dict[int, Any] = {}
         #: Inodes that directory listings leave out (``.search``).
         self.unlisted: set[int] = set()
+        #: A read-only mount refuses every change with EROFS.
+        self.read_only = False
         #: Where kernel cache invalidations go (the daemon installs a FuseNotifier).
         self.kernel: KernelNotifier = RecordingNotifier()
         #: Called with a document id after each content change (the embedding worker).
@@ -202,8 +204,13 @@ class FilesystemBase:
             raise FsError(errno.ENOENT, "directory was removed")
         return directory
 
+    def _refuse_if_read_only(self) -> None:
+        if self.read_only:
+            raise FsError(errno.EROFS, "this mount is read-only")
+
     def _writable_dir(self, ino: int) -> DirNode:
         """A live directory in which names may be added or removed (not ``.search``)."""
+        self._refuse_if_read_only()
         directory = self._attached_dir(ino)
         if isinstance(directory, SYNTHETIC):
             raise FsError(errno.EROFS, "search results are read-only")

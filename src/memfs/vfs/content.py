@@ -92,6 +92,8 @@ class ContentMixin(FilesystemBase):
         """Open a file; returns (fh, keep_cache)."""
         node = self.tree.get_file(ino)
         writable = (flags & os.O_ACCMODE) != os.O_RDONLY
+        if writable:
+            self._refuse_if_read_only()
         if writable and isinstance(node, SyntheticFile):
             raise FsError(errno.EROFS, "search results are read-only")
         truncate = writable and bool(flags & os.O_TRUNC)
@@ -192,6 +194,8 @@ class ContentMixin(FilesystemBase):
         node = self.tree.get(ino)
         if (uid is not None and uid != self.uid) or (gid is not None and gid != self.gid):
             raise FsError(errno.EPERM, "files on a memfs mount belong to the mounting user")
+        if (size, mode, mtime_ns) != (None, None, None):
+            self._refuse_if_read_only()
         if isinstance(node, SYNTHETIC) and (size, mode, mtime_ns) != (None, None, None):
             raise FsError(errno.EROFS, "search results are read-only")
         now = self.clock()

@@ -53,6 +53,7 @@ class NamespaceMixin(ContentMixin):
             )
 
     def _not_synthetic(self, parent: DirNode, node: Node) -> None:
+        self._refuse_if_read_only()
         if isinstance(parent, SYNTHETIC) or isinstance(node, SYNTHETIC):
             raise FsError(errno.EROFS, "search results are read-only")
 
