@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 from uuid import UUID
@@ -55,6 +56,14 @@ def _settings(args: argparse.Namespace) -> Settings:
         settings.no_trigger = True
     if getattr(args, "read_only", False):
         settings.read_only = True
+    for scope in getattr(args, "read_scope", None) or []:
+        if scope not in settings.read_scopes:
+            settings.read_scopes.append(scope)
+    for scope in settings.read_scopes:
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,128}", scope):
+            raise MountError(f"read scope {scope!r}: use 1-128 of A-Z a-z 0-9 _ -")
+        if scope == settings.user_id:
+            raise MountError(f"read scope {scope!r} is the mount's own workspace")
     if getattr(args, "scratch_pattern", None):
         settings.scratch_patterns = settings.scratch_patterns + list(args.scratch_pattern)
     return settings
@@ -90,6 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-trigger", action="store_true", help="poll for other writers instead of LISTEN"
     )
     mount.add_argument("--read-only", action="store_true", help="refuse every change (EROFS)")
+    mount.add_argument(
+        "--read-scope", action="append", default=[], metavar="USER_ID",
+        help="show USER_ID's workspace read-only under .scopes/USER_ID (repeatable)",
+    )  # fmt: skip
     mount.add_argument(
         "--scratch-pattern",
         action="append",

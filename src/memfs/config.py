@@ -52,6 +52,9 @@ class Settings:
     scratch_patterns: list[str] = field(default_factory=list)
     #: Seconds a ``.search`` query's results are kept (so ``ls`` then ``cat`` agree).
     search_ttl: float = 30.0
+    #: Other users whose workspaces are shown read-only under ``.scopes/`` (IronClaw's
+    #: ``WORKSPACE_READ_SCOPES``).
+    read_scopes: list[str] = field(default_factory=list)
     #: Refuse every change (EROFS); the kernel mount is read-only too.
     read_only: bool = False
     #: Poll instead of using (or installing) the change-feed trigger.
@@ -81,6 +84,8 @@ class Settings:
             settings.attr_timeout = float(env["MEMFS_ATTR_TIMEOUT"])
         if env.get("MEMFS_SCRATCH_PATTERNS"):
             settings.scratch_patterns = [p for p in env["MEMFS_SCRATCH_PATTERNS"].split("\n") if p]
+        scopes = env.get("WORKSPACE_READ_SCOPES", "")
+        settings.read_scopes = [s.strip() for s in scopes.split(",") if s.strip()]
         if env.get("MEMFS_SEARCH_TTL"):
             settings.search_ttl = float(env["MEMFS_SEARCH_TTL"])
         if env.get("MEMFS_CACHE_BYTES"):

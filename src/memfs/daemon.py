@@ -125,6 +125,7 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
             spill=ScratchSpill(settings.runtime_dir / f"scratch-{os.getpid()}"),
         )
         fs.read_only = settings.read_only
+        fs.add_read_scopes([database.store(Scope(name)) for name in settings.read_scopes])
         ops = MemfsOperations(fs, attr_timeout=settings.attr_timeout)
         notifier = FuseNotifier()
         fs.kernel = notifier

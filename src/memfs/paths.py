@@ -32,6 +32,9 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 NAME_MAX = 255
 #: The synthetic search directory at the mount root; no document may live there.
 SEARCH_DIR = ".search"
+#: Other users' read-only workspaces (``--read-scope``) at the mount root.
+SCOPES_DIR = ".scopes"
+RESERVED_ROOT_NAMES = frozenset({SEARCH_DIR, SCOPES_DIR})
 
 
 def rust_trim(text: str) -> str:
@@ -71,8 +74,8 @@ def check_new_name(parent_path: str, name: str) -> str:
         raise FsError(errno.EINVAL, f"invalid name {name!r}")
     if _CONTROL.search(name):
         raise FsError(errno.EINVAL, f"name {name!r} contains a control character")
-    if not parent_path and name == SEARCH_DIR:
-        raise FsError(errno.EPERM, f"{SEARCH_DIR!r} is reserved for search at the mount root")
+    if not parent_path and name in RESERVED_ROOT_NAMES:
+        raise FsError(errno.EPERM, f"{name!r} is reserved at the mount root")
     full = join(parent_path, name)
     if normalize_path(full) != full:
         raise FsError(
@@ -94,7 +97,7 @@ def loadable_path(path: str) -> bool:
     if not path or normalize_path(path) != path:
         return False
     segments = path.split("/")
-    if segments[0] == SEARCH_DIR:
+    if segments[0] in RESERVED_ROOT_NAMES:
         return False
     for seg in segments:
         if seg in (".", "..") or _CONTROL.search(seg):

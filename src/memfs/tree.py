@@ -133,6 +133,18 @@ class SyntheticFile(FileNode):
         self.size = len(data)
 
 
+class ScopedFile(SyntheticFile):
+    """A read-only document of another user's workspace (``--read-scope``), read lazily."""
+
+    __slots__ = ("scope_index", "source_id")
+
+    def __init__(self, ino: int, name: str, size: int, mtime_ns: int) -> None:
+        super().__init__(ino, name, b"", mtime_ns)
+        self.size = size
+        self.scope_index = 0
+        self.source_id: UUID | None = None
+
+
 SYNTHETIC = (SyntheticDir, SyntheticFile)
 
 
@@ -244,6 +256,11 @@ class Tree:
 
     def new_synthetic_file(self, name: str, data: bytes, mtime_ns: int) -> SyntheticFile:
         node = SyntheticFile(self._new_ino(), name, data, mtime_ns)
+        self.inodes[node.ino] = node
+        return node
+
+    def new_scoped_file(self, name: str, size: int, mtime_ns: int) -> ScopedFile:
+        node = ScopedFile(self._new_ino(), name, size, mtime_ns)
         self.inodes[node.ino] = node
         return node
 

@@ -9,12 +9,12 @@ and ``FsError`` to errno replies, so the whole model is testable by calling it d
 from __future__ import annotations
 
 from memfs.vfs.base import Attributes, Handle, StatFs
-from memfs.vfs.coherence import CoherenceMixin
+from memfs.vfs.scopes import ScopesMixin
 
 __all__ = ["Attributes", "Filesystem", "Handle", "StatFs"]
 
 
-class Filesystem(CoherenceMixin):
+class Filesystem(ScopesMixin):
     """A workspace seen as a POSIX directory tree: state in ``base``, content in
     ``content``, names and the scratch overlay in ``namespace``, ``.search`` in
-    ``search_dir``, other writers' changes in ``coherence``."""
+    ``search_dir``, other writers' changes in ``coherence``, read scopes in ``scopes``."""

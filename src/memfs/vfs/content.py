@@ -15,7 +15,7 @@ from memfs.buffers import FileBuffer, ScratchBuffer
 from memfs.db.store import FileAttrs
 from memfs.errors import FsError
 from memfs.scratch import TENTATIVE_GRACE
-from memfs.tree import SYNTHETIC, FileNode, SyntheticFile, to_ns
+from memfs.tree import SYNTHETIC, FileNode, ScopedFile, SyntheticFile, to_ns
 from memfs.vfs.base import Attributes, Buffer, FilesystemBase, Handle, log
 
 
@@ -35,6 +35,10 @@ class ContentMixin(FilesystemBase):
             return self.handles[fh]
         except KeyError:
             raise FsError(errno.EBADF) from None
+
+    async def scoped_content(self, node: ScopedFile) -> bytes:
+        """Another scope's content (implemented where scopes are: ``vfs.scopes``)."""
+        raise FsError(errno.ENOENT)
 
     def _set_buffer(self, node: FileNode, buffer: Buffer) -> None:
         """Give a file a new buffer, for every handle that has it open."""
@@ -71,7 +75,10 @@ class ContentMixin(FilesystemBase):
         buffer = self.buffers.get(node.ino)
         if buffer is not None:
             return buffer
-        if isinstance(node, SyntheticFile):
+        if isinstance(node, ScopedFile):
+            buffer = FileBuffer(await self.scoped_content(node))
+            node.size = len(buffer)
+        elif isinstance(node, SyntheticFile):
             buffer = FileBuffer(node.data)
         elif node.scratch:
             buffer = ScratchBuffer(self.spill)

@@ -1,0 +1,111 @@
+"""Scopes: a mount reads other users' workspaces only when given, and never writes them."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from memfs.db import Database
+from tests.mounting import memfs_env
+
+pytestmark = pytest.mark.mount
+
+ROWS = [
+    ("bob", "MEMORY.md", "bob remembers the launch date\n"),
+    ("bob", "daily/2026-03-03.md", "[09:00:00] bob's log\n"),
+    ("bob", "SOUL.md", "bob's soul: never shown to others\n"),
+    ("bob", "USER.md", "bob's user file\n"),
+    ("carol", "MEMORY.md", "carol's secret\n"),
+    ("alice", "MEMORY.md", "alice's own memory\n"),
+]
+
+
+def seed_rows(conn: psycopg.Connection[Any]) -> None:
+    for user, path, content in ROWS:
+        conn.execute(
+            "INSERT INTO memory_documents (user_id, path, content) VALUES (%s, %s, %s)",
+            (user, path, content),
+        )
+
+
+def snapshot(conn: psycopg.Connection[Any], user: str) -> list[tuple[Any, ...]]:
+    return conn.execute(
+        "SELECT id, path, content, updated_at FROM memory_documents WHERE user_id = %s "
+        "ORDER BY path",
+        (user,),
+    ).fetchall()
+
+
+def test_read_scope_is_read_only_and_limited_to_what_was_given(
+    database: Database, database_url: str, sql_conn: psycopg.Connection[Any], mount_factory: Any
+) -> None:
+    seed_rows(sql_conn)
+    bob_before, carol_before = snapshot(sql_conn, "bob"), snapshot(sql_conn, "carol")
+    mount = mount_factory(database_url, user_id="alice", extra_args=["--read-scope", "bob"])
+    mnt = mount.path()
+    assert sorted(os.listdir(mnt)) == ["MEMORY.md"]  # .scopes is not listed
+    assert (mnt / "MEMORY.md").read_text() == "alice's own memory\n"
+    bob = mnt / ".scopes" / "bob"
+    assert sorted(os.listdir(bob)) == ["MEMORY.md", "daily"]  # identity files excluded
+    assert (bob / "MEMORY.md").read_text() == "bob remembers the launch date\n"
+    assert (bob / "daily/2026-03-03.md").stat().st_size == len("[09:00:00] bob's log\n")
+    assert not (bob / "SOUL.md").exists() and not (bob / "USER.md").exists()
+    assert not (mnt / ".scopes" / "carol").exists()  # never given: invisible
+    attempts: list[Callable[[], object]] = [
+        lambda: (bob / "MEMORY.md").write_text("overwritten by alice"),
+        lambda: (bob / "new.md").write_text("planted"),
+        lambda: os.unlink(bob / "MEMORY.md"),
+        lambda: os.rename(bob / "MEMORY.md", mnt / "stolen.md"),
+        lambda: os.rename(mnt / "MEMORY.md", bob / "MEMORY.md"),
+        lambda: os.mkdir(bob / "dir"),
+        lambda: os.rmdir(bob / "daily"),
+        lambda: os.chmod(bob / "MEMORY.md", 0o600),
+        lambda: os.truncate(bob / "MEMORY.md", 0),
+    ]
+    for attempt in attempts:
+        with pytest.raises(OSError) as info:
+            attempt()
+        assert info.value.errno == errno.EROFS, (attempt, info.value)
+    for crafted in (".scopes", ".search"):
+        with pytest.raises(OSError) as info:
+            os.mkdir(mnt / crafted)
+        assert info.value.errno in (errno.EEXIST, errno.EPERM)
+    # Reading is allowed, so a copy into alice's own workspace is alice's document.
+    shutil.copy(bob / "MEMORY.md", mnt / "copied-from-bob.md")
+    (mnt / "MEMORY.md").write_text("alice, edited\n")
+    assert snapshot(sql_conn, "bob") == bob_before
+    assert snapshot(sql_conn, "carol") == carol_before
+    alice = {r[1]: r[2] for r in snapshot(sql_conn, "alice")}
+    assert alice == {
+        "MEMORY.md": "alice, edited\n",
+        "copied-from-bob.md": "bob remembers the launch date\n",
+    }
+
+
+def test_crafted_user_ids_and_scope_names_reach_no_rows(
+    database: Database, database_url: str, sql_conn: psycopg.Connection[Any], mount_factory: Any,
+    work_dir: Path,
+) -> None:  # fmt: skip
+    seed_rows(sql_conn)
+    mount = mount_factory(database_url, user_id="x' OR '1'='1")
+    assert os.listdir(mount.path()) == []  # parameterised: the quote is just a user id
+    (mount.path() / "MEMORY.md").write_text("injected?\n")
+    users = {r[0] for r in sql_conn.execute("SELECT DISTINCT user_id FROM memory_documents")}
+    assert users == {"alice", "bob", "carol", "x' OR '1'='1"}
+    for bad in ("../bob", "bob,carol", "b" * 129, "%"):
+        result = subprocess.run(
+            [sys.executable, "-m", "memfs", "mount", "-f", "--database-url", database_url,
+             "--read-scope", bad, str(work_dir / "never-mounted")],
+            env=memfs_env(work_dir / "runtime"), capture_output=True, text=True, timeout=60,
+            check=False,
+        )  # fmt: skip
+        assert result.returncode == 1 and "read scope" in result.stderr
