@@ -245,6 +245,9 @@ def test_reindex_rewrites_only_changed_chunks(
 def test_stale_planner_statistics_are_refreshed(
     store: MetaStore, sql_conn: psycopg.Connection[Any]
 ) -> None:
+    # Keep autovacuum from analyzing first (this test's own throwaway database).
+    for table in ("memory_documents", "memory_chunks"):
+        sql_conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")  # type: ignore[arg-type]
     store.commit_documents(
         [(None, f"bulk/{i}.md", f"note {i} about deploys", NO_ATTRS) for i in range(600)]
     )
