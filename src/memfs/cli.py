@@ -15,6 +15,7 @@ import psycopg
 from memfs import __version__
 from memfs.config import Settings, default_log_dir
 from memfs.daemon import MountError, mount_background, prepare_mountpoint, serve, unmount
+from memfs.db import Scope, open_database
 from memfs.embeddings.config import EmbeddingConfigError
 from memfs.errors import SchemaError
 from memfs.search.config import SearchConfigError
@@ -160,6 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_database_flags(daily)
     daily.add_argument("--tz-offset", type=int, default=0, help="minutes east of UTC")
 
+    sync = sub.add_parser("sync", help="two-way sync of a plain directory with the workspace")
+    sync.add_argument("directory", type=Path)
+    _add_database_flags(sync)
+    sync.add_argument("--once", action="store_true", help="one pass, then exit")
+    sync.add_argument("--json", action="store_true", help="print each pass as JSON")
+
     search = sub.add_parser("search", help="search the workspace (IronClaw's hybrid ranking)")
     search.add_argument("query", nargs="+", help="the query (words are joined by spaces)")
     _add_database_flags(search)
@@ -185,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
             return _search(args)
         if args.command == "install-unit":
             return _install_unit(args)
+        if args.command == "sync":
+            return _sync(args)
         if args.command in ("status", "seed", "reindex", "export", "import", "log"):
             return _tool(args)
     except (MountError, SchemaError, SearchConfigError, EmbeddingConfigError) as exc:
@@ -240,6 +249,36 @@ def _tool(args: argparse.Namespace) -> int:
         report = tools.import_tree(settings, args.directory, overwrite=args.overwrite)
     report.emit(args.json)
     return 1 if report.problems and args.command == "reindex" else 0
+
+
+def _sync(args: argparse.Namespace) -> int:
+    import json
+
+    from memfs import sync
+
+    _setup_logging(args.log_level)
+    settings = _settings(args)
+    args.directory.mkdir(parents=True, exist_ok=True)
+    database = open_database(settings)
+    store = database.store(Scope(settings.user_id, settings.agent_id))
+
+    def show(report: sync.SyncReport) -> None:
+        if args.json:
+            print(json.dumps(report.__dict__), flush=True)
+        else:
+            counts = ", ".join(f"{v} {k}" for k, v in report.counts().items()) or "in sync"
+            print(f"memfs sync: {counts}", flush=True)
+            for line in report.conflicts:
+                print(f"  conflict: {line} (the database's version is kept too)", flush=True)
+
+    try:
+        if args.once:
+            show(sync.DirectorySync(store, args.directory).run_once())
+        else:
+            sync.watch(store, args.directory, database=database, on_pass=show)
+    finally:
+        database.close()
+    return 0
 
 
 def _install_unit(args: argparse.Namespace) -> int:

@@ -706,16 +706,7 @@ class MetaStore:
 
     def export_rows(self) -> list[tuple[str, str, datetime, int | None]]:
         """(path, content, updated_at, client mtime) of every document, for export."""
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT d.path, d.content, d.updated_at, a.mtime_ns FROM memory_documents d "
-                "LEFT JOIN memfs.file_attrs a "
-                "  ON a.document_id = d.id AND a.set_against = d.updated_at "
-                "WHERE d.user_id = %(user)s AND d.agent_id IS NOT DISTINCT FROM %(agent)s "
-                "ORDER BY d.path, d.updated_at DESC",
-                self._params(),
-            ).fetchall()
-        return [(r[0], r[1], r[2], r[3]) for r in rows]
+        return [row[:4] for row in self.export_rows_with_ids()]
 
     def reindex_document(self, doc_id: UUID) -> int:
         """Re-chunk one document as a write would (honouring ``skip_indexing``)."""
@@ -748,3 +739,16 @@ class MetaStore:
                     self._params(paths=list(paths)),
                 ).fetchall()
         return [(r[0], r[1]) for r in rows]
+
+    def export_rows_with_ids(self) -> list[tuple[str, str, datetime, int | None, UUID]]:
+        """``export_rows`` plus each row's id (for ``memfs sync``)."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT d.path, d.content, d.updated_at, a.mtime_ns, d.id "
+                "FROM memory_documents d LEFT JOIN memfs.file_attrs a "
+                "  ON a.document_id = d.id AND a.set_against = d.updated_at "
+                "WHERE d.user_id = %(user)s AND d.agent_id IS NOT DISTINCT FROM %(agent)s "
+                "ORDER BY d.path, d.updated_at DESC",
+                self._params(),
+            ).fetchall()
+        return [(r[0], r[1], r[2], r[3], r[4]) for r in rows]

@@ -1,0 +1,316 @@
+"""``memfs sync DIR``: two-way sync between a real directory and the workspace, no FUSE.
+
+For containers without ``/dev/fuse``, macOS without macFUSE, and agents that keep memory as
+plain Markdown files.  Each pass compares the directory, the database and the state of the
+last pass (``DIR/.memfs-sync.json``: per path, the content hash and row id last seen on
+both sides) and decides per path:
+
+* changed on one side only: copy it to the other (mtimes are kept both ways);
+* changed on both sides: the local file wins and the database's newer content is kept as a
+  version (or a ``.conflict-<time>.md`` copy), the mount's conflict policy;
+* gone on one side and unchanged on the other: delete it on the other;
+* a local rename (same content under a new name) or a database rename (same row id under
+  a new path): rename on the other side, keeping the row's identity.
+
+Scratch names (editor swap files, backups, temporaries) are never synced, as in the mount.
+Continuous mode runs a pass at start and after every change seen by watchfiles in the
+directory or by the change feed (or polling) in the database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from memfs.db import FileAttrs, MetaStore
+from memfs.paths import loadable_path
+from memfs.scratch import Kind, ScratchRules
+from memfs.tree import to_ns
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = ".memfs-sync.json"
+#: Forces the store to keep the database side of a conflict (never equals a real version).
+CONFLICT = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class SyncReport:
+    pushed: list[str] = field(default_factory=list)
+    pulled: list[str] = field(default_factory=list)
+    deleted_remote: list[str] = field(default_factory=list)
+    deleted_local: list[str] = field(default_factory=list)
+    renamed: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        return {k: len(v) for k, v in self.__dict__.items() if v}
+
+    @property
+    def changed(self) -> bool:
+        return any(
+            (self.pushed, self.pulled, self.deleted_remote, self.deleted_local, self.renamed)
+        )
+
+
+@dataclass
+class Local:
+    data: bytes
+    mtime_ns: int
+
+
+class DirectorySync:
+    """One directory synced with one workspace."""
+
+    def __init__(self, store: MetaStore, root: Path, rules: ScratchRules | None = None) -> None:
+        self.store = store
+        self.root = root
+        self.rules = rules or ScratchRules()
+        self.state_path = root / STATE_FILE
+
+    # -- the two sides -------------------------------------------------------------------
+
+    def _state(self) -> dict[str, dict[str, Any]]:
+        try:
+            loaded: dict[str, dict[str, Any]] = json.loads(self.state_path.read_text())
+            return loaded
+        except (FileNotFoundError, ValueError):
+            return {}
+
+    def _save_state(self, state: dict[str, dict[str, Any]]) -> None:
+        temp = self.state_path.with_name(STATE_FILE + ".tmp")
+        temp.write_text(json.dumps(state, indent=1, sort_keys=True))
+        os.replace(temp, self.state_path)
+
+    def _local(self, report: SyncReport) -> dict[str, Local]:
+        files: dict[str, Local] = {}
+        for directory, dirnames, filenames in os.walk(self.root):
+            dirnames[:] = [d for d in dirnames if self.rules.classify(d) is Kind.DOCUMENT]
+            for name in filenames:
+                full = Path(directory) / name
+                rel = str(full.relative_to(self.root))
+                if name.startswith(STATE_FILE) or self.rules.classify(name) is not Kind.DOCUMENT:
+                    continue
+                if not loadable_path(rel):
+                    report.skipped.append(f"{rel} (a name IronClaw cannot store)")
+                    continue
+                data = full.read_bytes()
+                try:
+                    if b"\x00" in data:
+                        raise UnicodeDecodeError("utf-8", data, 0, 1, "NUL byte")
+                    data.decode("utf-8")
+                except UnicodeDecodeError:
+                    report.skipped.append(f"{rel} (not UTF-8 text)")
+                    continue
+                files[rel] = Local(data, full.stat().st_mtime_ns)
+        return files
+
+    def _remote(self) -> dict[str, tuple[UUID, bytes, datetime, int | None]]:
+        rows: dict[str, tuple[UUID, bytes, datetime, int | None]] = {}
+        for path, content, updated_at, mtime_ns, doc_id in self.store.export_rows_with_ids():
+            if loadable_path(path) and path not in rows:
+                rows[path] = (doc_id, content.encode("utf-8"), updated_at, mtime_ns)
+        return rows
+
+    # -- one pass ------------------------------------------------------------------------
+
+    def run_once(self) -> SyncReport:
+        report = SyncReport()
+        state = self._state()
+        local = self._local(report)
+        remote = self._remote()
+        by_id = {row[0]: path for path, row in remote.items()}
+        new_state: dict[str, dict[str, Any]] = {}
+
+        # Renames first, so they are not seen as a delete plus a create.
+        for old, base in list(state.items()):
+            moved_to = by_id.get(UUID(base["id"])) if base.get("id") else None
+            unchanged = old in local and digest(local[old].data) == base["hash"]
+            if unchanged and old not in remote and moved_to and moved_to not in local:
+                target = self.root / moved_to  # renamed in the database
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(self.root / old, target)
+                local[moved_to] = local.pop(old)
+                state[moved_to] = state.pop(old)
+                report.renamed.append(f"{old} -> {moved_to} (in the database)")
+        for old, base in list(state.items()):
+            if old in local or old not in remote or remote[old][0] != UUID(base["id"]):
+                continue
+            if digest(remote[old][1]) != base["hash"]:
+                continue
+            twins = [
+                p for p, f in local.items() if p not in remote and digest(f.data) == base["hash"]
+            ]
+            if len(twins) == 1:  # renamed in the directory: move the row, keep its id
+                new = twins[0]
+                attrs = FileAttrs(None, local[new].mtime_ns)
+                if self.store.rename_document(remote[old][0], new, None, attrs, []) is not None:
+                    remote[new] = remote.pop(old)
+                    state[new] = state.pop(old)
+                    report.renamed.append(f"{old} -> {new} (in the directory)")
+
+        for path in sorted(set(local) | set(remote) | set(state)):
+            entry = self._reconcile(
+                path, state.get(path), local.get(path), remote.get(path), report
+            )
+            if entry is not None:
+                new_state[path] = entry
+        self._save_state(new_state)
+        return report
+
+    def _reconcile(
+        self,
+        path: str,
+        base: dict[str, Any] | None,
+        here: Local | None,
+        there: tuple[UUID, bytes, datetime, int | None] | None,
+        report: SyncReport,
+    ) -> dict[str, Any] | None:
+        base_hash = base["hash"] if base else None
+        if here is not None and there is not None:
+            local_hash, remote_hash = digest(here.data), digest(there[1])
+            if local_hash == remote_hash:
+                return {"hash": local_hash, "id": str(there[0])}
+            if remote_hash == base_hash:
+                return self._push(path, here, there[0], there[2], report)
+            if local_hash == base_hash:
+                return self._pull(path, there, report)
+            result = self._push(path, here, there[0], CONFLICT, report)
+            report.conflicts.append(path)
+            return result
+        if here is not None:  # only in the directory
+            if base is not None and digest(here.data) == base_hash:
+                (self.root / path).unlink()
+                report.deleted_local.append(path)
+                return None
+            return self._push(path, here, None, None, report)
+        if there is not None:  # only in the database
+            if base is not None and digest(there[1]) == base_hash:
+                self.store.delete_document(there[0])
+                report.deleted_remote.append(path)
+                return None
+            return self._pull(path, there, report)
+        return None  # gone on both sides
+
+    def _push(
+        self,
+        path: str,
+        here: Local,
+        doc_id: UUID | None,
+        expected: datetime | None,
+        report: SyncReport,
+    ) -> dict[str, Any]:
+        attrs = FileAttrs(None, here.mtime_ns)
+        result = self.store.commit_document(
+            doc_id, path, here.data.decode("utf-8"), attrs, expected
+        )
+        if result.conflict:
+            log.warning("%s changed on both sides: kept the database's version as %s",
+                        path, result.conflict)  # fmt: skip
+        report.pushed.append(path)
+        return {"hash": digest(here.data), "id": str(result.doc_id)}
+
+    def _pull(
+        self, path: str, there: tuple[UUID, bytes, datetime, int | None], report: SyncReport
+    ) -> dict[str, Any]:
+        doc_id, data, updated_at, mtime_ns = there
+        target = self.root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temp = target.with_name(f".{target.name}.memfs-sync")
+        temp.write_bytes(data)
+        stamp = mtime_ns if mtime_ns is not None else to_ns(updated_at)
+        os.utime(temp, ns=(stamp, stamp))
+        os.replace(temp, target)
+        report.pulled.append(path)
+        return {"hash": digest(data), "id": str(doc_id)}
+
+
+def watch(store: MetaStore, root: Path, *, database: Any, on_pass: Any) -> None:
+    """Continuous mode: a pass at start, then after every change on either side."""
+    import functools
+    import math
+    import signal
+    import uuid
+
+    import trio
+    import watchfiles
+
+    from memfs.feed import ChangeListener
+
+    syncer = DirectorySync(store, root)
+    store.origin = store.origin or uuid.uuid4().hex
+
+    def relevant(_change: object, path: str) -> bool:
+        name = Path(path).name
+        return not name.startswith(STATE_FILE) and not name.endswith(".memfs-sync")
+
+    async def main() -> None:
+        send, receive = trio.open_memory_channel[str](math.inf)
+        scope = store.scope
+
+        def from_feed(event: dict[str, Any]) -> None:
+            mine = event.get("user") == scope.user_id and event.get("origin") != store.origin
+            if mine or event.get("op") == "RESYNC":
+                send.send_nowait("database")
+
+        async def watch_directory() -> None:
+            async for _ in watchfiles.awatch(root, watch_filter=relevant, debounce=200):
+                send.send_nowait("directory")
+
+        async def poll_database() -> None:
+            last = await trio.to_thread.run_sync(store.fingerprint)
+            while True:
+                await trio.sleep(1.0)
+                current = await trio.to_thread.run_sync(store.fingerprint)
+                if current != last:
+                    send.send_nowait("database")
+                last = current
+
+        async def stop_on_signal(cancel: trio.CancelScope) -> None:
+            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for _ in signals:
+                    cancel.cancel()
+                    return
+
+        listener = None
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(stop_on_signal, nursery.cancel_scope)
+            if database.has_change_feed():
+                listener = ChangeListener(
+                    database.url, database.connect_kwargs, from_feed,
+                    trio.lowlevel.current_trio_token(),
+                )  # fmt: skip
+                listener.start()
+            else:
+                nursery.start_soon(poll_database)
+            nursery.start_soon(watch_directory)
+            on_pass(await trio.to_thread.run_sync(syncer.run_once))
+            try:
+                while True:
+                    await receive.receive()
+                    await trio.sleep(0.2)  # let a burst of changes settle
+                    while True:
+                        try:
+                            receive.receive_nowait()
+                        except trio.WouldBlock:
+                            break
+                    report = await trio.to_thread.run_sync(functools.partial(syncer.run_once))
+                    if report.changed or report.conflicts:
+                        on_pass(report)
+            finally:
+                if listener is not None:
+                    await trio.to_thread.run_sync(listener.stop)
+
+    trio.run(main)

@@ -1,0 +1,130 @@
+"""``memfs sync``: a plain directory and the workspace, kept in step both ways."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from memfs.db import Database, Scope
+from memfs.sync import STATE_FILE, DirectorySync
+from tests.mounting import memfs_env
+
+
+def rows(conn: psycopg.Connection[Any]) -> dict[str, tuple[Any, str]]:
+    return {
+        r[0]: (r[1], r[2]) for r in conn.execute("SELECT path, id, content FROM memory_documents")
+    }
+
+
+def files(root: Path) -> set[str]:
+    return {
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if p.is_file() and not p.name.startswith(STATE_FILE)
+    }
+
+
+def test_one_pass_each_way_deletes_renames_and_conflicts(
+    database: Database, sql_conn: psycopg.Connection[Any], work_dir: Path
+) -> None:
+    root = work_dir / "sync-dir"
+    (root / "daily").mkdir(parents=True)
+    (root / "MEMORY.md").write_text("local memory\n")
+    (root / "daily/2026-03-03.md").write_text("local log\n")
+    (root / "MEMORY.md~").write_text("editor backup")  # scratch: never synced
+    (root / "photo.png").write_bytes(b"\x89PNG\x00")  # binary: skipped and reported
+    sql_conn.execute(
+        "INSERT INTO memory_documents (user_id, path, content) VALUES "
+        "('default', 'agent.md', 'written by the agent\n')"
+    )
+    syncer = DirectorySync(database.store(Scope("default")), root)
+    first = syncer.run_once()
+    assert sorted(first.pushed) == ["MEMORY.md", "daily/2026-03-03.md"]
+    assert first.pulled == ["agent.md"] and any("photo.png" in s for s in first.skipped)
+    assert {p: c for p, (_, c) in rows(sql_conn).items()} == {
+        "MEMORY.md": "local memory\n",
+        "daily/2026-03-03.md": "local log\n",
+        "agent.md": "written by the agent\n",
+    }
+    assert (root / "agent.md").read_text() == "written by the agent\n"
+    assert syncer.run_once().counts() == {"skipped": 1}  # nothing left to do
+    ids = {p: i for p, (i, _) in rows(sql_conn).items()}
+
+    # Changes on one side only travel to the other.
+    (root / "MEMORY.md").write_text("local memory, edited\n")
+    sql_conn.execute(
+        "UPDATE memory_documents SET content = 'agent, edited\n' WHERE path = 'agent.md'"
+    )
+    report = syncer.run_once()
+    assert report.pushed == ["MEMORY.md"] and report.pulled == ["agent.md"]
+    assert rows(sql_conn)["MEMORY.md"] == (ids["MEMORY.md"], "local memory, edited\n")
+    assert (root / "agent.md").read_text() == "agent, edited\n"
+
+    # Renames keep the row's identity, in both directions.
+    os.rename(root / "MEMORY.md", root / "NOTES.md")
+    sql_conn.execute(
+        "UPDATE memory_documents SET path = 'logs/03.md' WHERE path = 'daily/2026-03-03.md'"
+    )
+    report = syncer.run_once()
+    assert len(report.renamed) == 2
+    assert rows(sql_conn)["NOTES.md"][0] == ids["MEMORY.md"]
+    assert (root / "logs/03.md").read_text() == "local log\n"
+    assert not (root / "daily/2026-03-03.md").exists()
+
+    # Deletes travel too.
+    (root / "NOTES.md").unlink()
+    sql_conn.execute("DELETE FROM memory_documents WHERE path = 'agent.md'")
+    report = syncer.run_once()
+    assert report.deleted_remote == ["NOTES.md"] and report.deleted_local == ["agent.md"]
+    assert set(rows(sql_conn)) == {"logs/03.md"} and files(root) == {
+        "logs/03.md", "MEMORY.md~", "photo.png",
+    }  # fmt: skip
+
+    # Changed on both sides: the local file wins, the database's version is kept.
+    (root / "logs/03.md").write_text("edited locally\n")
+    sql_conn.execute("UPDATE memory_documents SET content = 'edited by the agent\n'")
+    report = syncer.run_once()
+    assert report.conflicts == ["logs/03.md"]
+    assert rows(sql_conn)["logs/03.md"][1] == "edited locally\n"
+    kept = [r[0] for r in sql_conn.execute("SELECT content FROM memory_document_versions")]
+    assert "edited by the agent\n" in kept
+
+
+def test_continuous_sync_follows_both_sides(
+    database: Database, database_url: str, sql_conn: psycopg.Connection[Any], work_dir: Path
+) -> None:
+    root = work_dir / "live-sync"
+    root.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memfs", "sync", str(root), "--database-url", database_url],
+        env=memfs_env(work_dir / "runtime"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not (root / STATE_FILE).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)  # the first pass has run
+        (root / "local.md").write_text("from the directory\n")
+        sql_conn.execute(
+            "INSERT INTO memory_documents (user_id, path, content) VALUES "
+            "('default', 'remote.md', 'from the database\n')"
+        )
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            done_remote = rows(sql_conn).get("local.md", (None, ""))[1] == "from the directory\n"
+            if done_remote and (root / "remote.md").exists():
+                break
+            time.sleep(0.1)
+        assert rows(sql_conn)["local.md"][1] == "from the directory\n"
+        assert (root / "remote.md").read_text() == "from the database\n"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, output
