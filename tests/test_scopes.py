@@ -109,3 +109,30 @@ def test_crafted_user_ids_and_scope_names_reach_no_rows(
             check=False,
         )  # fmt: skip
         assert result.returncode == 1 and "read scope" in result.stderr
+
+
+def test_agent_id_scopes_rows_to_one_agent(
+    database: Database, database_url: str, sql_conn: psycopg.Connection[Any], mount_factory: Any
+) -> None:
+    agent = "6f1c2d3e-0000-4000-8000-000000000001"
+    sql_conn.execute(
+        "INSERT INTO memory_documents (user_id, agent_id, path, content) VALUES "
+        "('alice', NULL, 'MEMORY.md', 'shared (agent NULL)\n'), "
+        "('alice', %s, 'MEMORY.md', 'this agent only\n'), "
+        "('alice', '6f1c2d3e-0000-4000-8000-000000000002', 'other.md', 'another agent\n')",
+        (agent,),
+    )
+    mount = mount_factory(database_url, user_id="alice", extra_args=["--agent-id", agent])
+    assert sorted(os.listdir(mount.path())) == ["MEMORY.md"]
+    assert mount.path("MEMORY.md").read_text() == "this agent only\n"
+    mount.path("MEMORY.md").write_text("edited by this agent\n")
+    mount.path("new.md").write_text("new for this agent\n")
+    rows = sql_conn.execute(
+        "SELECT agent_id::text, path, content FROM memory_documents ORDER BY 1 NULLS FIRST, 2"
+    ).fetchall()
+    assert rows == [
+        (None, "MEMORY.md", "shared (agent NULL)\n"),
+        (agent, "MEMORY.md", "edited by this agent\n"),
+        (agent, "new.md", "new for this agent\n"),
+        ("6f1c2d3e-0000-4000-8000-000000000002", "other.md", "another agent\n"),
+    ]
