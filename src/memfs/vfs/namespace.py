@@ -73,13 +73,18 @@ class NamespaceMixin(ContentMixin):
 
     # -- creating ------------------------------------------------------------------------
 
+    def _new_entry(self, parent_ino: int, name: str) -> tuple[DirNode, str]:
+        """The directory a new name goes into, and its full path; errno if it cannot."""
+        parent = self._writable_dir(parent_ino)
+        self._refuse(name)
+        path = check_new_name(self.tree.path_of(parent), name)
+        if name in parent.children:
+            raise FsError(errno.EEXIST)
+        return parent, path
+
     async def mkdir(self, parent_ino: int, name: str, mode: int) -> Node:
         async with self.ns_lock:
-            parent = self._writable_dir(parent_ino)
-            self._refuse(name)
-            path = check_new_name(self.tree.path_of(parent), name)
-            if name in parent.children:
-                raise FsError(errno.EEXIST)
+            parent, path = self._new_entry(parent_ino, name)
             kind = self._kind(parent, name, is_dir=True)
             if kind is Kind.DOCUMENT:
                 await self._db(self.store.create_directory, path)
@@ -94,11 +99,7 @@ class NamespaceMixin(ContentMixin):
     async def create(self, parent_ino: int, name: str, mode: int, flags: int) -> tuple[int, Node]:
         """Create and open a new, empty file; a document reaches the database at close."""
         async with self.ns_lock:
-            parent = self._writable_dir(parent_ino)
-            self._refuse(name)
-            path = check_new_name(self.tree.path_of(parent), name)
-            if name in parent.children:
-                raise FsError(errno.EEXIST)
+            parent, path = self._new_entry(parent_ino, name)
             kind = self._kind(parent, name)
             node = self.tree.new_file(name, mode, self.clock())
             buffer: FileBuffer | ScratchBuffer
@@ -125,10 +126,7 @@ class NamespaceMixin(ContentMixin):
     async def symlink(self, parent_ino: int, name: str, target: bytes) -> Node:
         """Symbolic links exist only as scratch (emacs lock files); EPERM for documents."""
         async with self.ns_lock:
-            parent = self._writable_dir(parent_ino)
-            check_new_name(self.tree.path_of(parent), name)
-            if name in parent.children:
-                raise FsError(errno.EEXIST)
+            parent, _ = self._new_entry(parent_ino, name)
             if self._kind(parent, name) is Kind.DOCUMENT:
                 raise FsError(errno.EPERM, "documents cannot be symbolic links")
             node = self.tree.new_symlink(name, target, self.clock())
@@ -141,10 +139,7 @@ class NamespaceMixin(ContentMixin):
         """Hard links exist only between scratch names; EPERM for documents."""
         async with self.ns_lock:
             node = self.tree.get(ino)
-            parent = self._writable_dir(parent_ino)
-            check_new_name(self.tree.path_of(parent), name)
-            if name in parent.children:
-                raise FsError(errno.EEXIST)
+            parent, _ = self._new_entry(parent_ino, name)
             if not (isinstance(node, FileNode) and node.scratch and node.nlink > 0):
                 raise FsError(errno.EPERM, "documents cannot have hard links")
             if self._kind(parent, name) is Kind.DOCUMENT:
