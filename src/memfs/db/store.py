@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 Conn = psycopg.Connection[tuple[Any, ...]]
 
 _SCOPE = "user_id = %(user)s AND agent_id IS NOT DISTINCT FROM %(agent)s"
+#: The same filter on ``memory_documents d`` in joins.
+_DOC_SCOPE = "d.user_id = %(user)s AND d.agent_id IS NOT DISTINCT FROM %(agent)s"
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,7 @@ class MetaStore:
                 "FROM memory_documents d "
                 "LEFT JOIN memfs.file_attrs a "
                 "  ON a.document_id = d.id AND a.set_against = d.updated_at "
-                "WHERE d.user_id = %(user)s AND d.agent_id IS NOT DISTINCT FROM %(agent)s "
+                f"WHERE {_DOC_SCOPE} "
                 "ORDER BY d.path, d.updated_at DESC, d.id",
                 self._params(),
             ).fetchall()
@@ -587,7 +589,7 @@ class MetaStore:
                 "SELECT c.id, c.document_id, d.path, c.chunk_index, c.content "
                 "FROM memory_chunks c JOIN memory_documents d ON d.id = c.document_id, "
                 "  plainto_tsquery('english', %(q)s) AS q "
-                "WHERE d.user_id = %(user)s AND d.agent_id IS NOT DISTINCT FROM %(agent)s "
+                f"WHERE {_DOC_SCOPE} "
                 "  AND c.content_tsv @@ q "
                 "ORDER BY ts_rank_cd(c.content_tsv, q) DESC, d.path, c.chunk_index "
                 "LIMIT %(limit)s",
@@ -604,7 +606,7 @@ class MetaStore:
             return conn.execute(
                 "SELECT c.id, c.document_id, d.path, c.chunk_index, c.content "
                 "FROM memory_chunks c JOIN memory_documents d ON d.id = c.document_id "
-                "WHERE d.user_id = %(user)s AND d.agent_id IS NOT DISTINCT FROM %(agent)s "
+                f"WHERE {_DOC_SCOPE} "
                 "  AND c.embedding IS NOT NULL AND vector_dims(c.embedding) = %(dims)s "
                 "ORDER BY c.embedding <=> %(vec)s, d.path, c.chunk_index "
                 "LIMIT %(limit)s",
@@ -620,7 +622,7 @@ class MetaStore:
             rows = conn.execute(
                 "SELECT c.id, c.content FROM memory_chunks c "
                 "JOIN memory_documents d ON d.id = c.document_id "
-                "WHERE d.user_id = %(user)s AND d.agent_id IS NOT DISTINCT FROM %(agent)s "
+                f"WHERE {_DOC_SCOPE} "
                 f"  AND c.embedding IS NULL AND octet_length(c.content) <= %(max)s {only}"
                 "ORDER BY c.document_id, c.chunk_index LIMIT %(limit)s",
                 self._params(docs=list(document_ids or []), limit=limit, max=max_bytes),
@@ -650,7 +652,7 @@ class MetaStore:
             rows = conn.execute(
                 "SELECT DISTINCT vector_dims(c.embedding) FROM memory_chunks c "
                 "JOIN memory_documents d ON d.id = c.document_id "
-                "WHERE d.user_id = %(user)s AND d.agent_id IS NOT DISTINCT FROM %(agent)s "
+                f"WHERE {_DOC_SCOPE} "
                 "  AND c.embedding IS NOT NULL ORDER BY 1",
                 self._params(),
             ).fetchall()
@@ -662,7 +664,7 @@ class MetaStore:
             row = conn.execute(
                 "SELECT count(*), count(*) FILTER (WHERE c.embedding IS NULL) "
                 "FROM memory_chunks c JOIN memory_documents d ON d.id = c.document_id "
-                "WHERE d.user_id = %(user)s AND d.agent_id IS NOT DISTINCT FROM %(agent)s",
+                f"WHERE {_DOC_SCOPE}",
                 self._params(),
             ).fetchone()
         return (int(row[0]), int(row[1])) if row else (0, 0)
@@ -747,7 +749,7 @@ class MetaStore:
                 "SELECT d.path, d.content, d.updated_at, a.mtime_ns, d.id "
                 "FROM memory_documents d LEFT JOIN memfs.file_attrs a "
                 "  ON a.document_id = d.id AND a.set_against = d.updated_at "
-                "WHERE d.user_id = %(user)s AND d.agent_id IS NOT DISTINCT FROM %(agent)s "
+                f"WHERE {_DOC_SCOPE} "
                 "ORDER BY d.path, d.updated_at DESC",
                 self._params(),
             ).fetchall()

@@ -337,18 +337,17 @@ class FilesystemBase:
         return node.target
 
     def statfs(self) -> StatFs:
-        files, dirs = self.tree.count() if len(self.tree.inodes) < 50_000 else (0, 0)
-        used_blocks = sum(
-            (n.size + STATFS_BLOCK - 1) // STATFS_BLOCK
-            for n in self.tree.inodes.values()
-            if isinstance(n, FileNode)
-        )
+        used_blocks = inodes = 0
+        for node in self.tree.inodes.values():  # one pass; editors call statfs often
+            inodes += 1
+            if isinstance(node, FileNode):
+                used_blocks += (node.size + STATFS_BLOCK - 1) // STATFS_BLOCK
         return StatFs(
             block_size=STATFS_BLOCK,
             blocks=STATFS_BLOCKS,
             blocks_free=STATFS_BLOCKS - used_blocks,
             files=STATFS_FILES,
-            files_free=STATFS_FILES - files - dirs,
+            files_free=STATFS_FILES - inodes,
             name_max=255,
         )
 
@@ -362,7 +361,7 @@ class FilesystemBase:
     def opendir(self, ino: int) -> int:
         self.tree.get_dir(ino)
         fh = self._new_fh()
-        self.dir_handles[fh] = (ino, self._snapshot(ino))
+        self.dir_handles[fh] = (ino, [])  # the snapshot is taken by readdir at offset 0
         return fh
 
     def _snapshot(self, ino: int) -> list[tuple[str, Node]]:
