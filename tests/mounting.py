@@ -9,7 +9,9 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 
 from memfs.daemon import is_mounted
@@ -142,3 +144,15 @@ class Mount:
             except subprocess.TimeoutExpired:
                 pass
         self.kill()
+
+
+def wait_reindex_queue_empty(conn: psycopg.Connection[Any], timeout: float = 10.0) -> None:
+    """The mount re-chunks moments after each commit (``memfs.reindex``): wait for it."""
+    deadline = time.monotonic() + timeout
+    while conn.execute("SELECT count(*) FROM memfs.reindex_queue").fetchone() != (0,):
+        left = conn.execute(
+            "SELECT q.document_id, d.path, d.user_id FROM memfs.reindex_queue q "
+            "LEFT JOIN memory_documents d ON d.id = q.document_id"
+        ).fetchall()
+        assert time.monotonic() < deadline, f"the reindex queue did not drain: {left}"
+        time.sleep(0.01)

@@ -17,7 +17,7 @@ import pytest
 
 from memfs.chunker import chunk_document
 from tests.conftest import apply_ironclaw_migrations
-from tests.mounting import Mount
+from tests.mounting import Mount, wait_reindex_queue_empty
 
 pytestmark = pytest.mark.mount
 
@@ -32,6 +32,7 @@ def docs(conn: psycopg.Connection[Any], user: str = "default") -> dict[str, str]
 
 def assert_reindexed(conn: psycopg.Connection[Any], user: str = "default") -> None:
     """Every document's chunks are exactly IronClaw's chunker output for its content."""
+    wait_reindex_queue_empty(conn)
     query = "SELECT id, content FROM memory_documents WHERE user_id = %s"
     for doc_id, content in conn.execute(query, (user,)).fetchall():
         stored = [

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from tests.fake_embeddings import FakeEmbeddingServer
-from tests.mounting import Mount, memfs_env
+from tests.mounting import Mount, memfs_env, wait_reindex_queue_empty
 
 pytestmark = pytest.mark.mount
 
@@ -132,6 +132,7 @@ def test_hybrid_search_through_the_mount_and_cli(
     env = embedding_env(work_dir, fake_server)
     mount = mount_factory(database_url, env=env)
     populate(mount)
+    wait_reindex_queue_empty(sql_conn)  # chunks exist before they can be embedded
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         row = sql_conn.execute(

@@ -44,8 +44,9 @@ class Settings:
     #: Server-side statement timeout; a stuck query fails with EIO instead of hanging.
     statement_timeout_ms: int = 10_000
     lock_timeout_ms: int = 5_000
-    #: How long the kernel may cache entries and attributes.
-    attr_timeout: float = 1.0
+    #: How long the kernel may cache entries and attributes; None: 60 s while the change
+    #: feed invalidates the kernel's caches on every outside change, 1 s when polling.
+    attr_timeout: float | None = None
     #: Bytes of document content kept in the daemon's LRU cache.
     cache_bytes: int = 64 * 1024 * 1024
     #: Extra scratch-name patterns (regular expressions matched against one name).

@@ -34,6 +34,7 @@ from memfs.embeddings.worker import EmbeddingWorker
 from memfs.feed import ChangeListener
 from memfs.fuse_ops import MemfsOperations, mount_options
 from memfs.kernel import FuseNotifier
+from memfs.reindex import Reindexer
 from memfs.scratch import ScratchRules
 from memfs.search import SearchConfig, SearchEngine
 from memfs.vfs import Filesystem
@@ -109,6 +110,12 @@ async def _apply_changes(
                     await trio.sleep(1)
 
 
+#: Kernel entry/attribute cache lifetime while the change feed invalidates explicitly.
+FEED_ATTR_TIMEOUT = 60.0
+#: ... and while polling, which notices outside changes within about a second.
+POLL_ATTR_TIMEOUT = 1.0
+
+
 def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | None = None) -> int:
     """Mount and serve until unmounted or signalled; return a process exit code."""
     search_config = SearchConfig.from_env()
@@ -126,10 +133,13 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
         )
         fs.read_only = settings.read_only
         fs.add_read_scopes([database.store(Scope(name)) for name in settings.read_scopes])
-        ops = MemfsOperations(fs, attr_timeout=settings.attr_timeout)
         notifier = FuseNotifier()
         fs.kernel = notifier
         use_feed = not settings.no_trigger and database.has_change_feed()
+        attr_timeout = settings.attr_timeout
+        if attr_timeout is None:
+            attr_timeout = FEED_ATTR_TIMEOUT if use_feed else POLL_ATTR_TIMEOUT
+        ops = MemfsOperations(fs, attr_timeout=attr_timeout)
         if use_feed:
             log.info("watching other writers through the change-feed trigger")
         else:
@@ -152,7 +162,7 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
                 # LISTEN would otherwise never be seen.  Events queue until the tree is ready.
                 listener = ChangeListener(
                     database.url, database.connect_kwargs, send.send_nowait,
-                    trio.lowlevel.current_trio_token(),
+                    trio.lowlevel.current_trio_token(), origin=store.origin,
                 )  # fmt: skip
                 listener.start()
                 if not await trio.to_thread.run_sync(listener.connected.wait, 10.0):
@@ -181,6 +191,9 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(_handle_signals)
                     nursery.start_soon(fs.run_maintenance)
+                    if not settings.read_only:
+                        fs.reindexer = Reindexer(store, fs._db, fs._announce)
+                        await nursery.start(fs.reindexer.run)
                     if listener is not None:
                         nursery.start_soon(_apply_changes, fs, receive)
                     else:

@@ -32,8 +32,12 @@ class ChangeListener:
         connect_kwargs: dict[str, Any],
         deliver: Callable[[dict[str, Any]], None],
         trio_token: trio.lowlevel.TrioToken,
+        origin: str | None = None,
     ) -> None:
         self.url = url
+        #: This mount's own writes come back through the feed: they are dropped here,
+        #: without waking the trio thread.
+        self.origin = origin
         self.connect_kwargs = dict(connect_kwargs, autocommit=True)
         self.deliver = deliver
         self.trio_token = trio_token
@@ -49,8 +53,8 @@ class ChangeListener:
         self._thread.join(timeout=5)
 
     def _send(self, event: dict[str, Any]) -> bool:
-        try:
-            trio.from_thread.run_sync(self.deliver, event, trio_token=self.trio_token)
+        try:  # queue the delivery without waiting for the trio thread to run it
+            self.trio_token.run_sync_soon(self.deliver, event)
         except trio.RunFinishedError:
             self._stop.set()
             return False
@@ -75,6 +79,8 @@ class ChangeListener:
                                 event = json.loads(note.payload)
                             except ValueError:
                                 log.warning("ignoring a malformed change notification")
+                                continue
+                            if self.origin and event.get("origin") == self.origin:
                                 continue
                             if not self._send(event):
                                 return

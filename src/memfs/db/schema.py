@@ -30,7 +30,7 @@ IRONCLAW_V1_CHECKSUM = "13924994861355873385"
 #: Advisory lock key that serialises schema set-up between concurrent mounts ("memfs" in hex).
 SCHEMA_LOCK_KEY = 0x6D656D6673
 #: Version of the objects in the ``memfs`` schema.
-MEMFS_SCHEMA_VERSION = 1
+MEMFS_SCHEMA_VERSION = 2
 
 IRONCLAW_TABLES_DDL = r"""
 CREATE EXTENSION IF NOT EXISTS vector;
@@ -159,6 +159,13 @@ CREATE TABLE IF NOT EXISTS memfs.file_attrs (
     mode INTEGER,
     mtime_ns BIGINT,
     set_against TIMESTAMPTZ NOT NULL
+);
+-- Documents whose content a mount committed and whose chunks are still to be replaced
+-- (schema 2).  Written in the content's transaction, emptied by the reindex worker, so a
+-- crash between the two is finished by the next mount.  No foreign key, as above.
+CREATE TABLE IF NOT EXISTS memfs.reindex_queue (
+    document_id UUID PRIMARY KEY,
+    queued_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
 );
 """
 

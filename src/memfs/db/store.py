@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -82,6 +83,47 @@ class CommitResult:
     versioned: bool
     #: How a concurrent change was kept ("version 3", "copy MEMORY.md.conflict-….md").
     conflict: str | None = None
+
+
+@dataclass
+class _PendingCommit:
+    """A commit whose statements are queued in a pipeline; ``result`` once they have run."""
+
+    created: bool
+    doc_id: UUID = field(default_factory=uuid.uuid4)
+    changed: bool = True
+    updated_at: datetime | None = None
+    #: The INSERT/UPDATE's cursor; its row is the new updated_at.
+    returning: psycopg.Cursor[tuple[Any, ...]] | None = None
+    version: psycopg.Cursor[tuple[Any, ...]] | None = None
+    chunks: int = 0
+    conflict: str | None = None
+
+    def result(self) -> CommitResult:
+        updated_at = self.updated_at
+        if self.returning is not None:
+            row = self.returning.fetchone()
+            assert row is not None
+            updated_at = row[0]
+        assert updated_at is not None
+        versioned = self.version is not None and self.version.rowcount == 1
+        return CommitResult(
+            self.doc_id, updated_at, self.created, self.changed, self.chunks, versioned,
+            self.conflict,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ReindexBatch:
+    """What one ``reindex_queued`` call did: documents re-chunked, and how many still wait."""
+
+    done: list[UUID]
+    waiting: int
+
+
+def _count(cur: psycopg.Cursor[tuple[Any, ...]]) -> int:
+    row = cur.fetchone()
+    return int(row[0]) if row else 0
 
 
 def folder_config_paths(path: str) -> list[str]:
@@ -216,22 +258,34 @@ class MetaStore:
         content: str,
         attrs: FileAttrs,
         expected: datetime | None = None,
+        *,
+        index_now: bool = True,
     ) -> CommitResult:
         """Write a document through, IronClaw-style, in one transaction.
 
         Updates the row ``doc_id`` (or the row at ``path``; inserts one if there is none),
         keeping id, created_at and metadata; saves the previous content as a version where
-        IronClaw would; replaces the chunks.  Creation is serialised with an advisory lock
-        because IronClaw's UNIQUE constraint does not stop duplicates while agent_id is NULL.
+        IronClaw would.  Creation is serialised with an advisory lock because IronClaw's
+        UNIQUE constraint does not stop duplicates while agent_id is NULL.
+
+        With ``index_now`` the chunks are replaced in the same transaction.  Without it the
+        document joins ``memfs.reindex_queue`` in that transaction and ``reindex_queued``
+        re-chunks it moments later, in a transaction of its own, as IronClaw's write does
+        (content update, then reindex).  The queue is a table, so a crash in between loses
+        nothing: the next mount finishes the work.
 
         ``expected`` is the row version the content was based on.  If the row changed since
         (another writer), its newer content is kept before it is overwritten: as a version
         where the versions table exists, otherwise as a ``<path>.conflict-<time>.md`` copy.
+
+        Statements run in pipeline mode: about two round trips per commit, whatever their
+        number, since only the row lock's answer decides what follows.
         """
-        chunks = chunk_document(content, self.chunk_config)
-        with self.pool.connection() as conn, conn.transaction():
+        chunks = chunk_document(content, self.chunk_config) if index_now else None
+        with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
             self._tag(conn)
-            return self._commit(conn, doc_id, path, content, attrs, chunks, expected)
+            pending = self._commit(conn, doc_id, path, content, attrs, chunks, expected)
+        return pending.result()
 
     def commit_documents(
         self,
@@ -240,13 +294,13 @@ class MetaStore:
     ) -> list[CommitResult]:
         """``commit_document`` for several documents (and kept directories), one transaction."""
         chunked = [chunk_document(content, self.chunk_config) for _, _, content, _ in items]
-        results = []
-        with self.pool.connection() as conn, conn.transaction():
+        pending = []
+        with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
             self._tag(conn)
             for (doc_id, path, content, attrs), chunks in zip(items, chunked, strict=True):
-                results.append(self._commit(conn, doc_id, path, content, attrs, chunks))
+                pending.append(self._commit(conn, doc_id, path, content, attrs, chunks))
             self._keep_directories(conn, keep_dirs)
-        return results
+        return [p.result() for p in pending]
 
     def _commit(
         self,
@@ -255,63 +309,74 @@ class MetaStore:
         path: str,
         content: str,
         attrs: FileAttrs,
-        chunks: list[str],
+        chunks: list[str] | None,
         expected: datetime | None = None,
-    ) -> CommitResult:
+    ) -> _PendingCommit:
+        """Queue one document's statements; the caller's transaction end resolves them."""
         row = None
         conflict = None
         if doc_id is not None:
             row = self._lock_document(conn, "id = %(id)s", id=doc_id, path=path)
         if row is None:
             self._lock_path(conn, path)
-            row = self._lock_document(conn, "path = %(path)s", path=path)
-        if row is None:
-            created = True
-            folder = self._folder_metadata(conn, path)
-            cur = conn.execute(
-                "INSERT INTO memory_documents (user_id, agent_id, path, content, metadata) "
-                "VALUES (%(user)s, %(agent)s, %(path)s, %(content)s, '{}'::jsonb) "
-                "RETURNING id, updated_at",
-                self._params(path=path, content=content),
+            folder_cur = conn.execute(
+                f"SELECT metadata FROM memory_documents WHERE {_SCOPE} "
+                "AND path = ANY(%(configs)s) ORDER BY length(path) DESC LIMIT 1",
+                self._params(configs=folder_config_paths(path)),
             )
-            new = cur.fetchone()
-            assert new is not None
-            the_id, updated_at = new[0], new[1]
-            meta = effective_metadata({}, folder)
-            changed = True
-            versioned = False
+            row = self._lock_document(conn, "path = %(path)s", path=path)
+            folder_row = folder_cur.fetchone()
+        pending = _PendingCommit(created=row is None)
+        if row is None:
+            pending.doc_id = uuid.uuid4()  # client-generated, as IronClaw's get_or_create
+            pending.returning = conn.execute(
+                "INSERT INTO memory_documents (id, user_id, agent_id, path, content, metadata) "
+                "VALUES (%(id)s, %(user)s, %(agent)s, %(path)s, %(content)s, '{}'::jsonb) "
+                "RETURNING updated_at",
+                self._params(id=pending.doc_id, path=path, content=content),
+            )
+            meta = effective_metadata({}, _as_dict(folder_row[0]) if folder_row else None)
         else:
-            created = False
-            the_id, previous, own, folder, updated_at = row
+            pending.doc_id, previous, own, folder, pending.updated_at = row
             meta = effective_metadata(_as_dict(own), _as_dict(folder))
-            changed = previous != content
-            versioned = False
-            if changed and expected is not None and updated_at != expected and previous:
-                conflict = self._keep_concurrent_change(conn, the_id, path, previous, meta)
-            if changed:
-                versioned = self._maybe_save_version(conn, the_id, previous, meta)
-                cur = conn.execute(
+            pending.changed = previous != content
+            concurrent = expected is not None and pending.updated_at != expected
+            if pending.changed and concurrent and previous:
+                conflict = self._keep_concurrent_change(
+                    conn, pending.doc_id, path, previous, meta, index_now=chunks is not None
+                )
+            if pending.changed:
+                pending.version = self._maybe_save_version(conn, pending.doc_id, previous, meta)
+                pending.returning = conn.execute(
                     "UPDATE memory_documents SET content = %(content)s WHERE id = %(id)s "
                     "RETURNING updated_at",
-                    {"content": content, "id": the_id},
+                    {"content": content, "id": pending.doc_id},
                 )
-                upd = cur.fetchone()
-                assert upd is not None
-                updated_at = upd[0]
-        n_chunks = 0
-        if changed:
-            n_chunks = self._replace_chunks(
-                conn,
-                the_id,
-                [] if meta.get("skip_indexing") is True else chunks,
-                fresh=created,
-            )
-        if not (created and attrs.empty):  # a new row has no attributes to clear
-            self._write_attrs(conn, the_id, attrs, updated_at)
-        return CommitResult(the_id, updated_at, created, changed, n_chunks, versioned, conflict)
+        pending.conflict = conflict
+        if pending.changed:
+            if chunks is None:
+                conn.execute(
+                    "INSERT INTO memfs.reindex_queue (document_id) VALUES (%s) "
+                    "ON CONFLICT DO NOTHING",
+                    (pending.doc_id,),
+                )
+            else:
+                indexed = [] if meta.get("skip_indexing") is True else chunks
+                self._replace_chunks(conn, {pending.doc_id: indexed}, fresh=pending.created)
+                pending.chunks = len(indexed)
+        if not (pending.created and attrs.empty):  # a new row has no attributes to clear
+            self._write_attrs(conn, pending.doc_id, attrs)
+        return pending
 
     def _keep_concurrent_change(
-        self, conn: Conn, doc_id: UUID, path: str, newer: str, meta: dict[str, Any]
+        self,
+        conn: Conn,
+        doc_id: UUID,
+        path: str,
+        newer: str,
+        meta: dict[str, Any],
+        *,
+        index_now: bool,
     ) -> str:
         """Someone else changed the row since we read it: keep their content too."""
         if self.schema.has_versions:
@@ -325,7 +390,8 @@ class MetaStore:
             "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYYMMDD\"T\"HH24MISS')"
         ).fetchone()
         copy = f"{path}.conflict-{stamp[0] if stamp else 'now'}.md"
-        self._commit(conn, None, copy, newer, FileAttrs(), chunk_document(newer, self.chunk_config))
+        chunks = chunk_document(newer, self.chunk_config) if index_now else None
+        self._commit(conn, None, copy, newer, FileAttrs(), chunks).result()
         return f"copy {copy}"
 
     def _lock_document(self, conn: Conn, where: str, **params: Any) -> tuple[Any, ...] | None:
@@ -349,28 +415,21 @@ class MetaStore:
         key = f"memfs\n{self.scope.user_id}\n{self.scope.agent_id or ''}\n{path}"
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
 
-    def _folder_metadata(self, conn: Conn, path: str) -> dict[str, Any]:
-        row = conn.execute(
-            f"SELECT metadata FROM memory_documents WHERE {_SCOPE} AND path = ANY(%(configs)s) "
-            "ORDER BY length(path) DESC LIMIT 1",
-            self._params(configs=folder_config_paths(path)),
-        ).fetchone()
-        return _as_dict(row[0]) if row else {}
-
     def _maybe_save_version(
         self, conn: Conn, doc_id: UUID, previous: str, meta: dict[str, Any], *, force: bool = False
-    ) -> bool:
+    ) -> psycopg.Cursor[tuple[Any, ...]] | None:
         """IronClaw's ``maybe_save_version``: keep the previous content as version MAX+1.
 
         Skipped without the versions table, for empty previous content, under effective
         ``skip_versioning``, or when the newest version already has this content's hash.
-        The document row is already locked FOR UPDATE by the caller.
+        The document row is already locked FOR UPDATE by the caller.  Returns the INSERT's
+        cursor (its rowcount says whether a version was written) or None if skipped.
         """
         skip = meta.get("skip_versioning") is True and not force
         if not self.schema.has_versions or previous == "" or skip:
-            return False
+            return None
         digest = content_hash(previous)
-        cur = conn.execute(
+        return conn.execute(
             "INSERT INTO memory_document_versions "
             "  (document_id, version, content, content_hash, changed_by) "
             "SELECT %(id)s, COALESCE(MAX(v.version), 0) + 1, %(content)s, %(hash)s, %(user)s "
@@ -380,63 +439,69 @@ class MetaStore:
             "  WHERE l.document_id = %(id)s ORDER BY l.version DESC LIMIT 1)",
             {"id": doc_id, "content": previous, "hash": digest, "user": self.scope.user_id},
         )
-        return cur.rowcount == 1
 
     def _replace_chunks(
-        self, conn: Conn, doc_id: UUID, chunks: Sequence[str], *, fresh: bool = False
-    ) -> int:
-        """Make the document's chunks exactly ``chunks`` at indexes 0..n-1.
+        self, conn: Conn, chunks_by_doc: dict[UUID, list[str]], *, fresh: bool = False
+    ) -> None:
+        """Make each document's chunks exactly its list, at indexes 0..n-1.
 
-        The caller holds the document's row lock.  The end state is IronClaw's (delete all,
+        The caller holds the documents' row locks.  The end state is IronClaw's (delete all,
         insert 0..n-1) row for row in (document_id, chunk_index, content); only chunks whose
         text changed are rewritten, so an append to a long document touches its last chunks
         instead of re-generating every tsvector, and unchanged chunks keep their embedding.
-        A changed chunk's embedding is cleared (NULL, for the embedding backfill).
+        A changed chunk's embedding is cleared (NULL, for the embedding backfill).  Whatever
+        the number of documents, this is one query and up to three pipelined batches.
         """
-        rows = [(doc_id, i, text) for i, text in enumerate(chunks)]
+        existing: dict[tuple[UUID, int], str] = {}
         if not fresh:
-            existing: dict[int, str] = dict(
-                conn.execute(
-                    "SELECT chunk_index, md5(content) FROM memory_chunks WHERE document_id = %s",
-                    (doc_id,),
-                ).fetchall()
-            )
-            if any(index >= len(chunks) for index in existing):
-                conn.execute(
+            for doc_id, index, digest in conn.execute(
+                "SELECT document_id, chunk_index, md5(content) FROM memory_chunks "
+                "WHERE document_id = ANY(%s)",
+                (list(chunks_by_doc),),
+            ).fetchall():
+                existing[(doc_id, index)] = digest
+        stale: list[tuple[UUID, int]] = []
+        changed: list[tuple[str, UUID, int]] = []
+        added: list[tuple[UUID, int, str]] = []
+        for doc_id, chunks in chunks_by_doc.items():
+            if any(d == doc_id and i >= len(chunks) for d, i in existing):
+                stale.append((doc_id, len(chunks)))
+            for i, text in enumerate(chunks):
+                digest = existing.get((doc_id, i))
+                if digest is None:
+                    added.append((doc_id, i, text))
+                elif digest != hashlib.md5(text.encode()).hexdigest():
+                    changed.append((text, doc_id, i))
+        with conn.cursor() as cur:
+            if stale:
+                cur.executemany(
                     "DELETE FROM memory_chunks WHERE document_id = %s AND chunk_index >= %s",
-                    (doc_id, len(chunks)),
+                    stale,
                 )
-            changed = [
-                (text, doc_id, i)
-                for _, i, text in rows
-                if i in existing and existing[i] != hashlib.md5(text.encode()).hexdigest()
-            ]
             if changed:
-                with conn.cursor() as cur:
-                    cur.executemany(
-                        "UPDATE memory_chunks SET content = %s, embedding = NULL "
-                        "WHERE document_id = %s AND chunk_index = %s",
-                        changed,
-                    )
-            rows = [row for row in rows if row[1] not in existing]
-        if rows:
-            with conn.cursor() as cur:
+                cur.executemany(
+                    "UPDATE memory_chunks SET content = %s, embedding = NULL "
+                    "WHERE document_id = %s AND chunk_index = %s",
+                    changed,
+                )
+            if added:
                 cur.executemany(
                     "INSERT INTO memory_chunks (document_id, chunk_index, content) "
                     "VALUES (%s, %s, %s)",
-                    rows,
+                    added,
                 )
-        return len(chunks)
 
     def _write_attrs(
-        self, conn: Conn, doc_id: UUID, attrs: FileAttrs, updated_at: datetime
+        self, conn: Conn, doc_id: UUID, attrs: FileAttrs, updated_at: datetime | None = None
     ) -> None:
+        """Store client attributes against ``updated_at`` (default: the row's, as of now)."""
         if attrs.empty:
             conn.execute("DELETE FROM memfs.file_attrs WHERE document_id = %s", (doc_id,))
             return
         conn.execute(
             "INSERT INTO memfs.file_attrs (document_id, mode, mtime_ns, set_against) "
-            "VALUES (%(id)s, %(mode)s, %(mtime)s, %(at)s) "
+            "SELECT %(id)s, %(mode)s, %(mtime)s, "
+            "  COALESCE(%(at)s, (SELECT updated_at FROM memory_documents WHERE id = %(id)s)) "
             "ON CONFLICT (document_id) DO UPDATE SET mode = EXCLUDED.mode, "
             "  mtime_ns = EXCLUDED.mtime_ns, set_against = EXCLUDED.set_against",
             {"id": doc_id, "mode": attrs.mode, "mtime": attrs.mtime_ns, "at": updated_at},
@@ -475,6 +540,7 @@ class MetaStore:
                 self._params(id=doc_id),
             )
             conn.execute("DELETE FROM memfs.file_attrs WHERE document_id = %s", (doc_id,))
+            conn.execute("DELETE FROM memfs.reindex_queue WHERE document_id = %s", (doc_id,))
             self._keep_directories(conn, keep_dirs)
             return cur.rowcount == 1
 
@@ -495,11 +561,14 @@ class MetaStore:
                     self._params(id=replaced),
                 )
                 conn.execute("DELETE FROM memfs.file_attrs WHERE document_id = %s", (replaced,))
+                conn.execute("DELETE FROM memfs.reindex_queue WHERE document_id = %s", (replaced,))
             # Another row may already sit at the target path without being visible to this
             # mount (e.g. created behind our back); never leave two rows at one path.
             self._lock_path(conn, new_path)
             conn.execute(
-                f"DELETE FROM memory_documents WHERE {_SCOPE} AND path = %(path)s AND id <> %(id)s",
+                f"WITH gone AS (DELETE FROM memory_documents WHERE {_SCOPE} "
+                "  AND path = %(path)s AND id <> %(id)s RETURNING id) "
+                "DELETE FROM memfs.reindex_queue WHERE document_id IN (SELECT id FROM gone)",
                 self._params(path=new_path, id=doc_id),
             )
             row = conn.execute(
@@ -724,8 +793,85 @@ class MetaStore:
                 return 0
             _, content, own, folder, _ = locked
             meta = effective_metadata(_as_dict(own), _as_dict(folder))
-            chunks = [] if meta.get("skip_indexing") is True else chunk_document(content)
-            return self._replace_chunks(conn, doc_id, chunks)
+            chunks = self._chunks_for(content, meta)
+            self._replace_chunks(conn, {doc_id: chunks})
+            conn.execute("DELETE FROM memfs.reindex_queue WHERE document_id = %s", (doc_id,))
+            return len(chunks)
+
+    def _chunks_for(self, content: str, meta: dict[str, Any]) -> list[str]:
+        """The chunks IronClaw would store: none under effective ``skip_indexing``."""
+        if meta.get("skip_indexing") is True:
+            return []
+        return chunk_document(content, self.chunk_config)
+
+    # -- the reindex queue ---------------------------------------------------------------
+
+    def reindex_queued(self, limit: int = 64) -> ReindexBatch:
+        """Re-chunk up to ``limit`` queued documents of this scope, in one transaction.
+
+        Each document's row is locked (FOR UPDATE SKIP LOCKED: a row a writer holds is left
+        for the next batch, and two mounts never take the same document) and its content is
+        read under that lock, so the chunks always match the stored content, whichever
+        commit queued it.  Queue rows go in the same transaction.
+        """
+        with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
+            rows = conn.execute(
+                "SELECT d.id, d.path, d.content, d.metadata FROM memory_documents d "
+                "JOIN memfs.reindex_queue q ON q.document_id = d.id "
+                f"WHERE {_DOC_SCOPE} ORDER BY q.queued_at, d.id LIMIT %(limit)s "
+                "FOR UPDATE OF d SKIP LOCKED",
+                self._params(limit=limit),
+            ).fetchall()
+            left = conn.execute(
+                "SELECT count(*) FROM memfs.reindex_queue q "
+                "JOIN memory_documents d ON d.id = q.document_id "
+                f"WHERE {_DOC_SCOPE} AND NOT (d.id = ANY(%(done)s))",
+                self._params(done=[r[0] for r in rows]),
+            )
+            if not rows:
+                return ReindexBatch([], _count(left))
+            configs = sorted({c for r in rows for c in folder_config_paths(r[1])})
+            folders: dict[str, Any] = dict(
+                conn.execute(
+                    f"SELECT path, metadata FROM memory_documents WHERE {_SCOPE} "
+                    "AND path = ANY(%(configs)s) ORDER BY updated_at",
+                    self._params(configs=configs),
+                ).fetchall()
+            )
+            chunks_by_doc = {}
+            for doc_id, path, content, own in rows:
+                nearest = next(
+                    (folders[c] for c in folder_config_paths(path) if c in folders), None
+                )
+                meta = effective_metadata(_as_dict(own), _as_dict(nearest))
+                chunks_by_doc[doc_id] = self._chunks_for(content, meta)
+            self._replace_chunks(conn, chunks_by_doc)
+            conn.execute(
+                "DELETE FROM memfs.reindex_queue WHERE document_id = ANY(%s)",
+                (list(chunks_by_doc),),
+            )
+        return ReindexBatch(list(chunks_by_doc), _count(left))
+
+    def queued_for_reindex(self) -> int:
+        """Documents of this scope waiting in the reindex queue."""
+        with self.pool.connection() as conn:
+            return _count(
+                conn.execute(
+                    "SELECT count(*) FROM memfs.reindex_queue q "
+                    "JOIN memory_documents d ON d.id = q.document_id "
+                    f"WHERE {_DOC_SCOPE}",
+                    self._params(),
+                )
+            )
+
+    def drop_orphaned_reindex_entries(self) -> int:
+        """Forget queue entries whose document is gone (deleted by IronClaw, say)."""
+        with self.pool.connection() as conn:
+            cur = conn.execute(
+                "DELETE FROM memfs.reindex_queue q WHERE NOT EXISTS "
+                "(SELECT 1 FROM memory_documents d WHERE d.id = q.document_id)"
+            )
+            return cur.rowcount
 
     def document_ids(self, paths: Sequence[str] | None = None) -> list[tuple[UUID, str]]:
         with self.pool.connection() as conn:

@@ -29,10 +29,11 @@ from psycopg_pool import PoolTimeout
 
 from memfs.buffers import FileBuffer, ScratchBuffer, ScratchSpill
 from memfs.cache import ContentCache
-from memfs.db.store import MetaStore
+from memfs.db.store import CommitResult, FileAttrs, MetaStore
 from memfs.errors import DatabaseUnavailable, FsError
 from memfs.kernel import KernelNotifier, RecordingNotifier
 from memfs.paths import loadable_path
+from memfs.reindex import Reindexer
 from memfs.scratch import Kind, ScratchRules
 from memfs.tree import SYNTHETIC, DirNode, FileNode, Node, SymlinkNode, Tree
 
@@ -133,6 +134,9 @@ class FilesystemBase:
         self.kernel: KernelNotifier = RecordingNotifier()
         #: Called with a document id after each content change (the embedding worker).
         self.commit_listeners: list[Callable[[UUID], None]] = []
+        #: Re-chunks committed documents in the background (the daemon runs one).  While it
+        #: runs, commits leave their chunks to it; otherwise they replace them themselves.
+        self.reindexer: Reindexer | None = None
         self._next_fh = 1
 
     # -- database access -----------------------------------------------------------------
@@ -146,7 +150,7 @@ class FilesystemBase:
         (statement, lock) are not retried.
         """
         call = functools.partial(fn, *args)
-        name = getattr(fn, "__name__", "query")
+        name = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", "")
         for attempt in (1, 2):
             try:
                 return await trio.to_thread.run_sync(call, limiter=self.limiter)
@@ -244,6 +248,26 @@ class FilesystemBase:
     def _announce(self, doc_id: UUID) -> None:
         for listener in self.commit_listeners:
             listener(doc_id)
+
+    async def _commit_document(
+        self,
+        doc_id: UUID | None,
+        path: str,
+        text: str,
+        attrs: FileAttrs,
+        expected: Any = None,
+    ) -> CommitResult:
+        """Commit one document's content; its chunks follow now or from the reindexer."""
+        reindexer = self.reindexer
+        deferred = reindexer is not None and reindexer.running
+        commit = functools.partial(self.store.commit_document, index_now=not deferred)
+        result: CommitResult = await self._db(commit, doc_id, path, text, attrs, expected)
+        if result.changed:
+            if deferred and reindexer is not None:
+                reindexer.request()  # it announces the document once re-chunked
+            else:
+                self._announce(result.doc_id)
+        return result
 
     def _touch_dir(self, directory: DirNode) -> None:
         directory.mtime_ns = directory.ctime_ns = self.clock()

@@ -262,11 +262,11 @@ class ContentMixin(FilesystemBase):
                         buffer.dirty = False
                         return
                     path = self.tree.path_of(node)
-                    result = await self._db(self.store.commit_document, None, path, text, attrs)
+                    result = await self._commit_document(None, path, text, attrs)
             else:
                 path = self.tree.path_of(node)
-                result = await self._db(
-                    self.store.commit_document, node.doc_id, path, text, attrs, node.updated_at
+                result = await self._commit_document(
+                    node.doc_id, path, text, attrs, node.updated_at
                 )
             if result.conflict:
                 log.warning(
@@ -287,14 +287,11 @@ class ContentMixin(FilesystemBase):
             buffer.mark_clean(generation)
             if not buffer.dirty:
                 self.unsaved.pop(node.ino, None)
-            if result.changed:
-                self._announce(result.doc_id)
             log.debug(
-                "committed %r (%s): %s, %d chunks%s",
+                "committed %r (%s): %s%s",
                 path,
                 result.doc_id,
                 "created" if result.created else ("updated" if result.changed else "unchanged"),
-                result.chunks,
                 ", previous content versioned" if result.versioned else "",
             )
 

@@ -396,7 +396,7 @@ class NamespaceMixin(ContentMixin):
             if doc_id is None and pending is not None and pending.origin_doc_id is not None:
                 doc_id = pending.origin_doc_id  # e.g. rsync --backup: x -> x~, tmp -> x
                 self._forget_detached(pending)
-        result = await self._db(self.store.commit_document, doc_id, new_path, text, attrs)
+        result = await self._commit_document(doc_id, new_path, text, attrs)
         self._become_document(source, result, data)
 
     def _scratch_text(self, node: FileNode, what: str) -> tuple[bytes, str]:
@@ -418,8 +418,6 @@ class NamespaceMixin(ContentMixin):
         self._kernel_version.pop(node.ino, None)
         self.tentative.pop(node.ino, None)
         self.unsaved.pop(node.ino, None)
-        if result.changed:
-            self._announce(result.doc_id)
 
     async def _commit_scratch_dir(
         self, source: DirNode, new_path: str, target: Node | None
@@ -452,6 +450,8 @@ class NamespaceMixin(ContentMixin):
             directory.explicit = True
         for (node, _, data, _), result in zip(files, results, strict=True):
             self._become_document(node, result, data)
+            if result.changed:  # commit_documents re-chunked them in its transaction
+                self._announce(result.doc_id)
 
     # -- tentative scratch -----------------------------------------------------------------
 
@@ -477,7 +477,7 @@ class NamespaceMixin(ContentMixin):
                     log.info("%s; it stays in memory only", exc.reason)
                     continue
                 attrs = FileAttrs(node.custom_mode, node.client_mtime_ns)
-                result = await self._db(self.store.commit_document, None, path, text, attrs)
+                result = await self._commit_document(None, path, text, attrs)
                 self._become_document(node, result, data)
                 promoted += 1
                 log.info(
@@ -538,4 +538,7 @@ class NamespaceMixin(ContentMixin):
             await self.promote_due(math.inf)
         except FsError as exc:
             log.error("promoting tentative files at unmount failed: %s", exc)
-        return await self.commit_all()
+        failed = await self.commit_all()
+        if self.reindexer is not None:
+            await self.reindexer.finish()
+        return failed

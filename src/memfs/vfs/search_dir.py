@@ -64,6 +64,8 @@ class SearchMixin(NamespaceMixin):
         cached = self.queries.get(name)
         if cached is not None and cached[0] > moment:
             return cached[1]
+        if self.reindexer is not None:  # find what this mount just saved
+            await self.reindexer.settled()
         outcome = await self.search.search(spec.text, limit=spec.limit, mode=spec.mode)
         cached = self.queries.get(name)  # another lookup may have finished meanwhile
         if cached is not None and cached[0] > moment:

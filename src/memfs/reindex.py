@@ -1,0 +1,150 @@
+"""The reindex worker: replaces a document's chunks moments after the mount commits it.
+
+A save through the mount commits the content, and a row in ``memfs.reindex_queue``, in one
+transaction, and ``close()`` returns as soon as that is durable.  This worker then re-chunks
+the queued documents in batches, each in a transaction of its own, exactly as IronClaw's
+write does (update the content, then reindex).  Re-chunking costs more than the commit
+(PostgreSQL computes each chunk's ``tsvector``), so taking it off ``close()`` makes saves
+about twice as fast, and a burst of saves (``cp -r``, ``rsync``) is re-chunked in a few
+large transactions while the copy goes on.
+
+Nothing is lost if the daemon dies in between: the queue is a table, and the next mount
+(or ``memfs reindex``) finishes it.  Searches through the mount wait for the worker first
+(``settled``), so a search right after a save finds what was saved.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+from uuid import UUID
+
+import trio
+
+from memfs.db.store import MetaStore
+from memfs.errors import FsError
+
+log = logging.getLogger(__name__)
+
+RunDb = Callable[..., Awaitable[Any]]
+
+#: Documents per reindex transaction.
+BATCH = 64
+#: How soon to look again at queued documents another transaction holds.
+RETRY_HELD = 0.05
+#: How long a request waits for others to join its batch (a search cuts it short).
+DEBOUNCE = float(os.environ.get("MEMFS_REINDEX_DEBOUNCE", "0.2"))
+
+
+class Reindexer:
+    """One per mount; ``run`` in the daemon's nursery, ``request`` after each commit."""
+
+    def __init__(
+        self,
+        store: MetaStore,
+        run_db: RunDb,
+        on_indexed: Callable[[UUID], None],
+        batch: int = BATCH,
+    ) -> None:
+        self.store = store
+        self.run_db = run_db
+        self.on_indexed = on_indexed
+        self.batch = batch
+        #: True while ``run`` is active: only then may commits leave chunks to the worker.
+        self.running = False
+        self.requested = 0
+        self.completed = 0
+        self.indexed = 0
+        self.last_error: str | None = None
+        self._wake = trio.Event()
+        self._hurry = trio.Event()
+        self._progress = trio.Event()
+
+    def request(self) -> None:
+        """A commit queued a document (called right after it committed)."""
+        self.requested += 1
+        self._wake.set()
+
+    async def settled(self, timeout: float = 5.0) -> bool:
+        """Wait until every document requested so far is re-chunked (False on timeout)."""
+        target = self.requested
+        self._hurry.set()
+        with trio.move_on_after(timeout):
+            while self.running and self.completed < target:
+                await self._progress.wait()
+            return True
+        log.warning("searching before the reindex queue is drained (%s)", self.last_error)
+        return False
+
+    async def drain(self) -> int:
+        """Re-chunk queued documents until none is left that this mount can take.
+
+        Returns how many are still queued (held by another transaction for now).
+        """
+        while True:
+            batch = await self.run_db(self.store.reindex_queued, self.batch)
+            for doc_id in batch.done:
+                self.on_indexed(doc_id)
+            self.indexed += len(batch.done)
+            if not batch.done or not batch.waiting:
+                waiting: int = batch.waiting
+                return waiting
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Finish what earlier mounts left, then follow this mount's commits."""
+        self.running = True
+        task_status.started()
+        delay = 0.5
+        pending = True  # a crashed mount may have left work
+        try:
+            try:
+                dropped = await self.run_db(self.store.drop_orphaned_reindex_entries)
+                if dropped:
+                    log.info("dropped %d reindex entries of deleted documents", dropped)
+            except FsError as exc:
+                log.warning("could not tidy the reindex queue: %s", exc)
+            while True:
+                if not pending:
+                    await self._wake.wait()
+                    with trio.move_on_after(DEBOUNCE):
+                        await self._hurry.wait()
+                self._wake = trio.Event()
+                self._hurry = trio.Event()
+                target = self.requested
+                try:
+                    waiting = await self.drain()
+                except FsError as exc:
+                    self.last_error = str(exc)
+                    log.warning("reindexing failed (%s); the queue is kept, retrying", exc)
+                    await trio.sleep(delay)
+                    delay = min(delay * 2, 30.0)
+                    pending = True
+                    continue
+                delay = 0.5
+                self.last_error = None
+                self.completed = max(self.completed, target)
+                self._progress.set()
+                self._progress = trio.Event()
+                pending = waiting > 0
+                if pending:
+                    await trio.sleep(RETRY_HELD)
+        finally:
+            self.running = False
+            self._progress.set()
+
+    async def finish(self, timeout: float = 30.0) -> None:
+        """At unmount: drain what is queued; what is left waits for the next mount."""
+        with trio.move_on_after(timeout):
+            try:
+                while await self.drain():
+                    await trio.sleep(RETRY_HELD)
+                return
+            except FsError as exc:
+                self.last_error = str(exc)
+        log.warning(
+            "documents are still waiting to be re-chunked (%s); the next mount or "
+            "`memfs reindex` does it",
+            self.last_error or "timed out",
+        )

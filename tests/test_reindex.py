@@ -1,0 +1,135 @@
+"""The reindex queue and worker: chunks follow commits, survive crashes, never go stale."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+from uuid import UUID
+
+import psycopg
+import trio
+
+from memfs.chunker import chunk_document
+from memfs.db import Database, FileAttrs, Scope
+from memfs.reindex import Reindexer
+from memfs.tree import ROOT_INODE
+from memfs.vfs import Filesystem
+
+LONG = " ".join(f"word{i}" for i in range(1500)) + "\n"  # two chunks
+
+
+def chunks_of(conn: psycopg.Connection[Any], path: str, user: str = "default") -> list[str]:
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT c.content FROM memory_chunks c JOIN memory_documents d "
+            "ON d.id = c.document_id WHERE d.path = %s AND d.user_id = %s "
+            "ORDER BY c.chunk_index",
+            (path, user),
+        )
+    ]
+
+
+def queued(conn: psycopg.Connection[Any]) -> int:
+    row = conn.execute("SELECT count(*) FROM memfs.reindex_queue").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_mount_commit_queues_and_worker_rechunks(
+    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+) -> None:
+    announced: list[UUID] = []
+    fs.commit_listeners.append(announced.append)
+    fs.reindexer = Reindexer(fs.store, fs._db, fs._announce)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(fs.reindexer.run)
+        fh, node = await fs.create(ROOT_INODE, "notes.md", 0o644, os.O_WRONLY)
+        await fs.write(fh, 0, LONG.encode())
+        await fs.release(fh)
+        assert await fs.reindexer.settled(timeout=10)
+        assert chunks_of(sql_conn, "notes.md") == chunk_document(LONG)
+        assert queued(sql_conn) == 0
+        assert fs.reindexer.indexed == 1  # the worker did it, not the commit
+        assert announced == [node.doc_id]  # the embedding worker hears of it once re-chunked
+        # An edit touches only the chunk that changed, and is announced again.
+        fh, _ = await fs.open(node.ino, os.O_WRONLY | os.O_APPEND)
+        await fs.write(fh, len(LONG), b"tail\n")
+        await fs.release(fh)
+        assert await fs.reindexer.settled(timeout=10)
+        assert chunks_of(sql_conn, "notes.md") == chunk_document(LONG + "tail\n")
+        assert announced == [node.doc_id, node.doc_id]
+        nursery.cancel_scope.cancel()
+    assert not fs.reindexer.running
+
+
+async def test_commit_without_running_worker_chunks_in_its_transaction(
+    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+) -> None:
+    fs.reindexer = Reindexer(fs.store, fs._db, fs._announce)  # created, never started
+    fh, _ = await fs.create(ROOT_INODE, "a.md", 0o644, os.O_WRONLY)
+    await fs.write(fh, 0, b"alpha beta\n")
+    await fs.release(fh)
+    assert chunks_of(sql_conn, "a.md") == ["alpha beta\n"]
+    assert queued(sql_conn) == 0 and fs.reindexer.indexed == 0
+
+
+async def test_a_crashed_mounts_queue_is_finished_by_the_next(
+    database: Database, sql_conn: psycopg.Connection[Any]
+) -> None:
+    store = database.store(Scope("default"))
+    # A mount committed content, then died before re-chunking.
+    first = store.commit_document(None, "x.md", "first text\n", FileAttrs(), index_now=False)
+    store.commit_document(first.doc_id, "x.md", LONG, FileAttrs(), index_now=False)
+    assert chunks_of(sql_conn, "x.md") == [] and queued(sql_conn) == 1
+    # An entry whose document IronClaw deleted meanwhile is dropped, not retried forever.
+    gone = store.commit_document(None, "gone.md", "bye\n", FileAttrs(), index_now=False)
+    sql_conn.execute("DELETE FROM memory_documents WHERE id = %s", (gone.doc_id,))
+    fs = Filesystem(store, uid=1000, gid=1000)
+    await fs.load()
+    fs.reindexer = Reindexer(store, fs._db, fs._announce)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(fs.reindexer.run)
+        with trio.fail_after(10):
+            while queued(sql_conn):
+                await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
+    assert chunks_of(sql_conn, "x.md") == chunk_document(LONG)  # the newest content's
+    assert fs.reindexer.indexed == 1
+
+
+async def test_reindex_batch_honours_scope_and_skip_indexing(
+    database: Database, sql_conn: psycopg.Connection[Any]
+) -> None:
+    mine = database.store(Scope("alice"))
+    theirs = database.store(Scope("bob"))
+    mine.commit_document(None, "p/.config", "", FileAttrs())
+    sql_conn.execute(
+        "UPDATE memory_documents SET metadata = '{\"skip_indexing\": true}' "
+        "WHERE path = 'p/.config' AND user_id = 'alice'"
+    )
+    mine.commit_document(None, "p/secret.md", "hidden words\n", FileAttrs(), index_now=False)
+    mine.commit_document(None, "open.md", "open words\n", FileAttrs(), index_now=False)
+    theirs.commit_document(None, "bob.md", "bob words\n", FileAttrs(), index_now=False)
+    batch = mine.reindex_queued()
+    assert len(batch.done) == 2 and batch.waiting == 0
+    assert chunks_of(sql_conn, "open.md", "alice") == ["open words\n"]
+    assert chunks_of(sql_conn, "p/secret.md", "alice") == []  # folder says skip_indexing
+    assert chunks_of(sql_conn, "bob.md", "bob") == []  # another user's: not touched
+    assert mine.queued_for_reindex() == 0 and theirs.queued_for_reindex() == 1
+    assert len(theirs.reindex_queued().done) == 1
+    assert chunks_of(sql_conn, "bob.md", "bob") == ["bob words\n"]
+
+
+def test_reindex_skips_a_row_a_writer_holds(
+    database: Database, database_url: str, sql_conn: psycopg.Connection[Any]
+) -> None:
+    store = database.store(Scope("default"))
+    result = store.commit_document(None, "held.md", "old\n", FileAttrs(), index_now=False)
+    with psycopg.connect(database_url) as writer:
+        writer.execute("SELECT 1 FROM memory_documents WHERE id = %s FOR UPDATE", (result.doc_id,))
+        batch = store.reindex_queued()  # does not wait for the writer
+        assert batch.done == [] and batch.waiting == 1
+        writer.rollback()
+    assert store.reindex_queued().done == [result.doc_id]
+    assert chunks_of(sql_conn, "held.md") == ["old\n"]
