@@ -4,10 +4,11 @@
 
 Loads SOURCE (files and directories) into dictionaries at start and serves it under
 ``MOUNTPOINT/mem`` with everything a kernel can cache cached: 60 s entry and attribute
-timeouts, ``keep_cache`` on every open, no database, no locks, no bookkeeping.  Whatever a
-read workload costs on it is the cost of FUSE round trips through pyfuse3 and trio on this
-machine, which no pyfuse3 filesystem can go below.  ``bench_peers`` runs its read workloads
-on it next to memfs.
+timeouts, ``keep_cache`` on every open, no database, no locks, no bookkeeping; flush and
+release are answered (doing nothing), as a filesystem that reports save errors at close
+must.  Whatever a read workload costs on it is the cost of FUSE round trips through pyfuse3
+and trio on this machine, which no writable pyfuse3 filesystem goes below.  ``bench_peers``
+runs its read workloads on it next to memfs.
 """
 
 from __future__ import annotations
@@ -94,6 +95,17 @@ class FloorFS(pyfuse3.Operations):
 
     async def read(self, fh: int, off: int, size: int) -> bytes:
         return self.data[fh][off : off + size]
+
+    # A filesystem that can fail a save must answer flush, so that close() can report it;
+    # left to pyfuse3's default (ENOSYS) the kernel would stop sending flush altogether.
+    async def flush(self, fh: int) -> None:
+        return None
+
+    async def release(self, fh: int) -> None:
+        return None
+
+    async def releasedir(self, fh: int) -> None:
+        return None
 
 
 def main() -> None:
