@@ -512,7 +512,7 @@ class MetaStore:
 
         Returns False if the row is gone.
         """
-        with self.pool.connection() as conn, conn.transaction():
+        with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
             row = conn.execute(
                 f"SELECT updated_at FROM memory_documents WHERE id = %(id)s AND {_SCOPE} FOR SHARE",
                 self._params(id=doc_id),
@@ -532,8 +532,11 @@ class MetaStore:
                 )
 
     def delete_document(self, doc_id: UUID, keep_dirs: Sequence[str] = ()) -> bool:
-        """Delete a document (chunks and versions cascade), as IronClaw's delete does."""
-        with self.pool.connection() as conn, conn.transaction():
+        """Delete a document (chunks and versions cascade), as IronClaw's delete does.
+
+        One pipelined round trip for the whole transaction.
+        """
+        with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
             self._tag(conn)
             cur = conn.execute(
                 f"DELETE FROM memory_documents WHERE id = %(id)s AND {_SCOPE}",
@@ -542,7 +545,7 @@ class MetaStore:
             conn.execute("DELETE FROM memfs.file_attrs WHERE document_id = %s", (doc_id,))
             conn.execute("DELETE FROM memfs.reindex_queue WHERE document_id = %s", (doc_id,))
             self._keep_directories(conn, keep_dirs)
-            return cur.rowcount == 1
+        return cur.rowcount == 1
 
     def rename_document(
         self,
@@ -553,7 +556,7 @@ class MetaStore:
         keep_dirs: Sequence[str] = (),
     ) -> datetime | None:
         """Move a document to ``new_path`` (deleting ``replaced`` first); None if it is gone."""
-        with self.pool.connection() as conn, conn.transaction():
+        with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
             self._tag(conn)
             if replaced is not None:
                 conn.execute(
@@ -634,11 +637,11 @@ class MetaStore:
         return {r[0]: r[1] for r in rows}
 
     def create_directory(self, path: str) -> None:
-        with self.pool.connection() as conn, conn.transaction():
+        with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
             self._keep_directories(conn, [path])
 
     def delete_directory(self, path: str, keep_dirs: Sequence[str] = ()) -> None:
-        with self.pool.connection() as conn, conn.transaction():
+        with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
             conn.execute(
                 f"DELETE FROM memfs.directories WHERE {_SCOPE} AND path = %(path)s",
                 self._params(path=path),
