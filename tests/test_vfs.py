@@ -198,13 +198,34 @@ async def test_readdir_snapshot_is_stable(fs: Filesystem) -> None:
     for name in ["a.md", "b.md", "c.md"]:
         await write_file(fs, ROOT_INODE, name, b"x")
     fh = fs.opendir(ROOT_INODE)
-    first = fs.readdir(fh, 0)[:3]
+    first = list(fs.readdir(fh, 0))[:3]
     assert [name for _, name, _ in first] == [".", "..", "a.md"]
     await write_file(fs, ROOT_INODE, "aa.md", b"x")  # added mid-listing
     await fs.unlink(ROOT_INODE, "c.md")  # removed mid-listing
-    rest = fs.readdir(fh, first[-1][0])
+    rest = list(fs.readdir(fh, first[-1][0]))
     assert [name for _, name, _ in rest] == ["b.md"]
     fs.releasedir(fh)
+
+
+async def test_readdir_in_batches_lists_each_entry_once(fs: Filesystem) -> None:
+    names = [f"n{i:03d}.md" for i in range(120)]
+    for name in names:
+        fs.tree.attach(fs.tree.root, fs.tree.new_file(name, 0o644, fs.clock()))
+    fh = fs.opendir(ROOT_INODE)
+    seen: list[str] = []
+    offset = 0
+    while True:  # as the kernel does: a batch at a time, resuming at the last next_id
+        batch = []
+        for entry in fs.readdir(fh, offset):
+            batch.append(entry)
+            if len(batch) == 25:
+                break
+        if not batch:
+            break
+        seen += [name for _, name, _ in batch]
+        offset = batch[-1][0]
+    fs.releasedir(fh)
+    assert seen == [".", "..", *names]
 
 
 async def test_unloadable_rows_are_skipped_and_left_alone(

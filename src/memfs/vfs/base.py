@@ -17,7 +17,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -390,14 +390,17 @@ class FilesystemBase:
 
     def _snapshot(self, ino: int) -> list[tuple[str, Node]]:
         directory = self.tree.get_dir(ino)
-        return sorted(directory.children.items(), key=lambda item: item[0])
+        listed = [item for item in directory.children.items() if item[1].ino not in self.unlisted]
+        return sorted(listed, key=lambda item: item[0])
 
-    def readdir(self, fh: int, start: int) -> list[tuple[int, str, Node]]:
+    def readdir(self, fh: int, start: int) -> Iterator[tuple[int, str, Node]]:
         """Entries from position ``start`` of the handle's snapshot: (next_id, name, node).
 
         Positions 0 and 1 are ``.`` and ``..``.  The snapshot is taken at ``opendir`` (and
         again on a rewind to 0), so a listing never skips or repeats an entry while the
-        directory changes.  Entries removed since the snapshot are left out.
+        directory changes.  Entries removed since the snapshot are left out.  Lazy: the
+        kernel reads a big directory in many small batches, each starting where the last
+        stopped, so each batch costs what it returns, not the directory's size.
         """
         entry = self.dir_handles.get(fh)
         if entry is None:
@@ -407,13 +410,21 @@ class FilesystemBase:
             entries = self._snapshot(ino)
             self.dir_handles[fh] = (ino, entries)
         directory = self.tree.get_dir(ino)
-        dots: list[tuple[str, Node]] = [(".", directory), ("..", directory.parent or directory)]
-        listing = dots + [(n, node) for n, node in entries if node.ino not in self.unlisted]
-        return [
-            (index + 1, name, node)
-            for index, (name, node) in enumerate(listing[start:], start)
-            if index < 2 or directory.children.get(name) is node
-        ]
+        return self._entries_from(directory, entries, start)
+
+    @staticmethod
+    def _entries_from(
+        directory: DirNode, entries: list[tuple[str, Node]], start: int
+    ) -> Iterator[tuple[int, str, Node]]:
+        if start <= 0:
+            yield 1, ".", directory
+        if start <= 1:
+            yield 2, "..", directory.parent or directory
+        children = directory.children
+        for index in range(max(start, 2), len(entries) + 2):
+            name, node = entries[index - 2]
+            if children.get(name) is node:
+                yield index + 1, name, node
 
     def releasedir(self, fh: int) -> None:
         self.dir_handles.pop(fh, None)
