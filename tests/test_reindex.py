@@ -133,3 +133,15 @@ def test_reindex_skips_a_row_a_writer_holds(
         writer.rollback()
     assert store.reindex_queued().done == [result.doc_id]
     assert chunks_of(sql_conn, "held.md") == ["old\n"]
+
+
+def test_unmount_drains_the_queue(
+    database_url: str, mount_factory: Any, sql_conn: psycopg.Connection[Any]
+) -> None:
+    mount = mount_factory(database_url)
+    for i in range(40):  # a burst: the worker batches it
+        (mount.path() / f"n{i}.md").write_text(f"note {i}\n" + LONG)
+    mount.stop()  # right away: the worker must finish before the daemon exits
+    assert queued(sql_conn) == 0
+    for i in range(40):
+        assert chunks_of(sql_conn, f"n{i}.md") == chunk_document(f"note {i}\n" + LONG)
