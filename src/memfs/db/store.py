@@ -34,6 +34,10 @@ Conn = psycopg.Connection[tuple[Any, ...]]
 _SCOPE = "user_id = %(user)s AND agent_id IS NOT DISTINCT FROM %(agent)s"
 #: The same filter on ``memory_documents d`` in joins.
 _DOC_SCOPE = "d.user_id = %(user)s AND d.agent_id IS NOT DISTINCT FROM %(agent)s"
+#: The scope's documents waiting in the reindex queue (``d`` and ``q``).
+_QUEUED = (
+    f"FROM memory_documents d JOIN memfs.reindex_queue q ON q.document_id = d.id WHERE {_DOC_SCOPE}"
+)
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,8 @@ class _PendingCommit:
     """A commit whose statements are queued in a pipeline; ``result`` once they have run."""
 
     created: bool
+    #: A new row's id is generated here, as IronClaw's get_or_create does; an existing
+    #: row's replaces it.
     doc_id: UUID = field(default_factory=uuid.uuid4)
     changed: bool = True
     updated_at: datetime | None = None
@@ -328,7 +334,6 @@ class MetaStore:
             folder_row = folder_cur.fetchone()
         pending = _PendingCommit(created=row is None)
         if row is None:
-            pending.doc_id = uuid.uuid4()  # client-generated, as IronClaw's get_or_create
             pending.returning = conn.execute(
                 "INSERT INTO memory_documents (id, user_id, agent_id, path, content, metadata) "
                 "VALUES (%(id)s, %(user)s, %(agent)s, %(path)s, %(content)s, '{}'::jsonb) "
@@ -453,6 +458,7 @@ class MetaStore:
         the number of documents, this is one query and up to three pipelined batches.
         """
         existing: dict[tuple[UUID, int], str] = {}
+        count: dict[UUID, int] = {}  # chunks each document has now
         if not fresh:
             for doc_id, index, digest in conn.execute(
                 "SELECT document_id, chunk_index, md5(content) FROM memory_chunks "
@@ -460,11 +466,12 @@ class MetaStore:
                 (list(chunks_by_doc),),
             ).fetchall():
                 existing[(doc_id, index)] = digest
+                count[doc_id] = max(count.get(doc_id, 0), index + 1)
         stale: list[tuple[UUID, int]] = []
         changed: list[tuple[str, UUID, int]] = []
         added: list[tuple[UUID, int, str]] = []
         for doc_id, chunks in chunks_by_doc.items():
-            if any(d == doc_id and i >= len(chunks) for d, i in existing):
+            if count.get(doc_id, 0) > len(chunks):
                 stale.append((doc_id, len(chunks)))
             for i, text in enumerate(chunks):
                 digest = existing.get((doc_id, i))
@@ -819,16 +826,12 @@ class MetaStore:
         """
         with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
             rows = conn.execute(
-                "SELECT d.id, d.path, d.content, d.metadata FROM memory_documents d "
-                "JOIN memfs.reindex_queue q ON q.document_id = d.id "
-                f"WHERE {_DOC_SCOPE} ORDER BY q.queued_at, d.id LIMIT %(limit)s "
-                "FOR UPDATE OF d SKIP LOCKED",
+                f"SELECT d.id, d.path, d.content, d.metadata {_QUEUED} "
+                "ORDER BY q.queued_at, d.id LIMIT %(limit)s FOR UPDATE OF d SKIP LOCKED",
                 self._params(limit=limit),
             ).fetchall()
             left = conn.execute(
-                "SELECT count(*) FROM memfs.reindex_queue q "
-                "JOIN memory_documents d ON d.id = q.document_id "
-                f"WHERE {_DOC_SCOPE} AND NOT (d.id = ANY(%(done)s))",
+                f"SELECT count(*) {_QUEUED} AND NOT (d.id = ANY(%(done)s))",
                 self._params(done=[r[0] for r in rows]),
             )
             if not rows:
@@ -858,14 +861,7 @@ class MetaStore:
     def queued_for_reindex(self) -> int:
         """Documents of this scope waiting in the reindex queue."""
         with self.pool.connection() as conn:
-            return _count(
-                conn.execute(
-                    "SELECT count(*) FROM memfs.reindex_queue q "
-                    "JOIN memory_documents d ON d.id = q.document_id "
-                    f"WHERE {_DOC_SCOPE}",
-                    self._params(),
-                )
-            )
+            return _count(conn.execute(f"SELECT count(*) {_QUEUED}", self._params()))
 
     def drop_orphaned_reindex_entries(self) -> int:
         """Forget queue entries whose document is gone (deleted by IronClaw, say)."""

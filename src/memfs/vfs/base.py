@@ -141,7 +141,7 @@ class FilesystemBase:
 
     # -- database access -----------------------------------------------------------------
 
-    async def _db(self, fn: Callable[..., T], *args: Any) -> T:
+    async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a blocking store call in a worker thread; database outages become EIO.
 
         A call that failed because its connection was lost (a server restart, a dropped
@@ -149,8 +149,8 @@ class FilesystemBase:
         transaction that either committed or not, and each is safe to repeat.  Timeouts
         (statement, lock) are not retried.
         """
-        call = functools.partial(fn, *args)
-        name = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", "")
+        call = functools.partial(fn, *args, **kwargs)
+        name = getattr(fn, "__name__", "query")
         for attempt in (1, 2):
             try:
                 return await trio.to_thread.run_sync(call, limiter=self.limiter)
@@ -260,10 +260,12 @@ class FilesystemBase:
         """Commit one document's content; its chunks follow now or from the reindexer."""
         reindexer = self.reindexer
         deferred = reindexer is not None and reindexer.running
-        commit = functools.partial(self.store.commit_document, index_now=not deferred)
-        result: CommitResult = await self._db(commit, doc_id, path, text, attrs, expected)
+        result = await self._db(
+            self.store.commit_document, doc_id, path, text, attrs, expected, index_now=not deferred
+        )
         if result.changed:
-            if deferred and reindexer is not None:
+            if deferred:
+                assert reindexer is not None
                 reindexer.request()  # it announces the document once re-chunked
             else:
                 self._announce(result.doc_id)
