@@ -52,6 +52,15 @@ class CoherenceMixin(SearchMixin):
             else:
                 await self._external_upsert(row)
 
+    #: The workspace's fingerprint as of the last load, for polling (no trigger).
+    _fingerprint: tuple[int, str] | None = None
+
+    async def load(self) -> None:
+        # Taken before the tree is read: a change made after this point, even before the
+        # first poll, makes the first poll differ (one harmless extra resync at worst).
+        self._fingerprint = await self._db(self.store.fingerprint)
+        await super().load()
+
     async def resync(self) -> None:
         """Reload every path and attribute and reconcile (after a reconnect, or polling)."""
         rows = await self._db(self.store.load_documents)
@@ -179,11 +188,11 @@ class CoherenceMixin(SearchMixin):
 
     async def poll_changes(self, interval: float = 1.0) -> None:
         """Without the trigger: resync whenever the workspace's fingerprint changes."""
-        last = None
+        last = self._fingerprint
         while True:
             try:
                 current = await self._db(self.store.fingerprint)
-                if last is not None and current != last:
+                if current != last:  # None after a failed poll: resync, as the feed does
                     await self.resync()
                 last = current
             except FsError as exc:
