@@ -312,6 +312,13 @@ def test_sed_tar_cp_keep_identity(
     mounted.run("mkdir", "untarred")
     mounted.run("tar", "xf", str(archive), "-C", "untarred")
     mounted.run("cp", "-a", f"{src}/.", "copied")
+    # An empty new file is committed at release, which the kernel sends after close()
+    # has returned (SEMANTICS: "bash's pre-write flush"): give `.config` that moment.
+    expected = [f"{prefix}/{rel}" for prefix in ("untarred", "copied") for rel in files]
+    deadline = time.monotonic() + 5
+    while not all(path in rows(sql_conn) for path in expected):
+        assert time.monotonic() < deadline, "cp -a's files did not all reach the database"
+        time.sleep(0.01)
     # tar's format keeps whole seconds; cp -a keeps nanoseconds.
     for prefix, mtime in (
         ("untarred", 1_700_000_000 * 10**9),
