@@ -14,7 +14,7 @@ from memfs.db import Database, Scope
 from memfs.embeddings import Embedder, EmbeddingSettings
 from memfs.embeddings.worker import EmbeddingWorker
 from memfs.search import SearchEngine
-from memfs.search.fusion import f32
+from memfs.ironclaw.numbers import f32
 from memfs.tree import ROOT_INODE
 from memfs.vfs import Filesystem
 from tests.fake_embeddings import FakeEmbeddingServer

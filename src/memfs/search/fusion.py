@@ -8,16 +8,13 @@ better vector rank, then path, then chunk index.
 from __future__ import annotations
 
 import math
-import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
+from memfs.ironclaw.numbers import f32, f32_div
 from memfs.search.config import SearchConfig
-
-
-def f32(value: float) -> float:
-    result: float = struct.unpack("<f", struct.pack("<f", value))[0]
-    return result
 
 
 @dataclass(frozen=True)
@@ -51,42 +48,53 @@ class SearchResult:
 
 
 def fuse(fts: list[Hit], vector: list[Hit], config: SearchConfig) -> list[SearchResult]:
-    """Combine the two ranked lists into at most ``config.limit`` results."""
+    """Combine the two ranked lists into at most ``config.limit`` results.
+
+    Mirrors IronClaw's accumulation exactly: FTS hits first, then vector hits; a chunk
+    seen again adds its score again and takes the later rank, while path and content stay
+    those of its first appearance.  Every step is rounded to f32.
+    """
     if config.limit <= 0:
         return []
-    by_chunk: dict[UUID, dict[str, Hit]] = {}
-    for method, hits in (("fts", fts), ("vector", vector)):
+    k = f32(float(config.rrf_k))
+    entries: dict[UUID, list[Any]] = {}  # chunk id -> [first hit, score, fts rank, vec rank]
+    for slot, weight, hits in ((2, config.fts_weight, fts), (3, config.vector_weight, vector)):
         for hit in hits:
-            by_chunk.setdefault(hit.chunk_id, {})[method] = hit
-    scored: list[SearchResult] = []
-    for chunk_id, methods in by_chunk.items():
-        any_hit = methods.get("fts") or methods["vector"]
-        fts_rank = methods["fts"].rank if "fts" in methods else None
-        vector_rank = methods["vector"].rank if "vector" in methods else None
-        if config.fusion == "weighted":
-            score = 0.0
-            if fts_rank is not None:
-                score = f32(score + f32(config.fts_weight * f32(1.0 / fts_rank)))
-            if vector_rank is not None:
-                score = f32(score + f32(config.vector_weight * f32(1.0 / vector_rank)))
-        else:
-            score = 0.0
-            for rank in (fts_rank, vector_rank):
-                if rank is not None:
-                    score = f32(score + f32(1.0 / f32(config.rrf_k + rank)))
-        scored.append(
-            SearchResult(
-                chunk_id, any_hit.document_id, any_hit.path, any_hit.chunk_index,
-                any_hit.content, score, fts_rank, vector_rank,
-            )
-        )  # fmt: skip
-    top = max((r.score for r in scored), default=0.0)
-    if top > 0:
-        scored = [_with_score(r, f32(r.score / top)) for r in scored]
-    if config.min_score > 0:
-        scored = [r for r in scored if r.score >= config.min_score]
+            rank = f32(float(hit.rank))
+            if config.fusion == "weighted":
+                score = f32(f32(weight) * f32_div(1.0, rank))
+            else:
+                score = f32_div(1.0, f32(k + rank))
+            entry = entries.get(hit.chunk_id)
+            if entry is None:
+                entry = entries[hit.chunk_id] = [hit, score, None, None]
+            else:
+                entry[1] = f32(entry[1] + score)
+            entry[slot] = hit.rank
+    scored = [
+        SearchResult(
+            chunk_id, hit.document_id, hit.path, hit.chunk_index, hit.content, score,
+            fts_rank, vector_rank,
+        )
+        for chunk_id, (hit, score, fts_rank, vector_rank) in entries.items()
+    ]  # fmt: skip
+    top = _f32_max(r.score for r in scored)
+    if top is not None and top > 0:
+        scored = [_with_score(r, f32_div(r.score, top)) for r in scored]
+    min_score = f32(config.min_score)
+    if min_score > 0:
+        scored = [r for r in scored if r.score >= min_score]
     scored.sort(key=_order)
     return scored[: config.limit]
+
+
+def _f32_max(scores: Iterable[float]) -> float | None:
+    """Rust's ``reduce(f32::max)``: NaN loses against any number."""
+    top: float | None = None
+    for score in scores:
+        if top is None or math.isnan(top) or (not math.isnan(score) and score > top):
+            top = score
+    return top
 
 
 def _with_score(result: SearchResult, score: float) -> SearchResult:
@@ -97,8 +105,9 @@ def _with_score(result: SearchResult, score: float) -> SearchResult:
 
 
 def _order(result: SearchResult) -> tuple[float, float, float, str, int]:
+    score = result.score
     return (
-        -result.score,
+        -score if not math.isnan(score) else 0.0,
         result.fts_rank if result.fts_rank is not None else math.inf,
         result.vector_rank if result.vector_rank is not None else math.inf,
         result.path,
