@@ -13,8 +13,8 @@ import trio
 from memfs.db import Database, Scope
 from memfs.embeddings import Embedder, EmbeddingSettings
 from memfs.embeddings.worker import EmbeddingWorker
-from memfs.search import SearchEngine
 from memfs.ironclaw.numbers import f32
+from memfs.search import SearchEngine
 from memfs.tree import ROOT_INODE
 from memfs.vfs import Filesystem
 from tests.fake_embeddings import FakeEmbeddingServer
