@@ -42,9 +42,19 @@ class Behaviour:
 
 
 class FakeEmbeddingServer:
-    def __init__(self, dimension: int = 32, api_key: str | None = "test-key") -> None:
+    def __init__(
+        self,
+        dimension: int = 32,
+        api_key: str | None = "test-key",
+        aws: tuple[str, str, str] | None = None,
+    ) -> None:
         self.dimension = dimension
         self.api_key = api_key
+        #: Bedrock: (access key, secret key, region) whose SigV4 signatures are accepted.
+        self.aws = aws
+        #: Inputs containing this text are refused with 400, as a provider refuses a text
+        #: over its model's token limit.
+        self.reject_marker: str | None = None
         self.behaviour = Behaviour()
         self.lock = threading.Lock()
         server = self
@@ -98,7 +108,10 @@ class FakeEmbeddingServer:
 
     def _handle(self, request: BaseHTTPRequestHandler) -> None:
         length = int(request.headers.get("content-length", "0"))
-        body = json.loads(request.rfile.read(length) or b"{}")
+        raw = request.rfile.read(length)
+        body = json.loads(raw or b"{}")
+        if request.path.startswith("/model/"):
+            return self._bedrock(request, raw, body)
         with self.lock:
             b = self.behaviour
             b.requests.append(
@@ -121,6 +134,9 @@ class FakeEmbeddingServer:
         if failing and status != 200:
             headers = {"Retry-After": retry_after} if retry_after else {}
             return self._reply(request, status, {"error": f"told to fail {status}"}, headers)
+        inputs = body.get("input", [])
+        if self.reject_marker and any(self.reject_marker in text for text in inputs):
+            return self._reply(request, 400, {"error": "input exceeds the model's token limit"})
         dimension = self.dimension + 1 if wrong else self.dimension
         vectors = [embed_text(text, dimension) for text in body.get("input", [])]
         if request.path == "/v1/embeddings":
@@ -133,6 +149,35 @@ class FakeEmbeddingServer:
         if request.path == "/api/embed":
             return self._reply(request, 200, {"model": body["model"], "embeddings": vectors})
         return self._reply(request, 404, {"error": "not found"})
+
+    def _bedrock(self, request: BaseHTTPRequestHandler, raw: bytes, body: Any) -> None:
+        """Titan v2's InvokeModel, accepting only requests SigV4-signed with ``self.aws``."""
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+        from botocore.credentials import Credentials
+
+        with self.lock:
+            self.behaviour.requests.append(
+                {"path": request.path, "body": body, "auth": request.headers.get("authorization")}
+            )
+        assert self.aws is not None
+        access, secret, region = self.aws
+        given = request.headers.get("authorization", "")
+        stamp = request.headers.get("x-amz-date", "")
+        signed = {k: request.headers[k] for k in ("Content-Type", "Accept") if k in request.headers}
+        check = AWSRequest(method="POST", url=self.url + request.path, data=raw, headers=signed)
+        signer = SigV4Auth(Credentials(access, secret), "bedrock", region)
+        signer._timestamp = lambda: stamp  # type: ignore[method-assign]
+        check.context["timestamp"] = stamp
+        check.headers["X-Amz-Date"] = stamp
+        signer.add_auth(check)
+        if not stamp or check.headers.get("Authorization") != given:
+            return self._reply(request, 403, {"message": "The request signature does not match"})
+        text = body.get("inputText", "")
+        if self.reject_marker and self.reject_marker in text:
+            return self._reply(request, 400, {"message": "ValidationException: too many tokens"})
+        dimension = int(body.get("dimensions", self.dimension))
+        return self._reply(request, 200, {"embedding": embed_text(text, dimension)})
 
     @staticmethod
     def _reply(

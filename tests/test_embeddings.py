@@ -169,3 +169,106 @@ def test_settings_from_ironclaw_env() -> None:
     with pytest.raises(EmbeddingConfigError):
         EmbeddingSettings.from_env({"EMBEDDING_ENABLED": "true", "EMBEDDING_CACHE_SIZE": "0"})
     assert normalize_base_url("example.com/") == "https://example.com"
+
+
+async def test_one_refused_text_does_not_block_its_batch(server: FakeEmbeddingServer) -> None:
+    """A provider refusing one text (over its token limit) isolates it: the rest embed."""
+    server.reject_marker = "TOO-LONG-FOR-THE-MODEL"
+    texts = [f"note number {i}" for i in range(200)]
+    texts[137] = "TOO-LONG-FOR-THE-MODEL " + texts[137]
+    embedder = Embedder(settings(server))
+    vectors = await embedder.embed_many(texts)
+    assert vectors[137] is None
+    assert sum(v is not None for v in vectors) == 199
+    assert vectors[0] == embed_text("note number 0", 32)
+    sent = len(server.requests)
+    assert sent <= 4 + 2 * 7  # 4 batches of 64, then halving down to the one text
+    again = await embedder.embed_many([texts[137], "note number 5"])
+    assert again[0] is None and len(server.requests) == sent  # refused once, not retried
+    await embedder.aclose()
+
+
+async def test_outages_still_retry_and_raise(server: FakeEmbeddingServer) -> None:
+    server.fail(500, times=10)
+    embedder = Embedder(settings(server, max_retries=1), backoff_base=0.01)
+    with pytest.raises(HttpError):
+        await embedder.embed_many(["a", "b"])
+    await embedder.aclose()
+
+
+async def test_bedrock_titan_requests_are_sigv4_signed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret-example")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    with FakeEmbeddingServer(aws=("AKIDEXAMPLE", "secret-example", "eu-west-1")) as fake:
+        env = {
+            "EMBEDDING_ENABLED": "true", "EMBEDDING_PROVIDER": "bedrock",
+            "BEDROCK_REGION": "eu-west-1", "MEMFS_BEDROCK_ENDPOINT": fake.url,
+        }  # fmt: skip
+        config = EmbeddingSettings.resolve({}, env)
+        assert config is not None
+        assert (config.model, config.dimension) == ("amazon.titan-embed-text-v2:0", 1024)
+        embedder = Embedder(config)
+        vectors = await embedder.embed_many(["deploy schedule", "dark mode"])
+        assert vectors == [embed_text("deploy schedule", 1024), embed_text("dark mode", 1024)]
+        first = fake.requests[0]
+        assert first["path"] == "/model/amazon.titan-embed-text-v2%3A0/invoke"
+        assert first["body"] == {
+            "inputText": "deploy schedule",
+            "dimensions": 1024,
+            "normalize": True,
+        }
+        assert first["auth"].startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
+        await embedder.aclose()
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret")
+    with FakeEmbeddingServer(aws=("AKIDEXAMPLE", "secret-example", "eu-west-1")) as fake:
+        env["MEMFS_BEDROCK_ENDPOINT"] = fake.url
+        config = EmbeddingSettings.resolve({}, env)
+        assert config is not None
+        embedder = Embedder(config)
+        with pytest.raises(AuthFailed):
+            await embedder.embed_query("x")
+        await embedder.aclose()
+
+
+def test_bedrock_dimensions_are_ironclaws() -> None:
+    env = {"EMBEDDING_ENABLED": "true", "EMBEDDING_PROVIDER": "bedrock"}
+    assert EmbeddingSettings.resolve({}, {**env, "EMBEDDING_DIMENSION": "256"}).dimension == 256  # type: ignore[union-attr]
+    with pytest.raises(EmbeddingConfigError, match="256, 512, or 1024"):
+        EmbeddingSettings.resolve({}, {**env, "EMBEDDING_DIMENSION": "1536"})
+
+
+def test_nearai_session_token_where_ironclaw_keeps_it(tmp_path: object) -> None:
+    from pathlib import Path
+
+    home = Path(str(tmp_path))
+    env = {"EMBEDDING_ENABLED": "true", "HOME": str(home)}
+    assert EmbeddingSettings.resolve({}, env) is None  # no key, no token anywhere
+    (home / ".ironclaw").mkdir()
+    (home / ".ironclaw" / "session.json").write_text(
+        '{"session_token": "sess_file", "created_at": "2026-01-01T00:00:00Z"}'
+    )
+    from_file = EmbeddingSettings.resolve({}, env)
+    assert from_file is not None and from_file.api_key == "sess_file"
+    assert from_file.base_url == "https://private.near.ai"
+    stored = {"nearai.session_token": {"session_token": "sess_db", "created_at": "x"}}
+    assert EmbeddingSettings.resolve(stored, env).api_key == "sess_db"  # type: ignore[union-attr]
+    with_env = EmbeddingSettings.resolve(stored, {**env, "NEARAI_SESSION_TOKEN": "sess_env"})
+    assert with_env is not None and with_env.api_key == "sess_env"
+    keyed = EmbeddingSettings.resolve(stored, {**env, "NEARAI_API_KEY": "k"})
+    assert keyed is not None and keyed.base_url == "https://cloud-api.near.ai"
+
+
+def test_settings_table_wins_over_environment() -> None:
+    db = {
+        "embeddings.enabled": True,
+        "embeddings.provider": "ollama",
+        "embeddings.model": "nomic-embed-text",
+        "ollama_base_url": "http://127.0.0.1:9",
+    }
+    got = EmbeddingSettings.resolve(db, {"EMBEDDING_ENABLED": "false"})
+    assert got is not None
+    assert (got.provider, got.model, got.dimension) == ("ollama", "nomic-embed-text", 768)
+    assert got.base_url == "http://127.0.0.1:9"
+    with pytest.raises(EmbeddingConfigError):
+        EmbeddingSettings.resolve({}, {"EMBEDDING_ENABLED": "yes"})

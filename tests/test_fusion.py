@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 
+from memfs.ironclaw.numbers import f32
 from memfs.search.config import SearchConfig, SearchConfigError
 from memfs.search.fusion import Hit, fuse
 
@@ -53,7 +54,7 @@ def test_weighted_fusion() -> None:
     out = fuse(hits(("x", 2)), hits(("y", 2)), skewed)
     assert [(r.path, round(r.score, 5)) for r in out] == [("x.md", 1.0), ("y.md", 0.25)]
     defaults = SearchConfig.from_env({"SEARCH_FUSION_STRATEGY": "weighted"})
-    assert (defaults.fts_weight, defaults.vector_weight) == (0.3, 0.7)
+    assert (defaults.fts_weight, defaults.vector_weight) == (f32(0.3), f32(0.7))  # IronClaw: f32
     out = fuse(hits(("a", 1), ("b", 3)), [], defaults)
     assert scores(out) == {"a": 1.0, "b": 0.33333}
 

@@ -17,7 +17,7 @@ from memfs.config import Settings, default_log_dir
 from memfs.daemon import MountError, mount_background, prepare_mountpoint, serve, unmount
 from memfs.db import Scope, open_database
 from memfs.embeddings.config import EmbeddingConfigError
-from memfs.errors import SchemaError
+from memfs.errors import Refused, SchemaError
 from memfs.search.config import SearchConfigError
 
 log = logging.getLogger("memfs")
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
             return _sync(args)
         if args.command in ("status", "seed", "reindex", "export", "import", "log"):
             return _tool(args)
-    except (MountError, SchemaError, SearchConfigError, EmbeddingConfigError) as exc:
+    except (MountError, SchemaError, SearchConfigError, EmbeddingConfigError, Refused) as exc:
         sys.stderr.write(f"memfs: {exc}\n")
         return 1
     except psycopg.OperationalError as exc:
@@ -238,6 +238,11 @@ def _tool(args: argparse.Namespace) -> int:
         return 0
     if args.command == "seed":
         report = tools.seed(settings)
+        if not args.json:
+            print(
+                "memfs: wrote memfs's own starter files where absent; IronClaw, if pointed at "
+                "this database later, keeps them (it never replaces an existing file)"
+            )
     elif args.command == "reindex":
         report = tools.reindex(settings, args.paths or None)
     elif args.command == "export":

@@ -118,9 +118,14 @@ POLL_ATTR_TIMEOUT = 1.0
 
 def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | None = None) -> int:
     """Mount and serve until unmounted or signalled; return a process exit code."""
-    search_config = SearchConfig.from_env()
-    embedding_settings = EmbeddingSettings.from_env()
     database = open_database(settings)
+    try:
+        ironclaw_settings = database.ironclaw_settings(settings.user_id)
+        search_config = SearchConfig.resolve(ironclaw_settings)
+        embedding_settings = EmbeddingSettings.resolve(ironclaw_settings)
+    except Exception:
+        database.close()
+        raise
     pidfile = pidfile_for(settings.runtime_dir, mountpoint)
     try:
         store = database.store(Scope(settings.user_id, settings.agent_id), origin=uuid.uuid4().hex)

@@ -30,3 +30,7 @@ class DatabaseUnavailable(FsError):
 
 class SchemaError(RuntimeError):
     """The database holds a layout memfs must not or cannot use."""
+
+
+class Refused(Exception):
+    """A command that must not run against this database; the message says why."""

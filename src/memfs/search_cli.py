@@ -24,10 +24,11 @@ async def _in_thread(fn: Callable[..., T], *args: Any) -> T:
 
 def run_search(settings: Settings, query: str, *, limit: int, mode: str) -> SearchOutcome:
     """Run one search against the workspace and return its outcome."""
-    config = SearchConfig.from_env()
-    embedding = EmbeddingSettings.from_env()
     database = open_database(settings)
     try:
+        ironclaw_settings = database.ironclaw_settings(settings.user_id)
+        config = SearchConfig.resolve(ironclaw_settings)
+        embedding = EmbeddingSettings.resolve(ironclaw_settings)
         store = database.store(Scope(settings.user_id, settings.agent_id))
 
         async def go() -> SearchOutcome:

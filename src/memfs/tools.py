@@ -20,6 +20,9 @@ from typing import Any, TypeVar
 from memfs.config import Settings, default_log_dir
 from memfs.daemon import is_mounted
 from memfs.db import Database, FileAttrs, MetaStore, Scope, open_database
+from memfs.embeddings.config import EmbeddingSettings
+from memfs.errors import Refused
+from memfs.ironclaw.settings import ConfigError, resolve_embeddings, resolve_search
 from memfs.paths import loadable_path
 from memfs.scratch import Kind, ScratchRules
 from memfs.seeds import BOOTSTRAP, FRESH_MARKERS, SEEDS
@@ -96,11 +99,44 @@ def last_errors(limit: int = 5) -> list[str]:
     return lines[-limit:]
 
 
+def effective_settings(database: Database, owner: str) -> dict[str, dict[str, Any]]:
+    """Each embedding/search setting IronClaw would use here, and where it came from."""
+    stored = database.ironclaw_settings(owner)
+    out: dict[str, dict[str, Any]] = {}
+    try:
+        search = resolve_search(stored, os.environ)
+        embeddings = resolve_embeddings(stored, os.environ)
+    except ConfigError as exc:
+        return {"error": {"value": str(exc), "source": "configuration"}}
+    values = {
+        "embeddings enabled": embeddings.enabled,
+        "embedding provider": embeddings.provider,
+        "embedding model": embeddings.model,
+        "embedding dimension": embeddings.dimension,
+        "search fusion": search.fusion,
+        "search k": search.rrf_k,
+        "fts weight": search.fts_weight,
+        "vector weight": search.vector_weight,
+    }
+    sources = {**embeddings.sources.by_name, **search.sources.by_name}
+    for name, value in values.items():
+        out[name] = {"value": value, "source": sources.get(name, "default")}
+    if embeddings.enabled:
+        provider = EmbeddingSettings.for_config(embeddings, stored, os.environ)
+        credential = provider.credential_source if provider else None
+        out["embedding credential"] = {
+            "value": "found" if provider else "missing (embeddings off)",
+            "source": credential or "none",
+        }
+    return out
+
+
 def status(settings: Settings) -> dict[str, Any]:
     database, store = with_store(settings)
     try:
         chunks, pending = store.count_chunks()
         return {
+            "settings": effective_settings(database, settings.user_id),
             "mounts": [m for m in memfs_mounts() if is_mounted(Path(m["mountpoint"]))],
             "database": redact(database.url),
             "embedded": database.embedded is not None,
@@ -132,6 +168,8 @@ def print_status(info: dict[str, Any], as_json: bool) -> None:
     print(f"workspace:          user {info['user_id']!r}, agent {info['agent_id'] or 'none'}")
     print(f"documents:          {info['documents']}")
     print(f"chunks:             {info['chunks']} ({info['embeddings_pending']} without embedding)")
+    for name, item in info.get("settings", {}).items():
+        print(f"{name + ':':<20}{item['value']} ({item['source']})")
     for error in info["last_errors"] or ["none"]:
         print(f"last errors:        {error}")
 
@@ -140,9 +178,21 @@ def print_status(info: dict[str, Any], as_json: bool) -> None:
 
 
 def seed(settings: Settings) -> Report:
+    """memfs's starter files, only on a workspace memfs created.
+
+    IronClaw seeds its own identity files (its onboarding ``BOOTSTRAP.md`` among them) at
+    every start, but never over a file that exists: files memfs wrote first would keep
+    IronClaw's own from ever being created.  So on IronClaw's database this refuses.
+    """
     report = Report("seed")
     database, store = with_store(settings)
     try:
+        if database.schema.kind == "ironclaw":
+            raise Refused(
+                "this is IronClaw's database: IronClaw writes its own identity files "
+                "(AGENTS.md, SOUL.md, BOOTSTRAP.md, ...) at its next start and never replaces "
+                "an existing one, so memfs seeds nothing here"
+            )
         missing = {p for p in [*SEEDS, BOOTSTRAP[0]] if store.find_document(p) is None}
         wanted = dict(SEEDS)
         profile = store.find_document("context/profile.json")

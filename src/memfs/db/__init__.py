@@ -15,6 +15,7 @@ from psycopg_pool import ConnectionPool
 
 from memfs.config import Settings
 from memfs.db.embedded import start_embedded
+from memfs.db.ironclaw_settings import read_ironclaw_settings
 from memfs.db.schema import SchemaInfo, ensure_schema, has_change_feed, install_change_feed
 from memfs.db.store import CommitResult, DocRow, FileAttrs, MetaStore, Scope
 
@@ -49,6 +50,11 @@ class Database:
     def install_change_feed(self) -> None:
         with self.pool.connection() as conn:
             install_change_feed(conn)
+
+    def ironclaw_settings(self, owner: str) -> dict[str, Any]:
+        """IronClaw's settings-table values for ``owner`` (they win over the environment)."""
+        with self.pool.connection() as conn:
+            return read_ironclaw_settings(conn, owner)
 
     def store(self, scope: Scope, origin: str | None = None) -> MetaStore:
         return MetaStore(self.pool, scope, self.schema, origin=origin)

@@ -275,9 +275,43 @@ def _is_ironclaw(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
     return True
 
 
+def reborn_is_live(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+    """True when IronClaw >= 1.1 keeps this database's memory in ``root_filesystem_entries``.
+
+    Either a >= 1.1 process has started here (it creates ``root_filesystem_ordered_index_rows``,
+    migration V33), or memory documents already live under ``/memory/tenants/`` (a Reborn
+    1.0 binary).  IronClaw <= 1.0 also creates ``root_filesystem_entries`` (V26+) but keeps
+    no memory there, so the table alone decides nothing.
+    """
+    if not _exists(conn, "root_filesystem_entries"):
+        return False
+    if _exists(conn, "root_filesystem_ordered_index_rows"):
+        return True
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM information_schema.columns "
+        "WHERE table_name = 'root_filesystem_entries' AND column_name = 'kind' "
+        "AND table_schema = ANY (current_schemas(false)))"
+    ).fetchone()
+    if not (row and row[0]):
+        return False
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM root_filesystem_entries "
+        "WHERE kind = 'memory_document' AND path LIKE '/memory/tenants/%')"
+    ).fetchone()
+    return bool(row and row[0])
+
+
 def inspect(conn: psycopg.Connection[tuple[object, ...]]) -> SchemaInfo | None:
     """Describe the database's memory schema, or None if it has none yet."""
     has_docs = _exists(conn, "memory_documents")
+    if has_docs and reborn_is_live(conn):
+        raise SchemaError(
+            "IronClaw >= 1.1 has taken this database over: the agent's memory now lives in "
+            "root_filesystem_entries, and memory_documents is the frozen copy IronClaw no "
+            "longer reads, so edits there would never reach the agent. memfs does not mount "
+            "the Reborn layout yet; until it does, keep this database unmounted (or point "
+            "memfs at an IronClaw <= 1.0 database)."
+        )
     if not has_docs:
         if _exists(conn, "root_filesystem_entries"):
             raise SchemaError(

@@ -693,10 +693,16 @@ class MetaStore:
             ).fetchall()
 
     def chunks_missing_embeddings(
-        self, document_ids: Sequence[UUID] | None, limit: int, max_bytes: int
+        self,
+        document_ids: Sequence[UUID] | None,
+        limit: int,
+        max_bytes: int,
+        exclude: Sequence[UUID] = (),
     ) -> list[tuple[UUID, str]]:
         """Chunks of the workspace (or of some documents) still without an embedding."""
         only = "AND c.document_id = ANY(%(docs)s) " if document_ids is not None else ""
+        if exclude:
+            only += "AND NOT (c.id = ANY(%(exclude)s)) "
         with self.pool.connection() as conn:
             rows = conn.execute(
                 "SELECT c.id, c.content FROM memory_chunks c "
@@ -704,7 +710,12 @@ class MetaStore:
                 f"WHERE {_DOC_SCOPE} "
                 f"  AND c.embedding IS NULL AND octet_length(c.content) <= %(max)s {only}"
                 "ORDER BY c.document_id, c.chunk_index LIMIT %(limit)s",
-                self._params(docs=list(document_ids or []), limit=limit, max=max_bytes),
+                self._params(
+                    docs=list(document_ids or []),
+                    limit=limit,
+                    max=max_bytes,
+                    exclude=list(exclude),
+                ),
             ).fetchall()
         return [(r[0], r[1]) for r in rows]
 

@@ -72,6 +72,8 @@ class Embedder:
         self.cache = EmbeddingCache(settings.cache_size)
         self.backoff_base = backoff_base
         self.requests = 0
+        #: Cache keys of texts the provider refused; never sent again by this process.
+        self.rejected: set[bytes] = set()
         self.client = httpx.AsyncClient(
             timeout=httpx.Timeout(settings.timeout), transport=transport
         )
@@ -104,16 +106,42 @@ class Embedder:
                 out[index] = cached
             else:
                 missing.setdefault(key, []).append(index)
-        keys = list(missing)
+        keys = [k for k in missing if k not in self.rejected]
         size = self.settings.batch_size
         for start in range(0, len(keys), size):
             batch = keys[start : start + size]
-            vectors = await self._request([texts[missing[k][0]] for k in batch])
+            vectors = await self._isolating([texts[missing[k][0]] for k in batch])
             for key, vector in zip(batch, vectors, strict=True):
+                if vector is None:
+                    self.rejected.add(key)
+                    continue
                 self.cache.put(key, vector)
                 for index in missing[key]:
                     out[index] = vector
         return out
+
+    async def _isolating(self, texts: list[str]) -> list[list[float] | None]:
+        """One request for the batch; if the provider refuses its input, halve it until the
+        refused texts are alone, so one bad text does not keep the others unembedded.
+
+        A refused text gets None (its chunk keeps a NULL embedding, as IronClaw leaves it)
+        and is logged once.  Outages and credential errors still raise.
+        """
+        try:
+            return list(await self._request(texts))
+        except EmbeddingError as exc:
+            if not exc.rejects_input:
+                raise
+            if len(texts) == 1:
+                preview = texts[0][:60].replace("\n", " ")
+                log.warning(
+                    "the embedding provider refused one text (%d bytes, %r...): %s; its chunk "
+                    "keeps no embedding",
+                    len(texts[0].encode("utf-8")), preview, exc,
+                )  # fmt: skip
+                return [None]
+        half = len(texts) // 2
+        return [*await self._isolating(texts[:half]), *await self._isolating(texts[half:])]
 
     async def _request(self, texts: list[str]) -> list[list[float]]:
         attempt = 0

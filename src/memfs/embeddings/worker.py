@@ -44,6 +44,8 @@ class EmbeddingWorker:
         self.written = 0
         self.last_error: str | None = None
         self.idle = trio.Event()
+        #: Chunks whose text the provider refused: they keep NULL, as IronClaw leaves them.
+        self.refused: set[UUID] = set()
 
     def notify(self, doc_id: UUID) -> None:
         """A document's chunks changed (called by the filesystem after a commit)."""
@@ -73,11 +75,13 @@ class EmbeddingWorker:
         written = 0
         while self.enabled:
             rows = await self.run_db(
-                self.store.chunks_missing_embeddings, document_ids, PAGE, MAX_INPUT_BYTES
-            )
+                self.store.chunks_missing_embeddings, document_ids, PAGE, MAX_INPUT_BYTES,
+                list(self.refused),
+            )  # fmt: skip
             if not rows:
                 break
             vectors = await self.embedder.embed_many([text for _, text in rows])
+            self.refused.update(c for (c, _), v in zip(rows, vectors, strict=True) if v is None)
             items = [
                 (chunk_id, text, Vector(vector))
                 for (chunk_id, text), vector in zip(rows, vectors, strict=True)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
+from memfs.ironclaw.settings import ConfigError, resolve_search
 
-class SearchConfigError(ValueError):
-    """A ``SEARCH_*`` variable has a value IronClaw would also reject."""
+SearchConfigError = ConfigError
 
 
 @dataclass(frozen=True)
@@ -37,37 +37,20 @@ class SearchConfig:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SearchConfig:
-        """Read IronClaw's `SEARCH_FUSION_STRATEGY`, `SEARCH_RRF_K` and `SEARCH_*_WEIGHT`.
+        return cls.resolve({}, env)
 
-        Weights default to 0.5/0.5 for RRF and 0.3/0.7 for weighted fusion; they must be
-        finite and >= 0, and weighted fusion with both weights 0 is rejected, as in IronClaw.
+    @classmethod
+    def resolve(cls, db: Mapping[str, Any], env: Mapping[str, str] | None = None) -> SearchConfig:
+        """IronClaw's fusion settings: its ``settings`` table, then ``SEARCH_*``, then defaults.
+
+        Weights are f32 (default 0.5/0.5 for RRF, 0.3/0.7 for weighted), finite and >= 0;
+        weighted fusion with both weights 0 is refused, as in IronClaw.
         """
         env = os.environ if env is None else env
-        fusion = env.get("SEARCH_FUSION_STRATEGY", "rrf").strip().lower() or "rrf"
-        if fusion not in ("rrf", "weighted"):
-            raise SearchConfigError(
-                f"SEARCH_FUSION_STRATEGY must be 'rrf' or 'weighted', not {fusion!r}"
-            )
-        defaults = (0.5, 0.5) if fusion == "rrf" else (0.3, 0.7)
-        fts_weight = _weight(env, "SEARCH_FTS_WEIGHT", defaults[0])
-        vector_weight = _weight(env, "SEARCH_VECTOR_WEIGHT", defaults[1])
-        if fusion == "weighted" and fts_weight == 0 and vector_weight == 0:
-            raise SearchConfigError("weighted fusion needs a weight above 0")
-        try:
-            rrf_k = int(env.get("SEARCH_RRF_K", "60"))
-        except ValueError:
-            raise SearchConfigError("SEARCH_RRF_K must be an integer") from None
-        return cls(rrf_k=rrf_k, fusion=fusion, fts_weight=fts_weight, vector_weight=vector_weight)
-
-
-def _weight(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name)
-    if raw is None or not raw.strip():
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SearchConfigError(f"{name} must be a number, not {raw!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise SearchConfigError(f"{name} must be finite and >= 0, not {raw!r}")
-    return value
+        resolved = resolve_search(db, env)
+        return cls(
+            rrf_k=resolved.rrf_k,
+            fusion=resolved.fusion,
+            fts_weight=resolved.fts_weight,
+            vector_weight=resolved.vector_weight,
+        )
