@@ -130,8 +130,10 @@ def test_settings_table_configures_embeddings(
         assert settings["search fusion"]["source"] == "default"
         text = memfs(work_dir, database_url, "status", **env).stdout
         assert "embedding provider: ollama (settings table)" in text
-        sql_conn.execute("INSERT INTO memory_documents (user_id, path, content) VALUES "
-                         "('default', 'notes.md', 'the deploy schedule is on fridays')")  # fmt: skip
+        sql_conn.execute(
+            "INSERT INTO memory_documents (user_id, path, content) VALUES "
+            "('default', 'notes.md', 'the deploy schedule is on fridays')"
+        )
         memfs(work_dir, database_url, "reindex", **env)
         found = memfs(work_dir, database_url, "search", "deploy schedule", "--json", **env)
         assert found.returncode == 0, found.stderr
