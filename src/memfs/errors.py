@@ -34,3 +34,12 @@ class SchemaError(RuntimeError):
 
 class Refused(Exception):
     """A command that must not run against this database; the message says why."""
+
+
+class WriteRefused(FsError):
+    """Content IronClaw's own write would refuse (a metadata ``schema``, its prompt-injection
+    scan).  The save is abandoned, not retried: the database keeps its previous content."""
+
+    def __init__(self, code: int, rule: str, reason: str) -> None:
+        super().__init__(code, f"{rule}: {reason}")
+        self.rule = rule

@@ -9,7 +9,6 @@ matches only NULL rows, as IronClaw does).
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import uuid
 from collections.abc import Sequence
@@ -25,6 +24,13 @@ from psycopg_pool import ConnectionPool
 
 from memfs.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
 from memfs.db.schema import SchemaInfo
+from memfs.ironclaw.write_rules import (
+    DocumentMetadata,
+    check_injection,
+    check_schema,
+    effective_metadata,
+    is_engine_runtime_path,
+)
 from memfs.paths import escape_like
 
 log = logging.getLogger(__name__)
@@ -140,25 +146,9 @@ def folder_config_paths(path: str) -> list[str]:
     return candidates
 
 
-def effective_metadata(own: dict[str, Any] | None, folder: dict[str, Any] | None) -> dict[str, Any]:
-    """IronClaw's shallow merge: nearest folder ``.config`` metadata, overlaid by the doc's own."""
-    merged: dict[str, Any] = dict(folder or {})
-    merged.update(own or {})
-    return merged
-
-
 def content_hash(content: str) -> str:
     """IronClaw's version hash: ``sha256:`` + lowercase hex of the UTF-8 bytes."""
     return "sha256:" + hashlib.sha256(content.encode("utf-8")).hexdigest()
-
-
-def _as_dict(value: Any) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if isinstance(value, str):
-        loaded = json.loads(value)
-        return loaded if isinstance(loaded, dict) else {}
-    return value if isinstance(value, dict) else {}
 
 
 class MetaStore:
@@ -318,7 +308,16 @@ class MetaStore:
         chunks: list[str] | None,
         expected: datetime | None = None,
     ) -> _PendingCommit:
-        """Queue one document's statements; the caller's transaction end resolves them."""
+        """Queue one document's statements; the caller's transaction end resolves them.
+
+        IronClaw's write, rule for rule: the prompt-injection scan of system-prompt files;
+        engine runtime paths stored without chunks or versions; an unchanged save changes no
+        row but is re-indexed (chunks missing or stale are rebuilt); a metadata ``schema``
+        validates the new content; the previous content becomes a version; then reindex.
+        A refused write raises ``WriteRefused`` and the transaction rolls back.
+        """
+        check_injection(path, content)
+        engine = is_engine_runtime_path(path)
         row = None
         conflict = None
         if doc_id is not None:
@@ -334,41 +333,46 @@ class MetaStore:
             folder_row = folder_cur.fetchone()
         pending = _PendingCommit(created=row is None)
         if row is None:
+            meta = effective_metadata({}, folder_row[0] if folder_row else None)
+            if content and not engine:
+                check_schema(path, content, meta.schema)
             pending.returning = conn.execute(
                 "INSERT INTO memory_documents (id, user_id, agent_id, path, content, metadata) "
                 "VALUES (%(id)s, %(user)s, %(agent)s, %(path)s, %(content)s, '{}'::jsonb) "
                 "RETURNING updated_at",
                 self._params(id=pending.doc_id, path=path, content=content),
             )
-            meta = effective_metadata({}, _as_dict(folder_row[0]) if folder_row else None)
         else:
             pending.doc_id, previous, own, folder, pending.updated_at = row
-            meta = effective_metadata(_as_dict(own), _as_dict(folder))
+            meta = effective_metadata(own, folder)
             pending.changed = previous != content
+            if pending.changed and not engine:
+                check_schema(path, content, meta.schema)
             concurrent = expected is not None and pending.updated_at != expected
             if pending.changed and concurrent and previous:
                 conflict = self._keep_concurrent_change(
                     conn, pending.doc_id, path, previous, meta, index_now=chunks is not None
                 )
             if pending.changed:
-                pending.version = self._maybe_save_version(conn, pending.doc_id, previous, meta)
+                if not engine:
+                    pending.version = self._maybe_save_version(conn, pending.doc_id, previous, meta)
                 pending.returning = conn.execute(
                     "UPDATE memory_documents SET content = %(content)s WHERE id = %(id)s "
                     "RETURNING updated_at",
                     {"content": content, "id": pending.doc_id},
                 )
         pending.conflict = conflict
-        if pending.changed:
-            if chunks is None:
-                conn.execute(
-                    "INSERT INTO memfs.reindex_queue (document_id) VALUES (%s) "
-                    "ON CONFLICT DO NOTHING",
-                    (pending.doc_id,),
-                )
-            else:
-                indexed = [] if meta.get("skip_indexing") is True else chunks
-                self._replace_chunks(conn, {pending.doc_id: indexed}, fresh=pending.created)
-                pending.chunks = len(indexed)
+        # IronClaw re-indexes after every write, changed or not: a row whose chunks are
+        # missing (inserted by SQL) or stale gets them now.
+        if chunks is None:
+            conn.execute(
+                "INSERT INTO memfs.reindex_queue (document_id) VALUES (%s) ON CONFLICT DO NOTHING",
+                (pending.doc_id,),
+            )
+        else:
+            indexed = chunks if meta.indexed and not engine else []
+            self._replace_chunks(conn, {pending.doc_id: indexed}, fresh=pending.created)
+            pending.chunks = len(indexed)
         if not (pending.created and attrs.empty):  # a new row has no attributes to clear
             self._write_attrs(conn, pending.doc_id, attrs)
         return pending
@@ -379,7 +383,7 @@ class MetaStore:
         doc_id: UUID,
         path: str,
         newer: str,
-        meta: dict[str, Any],
+        meta: DocumentMetadata,
         *,
         index_now: bool,
     ) -> str:
@@ -421,7 +425,13 @@ class MetaStore:
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
 
     def _maybe_save_version(
-        self, conn: Conn, doc_id: UUID, previous: str, meta: dict[str, Any], *, force: bool = False
+        self,
+        conn: Conn,
+        doc_id: UUID,
+        previous: str,
+        meta: DocumentMetadata,
+        *,
+        force: bool = False,
     ) -> psycopg.Cursor[tuple[Any, ...]] | None:
         """IronClaw's ``maybe_save_version``: keep the previous content as version MAX+1.
 
@@ -430,7 +440,7 @@ class MetaStore:
         The document row is already locked FOR UPDATE by the caller.  Returns the INSERT's
         cursor (its rowcount says whether a version was written) or None if skipped.
         """
-        skip = meta.get("skip_versioning") is True and not force
+        skip = not meta.versioned and not force
         if not self.schema.has_versions or previous == "" or skip:
             return None
         digest = content_hash(previous)
@@ -813,15 +823,15 @@ class MetaStore:
             if locked is None:
                 return 0
             _, content, own, folder, _ = locked
-            meta = effective_metadata(_as_dict(own), _as_dict(folder))
-            chunks = self._chunks_for(content, meta)
+            chunks = self._chunks_for(row[0], content, effective_metadata(own, folder))
             self._replace_chunks(conn, {doc_id: chunks})
             conn.execute("DELETE FROM memfs.reindex_queue WHERE document_id = %s", (doc_id,))
             return len(chunks)
 
-    def _chunks_for(self, content: str, meta: dict[str, Any]) -> list[str]:
-        """The chunks IronClaw would store: none under effective ``skip_indexing``."""
-        if meta.get("skip_indexing") is True:
+    def _chunks_for(self, path: str, content: str, meta: DocumentMetadata) -> list[str]:
+        """The chunks IronClaw would store: none under effective ``skip_indexing`` or at an
+        engine runtime path."""
+        if not meta.indexed or is_engine_runtime_path(path):
             return []
         return chunk_document(content, self.chunk_config)
 
@@ -860,8 +870,8 @@ class MetaStore:
                 nearest = next(
                     (folders[c] for c in folder_config_paths(path) if c in folders), None
                 )
-                meta = effective_metadata(_as_dict(own), _as_dict(nearest))
-                chunks_by_doc[doc_id] = self._chunks_for(content, meta)
+                meta = effective_metadata(own, nearest)
+                chunks_by_doc[doc_id] = self._chunks_for(path, content, meta)
             self._replace_chunks(conn, chunks_by_doc)
             conn.execute(
                 "DELETE FROM memfs.reindex_queue WHERE document_id = ANY(%s)",

@@ -263,12 +263,11 @@ class FilesystemBase:
         result = await self._db(
             self.store.commit_document, doc_id, path, text, attrs, expected, index_now=not deferred
         )
-        if result.changed:
-            if deferred:
-                assert reindexer is not None
-                reindexer.request()  # it announces the document once re-chunked
-            else:
-                self._announce(result.doc_id)
+        if deferred:
+            assert reindexer is not None
+            reindexer.request()  # IronClaw re-indexes every write; announced once re-chunked
+        elif result.changed:
+            self._announce(result.doc_id)
         return result
 
     def _touch_dir(self, directory: DirNode) -> None:

@@ -13,7 +13,7 @@ import stat
 
 from memfs.buffers import FileBuffer, ScratchBuffer
 from memfs.db.store import FileAttrs
-from memfs.errors import FsError
+from memfs.errors import FsError, WriteRefused
 from memfs.scratch import TENTATIVE_GRACE
 from memfs.tree import SYNTHETIC, FileNode, ScopedFile, SyntheticFile, to_ns
 from memfs.vfs.base import Attributes, Buffer, FilesystemBase, Handle, log
@@ -168,7 +168,7 @@ class ContentMixin(FilesystemBase):
         try:
             await self.commit(node)
         except FsError as exc:
-            if exc.errno != errno.EILSEQ:
+            if exc.errno != errno.EILSEQ and not isinstance(exc, WriteRefused):
                 log.error(
                     "changes to %s stay in memory until the database is back: %s",
                     self._describe(node),
@@ -256,18 +256,22 @@ class ContentMixin(FilesystemBase):
                 await self._reject(node, exc)
                 raise
             attrs = FileAttrs(node.custom_mode, node.client_mtime_ns)
-            if node.doc_id is None:
-                async with self.ns_lock:
-                    if node.parent is None:
-                        buffer.dirty = False
-                        return
+            try:
+                if node.doc_id is None:
+                    async with self.ns_lock:
+                        if node.parent is None:
+                            buffer.dirty = False
+                            return
+                        path = self.tree.path_of(node)
+                        result = await self._commit_document(None, path, text, attrs)
+                else:
                     path = self.tree.path_of(node)
-                    result = await self._commit_document(None, path, text, attrs)
-            else:
-                path = self.tree.path_of(node)
-                result = await self._commit_document(
-                    node.doc_id, path, text, attrs, node.updated_at
-                )
+                    result = await self._commit_document(
+                        node.doc_id, path, text, attrs, node.updated_at
+                    )
+            except WriteRefused as exc:
+                await self._reject(node, exc)
+                raise
             if result.conflict:
                 log.warning(
                     "%r changed in the database after it was opened here; the other change "
@@ -308,10 +312,14 @@ class ContentMixin(FilesystemBase):
             buffer.dirty = False
         self.unsaved.pop(node.ino, None)
         if node.doc_id is None:
-            # Never reached the database: the file disappears rather than exist empty.
+            # Never reached the database: the file disappears rather than exist empty, and
+            # the kernel forgets its cached entry (or later writes would reach a dead inode).
             async with self.ns_lock:
-                if node.parent is not None:
+                parent = node.parent
+                if parent is not None:
+                    name = node.name
                     self.tree.detach(node)
+                    self.kernel.entry(parent.ino, name)
             return
         # Back to the committed content, so the mount shows what the database holds.
         try:
