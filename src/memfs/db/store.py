@@ -599,9 +599,58 @@ class MetaStore:
             if row is None:
                 return None
             self._write_attrs(conn, doc_id, attrs, row[0])
+            self._queue_reindex(conn, [doc_id])  # the new location's indexing rules
             self._keep_directories(conn, keep_dirs)
             updated_at: datetime = row[0]
             return updated_at
+
+    def _queue_reindex(self, conn: Conn, doc_ids: Sequence[UUID]) -> None:
+        conn.execute(
+            "INSERT INTO memfs.reindex_queue (document_id) SELECT unnest(%s::uuid[]) "
+            "ON CONFLICT DO NOTHING",
+            (list(doc_ids),),
+        )
+
+    def replace_document(
+        self,
+        source_id: UUID,
+        target_id: UUID,
+        path: str,
+        content: str | None,
+        attrs: FileAttrs,
+        keep_dirs: Sequence[str] = (),
+        *,
+        index_now: bool = False,
+    ) -> CommitResult | None:
+        """A document renamed over another: IronClaw's write, then IronClaw's delete.
+
+        In one transaction: ``path`` (the row ``target_id``) is written with the source's
+        content by IronClaw's rules (the target keeps its id, created_at and metadata; its
+        previous content becomes a version; chunks follow), then the source row is deleted
+        (its chunks and versions go with it, as IronClaw's delete does).  ``content`` None
+        means the source's stored content.  None if the source row is gone.
+        """
+        with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
+            self._tag(conn)
+            if content is None:
+                row = conn.execute(
+                    f"SELECT content FROM memory_documents WHERE id = %(id)s AND {_SCOPE} "
+                    "FOR UPDATE",
+                    self._params(id=source_id),
+                ).fetchone()
+                if row is None:
+                    return None
+                content = str(row[0])
+            chunks = chunk_document(content, self.chunk_config) if index_now else None
+            pending = self._commit(conn, target_id, path, content, attrs, chunks)
+            conn.execute(
+                f"DELETE FROM memory_documents WHERE id = %(id)s AND {_SCOPE}",
+                self._params(id=source_id),
+            )
+            conn.execute("DELETE FROM memfs.file_attrs WHERE document_id = %s", (source_id,))
+            conn.execute("DELETE FROM memfs.reindex_queue WHERE document_id = %s", (source_id,))
+            self._keep_directories(conn, keep_dirs)
+        return pending.result()
 
     def rename_directory(
         self,
@@ -642,6 +691,10 @@ class MetaStore:
                 "    ON a.document_id = upd.id AND a.set_against = upd.old_at "
                 "  ON CONFLICT (document_id) DO UPDATE SET mode = EXCLUDED.mode, "
                 "    mtime_ns = EXCLUDED.mtime_ns, set_against = EXCLUDED.set_against"
+                "), queued AS ("
+                # Re-apply the indexing rules of the new location (skip_indexing folders).
+                "  INSERT INTO memfs.reindex_queue (document_id) SELECT id FROM upd "
+                "  ON CONFLICT DO NOTHING"
                 ") SELECT id, updated_at FROM upd",
                 self._params(prefix=old_prefix, new=new_path, cut=cut),
             ).fetchall()

@@ -259,7 +259,7 @@ class FilesystemBase:
     ) -> CommitResult:
         """Commit one document's content; its chunks follow now or from the reindexer."""
         reindexer = self.reindexer
-        deferred = reindexer is not None and reindexer.running
+        deferred = self._reindex_deferred()
         result = await self._db(
             self.store.commit_document, doc_id, path, text, attrs, expected, index_now=not deferred
         )
@@ -269,6 +269,14 @@ class FilesystemBase:
         elif result.changed:
             self._announce(result.doc_id)
         return result
+
+    def _reindex_deferred(self) -> bool:
+        """Whether commits leave re-chunking to the running reindex worker."""
+        return self.reindexer is not None and self.reindexer.running
+
+    def _request_reindex(self) -> None:
+        if self.reindexer is not None and self.reindexer.running:
+            self.reindexer.request()
 
     def _touch_dir(self, directory: DirNode) -> None:
         directory.mtime_ns = directory.ctime_ns = self.clock()

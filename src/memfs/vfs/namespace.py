@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import math
+from uuid import UUID
 
 import psycopg
 import trio
@@ -181,7 +182,17 @@ class NamespaceMixin(ContentMixin):
         """A renamed-away original whose name goes with no new file: the user deleted it."""
         if not isinstance(node, FileNode) or node.origin_doc_id is None or node.extra_links:
             return
-        log.info(
+        shown = self.tree.docs.get(node.origin_doc_id)
+        if shown is not None and shown is not node and shown.parent is not None:
+            # Another writer's change brought the row back into the tree (the agent wrote
+            # it mid-save): it is a live document again, not an abandoned original.
+            log.info(
+                "%s: the renamed-away original is shown again as %s; keeping it",
+                self._describe(node), self._describe(shown),
+            )  # fmt: skip
+            self._forget_detached(node)
+            return
+        log.warning(
             "%s was the renamed-away original of a document and no new file took its "
             "place: deleting the document",
             self._describe(node),
@@ -299,9 +310,14 @@ class NamespaceMixin(ContentMixin):
                 await self._db(self.store.create_directory, keep[0])
             return
         attrs = FileAttrs(source.custom_mode, source.mtime_ns)
+        if replaced is not None and replaced != source.doc_id:
+            await self.commit(source)  # pending changes first: the rename carries them
+            await self._replace_document(source, source.doc_id, replaced, new_path, None, keep)
+            return
         updated_at = await self._db(
             self.store.rename_document, source.doc_id, new_path, replaced, attrs, keep
         )
+        self._request_reindex()
         if replaced is not None:
             self.cache.drop(replaced)
         if updated_at is None:
@@ -311,12 +327,56 @@ class NamespaceMixin(ContentMixin):
         source.client_mtime_ns = source.mtime_ns
         source.ctime_ns = self.clock()
 
+    async def _replace_document(
+        self,
+        source: FileNode,
+        source_id: UUID,
+        replaced: UUID,
+        new_path: str,
+        text: str | None,
+        keep: list[str],
+    ) -> CommitResult | None:
+        """``rename`` of a document over another: IronClaw's write of the target path with
+        the source's content, then its delete of the source, in one transaction.  The target
+        keeps its identity and history; the file now stands for the target's row."""
+        attrs = FileAttrs(source.custom_mode, source.client_mtime_ns or source.mtime_ns)
+        result = await self._db(
+            self.store.replace_document, source_id, replaced, new_path, text, attrs, keep,
+            index_now=not self._reindex_deferred(),
+        )  # fmt: skip
+        self._request_reindex()
+        self.cache.drop(replaced)
+        if result is None:
+            log.warning("%s vanished from the database during rename", self._describe(source))
+            return None
+        data = self.cache.get(source_id, source.updated_at) if source.doc_id else None
+        self.cache.drop(source_id)
+        kernel_current = self._kernel_version.get(source.ino) == source.updated_at
+        self.tree.bind_document(source, result.doc_id)
+        source.updated_at = result.updated_at
+        if data is not None:
+            self.cache.put(result.doc_id, result.updated_at, data)
+        if kernel_current:
+            self._kernel_version[source.ino] = result.updated_at
+        source.client_mtime_ns = source.mtime_ns
+        source.ctime_ns = self.clock()
+        if not self._reindex_deferred() and result.changed:
+            self._announce(result.doc_id)
+        log.debug(
+            "%r replaced by a rename: its row %s keeps its identity%s; the source row %s is "
+            "deleted",
+            new_path, result.doc_id, ", previous content versioned" if result.versioned else "",
+            source_id,
+        )  # fmt: skip
+        return result
+
     async def _rename_dir(
         self, source: DirNode, new_path: str, target: Node | None, keep: list[str]
     ) -> None:
         old_path = self.tree.path_of(source)
         replaced = self.tree.path_of(target) if isinstance(target, DirNode) else None
         moved = await self._db(self.store.rename_directory, old_path, new_path, replaced, keep)
+        self._request_reindex()
         for node in self.tree.iter_files(source):
             if node.doc_id is not None and node.doc_id in moved:
                 self._adopt_version(node, moved[node.doc_id])
@@ -384,11 +444,26 @@ class NamespaceMixin(ContentMixin):
             replaced = (
                 target.doc_id if isinstance(target, FileNode) and not target.scratch else None
             )
-            moved = await self._db(
-                self.store.rename_document, doc_id, new_path, replaced, attrs, []
-            )
+            if replaced is None:
+                pending = self.detached.get(new_path)
+                if pending is not None and pending.origin_doc_id not in (None, doc_id):
+                    replaced = pending.origin_doc_id
+                    self._forget_detached(pending)
             self._forget_detached(source)
-            doc_id = doc_id if moved is not None else None
+            if replaced is not None and replaced != doc_id:
+                # A renamed-away document moved over another one: IronClaw's write of the
+                # target with this content, then its delete of this row.
+                result = await self._replace_document(source, doc_id, replaced, new_path, text, [])
+                if result is not None:
+                    self._become_document(source, result, data)
+                    return
+                doc_id = None
+            else:
+                moved = await self._db(
+                    self.store.rename_document, doc_id, new_path, replaced, attrs, []
+                )
+                self._request_reindex()
+                doc_id = doc_id if moved is not None else None
         else:
             if isinstance(target, FileNode) and not target.scratch:
                 doc_id = target.doc_id
