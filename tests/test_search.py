@@ -232,3 +232,30 @@ async def test_search_directory_in_the_model(
         with pytest.raises(Exception, match="ENOENT"):
             await fs.lookup(root.ino, probe)
     assert engine.searches == before + 1
+
+
+async def test_read_scopes_are_searched_as_ironclaw_does(
+    database: Database, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """Every read scope is searched (``user_id = ANY``); their identity files are dropped."""
+    store = database.store(Scope("default"))
+    fs = Filesystem(store)
+    await fs.load()
+    await write(fs, "notes.md", "deploy schedule for the primary")
+    team = Filesystem(database.store(Scope("team")))
+    await team.load()
+    await write(team, "MEMORY.md", "team deploy schedule, shared")
+    await write(team, "SOUL.md", "deploy schedule soul of the team")
+    await write(team, "daily/2026-03-03.md", "deploy schedule talk")
+    stranger = Filesystem(database.store(Scope("stranger")))
+    await stranger.load()
+    await write(stranger, "MEMORY.md", "deploy schedule secret")
+    alone = await SearchEngine(store, fs._db).search("deploy schedule")
+    assert [r.path for r in alone.results] == ["notes.md"]
+    both = await SearchEngine(store, fs._db, read_scopes=["team"]).search("deploy schedule")
+    assert sorted(r.path for r in both.results) == [
+        ".scopes/team/MEMORY.md",
+        ".scopes/team/daily/2026-03-03.md",
+        "notes.md",
+    ]
+    assert all("secret" not in r.content for r in both.results)

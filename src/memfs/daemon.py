@@ -156,7 +156,10 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
 
         async def run() -> int:
             embedder = Embedder(embedding_settings) if embedding_settings else None
-            engine = SearchEngine(store, fs._db, embedder=embedder, config=search_config)
+            engine = SearchEngine(
+                store, fs._db, embedder=embedder, config=search_config,
+                read_scopes=settings.read_scopes,
+            )  # fmt: skip
             fs.attach_search(engine, ttl=settings.search_ttl)
             if embedder is None:
                 log.info("no embedding provider (EMBEDDING_ENABLED is off): search is full-text")

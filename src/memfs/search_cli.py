@@ -34,7 +34,10 @@ def run_search(settings: Settings, query: str, *, limit: int, mode: str) -> Sear
         async def go() -> SearchOutcome:
             embedder = Embedder(embedding) if embedding else None
             try:
-                engine = SearchEngine(store, _in_thread, embedder=embedder, config=config)
+                engine = SearchEngine(
+                    store, _in_thread, embedder=embedder, config=config,
+                    read_scopes=settings.read_scopes,
+                )  # fmt: skip
                 return await engine.search(query, limit=limit, mode=mode)
             finally:
                 if embedder is not None:

@@ -720,25 +720,33 @@ class MetaStore:
 
     # -- search and embeddings -----------------------------------------------------------
 
-    def search_fts(self, query: str, limit: int) -> list[tuple[Any, ...]]:
+    def search_fts(
+        self, query: str, limit: int, users: Sequence[str] | None = None
+    ) -> list[tuple[Any, ...]]:
         """IronClaw's full-text leg: ``plainto_tsquery('english')`` ranked by ``ts_rank_cd``.
 
-        Rows are (chunk id, document id, path, chunk index, content).  Ties are ordered by
-        path and chunk index (IronClaw leaves them unordered).
+        Rows are (chunk id, document id, path, chunk index, content, user id).  ``users``
+        are the scopes searched together (IronClaw's ``user_id = ANY(...)``; default: this
+        store's).  Ties are ordered by path and chunk index (IronClaw leaves them unordered).
         """
         with self.pool.connection() as conn:
             return conn.execute(
-                "SELECT c.id, c.document_id, d.path, c.chunk_index, c.content "
+                "SELECT c.id, c.document_id, d.path, c.chunk_index, c.content, d.user_id "
                 "FROM memory_chunks c JOIN memory_documents d ON d.id = c.document_id, "
                 "  plainto_tsquery('english', %(q)s) AS q "
-                f"WHERE {_DOC_SCOPE} "
+                "WHERE d.user_id = ANY(%(users)s) AND d.agent_id IS NOT DISTINCT FROM %(agent)s "
                 "  AND c.content_tsv @@ q "
                 "ORDER BY ts_rank_cd(c.content_tsv, q) DESC, d.path, c.chunk_index "
                 "LIMIT %(limit)s",
-                self._params(q=query, limit=limit),
+                self._params(q=query, limit=limit, users=self._users(users)),
             ).fetchall()
 
-    def search_vector(self, embedding: Vector, limit: int) -> list[tuple[Any, ...]]:
+    def _users(self, users: Sequence[str] | None) -> list[str]:
+        return list(users) if users else [self.scope.user_id]
+
+    def search_vector(
+        self, embedding: Vector, limit: int, users: Sequence[str] | None = None
+    ) -> list[tuple[Any, ...]]:
         """IronClaw's vector leg: exact cosine distance over chunks that have an embedding.
 
         Only embeddings of the query's dimension are compared, so one foreign-dimension
@@ -746,13 +754,18 @@ class MetaStore:
         """
         with self.pool.connection() as conn:
             return conn.execute(
-                "SELECT c.id, c.document_id, d.path, c.chunk_index, c.content "
+                "SELECT c.id, c.document_id, d.path, c.chunk_index, c.content, d.user_id "
                 "FROM memory_chunks c JOIN memory_documents d ON d.id = c.document_id "
-                f"WHERE {_DOC_SCOPE} "
+                "WHERE d.user_id = ANY(%(users)s) AND d.agent_id IS NOT DISTINCT FROM %(agent)s "
                 "  AND c.embedding IS NOT NULL AND vector_dims(c.embedding) = %(dims)s "
                 "ORDER BY c.embedding <=> %(vec)s, d.path, c.chunk_index "
                 "LIMIT %(limit)s",
-                self._params(vec=embedding, dims=len(embedding.to_list()), limit=limit),
+                self._params(
+                    vec=embedding,
+                    dims=len(embedding.to_list()),
+                    limit=limit,
+                    users=self._users(users),
+                ),
             ).fetchall()
 
     def chunks_missing_embeddings(

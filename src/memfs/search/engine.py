@@ -9,7 +9,7 @@ search; memfs returns the full-text results and says so in ``SearchOutcome.note`
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,8 +44,26 @@ class SearchOutcome:
         return f"{text}; {self.note}" if self.note else text
 
 
-def _hits(rows: list[tuple[Any, ...]]) -> list[Hit]:
-    return [Hit(r[0], r[1], r[2], r[3], r[4], rank) for rank, r in enumerate(rows, 1)]
+#: Files IronClaw reads from the primary scope only (exact case); search drops them when
+#: they come from a read scope.
+IDENTITY_FILES = frozenset(
+    {"IDENTITY.md", "SOUL.md", "AGENTS.md", "USER.md", "TOOLS.md", "BOOTSTRAP.md"}
+)
+
+
+def _hits(rows: list[tuple[Any, ...]], primary: str) -> list[Hit]:
+    """Ranked hits; a read scope's document is named as the mount shows it, under
+    ``.scopes/<user>/``, so its result never clashes with a primary document's path."""
+    return [
+        Hit(r[0], r[1], r[2] if r[5] == primary else f".scopes/{r[5]}/{r[2]}", r[3], r[4], rank)
+        for rank, r in enumerate(rows, 1)
+    ]
+
+
+def _secondary_identity(path: str) -> bool:
+    if not path.startswith(".scopes/"):
+        return False
+    return path.split("/", 2)[2] in IDENTITY_FILES
 
 
 class SearchEngine:
@@ -56,8 +74,11 @@ class SearchEngine:
         *,
         embedder: Embedder | None = None,
         config: SearchConfig | None = None,
+        read_scopes: Sequence[str] = (),
     ) -> None:
         self.store = store
+        #: Every scope searched, the primary first (IronClaw searches all read scopes).
+        self.users = [store.scope.user_id, *(u for u in read_scopes if u != store.scope.user_id)]
         self.run_db = run_db
         self.embedder = embedder
         self.config = config or SearchConfig()
@@ -88,15 +109,20 @@ class SearchEngine:
         if not use_vector and not use_fts:
             use_fts = True  # vector-only was asked for but is impossible: say so, fall back
         fts_rows = (
-            await self.run_db(self.store.search_fts, query, config.pre_fusion_limit)
+            await self.run_db(self.store.search_fts, query, config.pre_fusion_limit, self.users)
             if use_fts and query.strip()
             else []
         )
         vector_rows = (
-            await self.run_db(self.store.search_vector, Vector(vector), config.pre_fusion_limit)
+            await self.run_db(
+                self.store.search_vector, Vector(vector), config.pre_fusion_limit, self.users
+            )
             if use_vector and vector is not None
             else []
         )
-        results = fuse(_hits(fts_rows), _hits(vector_rows), config)
+        primary = self.users[0]
+        results = fuse(_hits(fts_rows, primary), _hits(vector_rows, primary), config)
+        # As IronClaw: identity files of read scopes are dropped after fusion.
+        results = [r for r in results if not _secondary_identity(r.path)]
         ran = "hybrid" if use_fts and use_vector else ("fts" if use_fts else "vector")
         return SearchOutcome(query, results, ran, config.fusion, note)
