@@ -548,6 +548,17 @@ class MetaStore:
                     [self._params(path=p) for p in paths],
                 )
 
+    def _delete_row(self, conn: Conn, doc_id: UUID) -> psycopg.Cursor[tuple[Any, ...]]:
+        """IronClaw's delete of one document (chunks and versions cascade) and memfs's state
+        about it; returns the DELETE's cursor (its rowcount says whether the row existed)."""
+        cur = conn.execute(
+            f"DELETE FROM memory_documents WHERE id = %(id)s AND {_SCOPE}",
+            self._params(id=doc_id),
+        )
+        conn.execute("DELETE FROM memfs.file_attrs WHERE document_id = %s", (doc_id,))
+        conn.execute("DELETE FROM memfs.reindex_queue WHERE document_id = %s", (doc_id,))
+        return cur
+
     def delete_document(self, doc_id: UUID, keep_dirs: Sequence[str] = ()) -> bool:
         """Delete a document (chunks and versions cascade), as IronClaw's delete does.
 
@@ -555,12 +566,7 @@ class MetaStore:
         """
         with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
             self._tag(conn)
-            cur = conn.execute(
-                f"DELETE FROM memory_documents WHERE id = %(id)s AND {_SCOPE}",
-                self._params(id=doc_id),
-            )
-            conn.execute("DELETE FROM memfs.file_attrs WHERE document_id = %s", (doc_id,))
-            conn.execute("DELETE FROM memfs.reindex_queue WHERE document_id = %s", (doc_id,))
+            cur = self._delete_row(conn, doc_id)
             self._keep_directories(conn, keep_dirs)
         return cur.rowcount == 1
 
@@ -576,12 +582,7 @@ class MetaStore:
         with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
             self._tag(conn)
             if replaced is not None:
-                conn.execute(
-                    f"DELETE FROM memory_documents WHERE id = %(id)s AND {_SCOPE}",
-                    self._params(id=replaced),
-                )
-                conn.execute("DELETE FROM memfs.file_attrs WHERE document_id = %s", (replaced,))
-                conn.execute("DELETE FROM memfs.reindex_queue WHERE document_id = %s", (replaced,))
+                self._delete_row(conn, replaced)
             # Another row may already sit at the target path without being visible to this
             # mount (e.g. created behind our back); never leave two rows at one path.
             self._lock_path(conn, new_path)
@@ -643,12 +644,7 @@ class MetaStore:
                 content = str(row[0])
             chunks = chunk_document(content, self.chunk_config) if index_now else None
             pending = self._commit(conn, target_id, path, content, attrs, chunks)
-            conn.execute(
-                f"DELETE FROM memory_documents WHERE id = %(id)s AND {_SCOPE}",
-                self._params(id=source_id),
-            )
-            conn.execute("DELETE FROM memfs.file_attrs WHERE document_id = %s", (source_id,))
-            conn.execute("DELETE FROM memfs.reindex_queue WHERE document_id = %s", (source_id,))
+            self._delete_row(conn, source_id)
             self._keep_directories(conn, keep_dirs)
         return pending.result()
 

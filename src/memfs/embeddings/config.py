@@ -26,7 +26,6 @@ from memfs.ironclaw.settings import (
 log = logging.getLogger(__name__)
 
 EmbeddingConfigError = ConfigError
-DEFAULT_MODEL = "text-embedding-3-small"
 BEDROCK_DEFAULT_REGION = "us-east-1"
 
 __all__ = ["KNOWN_DIMENSIONS", "EmbeddingConfigError", "EmbeddingSettings", "normalize_base_url"]

@@ -258,14 +258,12 @@ class FilesystemBase:
         expected: Any = None,
     ) -> CommitResult:
         """Commit one document's content; its chunks follow now or from the reindexer."""
-        reindexer = self.reindexer
         deferred = self._reindex_deferred()
         result = await self._db(
             self.store.commit_document, doc_id, path, text, attrs, expected, index_now=not deferred
         )
         if deferred:
-            assert reindexer is not None
-            reindexer.request()  # IronClaw re-indexes every write; announced once re-chunked
+            self._request_reindex()  # IronClaw re-indexes every write; announced once re-chunked
         elif result.changed:
             self._announce(result.doc_id)
         return result
