@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from memfs.daemon import is_mounted
+from tests.faults import frozen, timed, write_file
 from tests.mounting import memfs_env
 
 pytestmark = pytest.mark.mount
@@ -82,3 +83,43 @@ def test_unexpected_error_becomes_eio_and_mount_survives(
     os.chmod(mnt / "a.md", 0o600)
     assert (mnt / "a.md").stat().st_mode & 0o777 == 0o600
     assert (mnt / "a.md").read_text() == "x"
+
+
+def test_frozen_database_answers_every_syscall_within_the_bound(
+    database_url: str, sql_conn: psycopg.Connection[Any], mount_factory: Any, work_dir: Path
+) -> None:
+    """SIGSTOP of the server's processes: syscalls get EIO within the deadline (here
+    2 s statement timeout + 2 s), later ones at once, and the mount recovers by itself."""
+    env = memfs_env(work_dir / "runtime", MEMFS_STATEMENT_TIMEOUT_MS="2000")
+    mount = mount_factory(database_url, env=env)
+    mnt = mount.path()
+    (mnt / "a.md").write_text("a\n")
+    with frozen(work_dir / "pgdata"):
+        first = timed(write_file("b.md", "w", "frozen\n"), cwd=mnt, limit=30)
+        second = timed(write_file("a.md", "a", "more\n"), cwd=mnt, limit=30)
+        listing = timed(["ls", "-l"], cwd=mnt, limit=30)
+    assert first.returncode is not None, "a write hung on the frozen server"
+    assert first.returncode != 0 and "Errno 5" in first.stderr, first
+    assert first.seconds < 8, f"the first syscall took {first.seconds:.1f}s (bound 2 x 4s)"
+    assert second.returncode is not None and second.returncode != 0
+    assert second.seconds < 2, f"the breaker did not fail fast: {second.seconds:.1f}s"
+    assert listing.returncode == 0, "cached metadata must stay readable"
+    assert "did not answer commit_document within 4.0s" in mount.log()
+    assert "'b.md'" in mount.log(), "the error line names the file"
+    # Unfrozen: the mount recovers by itself and saves what it kept in memory.
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            (mnt / "c.md").write_text("after\n")
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "the mount did not recover"
+            time.sleep(0.2)
+    while True:
+        rows = dict(sql_conn.execute("SELECT path, content FROM memory_documents").fetchall())
+        if rows.get("b.md") == "frozen\n" and rows.get("a.md") == "a\nmore\n":
+            break
+        assert time.monotonic() < deadline, f"kept changes were not saved: {rows}"
+        time.sleep(0.2)
+    assert rows["c.md"] == "after\n"
+    assert "the database answers again" in mount.log()

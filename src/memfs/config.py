@@ -94,5 +94,14 @@ class Settings:
         return settings
 
     @property
+    def call_deadline(self) -> float:
+        """Seconds a database call may take client-side before it is cut off with EIO.
+
+        Longer than the server's statement timeout, so a slow statement still fails with
+        the server's own error; this bound is for a server that stopped answering.
+        """
+        return self.statement_timeout_ms / 1000 + 2.0
+
+    @property
     def pgdata(self) -> Path:
         return self.data_dir / "pgdata"

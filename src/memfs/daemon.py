@@ -29,6 +29,7 @@ from memfs import systemd
 from memfs.buffers import ScratchSpill
 from memfs.config import Settings
 from memfs.db import Scope, open_database
+from memfs.db.calls import DatabaseCalls
 from memfs.embeddings import Embedder, EmbeddingSettings
 from memfs.embeddings.worker import EmbeddingWorker
 from memfs.feed import ChangeListener
@@ -129,9 +130,12 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
     pidfile = pidfile_for(settings.runtime_dir, mountpoint)
     try:
         store = database.store(Scope(settings.user_id, settings.agent_id), origin=uuid.uuid4().hex)
+        calls = DatabaseCalls(
+            concurrency=settings.pool_size, deadline=settings.call_deadline, probe=database.ping
+        )
         fs = Filesystem(
             store,
-            db_concurrency=settings.pool_size,
+            calls=calls,
             cache_bytes=settings.cache_bytes,
             rules=ScratchRules.with_extra(settings.scratch_patterns),
             spill=ScratchSpill(settings.runtime_dir / f"scratch-{os.getpid()}"),
@@ -157,7 +161,7 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
         async def run() -> int:
             embedder = Embedder(embedding_settings) if embedding_settings else None
             engine = SearchEngine(
-                store, fs._db, embedder=embedder, config=search_config,
+                store, calls, embedder=embedder, config=search_config,
                 read_scopes=settings.read_scopes,
             )  # fmt: skip
             fs.attach_search(engine, ttl=settings.search_ttl)
@@ -200,14 +204,14 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
                     nursery.start_soon(_handle_signals)
                     nursery.start_soon(fs.run_maintenance)
                     if not settings.read_only:
-                        fs.reindexer = Reindexer(store, fs._db, fs._announce)
+                        fs.reindexer = Reindexer(store, calls, fs._announce)
                         await nursery.start(fs.reindexer.run)
                     if listener is not None:
                         nursery.start_soon(_apply_changes, fs, receive)
                     else:
                         nursery.start_soon(fs.poll_changes)
                     if embedder is not None and not settings.read_only:
-                        worker = EmbeddingWorker(store, embedder, fs._db)
+                        worker = EmbeddingWorker(store, embedder, calls)
                         fs.commit_listeners.append(worker.notify)
                         nursery.start_soon(worker.run)
                     await pyfuse3.main()

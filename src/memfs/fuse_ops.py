@@ -29,6 +29,32 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+#: Requests whose first two arguments are a directory inode and a name in it.
+_BY_ENTRY = frozenset({"lookup", "mkdir", "rmdir", "create", "unlink", "symlink", "mknod"})
+#: Requests whose first argument is an open file's handle.
+_BY_HANDLE = frozenset({"read", "write", "flush", "fsync", "release"})
+
+
+def _name(raw: object) -> str:
+    return raw.decode("utf-8", "backslashreplace") if isinstance(raw, bytes) else str(raw)
+
+
+def _subject(fs: Filesystem, op: str, args: tuple[Any, ...]) -> str:
+    """The file a failed request was about, for its log line."""
+    if op in _BY_ENTRY:
+        return fs.describe_entry(args[0], _name(args[1]))
+    if op == "rename":
+        old = fs.describe_entry(args[0], _name(args[1]))
+        return f"{old} -> {fs.describe_entry(args[2], _name(args[3]))}"
+    if op == "link":
+        return f"{fs.describe_inode(args[0])} -> {fs.describe_entry(args[1], _name(args[2]))}"
+    if op in _BY_HANDLE:
+        return fs.describe_handle(args[0])
+    if args and isinstance(args[0], int) and op not in ("readdir", "releasedir", "fsyncdir"):
+        return fs.describe_inode(args[0])
+    return "the mount"
+
+
 def _guard(
     handler: Callable[P, Coroutine[Any, Any, R]],
 ) -> Callable[P, Coroutine[Any, Any, R]]:
@@ -39,13 +65,23 @@ def _guard(
         try:
             return await handler(*args, **kwargs)
         except FsError as exc:
-            level = logging.DEBUG if exc.errno in (errno.ENOENT, errno.EEXIST) else logging.INFO
-            log.log(level, "%s: %s", name, exc)
+            if exc.errno in (errno.ENOENT, errno.EEXIST):
+                level = logging.DEBUG
+            else:
+                level = logging.ERROR if exc.errno == errno.EIO else logging.INFO
+            if log.isEnabledFor(level):
+                ops: MemfsOperations = args[0]  # type: ignore[assignment]
+                log.log(level, "%s %s: %s", name, _subject(ops.fs, name, tuple(args[1:])), exc)
             raise pyfuse3.FUSEError(exc.errno) from None
         except pyfuse3.FUSEError:
             raise
         except Exception:
-            log.exception("unexpected error in %s; answering EIO", name)
+            ops = args[0]  # type: ignore[assignment]
+            log.exception(
+                "unexpected error in %s %s; answering EIO",
+                name,
+                _subject(ops.fs, name, tuple(args[1:])),
+            )
             raise pyfuse3.FUSEError(errno.EIO) from None
 
     return wrapper

@@ -14,6 +14,7 @@ from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
 from memfs.config import Settings
+from memfs.db.deadline import WatchedPool
 from memfs.db.embedded import start_embedded
 from memfs.db.ironclaw_settings import read_ironclaw_settings
 from memfs.db.schema import SchemaInfo, ensure_schema, has_change_feed, install_change_feed
@@ -51,6 +52,11 @@ class Database:
         with self.pool.connection() as conn:
             install_change_feed(conn)
 
+    def ping(self) -> None:
+        """One round trip to the server (the call breaker's probe)."""
+        with self.pool.connection() as conn:
+            conn.execute("SELECT 1")
+
     def ironclaw_settings(self, owner: str) -> dict[str, Any]:
         """IronClaw's settings-table values for ``owner`` (they win over the environment)."""
         with self.pool.connection() as conn:
@@ -74,6 +80,14 @@ def _connect_kwargs(settings: Settings) -> dict[str, Any]:
         "options": options,
         "application_name": "memfs",
         "connect_timeout": max(2, settings.statement_timeout_ms // 2000),
+        # Over TCP, notice a dead peer or a partition without waiting for the OS's hours:
+        # probe an idle connection after 10 s, and give up on unacknowledged data after the
+        # call deadline.  (libpq ignores these on Unix sockets; the call deadline covers those.)
+        "keepalives": 1,
+        "keepalives_idle": 10,
+        "keepalives_interval": 5,
+        "keepalives_count": 3,
+        "tcp_user_timeout": int(settings.call_deadline * 1000),
     }
 
 
@@ -94,7 +108,7 @@ def open_database(settings: Settings) -> Database:
     kwargs = _connect_kwargs(settings)
     with psycopg.connect(url, **kwargs) as conn:
         schema = ensure_schema(conn)
-    pool: ConnectionPool[psycopg.Connection[tuple[Any, ...]]] = ConnectionPool(
+    pool: ConnectionPool[psycopg.Connection[tuple[Any, ...]]] = WatchedPool(
         url,
         min_size=1,
         max_size=settings.pool_size,

@@ -13,7 +13,6 @@ serialised by its buffer's lock.
 from __future__ import annotations
 
 import errno
-import functools
 import logging
 import os
 import time
@@ -23,14 +22,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 from uuid import UUID
 
-import psycopg
 import trio
-from psycopg_pool import PoolTimeout
 
 from memfs.buffers import FileBuffer, ScratchBuffer, ScratchSpill
 from memfs.cache import ContentCache
+from memfs.db.calls import DatabaseCalls
 from memfs.db.store import CommitResult, FileAttrs, MetaStore
-from memfs.errors import DatabaseUnavailable, FsError
+from memfs.errors import FsError
 from memfs.kernel import KernelNotifier, RecordingNotifier
 from memfs.paths import loadable_path
 from memfs.reindex import Reindexer
@@ -95,7 +93,7 @@ class FilesystemBase:
         *,
         uid: int | None = None,
         gid: int | None = None,
-        db_concurrency: int = 4,
+        calls: DatabaseCalls | None = None,
         cache_bytes: int = 64 * 1024 * 1024,
         rules: ScratchRules | None = None,
         spill: ScratchSpill | None = None,
@@ -109,7 +107,8 @@ class FilesystemBase:
         self.monotonic = monotonic
         self.tree = Tree(clock())
         self.cache = ContentCache(cache_bytes)
-        self.limiter = trio.CapacityLimiter(db_concurrency)
+        #: Every database call goes through this: worker threads, a deadline, a breaker.
+        self.calls = calls or DatabaseCalls()
         self.ns_lock = trio.Lock()
         self.rules = rules or ScratchRules()
         self.spill = spill or ScratchSpill(Path(f"/var/tmp/memfs-scratch-{os.getpid()}"))
@@ -142,28 +141,8 @@ class FilesystemBase:
     # -- database access -----------------------------------------------------------------
 
     async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run a blocking store call in a worker thread; database outages become EIO.
-
-        A call that failed because its connection was lost (a server restart, a dropped
-        network) is retried once on a fresh connection: every store call is one
-        transaction that either committed or not, and each is safe to repeat.  Timeouts
-        (statement, lock) are not retried.
-        """
-        call = functools.partial(fn, *args, **kwargs)
-        name = getattr(fn, "__name__", "query")
-        for attempt in (1, 2):
-            try:
-                return await trio.to_thread.run_sync(call, limiter=self.limiter)
-            except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as exc:
-                log.error("database timed out during %s: %s", name, str(exc).strip())
-                raise DatabaseUnavailable(f"{name}: {exc}") from exc
-            except (psycopg.OperationalError, PoolTimeout) as exc:
-                if attempt == 1 and not isinstance(exc, PoolTimeout):
-                    log.warning("lost the database connection during %s; retrying once", name)
-                    continue
-                log.error("database unavailable during %s: %s", name, str(exc).strip())
-                raise DatabaseUnavailable(f"{name}: {exc}") from exc
-        raise AssertionError("unreachable")
+        """Run a blocking store call in a worker thread, bounded (see ``db.calls``)."""
+        return await self.calls(fn, *args, **kwargs)
 
     async def load(self) -> None:
         """Load every path and attribute of the workspace into the tree (no content)."""
@@ -244,6 +223,23 @@ class FilesystemBase:
             return repr(self.tree.path_of(node))
         except FsError:
             return f"removed inode {node.ino}"
+
+    def describe_inode(self, ino: int) -> str:
+        """A file's path for a log line (requests arrive by inode)."""
+        node = self.tree.inodes.get(ino)
+        return self._describe(node) if node is not None else f"inode {ino}"
+
+    def describe_entry(self, parent_ino: int, name: str) -> str:
+        node = self.tree.inodes.get(parent_ino)
+        try:
+            base = self.tree.path_of(node) if node is not None else None
+        except FsError:
+            base = None
+        return repr(f"{base}/{name}" if base else name)
+
+    def describe_handle(self, fh: int) -> str:
+        handle = self.handles.get(fh)
+        return self._describe(handle.node) if handle is not None else f"file handle {fh}"
 
     def _announce(self, doc_id: UUID) -> None:
         for listener in self.commit_listeners:

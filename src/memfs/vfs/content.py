@@ -98,6 +98,12 @@ class ContentMixin(FilesystemBase):
     async def open(self, ino: int, flags: int) -> tuple[int, bool]:
         """Open a file; returns (fh, keep_cache)."""
         node = self.tree.get_file(ino)
+        if node.parent is None:
+            # Reached through a name the kernel still caches for a file that is gone (a
+            # refused new file, another writer's delete): ESTALE makes the kernel look the
+            # name up again, so ``echo x > f`` creates a new file instead of writing into a
+            # dead inode whose content nothing would keep.
+            raise FsError(errno.ESTALE, f"inode {ino} was removed; the kernel looks again")
         writable = (flags & os.O_ACCMODE) != os.O_RDONLY
         if writable:
             self._refuse_if_read_only()
@@ -199,6 +205,8 @@ class ContentMixin(FilesystemBase):
         fh: int | None = None,
     ) -> Attributes:
         node = self.tree.get(ino)
+        if fh is None and isinstance(node, FileNode) and node.parent is None:
+            raise FsError(errno.ESTALE, f"inode {ino} was removed; the kernel looks again")
         if (uid is not None and uid != self.uid) or (gid is not None and gid != self.gid):
             raise FsError(errno.EPERM, "files on a memfs mount belong to the mounting user")
         if (size, mode, mtime_ns) != (None, None, None):

@@ -1,0 +1,129 @@
+"""Running blocking store calls from trio: worker threads, a deadline, a circuit breaker.
+
+Every FUSE request that touches the database goes through ``DatabaseCalls``, which is what
+bounds its wait:
+
+* each call runs in a worker thread (at most ``concurrency`` at once) and must finish within
+  ``deadline`` seconds, or its connections are cut (``deadline.CallGuard``) and it fails
+  with EIO;
+* a call that ran out of time opens the breaker: while it is open calls fail at once with
+  EIO instead of each waiting out its own deadline, and once a second the next call first
+  probes the server with a short ``SELECT 1``; when the probe answers the breaker closes and
+  the mount carries on by itself.
+
+So a request waits at most about twice the deadline (its own call, plus a lock held by
+another request's call), whatever the server does.  A call that lost its connection (a
+server restart) is retried once on a fresh one: every store call is one transaction that
+either committed or not.  Server-side timeouts (statement, lock) are not retried.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import psycopg
+import trio
+from psycopg_pool import PoolTimeout
+
+from memfs.db.deadline import CallGuard
+from memfs.errors import DatabaseUnavailable
+
+log = logging.getLogger("memfs.db")
+
+T = TypeVar("T")
+
+#: How long a probe of a server that stopped answering may take.
+PROBE_DEADLINE = 2.0
+#: How often a call may probe while the breaker is open.
+PROBE_INTERVAL = 1.0
+
+
+class DatabaseCalls:
+    """Runs store calls in threads with a deadline; shared by every part of one mount."""
+
+    def __init__(
+        self,
+        *,
+        concurrency: int = 4,
+        deadline: float = 12.0,
+        probe: Callable[[], object] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limiter = trio.CapacityLimiter(concurrency)
+        self.deadline = deadline
+        self._probe = probe
+        self._clock = clock
+        #: When the server last failed to answer in time (None: it answers).
+        self.unresponsive_since: float | None = None
+        self._next_probe = 0.0
+        #: Calls that ran out of time (for ``memfs status`` and the tests).
+        self.timeouts = 0
+
+    async def __call__(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        name = getattr(fn, "__name__", "query")
+        await self._check_breaker(name)
+        call = functools.partial(fn, *args, **kwargs)
+        for attempt in (1, 2):
+            try:
+                return await self._run(call, name, self.deadline)
+            except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as exc:
+                reason = f"database timed out during {name}: {_one_line(exc)}"
+                raise DatabaseUnavailable(reason) from exc
+            except (psycopg.OperationalError, PoolTimeout) as exc:
+                if attempt == 1 and not isinstance(exc, PoolTimeout):
+                    log.warning("lost the database connection during %s; retrying once", name)
+                    continue
+                raise DatabaseUnavailable(
+                    f"database unavailable during {name}: {_one_line(exc)}"
+                ) from exc
+        raise AssertionError("unreachable")
+
+    async def _run(self, call: Callable[[], T], name: str, deadline: float) -> T:
+        guard = CallGuard()
+        try:
+            with trio.move_on_after(deadline) as scope:
+                return await trio.to_thread.run_sync(
+                    guard.run, call, limiter=self.limiter, abandon_on_cancel=True
+                )
+        except trio.Cancelled:
+            guard.abort()  # the mount is stopping: do not leave the call running
+            raise
+        assert scope.cancelled_caught
+        guard.abort()
+        self.timeouts += 1
+        if self.unresponsive_since is None:
+            self.unresponsive_since = self._clock()
+            log.error(
+                "the database did not answer %s within %.1fs; failing database calls with EIO "
+                "until it answers again",
+                name,
+                deadline,
+            )
+        self._next_probe = self._clock() + PROBE_INTERVAL
+        raise DatabaseUnavailable(f"the database did not answer {name} within {deadline:.1f}s")
+
+    async def _check_breaker(self, name: str) -> None:
+        """Fail fast while the server is not answering; probe it now and then."""
+        since = self.unresponsive_since
+        if since is None:
+            return
+        now = self._clock()
+        if now < self._next_probe or self._probe is None:
+            raise DatabaseUnavailable(
+                f"{name}: the database has not answered for {now - since:.0f}s"
+            )
+        self._next_probe = now + PROBE_INTERVAL
+        try:
+            await self._run(self._probe, "probe", min(PROBE_DEADLINE, self.deadline))
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise DatabaseUnavailable(f"{name}: the database is still unavailable") from exc
+        log.warning("the database answers again after %.0fs", self._clock() - since)
+        self.unresponsive_since = None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
