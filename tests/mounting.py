@@ -30,6 +30,7 @@ needs_fuse = pytest.mark.skipif(not fuse_available(), reason="needs /dev/fuse an
 def memfs_env(runtime_dir: Path, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env["XDG_RUNTIME_DIR"] = str(runtime_dir)
+    env["XDG_STATE_HOME"] = str(runtime_dir / "state")
     env.pop("DATABASE_URL", None)
     env.update(extra)
     return env

@@ -22,6 +22,7 @@ import pytest
 from memfs.scratch import Kind, ScratchRules
 from tests.conftest import StatementLog
 from tests.mounting import Mount
+from tests.savers import client_env
 
 pytestmark = pytest.mark.mount
 
@@ -52,14 +53,6 @@ def assert_no_scratch(conn: psycopg.Connection[Any]) -> None:
         "OR content LIKE '%unison.tmp%'"
     ).fetchone()
     assert leaked == (0,)
-
-
-def client_env(home: Path) -> dict[str, str]:
-    home.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), TERM="xterm")
-    env.update(XDG_DATA_HOME=str(home / ".local/share"), XDG_STATE_HOME=str(home / ".state"))
-    return env
 
 
 @pytest.fixture

@@ -92,7 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     mount.add_argument("mountpoint", type=Path)
     _add_database_flags(mount)
     mount.add_argument("-f", "--foreground", action="store_true", help="stay in the foreground")
-    mount.add_argument("--log-file", type=Path, help="daemon log (default: state dir)")
+    mount.add_argument(
+        "--log-file", type=Path, help="log file (default: the state dir; stderr with -f)"
+    )
     mount.add_argument("--attr-timeout", type=float, help="kernel attribute cache, seconds")
     mount.add_argument("--allow-other", action="store_true", help="let other users in")
     mount.add_argument("--debug-fuse", action="store_true", help="libfuse protocol trace")
@@ -167,6 +169,20 @@ def build_parser() -> argparse.ArgumentParser:
     sync.add_argument("--once", action="store_true", help="one pass, then exit")
     sync.add_argument("--json", action="store_true", help="print each pass as JSON")
 
+    recover = sub.add_parser(
+        "recover",
+        help="list, restore or discard changes a mount could not save",
+        description="Changes a mount could not commit (database down, full or refusing at "
+        "unmount, or a daemon killed while retrying) are kept on local disk per workspace. "
+        "Without options this lists them; --restore saves them as ordinary writes (the "
+        "content they replace becomes a version); --discard deletes them.",
+    )
+    _add_database_flags(recover)
+    what = recover.add_mutually_exclusive_group()
+    what.add_argument("--restore", action="store_true", help="save the kept changes")
+    what.add_argument("--discard", action="store_true", help="delete the kept changes")
+    recover.add_argument("--json", action="store_true")
+
     search = sub.add_parser("search", help="search the workspace (IronClaw's hybrid ranking)")
     search.add_argument("query", nargs="+", help="the query (words are joined by spaces)")
     _add_database_flags(search)
@@ -194,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
             return _install_unit(args)
         if args.command == "sync":
             return _sync(args)
-        if args.command in ("status", "seed", "reindex", "export", "import", "log"):
+        if args.command in ("status", "seed", "reindex", "export", "import", "log", "recover"):
             return _tool(args)
     except (MountError, SchemaError, SearchConfigError, EmbeddingConfigError, Refused) as exc:
         sys.stderr.write(f"memfs: {exc}\n")
@@ -209,7 +225,12 @@ def _mount(args: argparse.Namespace) -> int:
     settings = _settings(args)
     mountpoint = prepare_mountpoint(args.mountpoint)
     if args.foreground:
-        _setup_logging(args.log_level)
+        if args.log_file:
+            args.log_file.parent.mkdir(parents=True, exist_ok=True)
+            log_stream = open(args.log_file, "a", encoding="utf-8")  # noqa: SIM115 - for the run
+            _setup_logging(args.log_level, log_stream)
+        else:
+            _setup_logging(args.log_level)
         return serve(settings, mountpoint)
     log_file = args.log_file or default_log_dir() / f"{mountpoint.name or 'root'}.log"
     log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -243,6 +264,11 @@ def _tool(args: argparse.Namespace) -> int:
                 "memfs: wrote memfs's own starter files where absent; IronClaw, if pointed at "
                 "this database later, keeps them (it never replaces an existing file)"
             )
+    elif args.command == "recover":
+        action = "restore" if args.restore else ("discard" if args.discard else "list")
+        report = tools.recover(settings, action)
+        report.emit(args.json)
+        return 1 if action == "restore" and report.problems else 0
     elif args.command == "reindex":
         report = tools.reindex(settings, args.paths or None)
     elif args.command == "export":

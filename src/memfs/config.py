@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from uuid import UUID
 
 import platformdirs
+import psycopg
 
 DEFAULT_USER_ID = "default"
 
@@ -26,8 +29,13 @@ def default_runtime_dir() -> Path:
     return Path(platformdirs.user_state_dir("memfs", appauthor=False)) / "run"
 
 
+def default_state_dir() -> Path:
+    """Logs and the recovery area (``$XDG_STATE_HOME/memfs``)."""
+    return Path(platformdirs.user_state_dir("memfs", appauthor=False))
+
+
 def default_log_dir() -> Path:
-    return Path(platformdirs.user_state_dir("memfs", appauthor=False)) / "log"
+    return default_state_dir() / "log"
 
 
 @dataclass
@@ -92,6 +100,25 @@ class Settings:
         if env.get("MEMFS_CACHE_BYTES"):
             settings.cache_bytes = int(env["MEMFS_CACHE_BYTES"])
         return settings
+
+    def database_identity(self) -> str:
+        """Which database this is, without secrets (the embedded one by its data dir)."""
+        if not self.database_url:
+            return f"embedded:{self.pgdata}"
+        try:
+            params = psycopg.conninfo.conninfo_to_dict(self.database_url)
+        except psycopg.ProgrammingError:
+            return "unparsable"
+        params.pop("password", None)
+        return " ".join(f"{k}={params[k]}" for k in sorted(params))
+
+    @property
+    def recovery_dir(self) -> Path:
+        """This workspace's recovery area (``memfs.recovery``): per database and scope."""
+        scope = f"{self.user_id}:{self.agent_id or ''}:{self.database_identity()}"
+        digest = hashlib.sha256(scope.encode()).hexdigest()[:12]
+        readable = re.sub(r"[^A-Za-z0-9_.-]", "_", self.user_id)[:40]
+        return default_state_dir() / "recovery" / f"{readable}-{digest}"
 
     @property
     def call_deadline(self) -> float:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import math
 import os
@@ -35,6 +36,7 @@ from memfs.embeddings.worker import EmbeddingWorker
 from memfs.feed import ChangeListener
 from memfs.fuse_ops import MemfsOperations, mount_options
 from memfs.kernel import FuseNotifier
+from memfs.recovery import RecoveryArea
 from memfs.reindex import Reindexer
 from memfs.scratch import ScratchRules
 from memfs.search import SearchConfig, SearchEngine
@@ -128,14 +130,19 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
         database.close()
         raise
     pidfile = pidfile_for(settings.runtime_dir, mountpoint)
+    with contextlib.suppress(FileNotFoundError):
+        result_file(pidfile).unlink()  # an earlier run's report nobody collected
     try:
         store = database.store(Scope(settings.user_id, settings.agent_id), origin=uuid.uuid4().hex)
         calls = DatabaseCalls(
             concurrency=settings.pool_size, deadline=settings.call_deadline, probe=database.ping
         )
+        recovery = RecoveryArea(settings.recovery_dir)
+        _offer_recovery(recovery)
         fs = Filesystem(
             store,
             calls=calls,
+            recovery=recovery,
             cache_bytes=settings.cache_bytes,
             rules=ScratchRules.with_extra(settings.scratch_patterns),
             spill=ScratchSpill(settings.runtime_dir / f"scratch-{os.getpid()}"),
@@ -219,21 +226,56 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
             finally:
                 if listener is not None:
                     await trio.to_thread.run_sync(listener.stop)
-                failed = await fs.shutdown()
+                kept.extend(await fs.shutdown())
                 pyfuse3.close(unmount=True)
                 notifier.stop()
                 unmounted = True
                 if embedder is not None:
                     await embedder.aclose()
                 log.info("unmounted %s", mountpoint)
-            return 1 if failed or not unmounted else 0
+            return 1 if kept or not unmounted else 0
 
-        return trio.run(run)
+        kept: list[str] = []
+        code = trio.run(run)
+        if kept:
+            _report_unsaved(pidfile, recovery, kept)
+        return code
     finally:
         with contextlib.suppress(FileNotFoundError):
             pidfile.unlink()
         shutil.rmtree(settings.runtime_dir / f"scratch-{os.getpid()}", ignore_errors=True)
         database.close()
+
+
+def result_file(pidfile: Path) -> Path:
+    """Where a daemon leaves what it could not save, for ``memfs umount`` to report."""
+    return pidfile.with_suffix(".result")
+
+
+def _offer_recovery(recovery: RecoveryArea) -> None:
+    pending = recovery.pending()
+    if pending:
+        log.warning(
+            "%d unsaved file(s) from an earlier mount are kept in %s (%s): `memfs recover` "
+            "lists them, `memfs recover --restore` saves them",
+            len(pending),
+            recovery.root,
+            ", ".join(sorted({item.path for item in pending})[:10]),
+        )
+
+
+def _report_unsaved(pidfile: Path, recovery: RecoveryArea, kept: list[str]) -> None:
+    where = recovery.run_dir
+    log.error(
+        "could not save %d file(s) at unmount: %s; their content is kept in %s "
+        "(`memfs recover --restore` saves it once the database takes it)",
+        len(kept),
+        ", ".join(kept),
+        where,
+    )
+    payload = {"unsaved": kept, "recovery": str(where)}
+    with contextlib.suppress(OSError):
+        result_file(pidfile).write_text(json.dumps(payload), encoding="utf-8")
 
 
 def mount_background(settings: Settings, mountpoint: Path, log_file: Path) -> int:
@@ -305,7 +347,17 @@ def unmount(settings: Settings, mountpoint: Path, timeout: float = 60.0) -> int:
     else:
         sys.stderr.write(f"memfs: daemon {pid} did not stop within {timeout:.0f}s\n")
         return 1
+    code = 0
+    with contextlib.suppress(FileNotFoundError, ValueError):
+        result = json.loads(result_file(pidfile).read_text(encoding="utf-8"))
+        result_file(pidfile).unlink()
+        unsaved = result["unsaved"]
+        sys.stderr.write(
+            f"memfs: could not save {len(unsaved)} file(s): {', '.join(unsaved)}; their "
+            f"content is kept in {result['recovery']} (`memfs recover --restore` saves it)\n"
+        )
+        code = 1
     if is_mounted(mountpoint):
         sys.stderr.write(f"memfs: {mountpoint} is still mounted\n")
         return 1
-    return 0
+    return code

@@ -17,6 +17,8 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
+import psycopg
+
 from memfs.config import Settings, default_log_dir
 from memfs.daemon import is_mounted
 from memfs.db import Database, FileAttrs, MetaStore, Scope, open_database
@@ -52,6 +54,8 @@ class Report:
     action: str
     counts: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    #: One record per thing the command lists (JSON objects; one line each as text).
+    items: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, key: str, n: int = 1) -> None:
         self.counts[key] = self.counts.get(key, 0) + n
@@ -59,11 +63,15 @@ class Report:
     def emit(self, as_json: bool) -> None:
         if as_json:
             payload = {"action": self.action, **self.counts, "problems": self.problems}
+            if self.items:
+                payload["items"] = self.items
             json.dump(payload, sys.stdout, indent=2)
             sys.stdout.write("\n")
             return
         summary = ", ".join(f"{v} {k}" for k, v in self.counts.items()) or "nothing to do"
         print(f"memfs {self.action}: {summary}")
+        for item in self.items:
+            print("  " + "  ".join(str(value) for value in item.values()))
         for problem in self.problems:
             print(f"  ! {problem}")
 
@@ -324,6 +332,63 @@ def import_tree(settings: Settings, source: Path, *, overwrite: bool) -> Report:
             doc_id = existing[0] if existing else None
             result = store.commit_document(doc_id, rel, text, FileAttrs(None, mtime))
             report.add("created" if result.created else "overwritten")
+    finally:
+        database.close()
+    return report
+
+
+# -- recover ------------------------------------------------------------------------------
+
+
+def recover(settings: Settings, action: str) -> Report:
+    """List, restore or discard what mounts of this workspace could not save.
+
+    A restore is an ordinary write of the kept content (the content it replaces becomes a
+    version where IronClaw keeps versions); what the database still refuses stays kept.
+    """
+    from memfs.errors import WriteRefused
+    from memfs.recovery import RecoveryArea
+
+    area = RecoveryArea(settings.recovery_dir)
+    pending = area.pending()
+    report = Report(f"recover ({area.root})")
+    if action == "list":
+        for item in pending:
+            report.items.append(
+                {
+                    "path": item.path,
+                    "bytes": item.size,
+                    "kept_at": item.kept_at,
+                    "reason": item.reason,
+                    "file": str(item.stored),
+                }
+            )
+        report.add("kept", len(pending))
+        return report
+    if action == "discard":
+        for item in pending:
+            area.remove(item)
+        report.add("discarded", len(pending))
+        return report
+    if not pending:
+        report.add("restored", 0)
+        return report
+    database, store = with_store(settings)
+    try:
+        for item in pending:
+            try:
+                text = item.stored.read_bytes().decode("utf-8")
+                existing = store.find_document(item.path)
+                store.commit_document(
+                    existing[0] if existing else None, item.path, text, FileAttrs()
+                )
+            except (UnicodeDecodeError, WriteRefused, psycopg.Error) as exc:
+                reason = " ".join(str(exc).split())
+                report.problems.append(f"{item.path}: not restored ({reason}); still kept")
+                report.add("still kept")
+                continue
+            area.remove(item)
+            report.add("restored")
     finally:
         database.close()
     return report

@@ -74,7 +74,7 @@ class DatabaseCalls:
                 reason = f"database timed out during {name}: {_one_line(exc)}"
                 raise DatabaseUnavailable(reason) from exc
             except (psycopg.OperationalError, PoolTimeout) as exc:
-                if attempt == 1 and not isinstance(exc, PoolTimeout):
+                if attempt == 1 and _connection_lost(exc):
                     log.warning("lost the database connection during %s; retrying once", name)
                     continue
                 raise DatabaseUnavailable(
@@ -84,14 +84,12 @@ class DatabaseCalls:
 
     async def _run(self, call: Callable[[], T], name: str, deadline: float) -> T:
         guard = CallGuard()
-        try:
-            with trio.move_on_after(deadline) as scope:
-                return await trio.to_thread.run_sync(
-                    guard.run, call, limiter=self.limiter, abandon_on_cancel=True
-                )
-        except trio.Cancelled:
-            guard.abort()  # the mount is stopping: do not leave the call running
-            raise
+        # Shielded: a call is never abandoned halfway because its caller was cancelled (the
+        # mount stopping); it finishes, or its own deadline cuts it off.
+        with trio.CancelScope(shield=True), trio.move_on_after(deadline) as scope:
+            return await trio.to_thread.run_sync(
+                guard.run, call, limiter=self.limiter, abandon_on_cancel=True
+            )
         assert scope.cancelled_caught
         guard.abort()
         self.timeouts += 1
@@ -123,6 +121,15 @@ class DatabaseCalls:
             raise DatabaseUnavailable(f"{name}: the database is still unavailable") from exc
         log.warning("the database answers again after %.0fs", self._clock() - since)
         self.unresponsive_since = None
+
+
+def _connection_lost(exc: Exception) -> bool:
+    """A lost connection (worth one retry on a fresh one), not the server refusing the
+    statement (a full disk, too many connections: the same again would fail again)."""
+    if isinstance(exc, PoolTimeout):
+        return False
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
 
 
 def _one_line(exc: BaseException) -> str:

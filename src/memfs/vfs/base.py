@@ -31,6 +31,7 @@ from memfs.db.store import CommitResult, FileAttrs, MetaStore
 from memfs.errors import FsError
 from memfs.kernel import KernelNotifier, RecordingNotifier
 from memfs.paths import loadable_path
+from memfs.recovery import RecoveryArea
 from memfs.reindex import Reindexer
 from memfs.scratch import Kind, ScratchRules
 from memfs.tree import SYNTHETIC, DirNode, FileNode, Node, SymlinkNode, Tree
@@ -94,6 +95,7 @@ class FilesystemBase:
         uid: int | None = None,
         gid: int | None = None,
         calls: DatabaseCalls | None = None,
+        recovery: RecoveryArea | None = None,
         cache_bytes: int = 64 * 1024 * 1024,
         rules: ScratchRules | None = None,
         spill: ScratchSpill | None = None,
@@ -117,6 +119,10 @@ class FilesystemBase:
         self.dir_handles: dict[int, tuple[int, list[tuple[str, Node]]]] = {}
         #: Nodes whose changes could not be committed yet (database down); retried at unmount.
         self.unsaved: dict[int, FileNode] = {}
+        #: Where unsaved content is copied on local disk (``memfs.recovery``), and the path
+        #: each unsaved inode's copy is kept under.
+        self.recovery = recovery
+        self._kept: dict[int, str] = {}
         #: Documents renamed to a scratch name, by their original path (vim's ``x -> x~``):
         #: the next file created at that path takes over the row.
         self.detached: dict[str, FileNode] = {}

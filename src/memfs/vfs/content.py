@@ -155,6 +155,8 @@ class ContentMixin(FilesystemBase):
         handle = self._handle(fh)
         if handle.failed is not None:
             raise handle.failed
+        if not handle.writable:
+            return  # a reader's close reports nothing about other handles' unsaved changes
         node = handle.node
         if node.doc_id is None and len(handle.buffer) == 0:
             return
@@ -175,18 +177,49 @@ class ContentMixin(FilesystemBase):
             await self.commit(node)
         except FsError as exc:
             if exc.errno != errno.EILSEQ and not isinstance(exc, WriteRefused):
-                log.error(
-                    "changes to %s stay in memory until the database is back: %s",
-                    self._describe(node),
-                    exc.reason,
-                )
-                self.unsaved[node.ino] = node
+                self._keep_unsaved(node, exc.reason)
         finally:
             self.tree.release_handle(node)
             if node.open_count == 0 and node.ino in self.tentative:
                 self.tentative[node.ino] = self.monotonic() + TENTATIVE_GRACE
             self._drop_idle_buffer(node)
             self._drop_if_freed(node.ino)
+
+    def _keep_unsaved(self, node: FileNode, reason: str) -> None:
+        """A commit failed: keep the content in memory (retried) and on local disk (so a
+        crash or an unmount that still cannot commit loses nothing)."""
+        self.unsaved[node.ino] = node
+        buffer = self.buffers.get(node.ino)
+        self._keep_copy(node, buffer.snapshot() if isinstance(buffer, FileBuffer) else None, reason)
+
+    def _keep_copy(self, node: FileNode, data: bytes | None, reason: str) -> None:
+        """Copy content the database did not take to the recovery area (``memfs recover``)."""
+        what = self._describe(node)
+        if self.recovery is None or data is None or node.parent is None:
+            log.error("changes to %s stay in memory until the database is back: %s", what, reason)
+            return
+        path = self.tree.path_of(node)
+        try:
+            stored = self.recovery.keep(path, data, reason)
+        except OSError as exc:
+            log.error("changes to %s stay in memory only (%s): %s", what, exc, reason)
+            return
+        if self._kept.get(node.ino, path) != path:
+            self.recovery.forget(self._kept[node.ino])  # renamed since: one copy, latest name
+        self._kept[node.ino] = path
+        log.error(
+            "changes to %s stay in memory until the database is back, and are kept in %s: %s",
+            what,
+            stored,
+            reason,
+        )
+
+    def _saved(self, node: FileNode) -> None:
+        """The node's changes reached the database: nothing left to recover."""
+        self.unsaved.pop(node.ino, None)
+        path = self._kept.pop(node.ino, None)
+        if path is not None and self.recovery is not None:
+            self.recovery.forget(path)
 
     def _drop_idle_buffer(self, node: FileNode) -> None:
         buffer = self.buffers.get(node.ino)
@@ -256,7 +289,7 @@ class ContentMixin(FilesystemBase):
                 return
             if node.parent is None:
                 buffer.dirty = False  # unlinked while open: nothing to keep
-                self.unsaved.pop(node.ino, None)
+                self._saved(node)
                 return
             try:
                 text, data, generation = buffer.commit_text()
@@ -298,7 +331,7 @@ class ContentMixin(FilesystemBase):
                 node.mtime_ns = node.ctime_ns = to_ns(result.updated_at)
             buffer.mark_clean(generation)
             if not buffer.dirty:
-                self.unsaved.pop(node.ino, None)
+                self._saved(node)
             log.debug(
                 "committed %r (%s): %s%s",
                 path,
@@ -318,7 +351,7 @@ class ContentMixin(FilesystemBase):
         buffer = self.buffers.pop(node.ino, None)
         if isinstance(buffer, FileBuffer):
             buffer.dirty = False
-        self.unsaved.pop(node.ino, None)
+        self._saved(node)
         if node.doc_id is None:
             # Never reached the database: the file disappears rather than exist empty, and
             # the kernel forgets its cached entry (or later writes would reach a dead inode).
@@ -343,9 +376,8 @@ class ContentMixin(FilesystemBase):
             self.buffers[node.ino] = restored
         self._kernel_version.pop(node.ino, None)
 
-    async def commit_all(self) -> int:
-        """Commit every dirty buffer (at unmount); return how many could not be saved."""
-        failed = 0
+    async def commit_all(self) -> None:
+        """Commit every dirty buffer (at unmount); what fails is kept for recovery."""
         nodes = {h.node.ino: h.node for h in self.handles.values()}
         nodes.update(self.unsaved)
         for ino, buffer in list(self.buffers.items()):
@@ -357,6 +389,5 @@ class ContentMixin(FilesystemBase):
             try:
                 await self.commit(node)
             except FsError as exc:
-                failed += 1
-                log.error("could not save %s at unmount: %s", self._describe(node), exc.reason)
-        return failed
+                if exc.errno != errno.EILSEQ and not isinstance(exc, WriteRefused):
+                    self._keep_unsaved(node, f"could not save at unmount: {exc.reason}")

@@ -23,7 +23,7 @@ import trio
 
 from memfs.buffers import FileBuffer, ScratchBuffer
 from memfs.db.store import CommitResult, FileAttrs
-from memfs.errors import FsError
+from memfs.errors import DatabaseUnavailable, FsError
 from memfs.paths import check_new_name
 from memfs.scratch import REFUSED_NAMES, TENTATIVE_GRACE, Kind
 from memfs.tree import SYNTHETIC, DirNode, FileNode, Node, to_ns
@@ -173,7 +173,7 @@ class NamespaceMixin(ContentMixin):
                 await self._db(self.store.create_directory, keep[0])
             if keep:
                 parent.explicit = True
-            self.unsaved.pop(node.ino, None)
+            self._saved(node)
             self.tree.detach(node)
             self._touch_dir(parent)
             self._drop_if_freed(node.ino)
@@ -419,7 +419,7 @@ class NamespaceMixin(ContentMixin):
                 self._describe(source),
             )
         source.scratch = True
-        self.unsaved.pop(source.ino, None)
+        self._saved(source)
         self._set_buffer(source, ScratchBuffer(self.spill, data))
 
     async def _scratch_to_document(self, source: Node, new_path: str, target: Node | None) -> None:
@@ -492,7 +492,7 @@ class NamespaceMixin(ContentMixin):
         self._set_buffer(node, FileBuffer(data))
         self._kernel_version.pop(node.ino, None)
         self.tentative.pop(node.ino, None)
-        self.unsaved.pop(node.ino, None)
+        self._saved(node)
 
     async def _commit_scratch_dir(
         self, source: DirNode, new_path: str, target: Node | None
@@ -552,7 +552,12 @@ class NamespaceMixin(ContentMixin):
                     log.info("%s; it stays in memory only", exc.reason)
                     continue
                 attrs = FileAttrs(node.custom_mode, node.client_mtime_ns)
-                result = await self._commit_document(None, path, text, attrs)
+                try:
+                    result = await self._commit_document(None, path, text, attrs)
+                except DatabaseUnavailable as exc:
+                    self.tentative[ino] = moment + TENTATIVE_GRACE  # tried again later
+                    self._keep_copy(node, data, exc.reason)
+                    raise
                 self._become_document(node, result, data)
                 promoted += 1
                 log.info(
@@ -607,13 +612,23 @@ class NamespaceMixin(ContentMixin):
             if analyzed:
                 log.info("refreshed planner statistics of %s", ", ".join(analyzed))
 
-    async def shutdown(self) -> int:
-        """At unmount: promote every tentative file, then commit every dirty document."""
+    async def shutdown(self) -> list[str]:
+        """At unmount: promote every tentative file, then commit every dirty document.
+
+        Returns what could not be saved: each is in the recovery area (``memfs recover``).
+        """
         try:
             await self.promote_due(math.inf)
         except FsError as exc:
             log.error("promoting tentative files at unmount failed: %s", exc)
-        failed = await self.commit_all()
+            for ino in list(self.tentative):
+                node = self.tree.inodes.get(ino)
+                buffer = self.buffers.get(ino)
+                if isinstance(node, FileNode) and isinstance(buffer, ScratchBuffer):
+                    self._keep_copy(node, buffer.snapshot(), f"unmount: {exc.reason}")
+        await self.commit_all()
         if self.reindexer is not None:
             await self.reindexer.finish()
-        return failed
+        if self.recovery is not None:
+            return self.recovery.kept()
+        return [self._describe(node) for node in self.unsaved.values()]

@@ -1,0 +1,178 @@
+"""Real programs' save sequences, each appending one line to a file on a mount.
+
+Used by the save-race test and the fault script: every saver reads the file's current
+content through the mount and saves it back with ``line`` appended, the way that program
+saves (in place, temp + rename, backup + rewrite ...).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+TIMEOUT = 60.0
+
+Saver = Callable[[Path, str, str, dict[str, str]], None]
+
+
+def _run(cmd: list[str], cwd: Path, env: dict[str, str], answers: bytes = b"") -> None:
+    done = subprocess.run(
+        cmd, cwd=cwd, env=env, check=False, timeout=TIMEOUT, capture_output=True, input=answers
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"{cmd} exited {done.returncode}: {done.stderr.decode()[-2000:]}")
+
+
+def _vim(backupcopy: str) -> Saver:
+    """vim; "y" on stdin answers "file changed since reading, write anyway?" as a user would."""
+
+    def save(mnt: Path, name: str, line: str, env: dict[str, str]) -> None:
+        _run(
+            ["vim", "--clean", "-c", f"set backupcopy={backupcopy}",
+             "-c", f"normal! Go{line}", "-c", "wq", name],
+            mnt, env, answers=b"y",
+        )  # fmt: skip
+
+    return save
+
+
+def emacs(mnt: Path, name: str, line: str, env: dict[str, str]) -> None:
+    """emacs; told to save anyway when the file changed on disk meanwhile."""
+    lisp = (
+        "(progn (defun ask-user-about-supersession-threat (_file) nil)"
+        f' (goto-char (point-max)) (insert "{line}\\n") (save-buffer))'
+    )
+    _run(["emacs", "--batch", name, "--eval", lisp], mnt, env)
+
+
+def nano(mnt: Path, name: str, line: str, env: dict[str, str]) -> None:
+    """nano in a tmux session: end of file, type, ^O Enter, ^X."""
+    session = f"memfs-nano-{os.getpid()}-{time.monotonic_ns()}"
+    tmux = ["tmux", "-L", session]
+    lock = mnt / f".{name}.swp"
+    subprocess.run(
+        [*tmux, "new-session", "-d", "-s", session, "-x", "100", "-y", "30",
+         f"cd {mnt} && nano {name}"],
+        env=env, check=True, timeout=TIMEOUT,
+    )  # fmt: skip
+    try:
+        _wait(lock.exists, "nano's lock file")
+        for keys in (["M-/", line], ["C-o"], ["Enter"]):
+            subprocess.run([*tmux, "send-keys", "-t", session, *keys], check=True, timeout=30)
+            time.sleep(0.2)
+
+        def answer(question: str, key: str) -> None:
+            screen = subprocess.run(
+                [*tmux, "capture-pane", "-p", "-t", session],
+                capture_output=True, text=True, check=False, timeout=30,
+            )  # fmt: skip
+            if screen.returncode == 0 and question in screen.stdout:
+                subprocess.run([*tmux, "send-keys", "-t", session, key], check=True, timeout=30)
+
+        def saved() -> bool:
+            answer("was modified", "y")  # the agent wrote meanwhile: save anyway
+            return line in (mnt / name).read_text()
+
+        _wait(saved, "nano's save")
+        subprocess.run([*tmux, "send-keys", "-t", session, "C-x"], check=True, timeout=30)
+
+        def exited() -> bool:
+            answer("Save modified buffer", "n")
+            return not lock.exists()
+
+        _wait(exited, "nano to exit")
+    finally:
+        subprocess.run([*tmux, "kill-server"], check=False, timeout=30, capture_output=True)
+
+
+def sed_in_place(mnt: Path, name: str, line: str, env: dict[str, str]) -> None:
+    _run(["sed", "-i", f"$a {line}", name], mnt, env)
+
+
+def os_replace(mnt: Path, name: str, line: str, env: dict[str, str]) -> None:
+    """Python's atomic save: a closed temp renamed over the target."""
+    script = textwrap.dedent(
+        f"""
+        import os
+        text = open({name!r}).read() + {line + chr(10)!r}
+        with open({"." + name + ".new"!r}, "w") as f:
+            f.write(text)
+        os.replace({"." + name + ".new"!r}, {name!r})
+        """
+    )
+    _run([sys.executable, "-c", script], mnt, env)
+
+
+def write_file_atomic(mnt: Path, name: str, line: str, env: dict[str, str]) -> None:
+    """node's write-file-atomic: ``<name>.<murmurhex>`` written, fsynced, renamed over."""
+    script = textwrap.dedent(
+        f"""
+        const fs = require("fs");
+        const text = fs.readFileSync({name!r}, "utf8") + {line + chr(10)!r};
+        const tmp = {name!r} + "." + (Math.random() * 0xffffffff >>> 0).toString(16);
+        const fd = fs.openSync(tmp, "w");
+        fs.writeSync(fd, text);
+        fs.fsyncSync(fd);
+        fs.closeSync(fd);
+        fs.renameSync(tmp, {name!r});
+        """
+    )
+    _run(["node", "-e", script], mnt, env)
+
+
+def _local_copy(mnt: Path, name: str, line: str, env: dict[str, str]) -> Path:
+    source = Path(env["HOME"]) / "sync-source" / name
+    source.parent.mkdir(parents=True, exist_ok=True)
+    source.write_text((mnt / name).read_text() + line + "\n")
+    return source
+
+
+def rsync(mnt: Path, name: str, line: str, env: dict[str, str]) -> None:
+    source = _local_copy(mnt, name, line, env)
+    _run(["rsync", "--checksum", str(source), name], mnt, env)
+
+
+def rclone(mnt: Path, name: str, line: str, env: dict[str, str]) -> None:
+    source = _local_copy(mnt, name, line, env)
+    _run(["rclone", "copyto", "--checksum", str(source), str(mnt / name)], mnt, env)
+
+
+SAVERS: dict[str, Saver] = {
+    "vim backupcopy=yes": _vim("yes"),
+    "vim backupcopy=no": _vim("no"),
+    "emacs": emacs,
+    "nano": nano,
+    "sed -i": sed_in_place,
+    "os.replace": os_replace,
+    "write-file-atomic": write_file_atomic,
+    "rsync": rsync,
+    "rclone": rclone,
+}
+
+PROGRAMS = {"vim", "emacs", "nano", "tmux", "sed", "node", "rsync", "rclone"}
+
+
+def missing_programs() -> list[str]:
+    return sorted(p for p in PROGRAMS if shutil.which(p) is None)
+
+
+def client_env(home: Path) -> dict[str, str]:
+    home.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), TERM="xterm")
+    env.update(XDG_DATA_HOME=str(home / ".local/share"), XDG_STATE_HOME=str(home / ".state"))
+    return env
+
+
+def _wait(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)

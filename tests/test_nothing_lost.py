@@ -1,0 +1,173 @@
+"""Nothing anyone saved is lost: unsaved changes survive unmount, SIGTERM and SIGKILL in
+the recovery area; a refused new file leaves no trap behind; ``--log-file`` is honoured."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from memfs.config import Settings
+from tests.faults import timed, write_file
+from tests.mounting import COMMAND_TIMEOUT, MOUNT_TIMEOUT, Mount, memfs_env
+
+pytestmark = pytest.mark.mount
+
+DISK_FULL = """
+CREATE FUNCTION test_disk_full() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'could not extend file: No space left on device (injected)'
+        USING ERRCODE = 'disk_full';
+END $$;
+CREATE TRIGGER test_disk_full BEFORE INSERT OR UPDATE ON memory_documents
+    FOR EACH ROW EXECUTE FUNCTION test_disk_full();
+"""
+DISK_FREED = "DROP TRIGGER test_disk_full ON memory_documents"
+
+
+def memfs(mount: Mount, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "memfs", *args],
+        env=mount.env,
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT,
+        check=False,
+    )
+
+
+def workspace_args(mount: Mount) -> list[str]:
+    assert mount.database_url is not None
+    return ["--database-url", mount.database_url, "--user-id", mount.user_id]
+
+
+def kept_files(mount: Mount) -> dict[str, str]:
+    """Workspace path -> content of every copy in the mount's recovery area."""
+    workspace = Settings(database_url=mount.database_url, user_id=mount.user_id).recovery_dir
+    root = Path(mount.env["XDG_STATE_HOME"]) / "memfs" / "recovery" / workspace.name
+    found: dict[str, str] = {}
+    for manifest in root.glob("*/manifest.json"):
+        for path in json.loads(manifest.read_text())["files"]:
+            found[path] = (manifest.parent / "files" / path).read_text()
+    return found
+
+
+def fail_two_saves(mount: Mount, sql_conn: psycopg.Connection[Any]) -> None:
+    """a.md holds v1 in the database; then the disk 'fills' and two saves get EIO."""
+    mnt = mount.path()
+    (mnt / "a.md").write_text("v1\n")
+    sql_conn.execute(DISK_FULL)  # type: ignore[arg-type]
+    for name, mode, text in (("a.md", "a", "v2\n"), ("new.md", "w", "new\n")):
+        outcome = timed(write_file(name, mode, text), cwd=mnt, limit=30)
+        assert outcome.returncode not in (0, None) and "Errno 5" in outcome.stderr, outcome
+    # The mount shows what was written, and a copy is on local disk already.
+    assert (mnt / "a.md").read_text() == "v1\nv2\n"
+    assert kept_files(mount) == {"a.md": "v1\nv2\n", "new.md": "new\n"}
+
+
+def documents(sql_conn: psycopg.Connection[Any]) -> dict[str, str]:
+    return dict(sql_conn.execute("SELECT path, content FROM memory_documents").fetchall())
+
+
+def test_unmount_with_unsaved_changes_keeps_them_and_says_so(
+    database_url: str, sql_conn: psycopg.Connection[Any], mount_factory: Any
+) -> None:
+    mount = mount_factory(database_url)
+    fail_two_saves(mount, sql_conn)
+    result = memfs(mount, "umount", str(mount.mountpoint))
+    assert result.returncode == 1
+    assert "could not save 2 file(s): a.md, new.md" in result.stderr
+    assert "memfs recover --restore" in result.stderr
+    assert mount.proc.wait(timeout=MOUNT_TIMEOUT) == 1
+    assert "could not save 2 file(s) at unmount: a.md, new.md" in mount.log()
+    assert documents(sql_conn) == {"a.md": "v1\n"}
+    assert kept_files(mount) == {"a.md": "v1\nv2\n", "new.md": "new\n"}
+
+    listed = memfs(mount, "recover", *workspace_args(mount))
+    assert listed.returncode == 0, listed.stderr
+    assert "2 kept" in listed.stdout and "  a.md  6  " in listed.stdout
+    refused = memfs(mount, "recover", "--restore", *workspace_args(mount))
+    assert refused.returncode == 1 and "still kept" in refused.stdout  # the disk is still full
+    sql_conn.execute(DISK_FREED)
+    restored = memfs(mount, "recover", "--restore", *workspace_args(mount))
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert "2 restored" in restored.stdout
+    assert documents(sql_conn) == {"a.md": "v1\nv2\n", "new.md": "new\n"}
+    versions = sql_conn.execute(
+        "SELECT v.content FROM memory_document_versions v JOIN memory_documents d "
+        "ON d.id = v.document_id WHERE d.path = 'a.md'"
+    ).fetchall()
+    assert versions == [("v1\n",)]  # the restore is an ordinary save
+    assert kept_files(mount) == {}
+    assert "0 kept" in memfs(mount, "recover", *workspace_args(mount)).stdout
+
+
+def test_sigterm_and_sigkill_with_unsaved_changes_lose_nothing(
+    database_url: str, sql_conn: psycopg.Connection[Any], mount_factory: Any
+) -> None:
+    mount = mount_factory(database_url)
+    fail_two_saves(mount, sql_conn)
+    mount.proc.send_signal(signal.SIGKILL)
+    mount.proc.wait(timeout=MOUNT_TIMEOUT)
+    mount.kill()
+    assert kept_files(mount) == {"a.md": "v1\nv2\n", "new.md": "new\n"}
+
+    again = mount_factory(database_url, env=mount.env)  # the next mount offers them back
+    assert "2 unsaved file(s) from an earlier mount" in again.log()
+    with pytest.raises(OSError):  # refused too: the disk is still full...
+        (again.path() / "b.md").write_text("b2\n")
+    again.proc.send_signal(signal.SIGTERM)  # ...so SIGTERM keeps it and exits 1
+    assert again.proc.wait(timeout=MOUNT_TIMEOUT) == 1
+    assert "could not save 1 file(s) at unmount: b.md" in again.log()
+    assert kept_files(again) == {"a.md": "v1\nv2\n", "new.md": "new\n", "b.md": "b2\n"}
+
+
+def test_a_save_that_succeeds_later_leaves_no_copy(
+    database_url: str, sql_conn: psycopg.Connection[Any], mount_factory: Any
+) -> None:
+    mount = mount_factory(database_url)
+    fail_two_saves(mount, sql_conn)
+    sql_conn.execute(DISK_FREED)
+    assert mount.umount() == 0  # committed at unmount after all
+    assert documents(sql_conn) == {"a.md": "v1\nv2\n", "new.md": "new\n"}
+    assert kept_files(mount) == {}
+
+
+def test_writes_after_a_refused_new_file_reach_a_new_document(
+    mounted: Any, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """``cp /bin/ls tool.md`` is refused (EILSEQ); the next ``echo > tool.md`` must not
+    write into the dead inode the kernel may still cache."""
+    mnt = mounted.path()
+    for _ in range(3):
+        refused = mounted.shell("cp /bin/ls tool.md", check=False)
+        assert refused.returncode != 0
+        mounted.shell("echo notes > tool.md && sync tool.md")
+        assert os.stat(mnt / "tool.md").st_nlink == 1
+        assert (mnt / "tool.md").read_text() == "notes\n"
+        assert documents(sql_conn) == {"tool.md": "notes\n"}
+        mounted.shell("rm tool.md")
+
+
+def test_log_file_is_honoured_in_the_foreground(
+    database_url: str, mount_factory: Any, work_dir: Path
+) -> None:
+    log_file = work_dir / "foreground-log" / "memfs.log"
+    mount = mount_factory(database_url, extra_args=["--log-file", str(log_file)])
+    (mount.path() / "a.md").write_text("x\n")
+    assert "mounted workspace 'default'" in log_file.read_text()
+    assert mount.umount() == 0
+    assert "unmounted" in log_file.read_text()
+    assert "mounted workspace" not in mount.log()  # not on stderr as well
+
+
+def test_memfs_env_isolates_state(work_dir: Path) -> None:
+    env = memfs_env(work_dir / "runtime")
+    assert env["XDG_STATE_HOME"].startswith(str(work_dir))

@@ -1,0 +1,90 @@
+"""Every real save pattern, in random order, while an agent appends by SQL at random moments.
+
+After each save the document exists (exactly one row, same id); at the end every line a
+saver wrote is in the current content and every line the agent wrote is in the current
+content or kept as a version.  The seed is printed, so a failure can be replayed with
+``MEMFS_RACE_SEED``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.mounting import Mount
+from tests.savers import SAVERS, client_env, missing_programs
+
+pytestmark = pytest.mark.mount
+
+ROUNDS = 2
+
+
+def agent_appends(url: str, stop: threading.Event, rng: random.Random, done: list[str]) -> None:
+    """IronClaw's agent writing ``doc.md``: an append in one statement, at random moments."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        n = 0
+        while not stop.wait(rng.uniform(0.005, 0.15)):
+            line = f"agent {n}"
+            updated = conn.execute(
+                "UPDATE memory_documents SET content = content || %s, updated_at = now() "
+                "WHERE user_id = 'default' AND path = 'doc.md'",
+                (line + "\n",),
+            ).rowcount
+            if updated:
+                done.append(line)
+                n += 1
+
+
+def test_real_saves_racing_an_sql_agent_lose_nothing_and_delete_nothing(
+    mounted: Mount, sql_conn: psycopg.Connection[Any], database_url: str, work_dir: Path
+) -> None:
+    missing = missing_programs()
+    if missing:
+        pytest.skip(f"not installed: {', '.join(missing)} (scripts/setup installs them)")
+    seed = int(os.environ.get("MEMFS_RACE_SEED", random.randrange(1 << 30)))
+    print(f"save race seed: {seed}")
+    rng = random.Random(seed)
+    mnt = mounted.path()
+    (mnt / "doc.md").write_text("# shared\n")
+    (doc_id,) = sql_conn.execute("SELECT id FROM memory_documents").fetchone()  # type: ignore[misc]
+    env = client_env(work_dir / f"race-home-{seed}")
+    agent_lines: list[str] = []
+    human_lines: list[str] = []
+    stop = threading.Event()
+    agent = threading.Thread(
+        target=agent_appends, args=(database_url, stop, random.Random(seed + 1), agent_lines)
+    )
+    agent.start()
+    try:
+        for round_ in range(ROUNDS):
+            order = list(SAVERS)
+            rng.shuffle(order)
+            for name in order:
+                line = f"human {round_} {name}"
+                SAVERS[name](mnt, "doc.md", line, env)
+                human_lines.append(line)
+                rows = sql_conn.execute(
+                    "SELECT id FROM memory_documents WHERE path = 'doc.md'"
+                ).fetchall()
+                assert rows == [(doc_id,)], f"after {name} (seed {seed}): rows {rows}"
+    finally:
+        stop.set()
+        agent.join(timeout=30)
+    assert agent_lines, "the agent never wrote"
+    final = sql_conn.execute("SELECT content FROM memory_documents WHERE path = 'doc.md'")
+    content = final.fetchone()[0]  # type: ignore[index]
+    versions = [r[0] for r in sql_conn.execute("SELECT content FROM memory_document_versions")]
+    kept = content + "".join(versions)
+    lost_human = [line for line in human_lines if line not in content]
+    lost_agent = [line for line in agent_lines if line not in kept]
+    assert not lost_human, f"seed {seed}: saves lost {lost_human}"
+    assert not lost_agent, f"seed {seed}: agent lines lost {lost_agent}"
+    documents = sql_conn.execute("SELECT path FROM memory_documents ORDER BY path").fetchall()
+    conflicts = [p for (p,) in documents if p != "doc.md"]
+    assert conflicts == [], f"only doc.md should exist (versions keep changes): {documents}"
