@@ -80,8 +80,8 @@ def test_truncate() -> None:
 def test_mark_clean_only_if_unchanged() -> None:
     buf = FileBuffer(b"")
     buf.write(0, b"a")
-    _, _, generation = buf.commit_text()
+    _, generation = buf.commit_text()
     buf.write(1, b"b")
     assert not buf.mark_clean(generation)
-    _, _, generation = buf.commit_text()
+    _, generation = buf.commit_text()
     assert buf.mark_clean(generation)

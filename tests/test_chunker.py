@@ -109,3 +109,17 @@ def test_whitespace_only_in_rust_sense() -> None:
 def test_with_overlap_clamps() -> None:
     assert ChunkConfig.with_overlap(100, 0.9).overlap_percent == 0.5
     assert ChunkConfig.with_overlap(100, -1).overlap_percent == 0.0
+
+
+def test_documents_over_a_mebibyte_stream_to_the_same_chunks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import memfs.chunker
+
+    words = [f"w{i}" + ("\u00a0x" if i % 97 == 0 else "") for i in range(250_000)]
+    text = "\n".join(" ".join(words[i : i + 13]) for i in range(0, len(words), 13)) + "  end"
+    assert len(text) > memfs.chunker.STREAM_ABOVE
+    streamed = chunk_document(text)
+    monkeypatch.setattr(memfs.chunker, "STREAM_ABOVE", 1 << 40)
+    listed = chunk_document(text)
+    assert streamed == listed and len(listed) > 300

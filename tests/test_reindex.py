@@ -121,18 +121,63 @@ async def test_reindex_batch_honours_scope_and_skip_indexing(
     assert chunks_of(sql_conn, "bob.md", "bob") == ["bob words\n"]
 
 
-def test_reindex_skips_a_row_a_writer_holds(
+def test_reindex_never_waits_for_a_writer_nor_a_writer_for_it(
     database: Database, database_url: str, sql_conn: psycopg.Connection[Any]
 ) -> None:
+    """Chunks are written under a chunk lock of their own, not the document's row lock."""
     store = database.store(Scope("default"))
     result = store.commit_document(None, "held.md", "old\n", FileAttrs(), index_now=False)
     with psycopg.connect(database_url) as writer:
-        writer.execute("SELECT 1 FROM memory_documents WHERE id = %s FOR UPDATE", (result.doc_id,))
-        batch = store.reindex_queued()  # does not wait for the writer
-        assert batch.done == [] and batch.waiting == 1
+        writer.execute("SET lock_timeout = '1s'")
+        writer.execute(  # a save in progress: row locked, content changed, not committed
+            "UPDATE memory_documents SET content = 'new\n' WHERE id = %s", (result.doc_id,)
+        )
+        batch = store.reindex_queued()
+        assert batch.done == [result.doc_id] and batch.waiting == 0
+        assert chunks_of(sql_conn, "held.md") == ["old\n"]  # the committed content's
         writer.rollback()
+    # Another mount re-chunking the same document: this one leaves it and keeps the entry.
+    store.commit_document(result.doc_id, "held.md", "newer\n", FileAttrs(), index_now=False)
+    with psycopg.connect(database_url) as other:
+        other.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended('memfs-chunks ' || %s::text, 0))",
+            (result.doc_id,),
+        )
+        assert store.reindex_queued().done == []
+        assert queued(sql_conn) == 1
     assert store.reindex_queued().done == [result.doc_id]
-    assert chunks_of(sql_conn, "held.md") == ["old\n"]
+    assert chunks_of(sql_conn, "held.md") == ["newer\n"]
+
+
+def test_a_document_queued_again_while_being_chunked_stays_queued(
+    database: Database, sql_conn: psycopg.Connection[Any]
+) -> None:
+    store = database.store(Scope("default"))
+    result = store.commit_document(None, "q.md", "one\n", FileAttrs(), index_now=False)
+    # A save that re-queues the document while its chunks are being written (a trigger on
+    # the chunk insert stands in for the concurrent commit).
+    sql_conn.execute(
+        """
+        CREATE FUNCTION test_requeue() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            UPDATE memfs.reindex_queue SET queued_at = clock_timestamp()
+                WHERE document_id = NEW.document_id;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER test_requeue BEFORE INSERT ON memory_chunks
+            FOR EACH ROW EXECUTE FUNCTION test_requeue();
+        """
+    )
+    assert store.reindex_queued().done == [result.doc_id]
+    assert queued(sql_conn) == 1, "the newer request must survive the older re-chunk"
+    sql_conn.execute("DROP TRIGGER test_requeue ON memory_chunks")
+    # The next batch chunks what is stored by then (here: an SQL writer's content).
+    sql_conn.execute(
+        "UPDATE memory_documents SET content = 'two\n' WHERE id = %s", (result.doc_id,)
+    )
+    assert store.reindex_queued().done == [result.doc_id]
+    assert chunks_of(sql_conn, "q.md") == ["two\n"]
+    assert queued(sql_conn) == 0
 
 
 def test_unmount_drains_the_queue(

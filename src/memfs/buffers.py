@@ -117,9 +117,11 @@ class FileBuffer:
             self.dirty = False
         return not self.dirty
 
-    def commit_text(self) -> tuple[str, bytes, int]:
-        """(text, bytes, generation) to commit; EILSEQ if the whole buffer is not valid text."""
-        data = self.snapshot()
+    def commit_text(self) -> tuple[str, int]:
+        """(text, generation) to commit; EILSEQ if the whole buffer is not valid text.
+
+        Decoded straight from the buffer: no intermediate copy of a large document."""
+        data = self._data
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -128,7 +130,7 @@ class FileBuffer:
             ) from None
         if "\x00" in text:
             raise FsError(errno.EILSEQ, f"NUL byte at offset {data.index(0)}")
-        return text, data, self.generation
+        return text, self.generation
 
 
 class ScratchSpill:

@@ -26,9 +26,14 @@ class ContentCache:
         self.hits += 1
         return entry[1]
 
+    def accepts(self, size: int) -> bool:
+        """Whether content of ``size`` bytes is kept: not above a quarter of the capacity,
+        so one huge document neither evicts everything else nor costs a second copy."""
+        return size <= self.capacity // 4
+
     def put(self, doc_id: UUID, version: datetime, data: bytes) -> None:
         self.drop(doc_id)
-        if len(data) > self.capacity:
+        if not self.accepts(len(data)):
             return
         self._entries[doc_id] = (version, data)
         self.used += len(data)

@@ -113,6 +113,9 @@ async def _apply_changes(
                     await trio.sleep(1)
 
 
+#: Deadline of the reindex and embedding workers' database calls (seconds): re-chunking a
+#: 50 MB document legitimately takes longer than a request's deadline.
+BACKGROUND_DEADLINE = 300.0
 #: Kernel entry/attribute cache lifetime while the change feed invalidates explicitly.
 FEED_ATTR_TIMEOUT = 60.0
 #: ... and while polling, which notices outside changes within about a second.
@@ -137,6 +140,7 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
         calls = DatabaseCalls(
             concurrency=settings.pool_size, deadline=settings.call_deadline, probe=database.ping
         )
+        background = calls.with_deadline(BACKGROUND_DEADLINE)
         recovery = RecoveryArea(settings.recovery_dir)
         _offer_recovery(recovery)
         fs = Filesystem(
@@ -211,14 +215,14 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
                     nursery.start_soon(_handle_signals)
                     nursery.start_soon(fs.run_maintenance)
                     if not settings.read_only:
-                        fs.reindexer = Reindexer(store, calls, fs._announce)
+                        fs.reindexer = Reindexer(store, background, fs._announce)
                         await nursery.start(fs.reindexer.run)
                     if listener is not None:
                         nursery.start_soon(_apply_changes, fs, receive)
                     else:
                         nursery.start_soon(fs.poll_changes)
                     if embedder is not None and not settings.read_only:
-                        worker = EmbeddingWorker(store, embedder, calls)
+                        worker = EmbeddingWorker(store, embedder, background)
                         fs.commit_listeners.append(worker.notify)
                         nursery.start_soon(worker.run)
                     await pyfuse3.main()

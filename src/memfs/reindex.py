@@ -17,18 +17,18 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
 import trio
 
+from memfs.db.calls import RunDb
 from memfs.db.store import MetaStore
 from memfs.errors import FsError
 
 log = logging.getLogger(__name__)
 
-RunDb = Callable[..., Awaitable[Any]]
 
 #: Documents per reindex transaction.
 BATCH = 64

@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import psycopg
@@ -35,6 +35,9 @@ from memfs.errors import DatabaseUnavailable
 log = logging.getLogger("memfs.db")
 
 T = TypeVar("T")
+
+#: How the model's collaborators run a store call (``DatabaseCalls`` or ``with_deadline``).
+RunDb = Callable[..., Awaitable[Any]]
 
 #: How long a probe of a server that stopped answering may take.
 PROBE_DEADLINE = 2.0
@@ -64,12 +67,24 @@ class DatabaseCalls:
         self.timeouts = 0
 
     async def __call__(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await self._call(functools.partial(fn, *args, **kwargs), fn, self.deadline)
+
+    def with_deadline(self, seconds: float) -> RunDb:
+        """The same calls (threads, breaker) with another deadline: for background work
+        such as re-chunking a huge document, which no FUSE request waits on directly (a
+        request that needs its row lock gives up after the lock timeout)."""
+
+        async def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+            return await self._call(functools.partial(fn, *args, **kwargs), fn, seconds)
+
+        return run
+
+    async def _call(self, call: Callable[[], T], fn: object, deadline: float) -> T:
         name = getattr(fn, "__name__", "query")
         await self._check_breaker(name)
-        call = functools.partial(fn, *args, **kwargs)
         for attempt in (1, 2):
             try:
-                return await self._run(call, name, self.deadline)
+                return await self._run(call, name, deadline)
             except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as exc:
                 reason = f"database timed out during {name}: {_one_line(exc)}"
                 raise DatabaseUnavailable(reason) from exc

@@ -41,6 +41,10 @@ _SCOPE = "user_id = %(user)s AND agent_id IS NOT DISTINCT FROM %(agent)s"
 #: The same filter on ``memory_documents d`` in joins.
 _DOC_SCOPE = "d.user_id = %(user)s AND d.agent_id IS NOT DISTINCT FROM %(agent)s"
 #: The scope's documents waiting in the reindex queue (``d`` and ``q``).
+#: A document queued again while queued (or while being re-chunked) gets a new stamp, so
+#: the re-chunk that read the older content leaves its entry in the queue.
+_REQUEUE = "ON CONFLICT (document_id) DO UPDATE SET queued_at = clock_timestamp()"
+
 _QUEUED = (
     f"FROM memory_documents d JOIN memfs.reindex_queue q ON q.document_id = d.id WHERE {_DOC_SCOPE}"
 )
@@ -146,6 +150,22 @@ def folder_config_paths(path: str) -> list[str]:
     return candidates
 
 
+#: The advisory lock key of a document's chunks (``id`` is the document id column).
+_CHUNK_LOCK = "hashtextextended('memfs-chunks ' || id::text, 0)"
+
+
+def _lock_chunks(conn: Conn, doc_ids: Sequence[UUID]) -> None:
+    """Wait for the right to rewrite these documents' chunks (held to transaction end)."""
+    conn.execute(
+        f"SELECT pg_advisory_xact_lock({_CHUNK_LOCK}) FROM unnest(%s::uuid[]) AS id ORDER BY id",
+        (list(doc_ids),),
+    )
+
+
+#: ``content_hash`` of a row's content, computed by the server.
+_SERVER_HASH = "'sha256:' || encode(sha256(convert_to(d.content, 'UTF8')), 'hex')"
+
+
 def content_hash(content: str) -> str:
     """IronClaw's version hash: ``sha256:`` + lowercase hex of the UTF-8 bytes."""
     return "sha256:" + hashlib.sha256(content.encode("utf-8")).hexdigest()
@@ -204,14 +224,18 @@ class MetaStore:
             ).fetchall()
         return [r[0] for r in rows]
 
-    def read_content(self, doc_id: UUID) -> tuple[str, datetime] | None:
-        """A document's content and version, or None if the row is gone."""
+    def read_content(self, doc_id: UUID) -> tuple[bytes, datetime] | None:
+        """A document's content (UTF-8 bytes) and version, or None if the row is gone.
+
+        Fetched as binary bytea: the bytes the mount serves, without a decoded copy."""
         with self.pool.connection() as conn:
             row = conn.execute(
-                f"SELECT content, updated_at FROM memory_documents WHERE id = %(id)s AND {_SCOPE}",
+                "SELECT convert_to(content, 'UTF8'), updated_at FROM memory_documents "
+                f"WHERE id = %(id)s AND {_SCOPE}",
                 self._params(id=doc_id),
+                binary=True,
             ).fetchone()
-        return (row[0], row[1]) if row else None
+        return (bytes(row[0]), row[1]) if row else None
 
     def document_row(self, doc_id: UUID) -> DocRow | None:
         """One document's path and attributes (no content), as ``load_documents`` gives."""
@@ -343,19 +367,21 @@ class MetaStore:
                 self._params(id=pending.doc_id, path=path, content=content),
             )
         else:
-            pending.doc_id, previous, own, folder, pending.updated_at = row
+            pending.doc_id, stored_hash, stored_empty, own, folder, pending.updated_at = row
             meta = effective_metadata(own, folder)
-            pending.changed = previous != content
+            pending.changed = stored_hash != content_hash(content)
             if pending.changed and not engine:
                 check_schema(path, content, meta.schema)
             concurrent = expected is not None and pending.updated_at != expected
-            if pending.changed and concurrent and previous:
+            if pending.changed and concurrent and not stored_empty:
                 conflict = self._keep_concurrent_change(
-                    conn, pending.doc_id, path, previous, meta, index_now=chunks is not None
+                    conn, pending.doc_id, path, stored_hash, meta, index_now=chunks is not None
                 )
             if pending.changed:
-                if not engine:
-                    pending.version = self._maybe_save_version(conn, pending.doc_id, previous, meta)
+                if not engine and not stored_empty:
+                    pending.version = self._maybe_save_version(
+                        conn, pending.doc_id, stored_hash, meta
+                    )
                 pending.returning = conn.execute(
                     "UPDATE memory_documents SET content = %(content)s WHERE id = %(id)s "
                     "RETURNING updated_at",
@@ -366,7 +392,7 @@ class MetaStore:
         # missing (inserted by SQL) or stale gets them now.
         if chunks is None:
             conn.execute(
-                "INSERT INTO memfs.reindex_queue (document_id) VALUES (%s) ON CONFLICT DO NOTHING",
+                f"INSERT INTO memfs.reindex_queue (document_id) VALUES (%s) {_REQUEUE}",
                 (pending.doc_id,),
             )
         else:
@@ -382,14 +408,14 @@ class MetaStore:
         conn: Conn,
         doc_id: UUID,
         path: str,
-        newer: str,
+        newer_hash: str,
         meta: DocumentMetadata,
         *,
         index_now: bool,
     ) -> str:
         """Someone else changed the row since we read it: keep their content too."""
         if self.schema.has_versions:
-            self._maybe_save_version(conn, doc_id, newer, meta, force=True)
+            self._maybe_save_version(conn, doc_id, newer_hash, meta, force=True)
             row = conn.execute(
                 "SELECT max(version) FROM memory_document_versions WHERE document_id = %s",
                 (doc_id,),
@@ -399,15 +425,23 @@ class MetaStore:
             "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYYMMDD\"T\"HH24MISS')"
         ).fetchone()
         copy = f"{path}.conflict-{stamp[0] if stamp else 'now'}.md"
+        newer = self._stored_content(conn, doc_id)
         chunks = chunk_document(newer, self.chunk_config) if index_now else None
         self._commit(conn, None, copy, newer, FileAttrs(), chunks).result()
         return f"copy {copy}"
 
     def _lock_document(self, conn: Conn, where: str, **params: Any) -> tuple[Any, ...] | None:
-        """Lock a document row: (id, content, metadata, folder metadata, updated_at)."""
+        """Lock a document row: (id, content hash, content is empty, metadata, folder
+        metadata, updated_at).
+
+        The content itself stays on the server: a save compares hashes, and the version it
+        keeps is copied from the row by the server, so a 50 MB document is not fetched and
+        sent back on every save.  FOR NO KEY UPDATE is the lock an UPDATE of its content
+        takes anyway; unlike FOR UPDATE it does not hold up inserting chunks (their foreign
+        key check), so a save and a re-chunk never wait for each other."""
         path = params["path"]
         row = conn.execute(
-            "SELECT d.id, d.content, d.metadata, "
+            f"SELECT d.id, {_SERVER_HASH}, d.content = '', d.metadata, "
             "  (SELECT c.metadata FROM memory_documents c "
             "    WHERE c.user_id = d.user_id AND c.agent_id IS NOT DISTINCT FROM d.agent_id "
             "      AND c.path = ANY(%(configs)s) "
@@ -415,10 +449,16 @@ class MetaStore:
             "  d.updated_at "
             f"FROM memory_documents d WHERE d.{where} AND d.user_id = %(user)s "
             "  AND d.agent_id IS NOT DISTINCT FROM %(agent)s "
-            "ORDER BY d.updated_at DESC LIMIT 1 FOR UPDATE OF d",
+            "ORDER BY d.updated_at DESC LIMIT 1 FOR NO KEY UPDATE OF d",
             self._params(configs=folder_config_paths(path), **params),
         ).fetchone()
         return tuple(row) if row else None
+
+    @staticmethod
+    def _stored_content(conn: Conn, doc_id: UUID) -> str:
+        row = conn.execute("SELECT content FROM memory_documents WHERE id = %s", (doc_id,))
+        content: str = row.fetchone()[0]  # type: ignore[index]
+        return content
 
     def _lock_path(self, conn: Conn, path: str) -> None:
         key = f"memfs\n{self.scope.user_id}\n{self.scope.agent_id or ''}\n{path}"
@@ -428,31 +468,32 @@ class MetaStore:
         self,
         conn: Conn,
         doc_id: UUID,
-        previous: str,
+        stored_hash: str,
         meta: DocumentMetadata,
         *,
         force: bool = False,
     ) -> psycopg.Cursor[tuple[Any, ...]] | None:
-        """IronClaw's ``maybe_save_version``: keep the previous content as version MAX+1.
+        """IronClaw's ``maybe_save_version``: keep the row's current content as version
+        MAX+1 (copied by the server, before the caller's UPDATE replaces it).
 
-        Skipped without the versions table, for empty previous content, under effective
-        ``skip_versioning``, or when the newest version already has this content's hash.
-        The document row is already locked FOR UPDATE by the caller.  Returns the INSERT's
-        cursor (its rowcount says whether a version was written) or None if skipped.
+        Skipped without the versions table, under effective ``skip_versioning``, or when the
+        newest version already has this content's hash (``stored_hash``, IronClaw's format).
+        The caller skips empty content and holds the row lock.  Returns the INSERT's cursor
+        (its rowcount says whether a version was written) or None if skipped.
         """
         skip = not meta.versioned and not force
-        if not self.schema.has_versions or previous == "" or skip:
+        if not self.schema.has_versions or skip:
             return None
-        digest = content_hash(previous)
         return conn.execute(
             "INSERT INTO memory_document_versions "
             "  (document_id, version, content, content_hash, changed_by) "
-            "SELECT %(id)s, COALESCE(MAX(v.version), 0) + 1, %(content)s, %(hash)s, %(user)s "
-            "FROM memory_document_versions v WHERE v.document_id = %(id)s "
-            "HAVING %(hash)s IS DISTINCT FROM ("
+            "SELECT d.id, COALESCE((SELECT MAX(v.version) FROM memory_document_versions v "
+            "  WHERE v.document_id = d.id), 0) + 1, d.content, %(hash)s, %(user)s "
+            "FROM memory_documents d WHERE d.id = %(id)s "
+            "AND %(hash)s IS DISTINCT FROM ("
             "  SELECT l.content_hash FROM memory_document_versions l "
             "  WHERE l.document_id = %(id)s ORDER BY l.version DESC LIMIT 1)",
-            {"id": doc_id, "content": previous, "hash": digest, "user": self.scope.user_id},
+            {"id": doc_id, "hash": stored_hash, "user": self.scope.user_id},
         )
 
     def _replace_chunks(
@@ -460,7 +501,9 @@ class MetaStore:
     ) -> None:
         """Make each document's chunks exactly its list, at indexes 0..n-1.
 
-        The caller holds the documents' row locks.  The end state is IronClaw's (delete all,
+        Writers of one document's chunks exclude each other with an advisory lock of their
+        own (``_lock_chunks``), not the document's row lock, so the reindex worker never
+        holds up a save.  The end state is IronClaw's (delete all,
         insert 0..n-1) row for row in (document_id, chunk_index, content); only chunks whose
         text changed are rewritten, so an append to a long document touches its last chunks
         instead of re-generating every tsvector, and unchanged chunks keep their embedding.
@@ -469,6 +512,7 @@ class MetaStore:
         """
         existing: dict[tuple[UUID, int], str] = {}
         count: dict[UUID, int] = {}  # chunks each document has now
+        _lock_chunks(conn, list(chunks_by_doc))
         if not fresh:
             for doc_id, index, digest in conn.execute(
                 "SELECT document_id, chunk_index, md5(content) FROM memory_chunks "
@@ -607,8 +651,7 @@ class MetaStore:
 
     def _queue_reindex(self, conn: Conn, doc_ids: Sequence[UUID]) -> None:
         conn.execute(
-            "INSERT INTO memfs.reindex_queue (document_id) SELECT unnest(%s::uuid[]) "
-            "ON CONFLICT DO NOTHING",
+            f"INSERT INTO memfs.reindex_queue (document_id) SELECT unnest(%s::uuid[]) {_REQUEUE}",
             (list(doc_ids),),
         )
 
@@ -689,8 +732,7 @@ class MetaStore:
                 "    mtime_ns = EXCLUDED.mtime_ns, set_against = EXCLUDED.set_against"
                 "), queued AS ("
                 # Re-apply the indexing rules of the new location (skip_indexing folders).
-                "  INSERT INTO memfs.reindex_queue (document_id) SELECT id FROM upd "
-                "  ON CONFLICT DO NOTHING"
+                f"  INSERT INTO memfs.reindex_queue (document_id) SELECT id FROM upd {_REQUEUE}"
                 ") SELECT id, updated_at FROM upd",
                 self._params(prefix=old_prefix, new=new_path, cut=cut),
             ).fetchall()
@@ -884,7 +926,8 @@ class MetaStore:
             locked = self._lock_document(conn, "id = %(id)s", id=doc_id, path=row[0])
             if locked is None:
                 return 0
-            _, content, own, folder, _ = locked
+            _, _, _, own, folder, _ = locked
+            content = self._stored_content(conn, doc_id)
             chunks = self._chunks_for(row[0], content, effective_metadata(own, folder))
             self._replace_chunks(conn, {doc_id: chunks})
             conn.execute("DELETE FROM memfs.reindex_queue WHERE document_id = %s", (doc_id,))
@@ -900,25 +943,25 @@ class MetaStore:
     # -- the reindex queue ---------------------------------------------------------------
 
     def reindex_queued(self, limit: int = 64) -> ReindexBatch:
-        """Re-chunk up to ``limit`` queued documents of this scope, in one transaction.
+        """Re-chunk up to ``limit`` queued documents of this scope.
 
-        Each document's row is locked (FOR UPDATE SKIP LOCKED: a row a writer holds is left
-        for the next batch, and two mounts never take the same document) and its content is
-        read under that lock, so the chunks always match the stored content, whichever
-        commit queued it.  Queue rows go in the same transaction.
+        The content is read without locking the rows and chunked outside any transaction,
+        so re-chunking a 50 MB document never keeps a save waiting for its row lock.  The
+        chunks are then written in one transaction that first takes each document's chunk
+        lock (skipping documents another mount is re-chunking) and checks that the content
+        is still what was chunked; a document changed meanwhile keeps its queue entry, as
+        does one queued again since it was read (its ``queued_at`` moved on).
         """
-        with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
-            rows = conn.execute(
-                f"SELECT d.id, d.path, d.content, d.metadata {_QUEUED} "
-                "ORDER BY q.queued_at, d.id LIMIT %(limit)s FOR UPDATE OF d SKIP LOCKED",
-                self._params(limit=limit),
-            ).fetchall()
-            left = conn.execute(
-                f"SELECT count(*) {_QUEUED} AND NOT (d.id = ANY(%(done)s))",
-                self._params(done=[r[0] for r in rows]),
-            )
+        with self.pool.connection() as conn:
+            with conn.pipeline():
+                rows = conn.execute(
+                    f"SELECT d.id, d.path, d.content, d.metadata, q.queued_at, md5(d.content) "
+                    f"{_QUEUED} "
+                    "ORDER BY q.queued_at, d.id LIMIT %(limit)s",
+                    self._params(limit=limit),
+                ).fetchall()
             if not rows:
-                return ReindexBatch([], _count(left))
+                return ReindexBatch([], 0)
             configs = sorted({c for r in rows for c in folder_config_paths(r[1])})
             folders: dict[str, Any] = dict(
                 conn.execute(
@@ -927,19 +970,35 @@ class MetaStore:
                     self._params(configs=configs),
                 ).fetchall()
             )
-            chunks_by_doc = {}
-            for doc_id, path, content, own in rows:
+            chunks_by_doc: dict[UUID, list[str]] = {}
+            digests: dict[UUID, str] = {}
+            stamps: dict[UUID, datetime] = {}
+            while rows:  # consumed as chunked, so only one document's text is held twice
+                doc_id, path, content, own, queued_at, digest = rows.pop()
                 nearest = next(
                     (folders[c] for c in folder_config_paths(path) if c in folders), None
                 )
                 meta = effective_metadata(own, nearest)
                 chunks_by_doc[doc_id] = self._chunks_for(path, content, meta)
-            self._replace_chunks(conn, chunks_by_doc)
-            conn.execute(
-                "DELETE FROM memfs.reindex_queue WHERE document_id = ANY(%s)",
-                (list(chunks_by_doc),),
-            )
-        return ReindexBatch(list(chunks_by_doc), _count(left))
+                digests[doc_id] = digest
+                stamps[doc_id] = queued_at
+                del content
+            with conn.pipeline(), conn.transaction():
+                current = conn.execute(
+                    "SELECT id, md5(content) FROM memory_documents "
+                    "WHERE id = ANY(%s) AND pg_try_advisory_xact_lock(" + _CHUNK_LOCK + ")",
+                    (list(chunks_by_doc),),
+                ).fetchall()
+                done = [doc_id for doc_id, digest in current if digests.get(doc_id) == digest]
+                self._replace_chunks(conn, {d: chunks_by_doc[d] for d in done})
+                conn.execute(
+                    "DELETE FROM memfs.reindex_queue q USING unnest(%s::uuid[], "
+                    "%s::timestamptz[]) AS r(id, at) WHERE q.document_id = r.id "
+                    "AND q.queued_at = r.at",
+                    (done, [stamps[d] for d in done]),
+                )
+                left = conn.execute(f"SELECT count(*) {_QUEUED}", self._params())
+            return ReindexBatch(done, _count(left))
 
     def queued_for_reindex(self) -> int:
         """Documents of this scope waiting in the reindex queue."""

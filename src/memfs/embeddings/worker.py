@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from uuid import UUID
 
 import trio
 from pgvector import Vector
 
+from memfs.db.calls import RunDb
 from memfs.db.store import MetaStore
 from memfs.embeddings.client import Embedder
 from memfs.embeddings.providers import MAX_INPUT_BYTES, DimensionMismatch, EmbeddingError
@@ -26,7 +26,6 @@ from memfs.errors import FsError
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-RunDb = Callable[..., Awaitable[Any]]
 
 PAGE = 100
 

@@ -9,12 +9,13 @@ search; memfs returns the full-text results and says so in ``SearchOutcome.note`
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pgvector import Vector
 
+from memfs.db.calls import RunDb
 from memfs.db.store import MetaStore
 from memfs.embeddings.client import Embedder
 from memfs.embeddings.providers import EmbeddingError
@@ -23,7 +24,6 @@ from memfs.search.fusion import Hit, SearchResult, fuse
 
 log = logging.getLogger(__name__)
 
-RunDb = Callable[..., Awaitable[Any]]
 MODES = ("hybrid", "fts", "vector")
 
 

@@ -60,8 +60,7 @@ class ContentMixin(FilesystemBase):
         row = await self._db(self.store.read_content, doc_id)
         if row is None:
             raise FsError(errno.ENOENT, f"document {doc_id} is gone from the database")
-        text, version = row
-        data = text.encode("utf-8")
+        data, version = row
         self.cache.put(doc_id, version, data)
         if version != node.updated_at:
             node.updated_at = version
@@ -292,7 +291,7 @@ class ContentMixin(FilesystemBase):
                 self._saved(node)
                 return
             try:
-                text, data, generation = buffer.commit_text()
+                text, generation = buffer.commit_text()
             except FsError as exc:
                 await self._reject(node, exc)
                 raise
@@ -325,7 +324,11 @@ class ContentMixin(FilesystemBase):
             else:
                 node.doc_id = result.doc_id
             node.updated_at = result.updated_at
-            self.cache.put(result.doc_id, result.updated_at, data)
+            if buffer.generation == generation and self.cache.accepts(len(buffer)):
+                self.cache.put(result.doc_id, result.updated_at, buffer.snapshot())
+            else:
+                self.cache.drop(result.doc_id)
+            del text
             self._kernel_version[node.ino] = result.updated_at
             if node.client_mtime_ns is None and result.changed:
                 node.mtime_ns = node.ctime_ns = to_ns(result.updated_at)

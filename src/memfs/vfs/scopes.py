@@ -75,4 +75,4 @@ class ScopesMixin(CoherenceMixin):
         store = self.scope_stores[node.scope_index]
         assert node.source_id is not None
         row = await self._db(store.read_content, node.source_id)
-        return row[0].encode("utf-8") if row else b""
+        return row[0] if row else b""
