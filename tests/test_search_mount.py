@@ -165,3 +165,71 @@ def test_hybrid_search_through_the_mount_and_cli(
     fake_server.fail(500, times=10_000)
     fallback = (mount.path(".search") / "Tuesday" / "01-MEMORY.md").read_text()
     assert "full-text only; the query could not be embedded" in fallback
+
+
+def _hold_chunk_locks(conn: psycopg.Connection[Any]) -> None:
+    """Keep every document's chunk lock: this mount's re-chunking cannot finish."""
+    conn.execute(
+        "SELECT pg_advisory_lock(hashtextextended('memfs-chunks ' || id::text, 0)) "
+        "FROM memory_documents"
+    )
+
+
+def test_searches_under_pressure_answer_in_time_in_parallel_and_never_keep_a_stale_empty(
+    database_url: str,
+    sql_conn: psycopg.Connection[Any],
+    mount_factory: Any,
+    fake_server: FakeEmbeddingServer,
+    work_dir: Path,
+) -> None:
+    env = embedding_env(work_dir, fake_server)
+    env["MEMFS_SEARCH_TIMEOUT"] = "6"
+    mount = mount_factory(database_url, env=env)
+    mnt = mount.path()
+    (mnt / "a.md").write_text("seed\n")
+    wait_reindex_queue_empty(sql_conn)
+    # A provider that hangs: the kernel runs lookups in one directory one at a time, so
+    # the first search falls back to full-text after the query-embedding deadline (3 s)
+    # and the four queued behind it skip the provider instead of waiting 3 s each.
+    fake_server.hang(60, times=100)
+    started = time.monotonic()
+    procs = [
+        subprocess.Popen(["ls", str(mnt / ".search" / query)], stdout=subprocess.PIPE)
+        for query in ("seed", "seeds", "seeded", "Seed", "SEED")
+    ]
+    outputs = [p.communicate(timeout=30)[0].decode() for p in procs]
+    elapsed = time.monotonic() - started
+    assert all(p.returncode == 0 for p in procs)
+    assert outputs == ["01-a.md\n"] * 5
+    assert elapsed < 6, f"5 parallel searches took {elapsed:.1f}s"
+    fake_server.heal()
+    # A backlog: this mount's new document cannot be re-chunked yet.  The empty answer
+    # is not kept: once the backlog clears, the same query finds it.
+    with psycopg.connect(database_url, autocommit=True) as holder:
+        (mnt / "b.md").write_text("zebra crossing\n")
+        _hold_chunk_locks(holder)
+        query = mnt / ".search" / "zebra"
+        assert os.listdir(query) == []
+        assert "re-chunking still under way, not kept" in mount.log()
+    wait_reindex_queue_empty(sql_conn, timeout=20)
+    time.sleep(2.5)  # the incomplete answer's short life
+    assert [name.endswith("b.md") for name in os.listdir(query)] == [True]
+
+
+def test_a_search_past_its_deadline_fails_with_etimedout_and_a_log_line(
+    database_url: str,
+    sql_conn: psycopg.Connection[Any],
+    mount_factory: Any,
+    fake_server: FakeEmbeddingServer,
+    work_dir: Path,
+) -> None:
+    env = embedding_env(work_dir, fake_server)
+    env["MEMFS_SEARCH_TIMEOUT"] = "1"
+    mount = mount_factory(database_url, env=env)
+    fake_server.hang(60, times=100)  # the query embedding alone outlasts the budget
+    started = time.monotonic()
+    with pytest.raises(OSError) as info:
+        os.listdir(mount.path() / ".search" / "anything at all")
+    assert info.value.errno == errno.ETIMEDOUT
+    assert time.monotonic() - started < 4
+    assert "search 'anything at all' gave no answer within 1.0s" in mount.log()

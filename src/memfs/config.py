@@ -61,6 +61,8 @@ class Settings:
     scratch_patterns: list[str] = field(default_factory=list)
     #: Seconds a ``.search`` query's results are kept (so ``ls`` then ``cat`` agree).
     search_ttl: float = 30.0
+    #: Seconds a ``.search`` lookup may take in all before it fails with ETIMEDOUT.
+    search_timeout: float = 10.0
     #: Other users whose workspaces are shown read-only under ``.scopes/`` (IronClaw's
     #: ``WORKSPACE_READ_SCOPES``).
     read_scopes: list[str] = field(default_factory=list)
@@ -97,6 +99,8 @@ class Settings:
         settings.read_scopes = [s.strip() for s in scopes.split(",") if s.strip()]
         if env.get("MEMFS_SEARCH_TTL"):
             settings.search_ttl = float(env["MEMFS_SEARCH_TTL"])
+        if env.get("MEMFS_SEARCH_TIMEOUT"):
+            settings.search_timeout = float(env["MEMFS_SEARCH_TIMEOUT"])
         if env.get("MEMFS_CACHE_BYTES"):
             settings.cache_bytes = int(env["MEMFS_CACHE_BYTES"])
         return settings

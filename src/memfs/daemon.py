@@ -175,7 +175,7 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
                 store, calls, embedder=embedder, config=search_config,
                 read_scopes=settings.read_scopes,
             )  # fmt: skip
-            fs.attach_search(engine, ttl=settings.search_ttl)
+            fs.attach_search(engine, ttl=settings.search_ttl, deadline=settings.search_timeout)
             if embedder is None:
                 log.info("no embedding provider (EMBEDDING_ENABLED is off): search is full-text")
             send, receive = trio.open_memory_channel[dict[str, object]](math.inf)

@@ -132,7 +132,10 @@ class MemfsOperations(pyfuse3.Operations):
         except UnicodeDecodeError:
             raise FsError(errno.ENOENT) from None
         node = await self.fs.lookup(parent_inode, text)
-        return self._entry(self.fs.attributes(node))
+        entry = self._entry(self.fs.attributes(node))
+        if self.fs.is_search_query(node):
+            entry.entry_timeout = entry.attr_timeout = 0
+        return entry
 
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
         try:

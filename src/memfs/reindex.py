@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 from uuid import UUID
 
@@ -36,6 +36,10 @@ BATCH = 64
 RETRY_HELD = 0.05
 #: How long a request waits for others to join its batch (a search cuts it short).
 DEBOUNCE = float(os.environ.get("MEMFS_REINDEX_DEBOUNCE", "0.2"))
+
+
+#: After ``settled`` timed out, later calls return at once for this long (seconds).
+STALL_BACKOFF = 10.0
 
 
 class Reindexer:
@@ -61,20 +65,29 @@ class Reindexer:
         self._wake = trio.Event()
         self._hurry = trio.Event()
         self._progress = trio.Event()
+        self._stalled_until = float("-inf")
+        #: Documents this mount queued and has not seen re-chunked yet.
+        self._awaited: set[UUID] = set()
 
-    def request(self) -> None:
-        """A commit queued a document (called right after it committed)."""
+    def request(self, doc_ids: Iterable[UUID] = ()) -> None:
+        """A commit queued documents (called right after it committed)."""
         self.requested += 1
+        self._awaited.update(doc_ids)
         self._wake.set()
 
     async def settled(self, timeout: float = 5.0) -> bool:
         """Wait until every document requested so far is re-chunked (False on timeout)."""
-        target = self.requested
+        awaited = set(self._awaited)
+        if not awaited or not self.running:
+            return True
+        if trio.current_time() < self._stalled_until:
+            return False  # it just timed out: searches queued behind it do not wait again
         self._hurry.set()
         with trio.move_on_after(timeout):
-            while self.running and self.completed < target:
+            while self.running and awaited & self._awaited:
                 await self._progress.wait()
             return True
+        self._stalled_until = trio.current_time() + STALL_BACKOFF
         log.warning("searching before the reindex queue is drained (%s)", self.last_error)
         return False
 
@@ -88,6 +101,11 @@ class Reindexer:
             for doc_id in batch.done:
                 self.on_indexed(doc_id)
             self.indexed += len(batch.done)
+            self._awaited.difference_update(batch.done)
+            if not batch.waiting:
+                self._awaited.clear()  # nothing queued: the rest were deleted meanwhile
+            self._progress.set()
+            self._progress = trio.Event()
             if not batch.done or not batch.waiting:
                 waiting: int = batch.waiting
                 return waiting

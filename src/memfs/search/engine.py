@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import trio
 from pgvector import Vector
 
 from memfs.db.calls import RunDb
@@ -60,6 +61,13 @@ def _hits(rows: list[tuple[Any, ...]], primary: str) -> list[Hit]:
     ]
 
 
+#: How long a search waits for the provider to embed its query before it goes on with
+#: full-text results alone (the provider's retries are for the background worker).
+QUERY_EMBEDDING_DEADLINE = 3.0
+#: After a query embedding timed out, searches skip the provider for this long (seconds).
+PROVIDER_BACKOFF = 30.0
+
+
 def _secondary_identity(path: str) -> bool:
     if not path.startswith(".scopes/"):
         return False
@@ -83,6 +91,7 @@ class SearchEngine:
         self.embedder = embedder
         self.config = config or SearchConfig()
         self.searches = 0
+        self._embedding_down_until = float("-inf")
 
     async def search(
         self, query: str, *, limit: int | None = None, mode: str = "hybrid"
@@ -99,13 +108,22 @@ class SearchEngine:
             use_vector = False
             if mode == "vector":
                 note = "no embedding provider is configured"
+        elif use_vector and trio.current_time() < self._embedding_down_until:
+            note = "the embedding provider did not answer moments ago; searched full-text only"
+            use_vector = False
         elif use_vector and self.embedder is not None:
             try:
-                vector = await self.embedder.embed_query(query)
-            except EmbeddingError as exc:
-                log.warning("query embedding failed, searching full-text only: %s", exc)
-                note = f"the query could not be embedded ({exc})"
+                with trio.fail_after(QUERY_EMBEDDING_DEADLINE):
+                    vector = await self.embedder.embed_query(query)
+            except (EmbeddingError, trio.TooSlowError) as exc:
+                reason = str(exc) or f"no answer within {QUERY_EMBEDDING_DEADLINE:.0f}s"
+                log.warning("query embedding failed, searching full-text only: %s", reason)
+                note = f"the query could not be embedded ({reason})"
                 use_vector = False
+                if isinstance(exc, trio.TooSlowError):
+                    # The kernel runs lookups in one directory one at a time: searches
+                    # queued behind this one must not each wait for a silent provider.
+                    self._embedding_down_until = trio.current_time() + PROVIDER_BACKOFF
         if not use_vector and not use_fts:
             use_fts = True  # vector-only was asked for but is impossible: say so, fall back
         fts_rows = (

@@ -265,7 +265,7 @@ class FilesystemBase:
             self.store.commit_document, doc_id, path, text, attrs, expected, index_now=not deferred
         )
         if deferred:
-            self._request_reindex()  # IronClaw re-indexes every write; announced once re-chunked
+            self._request_reindex(result.doc_id)  # IronClaw re-indexes every write
         elif result.changed:
             self._announce(result.doc_id)
         return result
@@ -274,9 +274,9 @@ class FilesystemBase:
         """Whether commits leave re-chunking to the running reindex worker."""
         return self.reindexer is not None and self.reindexer.running
 
-    def _request_reindex(self) -> None:
+    def _request_reindex(self, *doc_ids: UUID) -> None:
         if self.reindexer is not None and self.reindexer.running:
-            self.reindexer.request()
+            self.reindexer.request(doc_ids)
 
     def _touch_dir(self, directory: DirNode) -> None:
         directory.mtime_ns = directory.ctime_ns = self.clock()

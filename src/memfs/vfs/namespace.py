@@ -317,7 +317,7 @@ class NamespaceMixin(ContentMixin):
         updated_at = await self._db(
             self.store.rename_document, source.doc_id, new_path, replaced, attrs, keep
         )
-        self._request_reindex()
+        self._request_reindex(source.doc_id)
         if replaced is not None:
             self.cache.drop(replaced)
         if updated_at is None:
@@ -344,7 +344,7 @@ class NamespaceMixin(ContentMixin):
             self.store.replace_document, source_id, replaced, new_path, text, attrs, keep,
             index_now=not self._reindex_deferred(),
         )  # fmt: skip
-        self._request_reindex()
+        self._request_reindex(replaced)
         self.cache.drop(replaced)
         if result is None:
             log.warning("%s vanished from the database during rename", self._describe(source))
@@ -376,7 +376,7 @@ class NamespaceMixin(ContentMixin):
         old_path = self.tree.path_of(source)
         replaced = self.tree.path_of(target) if isinstance(target, DirNode) else None
         moved = await self._db(self.store.rename_directory, old_path, new_path, replaced, keep)
-        self._request_reindex()
+        self._request_reindex(*moved)
         for node in self.tree.iter_files(source):
             if node.doc_id is not None and node.doc_id in moved:
                 self._adopt_version(node, moved[node.doc_id])
@@ -462,7 +462,7 @@ class NamespaceMixin(ContentMixin):
                 moved = await self._db(
                     self.store.rename_document, doc_id, new_path, replaced, attrs, []
                 )
-                self._request_reindex()
+                self._request_reindex(doc_id)
                 doc_id = doc_id if moved is not None else None
         else:
             if isinstance(target, FileNode) and not target.scratch:

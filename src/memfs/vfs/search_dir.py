@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import errno
 
+import trio
+
 from memfs.errors import FsError
 from memfs.paths import SEARCH_DIR
 from memfs.search.directory import README, parse_query, render_result, result_name
@@ -20,6 +22,9 @@ from memfs.tree import FileNode, Node, SyntheticDir
 from memfs.vfs.base import log
 from memfs.vfs.namespace import NamespaceMixin
 
+#: How long results are kept when re-chunking had not caught up.
+INCOMPLETE_TTL = 2.0
+
 
 class SearchMixin(NamespaceMixin):
     """Adds ``.search`` to the namespace when a search engine is attached."""
@@ -27,10 +32,16 @@ class SearchMixin(NamespaceMixin):
     search: SearchEngine | None = None
     search_root: SyntheticDir | None = None
     search_ttl: float = 30.0
+    #: A search's whole budget: waiting for this mount's re-chunking, embedding the query,
+    #: the database legs.  Past it the lookup fails with ETIMEDOUT and a log line.
+    search_deadline: float = 10.0
 
-    def attach_search(self, engine: SearchEngine, ttl: float = 30.0) -> None:
+    def attach_search(
+        self, engine: SearchEngine, ttl: float = 30.0, deadline: float = 10.0
+    ) -> None:
         self.search = engine
         self.search_ttl = ttl
+        self.search_deadline = deadline
         self.queries: dict[str, tuple[float, SyntheticDir]] = {}
 
     async def load(self) -> None:
@@ -64,9 +75,14 @@ class SearchMixin(NamespaceMixin):
         cached = self.queries.get(name)
         if cached is not None and cached[0] > moment:
             return cached[1]
-        if self.reindexer is not None:  # find what this mount just saved
-            await self.reindexer.settled()
-        outcome = await self.search.search(spec.text, limit=spec.limit, mode=spec.mode)
+        complete = True
+        with trio.move_on_after(self.search_deadline) as deadline:
+            if self.reindexer is not None:  # find what this mount just saved
+                complete = await self.reindexer.settled(timeout=self.search_deadline / 3)
+            outcome = await self.search.search(spec.text, limit=spec.limit, mode=spec.mode)
+        if deadline.cancelled_caught:
+            log.error("search %r gave no answer within %.1fs", spec.text, self.search_deadline)
+            raise FsError(errno.ETIMEDOUT, f"search {spec.text!r} timed out")
         cached = self.queries.get(name)  # another lookup may have finished meanwhile
         if cached is not None and cached[0] > moment:
             return cached[1]
@@ -81,9 +97,23 @@ class SearchMixin(NamespaceMixin):
             node = self.tree.new_synthetic_file(result_name(index, width, result.path), data, mtime)
             self.tree.attach(query_dir, node)
         self._expire_queries(moment)
-        self.queries[name] = (moment + self.search_ttl, query_dir)
-        log.info("search %r: %d results (%s)", spec.text, len(outcome.results), outcome.describe())
+        # Results found while this mount's saves still wait to be re-chunked may miss them:
+        # kept for a moment only (``ls`` then ``cat``), not for the whole TTL.
+        ttl = self.search_ttl if complete else min(self.search_ttl, INCOMPLETE_TTL)
+        self.queries[name] = (moment + ttl, query_dir)
+        log.info(
+            "search %r: %d results (%s)%s",
+            spec.text,
+            len(outcome.results),
+            outcome.describe(),
+            "" if complete else "; re-chunking still under way, not kept",
+        )
         return query_dir
+
+    def is_search_query(self, node: Node) -> bool:
+        """A query directory: the kernel must not cache its name (the daemon decides how
+        long results live, and an incomplete result must not stick)."""
+        return self.search_root is not None and node.parent is self.search_root
 
     def _expire_queries(self, moment: float) -> None:
         for name, (expires, query_dir) in list(self.queries.items()):
