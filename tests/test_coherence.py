@@ -300,3 +300,23 @@ def test_sigkill_during_a_write_storm_keeps_every_closed_file(
     missing = [i for i in closed if rows.get(f"storm/f{i}.md") != f"file {i}\n" * 20]
     print(f"\nstorm: {len(closed)} files closed before SIGKILL, {len(missing)} lost")
     assert len(closed) > 300 and not missing, f"{len(missing)} closed files lost: {missing[:5]}"
+
+
+def test_a_second_row_for_a_shown_path_shows_the_newest_live_and_after_remount(
+    database_url: str, sql_conn: psycopg.Connection[Any], mount_factory: Any
+) -> None:
+    """IronClaw's NULL agent_id lets two rows share a path; every view shows the newest."""
+    mount = mount_factory(database_url)
+    (mount.path() / "dup.md").write_text("older\n")
+    sql_conn.execute(
+        "INSERT INTO memory_documents (user_id, path, content, updated_at) "
+        "VALUES ('default', 'dup.md', 'newer\n', now() + interval '1 second')"
+    )
+    deadline = time.monotonic() + 10
+    while (mount.path() / "dup.md").read_text() != "newer\n":
+        assert time.monotonic() < deadline, "the newer duplicate was not shown"
+        time.sleep(0.05)
+    assert "now showing the newer" in mount.log()
+    mount.umount()
+    again = mount_factory(database_url)
+    assert (again.path() / "dup.md").read_text() == "newer\n"

@@ -272,3 +272,28 @@ async def test_new_empty_file_is_committed_once_at_release(
     await fs.flush(fh)
     await fs.release(fh)
     assert docs(sql_conn) == {"new.md": "x\n", "touched.md": ""}
+
+
+async def test_create_without_o_excl_of_a_name_that_just_appeared_opens_it(
+    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """Another mount's file reached this tree between the kernel's lookup and its CREATE:
+    plain O_CREAT opens it (as on a local disk); O_EXCL still says EEXIST."""
+    ino = await write_file(fs, ROOT_INODE, "x.md", b"theirs\n")
+    await expect(errno.EEXIST, fs.create(ROOT_INODE, "x.md", 0o644, WRITE | os.O_EXCL))
+    fh, node = await fs.create(ROOT_INODE, "x.md", 0o644, WRITE | os.O_TRUNC)
+    assert node.ino == ino
+    await fs.write(fh, 0, b"mine\n")
+    await fs.release(fh)
+    assert docs(sql_conn) == {"x.md": "mine\n"}
+
+
+async def test_times_beyond_2262_are_refused_not_an_eio(
+    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+) -> None:
+    ino = await write_file(fs, ROOT_INODE, "t.md", b"t\n")
+    year_2300 = 10_413_792_000 * 10**9
+    error = await expect(errno.EINVAL, fs.setattr(ino, mtime_ns=year_2300))
+    assert "1677-2262" in error.reason
+    assert fs.getattr(ino).mtime_ns != year_2300
+    assert docs(sql_conn) == {"t.md": "t\n"}

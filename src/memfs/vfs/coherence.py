@@ -66,11 +66,11 @@ class CoherenceMixin(SearchMixin):
         rows = await self._db(self.store.load_documents)
         async with self.ns_lock:
             seen: set[UUID] = set()
-            for row in rows:
-                if loadable_path(row.path) and self.tree.resolve(row.path) is not None:
-                    node = self.tree.resolve(row.path)
-                    if isinstance(node, FileNode) and node.doc_id not in (None, row.id):
-                        continue  # a duplicate row for a path we show: keep the shown one
+            shown: set[str] = set()
+            for row in rows:  # by path, newest first: a duplicated path shows its newest row
+                if row.path in shown:
+                    continue
+                shown.add(row.path)
                 seen.add(row.id)
                 await self._external_upsert(row)
             for doc_id in [d for d in self.tree.docs if d not in seen]:
@@ -84,7 +84,22 @@ class CoherenceMixin(SearchMixin):
                 self._external_delete(row.id)
             return
         if node is None:
-            if self.tree.resolve(row.path) is not None:
+            holder = self.tree.resolve(row.path)
+            if isinstance(holder, FileNode) and self._older_duplicate(holder, row):
+                # A second row for a shown path (IronClaw's NULL agent_id lets that happen):
+                # show the newest, as a fresh mount and every save (which writes the newest
+                # row) do.
+                log.warning(
+                    "duplicate rows for %r: now showing the newer %s instead of %s",
+                    row.path,
+                    row.id,
+                    holder.doc_id,
+                )
+                self.tree.bind_document(holder, row.id)
+                self.cache.drop(row.id)
+                await self._external_content(holder, row)
+                return
+            if holder is not None:
                 return  # a local file or directory holds that name; its commit decides
             added = self.tree.load_document(
                 row.id, row.path, row.size, row.created_at, row.updated_at,
@@ -100,6 +115,16 @@ class CoherenceMixin(SearchMixin):
             self._external_move(node, row.path)
         if row.updated_at != node.updated_at:
             await self._external_content(node, row)
+
+    def _older_duplicate(self, node: FileNode, row: DocRow) -> bool:
+        """Whether ``node`` shows an older row of ``row``'s path and may switch to it."""
+        if node.doc_id is None or node.doc_id == row.id or node.updated_at is None:
+            return False
+        buffer = self.buffers.get(node.ino)
+        if isinstance(buffer, FileBuffer) and buffer.dirty:
+            return False  # its save writes the newest row anyway
+        newer: bool = row.updated_at > node.updated_at
+        return newer
 
     def _external_move(self, node: FileNode, new_path: str) -> None:
         parent_path, _, name = new_path.rpartition("/")

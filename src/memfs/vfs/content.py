@@ -243,6 +243,12 @@ class ContentMixin(FilesystemBase):
             raise FsError(errno.EPERM, "files on a memfs mount belong to the mounting user")
         if (size, mode, mtime_ns) != (None, None, None):
             self._refuse_if_read_only()
+        if mtime_ns is not None and not -(2**63) <= mtime_ns < 2**63:
+            raise FsError(
+                errno.EINVAL,
+                "a modification time outside 1677-2262 cannot be stored (nanoseconds in 64 "
+                "bits, as PostgreSQL's BIGINT and the kernel's FUSE attributes hold them)",
+            )
         if isinstance(node, SYNTHETIC) and (size, mode, mtime_ns) != (None, None, None):
             raise FsError(errno.EROFS, "search results are read-only")
         now = self.clock()

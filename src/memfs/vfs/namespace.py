@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import math
+import os
 from uuid import UUID
 
 import psycopg
@@ -98,7 +99,17 @@ class NamespaceMixin(ContentMixin):
             return node
 
     async def create(self, parent_ino: int, name: str, mode: int, flags: int) -> tuple[int, Node]:
-        """Create and open a new, empty file; a document reaches the database at close."""
+        """Create and open a new, empty file; a document reaches the database at close.
+
+        The kernel sends CREATE after a lookup found no such name; by the time it arrives
+        another writer's file may have appeared there (the change feed).  Without O_EXCL
+        that is an ordinary open of the existing file, as on a local disk, not EEXIST.
+        """
+        existing = self._attached_dir(parent_ino).children.get(name)
+        if isinstance(existing, FileNode) and not flags & os.O_EXCL:
+            fh, _ = await self.open(existing.ino, flags)
+            existing.lookups += 1
+            return fh, existing
         async with self.ns_lock:
             parent, path = self._new_entry(parent_ino, name)
             kind = self._kind(parent, name)
