@@ -133,9 +133,14 @@ class Reindexer:
                 target = self.requested
                 try:
                     waiting = await self.drain()
-                except FsError as exc:
+                except Exception as exc:  # a bug or an unexpected database error must not
+                    # end the mount: the queue is a table, the work is retried.
                     self.last_error = str(exc)
-                    log.warning("reindexing failed (%s); the queue is kept, retrying", exc)
+                    log.warning(
+                        "reindexing failed (%s); the queue is kept, retrying",
+                        exc,
+                        exc_info=not isinstance(exc, FsError),
+                    )
                     await trio.sleep(delay)
                     delay = min(delay * 2, 30.0)
                     pending = True

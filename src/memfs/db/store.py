@@ -985,8 +985,12 @@ class MetaStore:
                 del content
             with conn.pipeline(), conn.transaction():
                 current = conn.execute(
+                    # KEY SHARE: no delete between this check and the chunk inserts (saves
+                    # take NO KEY UPDATE, which does not conflict); a row being deleted is
+                    # skipped, its queue entry goes with it.
                     "SELECT id, md5(content) FROM memory_documents "
-                    "WHERE id = ANY(%s) AND pg_try_advisory_xact_lock(" + _CHUNK_LOCK + ")",
+                    "WHERE id = ANY(%s) AND pg_try_advisory_xact_lock(" + _CHUNK_LOCK + ") "
+                    "FOR KEY SHARE SKIP LOCKED",
                     (list(chunks_by_doc),),
                 ).fetchall()
                 done = [doc_id for doc_id, digest in current if digests.get(doc_id) == digest]

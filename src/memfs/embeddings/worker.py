@@ -124,10 +124,15 @@ class EmbeddingWorker:
                     self.idle.set()
             except DimensionMismatch as exc:
                 self._disable(str(exc))
-            except (EmbeddingError, FsError) as exc:
+            except Exception as exc:  # never end the mount over a background task
                 self.healthy = False
                 self.last_error = str(exc)
-                log.warning("embedding failed (%s); backfilling again in %.0fs", exc, delay)
+                log.warning(
+                    "embedding failed (%s); backfilling again in %.0fs",
+                    exc,
+                    delay,
+                    exc_info=not isinstance(exc, EmbeddingError | FsError),
+                )
                 await trio.sleep(delay)
                 delay = min(delay * 2, 60.0)
                 backlog = True
