@@ -56,8 +56,8 @@ def probe_coherence(
                         if target.read_text() == token:
                             latencies.append(time.monotonic() - written)
                             break
-                    except OSError:
-                        pass
+                    except OSError as exc:
+                        print("probe", exc)
                     time.sleep(0.005)
 
 

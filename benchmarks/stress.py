@@ -41,7 +41,10 @@ def start_server(base: Path) -> tuple[str, Any]:
 class Mount:
     """``memfs mount -f`` in a subprocess, stopped with ``memfs umount``."""
 
-    def __init__(self, base: Path, name: str, url: str, user: str = "soak") -> None:
+    def __init__(
+        self, base: Path, name: str, url: str, user: str = "soak", log_level: str = "info"
+    ) -> None:
+        self.log_level = log_level
         self.mountpoint = base / name
         self.mountpoint.mkdir(parents=True, exist_ok=True)
         self.url = url
@@ -56,7 +59,8 @@ class Mount:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Mount:
-        args = [sys.executable, "-m", "memfs", "mount", "-f", "--database-url", self.url,
+        args = [sys.executable, "-m", "memfs", "--log-level", self.log_level, "mount", "-f",
+                "--database-url", self.url,
                 "--user-id", self.user, str(self.mountpoint)]  # fmt: skip
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=self.env)

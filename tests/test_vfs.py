@@ -116,7 +116,7 @@ async def test_errnos_of_namespace_operations(fs: Filesystem) -> None:
     await write_file(fs, d.ino, "inner.md", b"i")
     e = await fs.mkdir(ROOT_INODE, "e", 0o755)
     await expect(errno.EEXIST, fs.mkdir(ROOT_INODE, "d", 0o755))
-    await expect(errno.EEXIST, fs.create(ROOT_INODE, "f.md", 0o644, WRITE))
+    await expect(errno.EEXIST, fs.create(ROOT_INODE, "f.md", 0o644, WRITE | os.O_EXCL))
     await expect(errno.EPERM, fs.mkdir(ROOT_INODE, ".search", 0o755))
     await expect(errno.EPERM, fs.create(ROOT_INODE, ".search", 0o644, WRITE))
     await expect(errno.EINVAL, fs.create(ROOT_INODE, "ctl\x01.md", 0o644, WRITE))
@@ -297,3 +297,33 @@ async def test_times_beyond_2262_are_refused_not_an_eio(
     assert "1677-2262" in error.reason
     assert fs.getattr(ino).mtime_ns != year_2300
     assert docs(sql_conn) == {"t.md": "t\n"}
+
+
+async def test_reading_another_writers_newer_version_drops_the_kernels_cached_size(
+    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """A read that finds a version the change feed has not announced yet must tell the
+    kernel, or it keeps the old size (and ``cat`` a short read) until its attr timeout."""
+    ino = await write_file(fs, ROOT_INODE, "p.md", b"")
+    sql_conn.execute("UPDATE memory_documents SET content = 'probe 1\n' WHERE path = 'p.md'")
+    fs.cache.drop(fs.tree.get_file(ino).doc_id)
+    calls = fs.kernel.calls  # type: ignore[attr-defined]
+    calls.clear()
+    fh, _ = await fs.open(ino, os.O_RDONLY)
+    assert fs.read(fh, 0, 100) == b"probe 1\n"
+    assert ("inode", ino, "") in calls
+    assert fs.getattr(ino).size == 8
+    await fs.release(fh)
+
+
+async def test_o_append_writes_land_at_the_end_the_daemon_holds(
+    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """The kernel computes an O_APPEND offset from its cached size; after another writer
+    changed the file, that offset is wrong (past the end: EILSEQ; short: overwrite)."""
+    ino = await write_file(fs, ROOT_INODE, "log.md", b"one\n")
+    fh, _ = await fs.open(ino, os.O_WRONLY | os.O_APPEND)
+    await fs.write(fh, 100, b"two\n")  # a stale, too-large offset
+    await fs.write(fh, 0, b"three\n")  # a stale, too-small one
+    await fs.release(fh)
+    assert docs(sql_conn) == {"log.md": "one\ntwo\nthree\n"}

@@ -83,6 +83,10 @@ class Handle:
     #: Set when a write through this handle was refused: the save is abandoned, later
     #: writes and the closing flush report the same error, and nothing is committed.
     failed: FsError | None = None
+    #: Opened with O_APPEND: every write goes to the end of the content as the daemon
+    #: holds it, whatever offset the kernel computed from a size it may have cached
+    #: before another writer's change.
+    append: bool = False
 
 
 class FilesystemBase:

@@ -44,6 +44,7 @@ class CoherenceMixin(SearchMixin):
         if self.store.origin and event.get("origin") == self.store.origin:
             return  # our own write, already in the tree
         doc_id = UUID(str(event["id"]))
+        log.debug("change feed: %s %s (%s)", op, event.get("path"), doc_id)
         row = None if op == "DELETE" else await self._db(self.store.document_row, doc_id)
         async with self.ns_lock:
             self.external_changes += 1

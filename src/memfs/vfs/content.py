@@ -22,9 +22,9 @@ from memfs.vfs.base import Attributes, Buffer, FilesystemBase, Handle, log
 class ContentMixin(FilesystemBase):
     """Open, read, write, truncate and commit."""
 
-    def _open_handle(self, node: FileNode, buffer: Buffer, writable: bool) -> int:
+    def _open_handle(self, node: FileNode, buffer: Buffer, writable: bool, flags: int = 0) -> int:
         fh = self._new_fh()
-        self.handles[fh] = Handle(node, buffer, writable)
+        self.handles[fh] = Handle(node, buffer, writable, append=bool(flags & os.O_APPEND))
         node.open_count += 1
         if node.ino in self.tentative:
             self.tentative[node.ino] = None  # not promoted while open
@@ -63,10 +63,15 @@ class ContentMixin(FilesystemBase):
         data, version = row
         self.cache.put(doc_id, version, data)
         if version != node.updated_at:
+            # Another writer's change, read before its change-feed event arrived: the
+            # event will find nothing new, so the kernel's cached size and pages are
+            # dropped here (queued; the notifier thread does it outside this request).
             node.updated_at = version
             node.size = len(data)
             if node.client_mtime_ns is None:
                 node.mtime_ns = to_ns(version)
+            self._kernel_version.pop(node.ino, None)
+            self.kernel.inode(node.ino)
         return data
 
     async def _buffer(self, node: FileNode, *, load: bool = True) -> Buffer:
@@ -116,7 +121,7 @@ class ContentMixin(FilesystemBase):
             node.size = 0
             node.client_mtime_ns = None
             node.mtime_ns = node.ctime_ns = self.clock()
-        fh = self._open_handle(node, buffer, writable)
+        fh = self._open_handle(node, buffer, writable, flags)
         version = node.updated_at
         known = self._kernel_version.get(ino)
         keep_cache = not truncate and version is not None and known == version
@@ -133,6 +138,8 @@ class ContentMixin(FilesystemBase):
         if handle.failed is not None:
             raise handle.failed
         node = handle.node
+        if handle.append:
+            offset = len(handle.buffer)
         try:
             written = handle.buffer.write(offset, data)
         except FsError as exc:

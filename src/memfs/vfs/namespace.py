@@ -133,7 +133,7 @@ class NamespaceMixin(ContentMixin):
             self._touch_dir(parent)
             self.buffers[node.ino] = buffer
             writable = (flags & 0o3) != 0
-            return self._open_handle(node, buffer, writable), node
+            return self._open_handle(node, buffer, writable, flags), node
 
     async def symlink(self, parent_ino: int, name: str, target: bytes) -> Node:
         """Symbolic links exist only as scratch (emacs lock files); EPERM for documents."""
