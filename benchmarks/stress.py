@@ -30,6 +30,11 @@ from memfs.daemon import is_mounted  # noqa: E402
 from memfs.db.embedded import start_embedded  # noqa: E402
 
 TIMEOUT = 120.0
+#: Every file the writers touch lives in this directory of the workspace, so that while a
+#: mount is down (killed, restarting) a write fails with ENOENT instead of landing in the
+#: bare mountpoint directory underneath.
+DIR = "w"
+SHARED = f"{DIR}/shared.md"
 
 
 def start_server(base: Path) -> tuple[str, Any]:
@@ -59,6 +64,7 @@ class Mount:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Mount:
+        """Mount, and make sure the writers' directory exists in the workspace."""
         args = [sys.executable, "-m", "memfs", "--log-level", self.log_level, "mount", "-f",
                 "--database-url", self.url,
                 "--user-id", self.user, str(self.mountpoint)]  # fmt: skip
@@ -69,6 +75,7 @@ class Mount:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"mount {self.mountpoint} failed; see {self.log_path}")
             time.sleep(0.05)
+        (self.mountpoint / DIR).mkdir(exist_ok=True)
         return self
 
     def umount(self) -> int:
@@ -161,7 +168,7 @@ class Writer:
         kind = self.rng.choice(["create", "append", "append", "save", "rename", "delete", "shared"])
         if kind == "create" or not self.files:
             self.serial += 1
-            path = f"{self.prefix}-{self.serial}.md"
+            path = f"{DIR}/{self.prefix}-{self.serial}.md"
             self._write(path, self._line(), "create")
         elif kind == "append":
             path = self.rng.choice(list(self.files))
@@ -172,7 +179,7 @@ class Writer:
         elif kind == "rename":
             path = self.rng.choice(list(self.files))
             self.serial += 1
-            new = f"{self.prefix}-{self.serial}.md"
+            new = f"{DIR}/{self.prefix}-{self.serial}.md"
             self.ledger.attempt(path, None)
             self.ledger.attempt(new, self.files[path])
             if self._call("rename", os.rename, self.mnt / path, self.mnt / new):
@@ -187,9 +194,9 @@ class Writer:
                 del self.files[path]
         else:
             line = self._line()
-            if self._call("shared append", _append, self.mnt / "shared.md", line):
+            if self._call("shared append", _append, self.mnt / SHARED, line):
                 with self.ledger.lock:
-                    self.ledger.shared.append(("shared.md", line))
+                    self.ledger.shared.append((SHARED, line))
                     self.ledger.acknowledged_bytes += len(line)
 
     def _write(self, path: str, content: str, what: str, *, append: bool = False) -> None:
@@ -232,19 +239,19 @@ def _append(path: Path, text: str) -> None:
 
 
 def sql_agent(url: str, user: str, stop: threading.Event, ledger: Ledger, seed: int) -> None:
-    """IronClaw's agent: appends to shared.md and agent.md by SQL at random moments."""
+    """IronClaw's agent: appends to the shared file and its own by SQL at random moments."""
     rng = random.Random(seed)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
             "INSERT INTO memory_documents (user_id, path, content) "
-            "SELECT %s, 'agent.md', '' WHERE NOT EXISTS (SELECT 1 FROM memory_documents "
-            "WHERE user_id = %s AND path = 'agent.md')",
-            (user, user),
+            "SELECT %s, %s, '' WHERE NOT EXISTS (SELECT 1 FROM memory_documents "
+            "WHERE user_id = %s AND path = %s)",
+            (user, f"{DIR}/agent.md", user, f"{DIR}/agent.md"),
         )
         n = 0
         while not stop.wait(rng.uniform(0.01, 0.2)):
             n += 1
-            path = rng.choice(["shared.md", "agent.md"])
+            path = rng.choice([SHARED, f"{DIR}/agent.md"])
             line = f"agent {n}\n"
             try:
                 updated = conn.execute(
