@@ -129,6 +129,9 @@ def test_sigterm_and_sigkill_with_unsaved_changes_lose_nothing(
     assert "2 unsaved file(s) from an earlier mount" in again.log()
     with pytest.raises(OSError):  # refused too: the disk is still full...
         (again.path() / "b.md").write_text("b2\n")
+    listed = memfs(again, "recover", *workspace_args(again))
+    assert "2 kept" in listed.stdout, listed.stdout  # the live mount's b.md is its own
+    assert "1 running mount(s) still retry" in listed.stdout
     again.proc.send_signal(signal.SIGTERM)  # ...so SIGTERM keeps it and exits 1
     assert again.proc.wait(timeout=MOUNT_TIMEOUT) == 1
     assert "could not save 1 file(s) at unmount: b.md" in again.log()

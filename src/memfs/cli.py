@@ -268,7 +268,7 @@ def _tool(args: argparse.Namespace) -> int:
         action = "restore" if args.restore else ("discard" if args.discard else "list")
         report = tools.recover(settings, action)
         report.emit(args.json)
-        return 1 if action == "restore" and report.problems else 0
+        return 1 if report.counts.get("still kept") else 0
     elif args.command == "reindex":
         report = tools.reindex(settings, args.paths or None)
     elif args.command == "export":

@@ -59,6 +59,18 @@ def _write_atomically(target: Path, data: bytes) -> None:
     os.replace(temp, target)
 
 
+def _alive(run: str) -> bool:
+    """Whether the memfs daemon that named ``run`` (``<date>-<time>-<pid>``) still runs."""
+    pid = run.rpartition("-")[2]
+    if not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"memfs" in cmdline
+
+
 class RecoveryArea:
     """One workspace's recovery directory; ``run`` is this daemon's own subdirectory."""
 
@@ -102,12 +114,24 @@ class RecoveryArea:
         payload = json.dumps({"files": self._manifest}, indent=2, sort_keys=True)
         _write_atomically(self.run_dir / MANIFEST, payload.encode())
 
+    def live_runs(self) -> list[str]:
+        """Runs whose daemon is still running (it still retries them itself)."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and _alive(p.name))
+
     def pending(self) -> list[KeptFile]:
-        """Everything kept by any run of this workspace, oldest run first."""
+        """Everything kept by runs of this workspace whose daemon has ended, oldest first.
+
+        A running mount's copies are left out: it is still retrying them, and removes each
+        copy as soon as its commit succeeds.
+        """
         found: list[KeptFile] = []
         if not self.root.is_dir():
             return found
         for run_dir in sorted(p for p in self.root.iterdir() if p.is_dir()):
+            if run_dir.name == self.run or _alive(run_dir.name):
+                continue
             try:
                 manifest = json.loads((run_dir / MANIFEST).read_text(encoding="utf-8"))
                 files = manifest["files"]

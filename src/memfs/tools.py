@@ -352,6 +352,12 @@ def recover(settings: Settings, action: str) -> Report:
     area = RecoveryArea(settings.recovery_dir)
     pending = area.pending()
     report = Report(f"recover ({area.root})")
+    live = area.live_runs()
+    if live:
+        report.problems.append(
+            f"{len(live)} running mount(s) still retry their own unsaved changes "
+            f"({', '.join(live)}); they are left alone"
+        )
     if action == "list":
         for item in pending:
             report.items.append(
@@ -377,7 +383,11 @@ def recover(settings: Settings, action: str) -> Report:
     try:
         for item in pending:
             try:
-                text = item.stored.read_bytes().decode("utf-8")
+                data = item.stored.read_bytes()
+            except FileNotFoundError:
+                continue  # removed meanwhile (discarded by another `memfs recover`)
+            try:
+                text = data.decode("utf-8")
                 existing = store.find_document(item.path)
                 store.commit_document(
                     existing[0] if existing else None, item.path, text, FileAttrs()
