@@ -208,3 +208,17 @@ def test_a_large_document_costs_a_bounded_multiple_of_its_size(
     assert peak - start <= 10 * size_mb, f"peak {peak} MB from {start} MB for {size_mb} MB"
     stored = sql_conn.execute("SELECT length(content) FROM memory_documents").fetchone()
     assert stored == (len(text) + 5,)
+
+
+def test_error_log_lines_name_the_files(mounted: Any) -> None:
+    mnt = mounted.path()
+    (mnt / "d1").mkdir()
+    (mnt / "d2").mkdir()
+    (mnt / "d2" / "x.md").write_text("x\n")
+    with pytest.raises(OSError):
+        os.rename(mnt / "d1", mnt / "d2")
+    with pytest.raises(OSError):
+        os.rmdir(mnt / "d2")
+    log = mounted.log()
+    assert "rename 'd1' -> 'd2': [ENOTEMPTY]" in log
+    assert "rmdir 'd2': [ENOTEMPTY]" in log

@@ -233,3 +233,23 @@ def test_vim_save_while_the_agent_appends_keeps_the_document(
     stored = sql_conn.execute("SELECT id, content FROM memory_documents").fetchall()
     assert stored == [(doc_id, "base\nhuman\n")]
     assert "base\nagent\n" in versions(sql_conn, "r.md")
+
+
+def test_os_replace_over_a_document_another_writer_just_changed_keeps_and_logs_it(
+    database_url: str, sql_conn: psycopg.Connection[Any], mount_factory: Any
+) -> None:
+    """The concurrency half of an atomic save: the agent appended after this mount last
+    showed the file; the rename-over keeps the agent's content as a version and says so."""
+    mount = mount_factory(database_url, extra_args=["--no-trigger"])  # sees it in ~1 s
+    mnt = mount.path()
+    (mnt / "notes.md").write_text("first\n")
+    (mnt / ".notes.md.new").write_text("first\nmine\n")
+    sql_conn.execute(
+        "UPDATE memory_documents SET content = content || 'agent\n' WHERE path = 'notes.md'"
+    )
+    (mnt / ".notes.md.new").rename(mnt / "notes.md")
+    assert sql_conn.execute("SELECT content FROM memory_documents").fetchall() == [
+        ("first\nmine\n",)
+    ]
+    assert "first\nagent\n" in versions(sql_conn, "notes.md")
+    assert "'notes.md' changed in the database after this mount last showed it" in mount.log()

@@ -665,6 +665,7 @@ class MetaStore:
         keep_dirs: Sequence[str] = (),
         *,
         index_now: bool = False,
+        expected: datetime | None = None,
     ) -> CommitResult | None:
         """A document renamed over another: IronClaw's write, then IronClaw's delete.
 
@@ -672,7 +673,8 @@ class MetaStore:
         content by IronClaw's rules (the target keeps its id, created_at and metadata; its
         previous content becomes a version; chunks follow), then the source row is deleted
         (its chunks and versions go with it, as IronClaw's delete does).  ``content`` None
-        means the source's stored content.  None if the source row is gone.
+        means the source's stored content.  None if the source row is gone.  ``expected``
+        is the target version the caller last saw (a newer one is kept, as ``commit``).
         """
         with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
             self._tag(conn)
@@ -686,7 +688,7 @@ class MetaStore:
                     return None
                 content = str(row[0])
             chunks = chunk_document(content, self.chunk_config) if index_now else None
-            pending = self._commit(conn, target_id, path, content, attrs, chunks)
+            pending = self._commit(conn, target_id, path, content, attrs, chunks, expected)
             self._delete_row(conn, source_id)
             self._keep_directories(conn, keep_dirs)
         return pending.result()

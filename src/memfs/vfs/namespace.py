@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import math
 import os
+from datetime import datetime
 from uuid import UUID
 
 import psycopg
@@ -309,10 +310,12 @@ class NamespaceMixin(ContentMixin):
         self, source: FileNode, new_path: str, target: Node | None, keep: list[str]
     ) -> None:
         replaced = target.doc_id if isinstance(target, FileNode) and not target.scratch else None
+        seen = target.updated_at if isinstance(target, FileNode) else None
         if replaced is None:
             pending = self.detached.get(new_path)
             if pending is not None and pending.origin_doc_id not in (None, source.doc_id):
                 replaced = pending.origin_doc_id  # the renamed-away original is replaced
+                seen = pending.updated_at
                 self._forget_detached(pending)
         if source.doc_id is None:
             # Not committed yet: its first commit adopts the row at the new path (so a
@@ -323,7 +326,9 @@ class NamespaceMixin(ContentMixin):
         attrs = FileAttrs(source.custom_mode, source.mtime_ns)
         if replaced is not None and replaced != source.doc_id:
             await self.commit(source)  # pending changes first: the rename carries them
-            await self._replace_document(source, source.doc_id, replaced, new_path, None, keep)
+            await self._replace_document(
+                source, source.doc_id, replaced, new_path, None, keep, seen
+            )
             return
         updated_at = await self._db(
             self.store.rename_document, source.doc_id, new_path, replaced, attrs, keep
@@ -346,15 +351,25 @@ class NamespaceMixin(ContentMixin):
         new_path: str,
         text: str | None,
         keep: list[str],
+        seen: datetime | None,
     ) -> CommitResult | None:
         """``rename`` of a document over another: IronClaw's write of the target path with
         the source's content, then its delete of the source, in one transaction.  The target
-        keeps its identity and history; the file now stands for the target's row."""
+        keeps its identity and history; the file now stands for the target's row.  ``seen``
+        is the target's version this mount last showed: if another writer changed it since,
+        that change is kept (as for any save) and logged."""
         attrs = FileAttrs(source.custom_mode, source.client_mtime_ns or source.mtime_ns)
         result = await self._db(
             self.store.replace_document, source_id, replaced, new_path, text, attrs, keep,
-            index_now=not self._reindex_deferred(),
+            index_now=not self._reindex_deferred(), expected=seen,
         )  # fmt: skip
+        if result is not None and result.conflict:
+            log.warning(
+                "%r changed in the database after this mount last showed it; the other "
+                "change is kept as %s and the renamed file is the current content",
+                new_path,
+                result.conflict,
+            )
         self._request_reindex(replaced)
         self.cache.drop(replaced)
         if result is None:
@@ -455,16 +470,20 @@ class NamespaceMixin(ContentMixin):
             replaced = (
                 target.doc_id if isinstance(target, FileNode) and not target.scratch else None
             )
+            seen = target.updated_at if isinstance(target, FileNode) else None
             if replaced is None:
                 pending = self.detached.get(new_path)
                 if pending is not None and pending.origin_doc_id not in (None, doc_id):
                     replaced = pending.origin_doc_id
+                    seen = pending.updated_at
                     self._forget_detached(pending)
             self._forget_detached(source)
             if replaced is not None and replaced != doc_id:
                 # A renamed-away document moved over another one: IronClaw's write of the
                 # target with this content, then its delete of this row.
-                result = await self._replace_document(source, doc_id, replaced, new_path, text, [])
+                result = await self._replace_document(
+                    source, doc_id, replaced, new_path, text, [], seen
+                )
                 if result is not None:
                     self._become_document(source, result, data)
                     return
