@@ -38,7 +38,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.faults import frozen
+from tests.faults import DISK_FREED, DISK_FULL, frozen
 from tests.savers import SAVERS, client_env, missing_programs
 
 from benchmarks.stress import (
@@ -52,15 +52,6 @@ from benchmarks.stress import (
 )
 
 USER = "soak"
-DISK_FULL = """
-CREATE OR REPLACE FUNCTION faults_disk_full() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE EXCEPTION 'could not extend file: No space left on device (injected)'
-        USING ERRCODE = 'disk_full';
-END $$;
-CREATE TRIGGER faults_disk_full BEFORE INSERT OR UPDATE ON memory_documents
-    FOR EACH ROW EXECUTE FUNCTION faults_disk_full();
-"""
 
 
 class Writers:
@@ -211,7 +202,7 @@ def main() -> int:
             with psycopg.connect(url, autocommit=True) as conn:
                 conn.execute(DISK_FULL)  # type: ignore[arg-type]
                 time.sleep(5)
-                conn.execute("DROP TRIGGER faults_disk_full ON memory_documents")
+                conn.execute(DISK_FREED)
             time.sleep(phase / 2)
         print("6. unmount with unsaved changes (disk full)", flush=True)
         with psycopg.connect(url, autocommit=True) as conn:
@@ -221,7 +212,7 @@ def main() -> int:
                 writer.step()
             code = b.umount()
             report["unmount with unsaved changes: exit code"] = code
-            conn.execute("DROP TRIGGER faults_disk_full ON memory_documents")
+            conn.execute(DISK_FREED)
         report["memfs recover --restore"] = b.recover().strip().replace("\n", "; ")
         print("7. the save race", flush=True)
         missing = missing_programs()

@@ -1,4 +1,4 @@
-"""Real fault injection: freeze a PostgreSQL server by pid, run a syscall with a watchdog."""
+"""Real fault injection: a full disk, a frozen PostgreSQL (by pid), a syscall watchdog."""
 
 from __future__ import annotations
 
@@ -11,6 +11,18 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+#: A full disk, injected: every write of a document fails as PostgreSQL's ENOSPC would.
+DISK_FULL = """
+CREATE OR REPLACE FUNCTION test_disk_full() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'could not extend file: No space left on device (injected)'
+        USING ERRCODE = 'disk_full';
+END $$;
+CREATE TRIGGER test_disk_full BEFORE INSERT OR UPDATE ON memory_documents
+    FOR EACH ROW EXECUTE FUNCTION test_disk_full();
+"""
+DISK_FREED = "DROP TRIGGER test_disk_full ON memory_documents"
 
 
 def server_pids(pgdata: Path) -> list[int]:

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from memfs.config import Settings
-from tests.faults import timed, write_file
+from tests.faults import DISK_FREED, DISK_FULL, timed, write_file
 from tests.mounting import (
     COMMAND_TIMEOUT,
     MOUNT_TIMEOUT,
@@ -25,17 +25,6 @@ from tests.mounting import (
 )
 
 pytestmark = pytest.mark.mount
-
-DISK_FULL = """
-CREATE FUNCTION test_disk_full() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE EXCEPTION 'could not extend file: No space left on device (injected)'
-        USING ERRCODE = 'disk_full';
-END $$;
-CREATE TRIGGER test_disk_full BEFORE INSERT OR UPDATE ON memory_documents
-    FOR EACH ROW EXECUTE FUNCTION test_disk_full();
-"""
-DISK_FREED = "DROP TRIGGER test_disk_full ON memory_documents"
 
 
 def memfs(mount: Mount, *args: str) -> subprocess.CompletedProcess[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import struct
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from memfs.paths import RUST_WHITESPACE
@@ -71,47 +72,29 @@ def chunk_document(content: str, config: ChunkConfig = DEFAULT_CONFIG) -> list[s
     if len(content) > STREAM_ABOVE:
         return chunk_streaming(content, config)
     words = split_words(content)
-    count = len(words)
-    if count == 0:
-        return []
-    if count <= config.chunk_size:
-        return [content]
-    step = _step(config)
-    chunks: list[str] = []
-    start = 0
-    while start < count:
-        end = min(start + config.chunk_size, count)
-        piece = words[start:end]
-        if len(piece) < config.min_chunk_size and chunks:
-            chunks[-1] = chunks[-1] + " " + " ".join(piece)
-            break
-        chunks.append(" ".join(piece))
-        start += step
-        if start + config.min_chunk_size >= count and end == count:
-            break
-    return chunks
-
-
-def _step(config: ChunkConfig) -> int:
-    if config.step == 0 or config.chunk_size == 0:
-        # IronClaw's original loops forever here; its later port clamps to 1.
-        raise ValueError("chunk_size must exceed the overlap so the chunker can advance")
-    return config.step
+    return _chunk_words(content, iter(words), len(words), config)
 
 
 def chunk_streaming(content: str, config: ChunkConfig = DEFAULT_CONFIG) -> list[str]:
-    """``chunk_document`` holding one chunk's words at a time (same result, less memory).
+    """``chunk_document`` without a list of every word (same result, less memory).
 
     One pass counts the words (the loop's end conditions need the total), a second walks
     them with a window of at most ``chunk_size`` words.
     """
     count = sum(1 for _ in _WORD.finditer(content))
+    words = (match.group() for match in _WORD.finditer(content))
+    return _chunk_words(content, words, count, config)
+
+
+def _chunk_words(content: str, words: Iterator[str], count: int, config: ChunkConfig) -> list[str]:
+    """IronClaw's loop over ``count`` words, holding at most one chunk's worth of them."""
     if count == 0:
         return []
     if count <= config.chunk_size:
         return [content]
-    step = _step(config)
-    words = (match.group() for match in _WORD.finditer(content))
+    if config.step == 0 or config.chunk_size == 0:
+        # IronClaw's original loops forever here; its later port clamps to 1.
+        raise ValueError("chunk_size must exceed the overlap so the chunker can advance")
     window: deque[str] = deque()
     pulled = 0  # words taken from ``words``; the window holds words[pulled - len(window):pulled]
     chunks: list[str] = []
@@ -127,7 +110,7 @@ def chunk_streaming(content: str, config: ChunkConfig = DEFAULT_CONFIG) -> list[
             chunks[-1] = chunks[-1] + " " + " ".join(window)
             break
         chunks.append(" ".join(window))
-        start += step
+        start += config.step
         if start + config.min_chunk_size >= count and end == count:
             break
     return chunks
