@@ -98,10 +98,17 @@ async def _handle_signals() -> None:
 async def _apply_changes(
     fs: Filesystem, receive: trio.MemoryReceiveChannel[dict[str, object]]
 ) -> None:
-    """Apply change-feed events in order; if one cannot be applied, resync everything."""
+    """Apply change-feed events in order, as many at a time as have arrived; if a batch
+    cannot be applied, resync everything."""
     async for event in receive:
+        batch = [event]
+        while len(batch) < FEED_BATCH:
+            try:
+                batch.append(receive.receive_nowait())
+            except trio.WouldBlock:
+                break
         try:
-            await fs.apply_change(event)
+            await fs.apply_changes(batch)
         except Exception as exc:  # a database hiccup or a bug: never lose the feed
             log.warning("could not apply a change (%s); resynchronising", exc)
             while True:
@@ -113,6 +120,8 @@ async def _apply_changes(
                     await trio.sleep(1)
 
 
+#: Change-feed events applied together (one query for their rows).
+FEED_BATCH = 500
 #: Deadline of the reindex and embedding workers' database calls (seconds): re-chunking a
 #: 50 MB document legitimately takes longer than a request's deadline.
 BACKGROUND_DEADLINE = 300.0

@@ -237,19 +237,20 @@ class MetaStore:
             ).fetchone()
         return (bytes(row[0]), row[1]) if row else None
 
-    def document_row(self, doc_id: UUID) -> DocRow | None:
-        """One document's path and attributes (no content), as ``load_documents`` gives."""
+    def document_rows(self, doc_ids: Sequence[UUID]) -> dict[UUID, DocRow]:
+        """Path and attributes (no content) of those of ``doc_ids`` that exist, in one
+        query: a batch of change-feed events costs one round trip."""
         with self.pool.connection() as conn:
-            r = conn.execute(
+            rows = conn.execute(
                 "SELECT d.id, d.path, octet_length(d.content), d.created_at, d.updated_at, "
                 "a.mode, a.mtime_ns FROM memory_documents d "
                 "LEFT JOIN memfs.file_attrs a "
                 "  ON a.document_id = d.id AND a.set_against = d.updated_at "
-                "WHERE d.id = %(id)s AND d.user_id = %(user)s "
+                "WHERE d.id = ANY(%(ids)s) AND d.user_id = %(user)s "
                 "  AND d.agent_id IS NOT DISTINCT FROM %(agent)s",
-                self._params(id=doc_id),
-            ).fetchone()
-        return DocRow(r[0], r[1], r[2], r[3], r[4], FileAttrs(r[5], r[6])) if r else None
+                self._params(ids=list(doc_ids)),
+            ).fetchall()
+        return {r[0]: DocRow(r[0], r[1], r[2], r[3], r[4], FileAttrs(r[5], r[6])) for r in rows}
 
     def fingerprint(self) -> tuple[int, str]:
         """Changes whenever any row of the scope is inserted, updated or deleted (polling)."""

@@ -35,23 +35,40 @@ class CoherenceMixin(SearchMixin):
 
     async def apply_change(self, event: dict[str, Any]) -> None:
         """Apply one change-feed event (``op``, ``id``, ``path``, ``old_path``, ``origin``)."""
-        op = event.get("op")
-        if op == "RESYNC":
+        await self.apply_changes([event])
+
+    async def apply_changes(self, events: list[dict[str, Any]]) -> None:
+        """Apply a batch of change-feed events, in order, with one query for all rows.
+
+        Under a write storm every mount receives every other mount's events; fetching each
+        row separately would make the feed fall seconds behind.  The state applied is each
+        document's current row (None: deleted), so only the last event per id matters.
+        """
+        if any(event.get("op") == "RESYNC" for event in events):
             await self.resync()
             return
-        if not self._mine(event):
+        latest: dict[UUID, dict[str, Any]] = {}
+        for event in events:
+            if not self._mine(event):
+                continue
+            if self.store.origin and event.get("origin") == self.store.origin:
+                continue  # our own write, already in the tree
+            doc_id = UUID(str(event["id"]))
+            log.debug("change feed: %s %s (%s)", event.get("op"), event.get("path"), doc_id)
+            latest.pop(doc_id, None)
+            latest[doc_id] = event
+        if not latest:
             return
-        if self.store.origin and event.get("origin") == self.store.origin:
-            return  # our own write, already in the tree
-        doc_id = UUID(str(event["id"]))
-        log.debug("change feed: %s %s (%s)", op, event.get("path"), doc_id)
-        row = None if op == "DELETE" else await self._db(self.store.document_row, doc_id)
+        live = [d for d, event in latest.items() if event.get("op") != "DELETE"]
+        rows = await self._db(self.store.document_rows, live) if live else {}
         async with self.ns_lock:
-            self.external_changes += 1
-            if row is None:
-                self._external_delete(doc_id)
-            else:
-                await self._external_upsert(row)
+            for doc_id in latest:
+                self.external_changes += 1
+                row = rows.get(doc_id)
+                if row is None:
+                    self._external_delete(doc_id)
+                else:
+                    await self._external_upsert(row)
 
     #: The workspace's fingerprint as of the last load, for polling (no trigger).
     _fingerprint: tuple[int, str] | None = None

@@ -106,35 +106,46 @@ class NamespaceMixin(ContentMixin):
         another writer's file may have appeared there (the change feed).  Without O_EXCL
         that is an ordinary open of the existing file, as on a local disk, not EEXIST.
         """
-        existing = self._attached_dir(parent_ino).children.get(name)
-        if isinstance(existing, FileNode) and not flags & os.O_EXCL:
-            fh, _ = await self.open(existing.ino, flags)
-            existing.lookups += 1
-            return fh, existing
         async with self.ns_lock:
-            parent, path = self._new_entry(parent_ino, name)
-            kind = self._kind(parent, name)
-            node = self.tree.new_file(name, mode, self.clock())
-            buffer: FileBuffer | ScratchBuffer
-            if kind is Kind.DOCUMENT:
-                buffer = FileBuffer(b"", dirty=True)
-                pending = self.detached.pop(path, None)
-                if pending is not None and pending.origin_doc_id is not None:
-                    node.doc_id = pending.origin_doc_id
-                    node.updated_at = pending.updated_at  # the version this save is based on
-                    pending.origin_doc_id = None
-                    log.debug("%r takes over the row of its renamed-away original", path)
+            existing = self._attached_dir(parent_ino).children.get(name)
+            if isinstance(existing, FileNode) and not flags & os.O_EXCL:
+                reopen = existing
             else:
-                node.scratch = True
-                buffer = ScratchBuffer(self.spill)
-                if kind is Kind.TENTATIVE:
-                    self.tentative[node.ino] = None
-            self.tree.attach(parent, node)
-            node.lookups += 1
-            self._touch_dir(parent)
-            self.buffers[node.ino] = buffer
-            writable = (flags & 0o3) != 0
-            return self._open_handle(node, buffer, writable, flags), node
+                reopen = None
+                fh, node = self._create_locked(parent_ino, name, mode, flags)
+        if reopen is not None:  # outside the lock: open may read from the database
+            fh, _ = await self.open(reopen.ino, flags)
+            reopen.lookups += 1
+            return fh, reopen
+        return fh, node
+
+    def _create_locked(
+        self, parent_ino: int, name: str, mode: int, flags: int
+    ) -> tuple[int, FileNode]:
+        """A new file (or scratch file) and its handle; the caller holds ``ns_lock``."""
+        parent, path = self._new_entry(parent_ino, name)
+        kind = self._kind(parent, name)
+        node = self.tree.new_file(name, mode, self.clock())
+        buffer: FileBuffer | ScratchBuffer
+        if kind is Kind.DOCUMENT:
+            buffer = FileBuffer(b"", dirty=True)
+            pending = self.detached.pop(path, None)
+            if pending is not None and pending.origin_doc_id is not None:
+                node.doc_id = pending.origin_doc_id
+                node.updated_at = pending.updated_at  # the version this save is based on
+                pending.origin_doc_id = None
+                log.debug("%r takes over the row of its renamed-away original", path)
+        else:
+            node.scratch = True
+            buffer = ScratchBuffer(self.spill)
+            if kind is Kind.TENTATIVE:
+                self.tentative[node.ino] = None
+        self.tree.attach(parent, node)
+        node.lookups += 1
+        self._touch_dir(parent)
+        self.buffers[node.ino] = buffer
+        writable = (flags & 0o3) != 0
+        return self._open_handle(node, buffer, writable, flags), node
 
     async def symlink(self, parent_ino: int, name: str, target: bytes) -> Node:
         """Symbolic links exist only as scratch (emacs lock files); EPERM for documents."""
