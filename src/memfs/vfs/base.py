@@ -329,7 +329,15 @@ class FilesystemBase:
         )
 
     def getattr(self, ino: int) -> Attributes:
-        return self.attributes(self.tree.get(ino))
+        node = self.tree.get(ino)
+        if isinstance(node, FileNode) and node.parent is None and self._gone(node):
+            raise FsError(errno.ESTALE, f"inode {ino} was removed; the kernel looks again")
+        return self.attributes(node)
+
+    def _gone(self, node: FileNode) -> bool:
+        """Removed and not open (or open only through handles that failed): a stat of it
+        comes through a stale kernel entry, not an open descriptor that still uses it."""
+        return all(h.failed is not None for h in self.handles.values() if h.node is node)
 
     async def lookup(self, parent_ino: int, name: str) -> Node:
         """Resolve a name and take one kernel reference on the result."""

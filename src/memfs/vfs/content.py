@@ -371,6 +371,11 @@ class ContentMixin(FilesystemBase):
         if node.doc_id is None:
             # Never reached the database: the file disappears rather than exist empty, and
             # the kernel forgets its cached entry (or later writes would reach a dead inode).
+            # Its open handles fail from now on, and until the kernel's entry is gone a
+            # stat through the old name gets ESTALE (looked up again: ENOENT).
+            for handle in self.handles.values():
+                if handle.node is node and handle.failed is None:
+                    handle.failed = exc
             async with self.ns_lock:
                 parent = node.parent
                 if parent is not None:
