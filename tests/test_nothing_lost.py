@@ -211,3 +211,22 @@ def test_error_log_lines_name_the_files(mounted: Any) -> None:
     log = mounted.log()
     assert "rename 'd1' -> 'd2': [ENOTEMPTY]" in log
     assert "rmdir 'd2': [ENOTEMPTY]" in log
+
+
+def test_restore_never_puts_an_older_copy_over_a_newer_save(
+    database_url: str, sql_conn: psycopg.Connection[Any], mount_factory: Any
+) -> None:
+    mount = mount_factory(database_url)
+    fail_two_saves(mount, sql_conn)
+    assert memfs(mount, "umount", str(mount.mountpoint)).returncode == 1
+    sql_conn.execute(DISK_FREED)
+    sql_conn.execute("UPDATE memory_documents SET content = 'agent, later\n' WHERE path = 'a.md'")
+    restored = memfs(mount, "recover", "--restore", *workspace_args(mount))
+    assert restored.returncode == 1
+    assert "1 restored" in restored.stdout and "1 superseded, still kept" in restored.stdout
+    assert "a.md: changed in the database after this copy was kept" in restored.stdout
+    assert documents(sql_conn) == {"a.md": "agent, later\n", "new.md": "new\n"}
+    forced = memfs(mount, "recover", "--restore", "--force", *workspace_args(mount))
+    assert forced.returncode == 0 and "1 restored" in forced.stdout
+    assert documents(sql_conn)["a.md"] == "v1\nv2\n"  # and the agent's is a version
+    assert kept_files(mount) == {}

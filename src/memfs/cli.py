@@ -181,6 +181,11 @@ def build_parser() -> argparse.ArgumentParser:
     what = recover.add_mutually_exclusive_group()
     what.add_argument("--restore", action="store_true", help="save the kept changes")
     what.add_argument("--discard", action="store_true", help="delete the kept changes")
+    recover.add_argument(
+        "--force",
+        action="store_true",
+        help="with --restore: also restore copies of documents saved again since",
+    )
     recover.add_argument("--json", action="store_true")
 
     search = sub.add_parser("search", help="search the workspace (IronClaw's hybrid ranking)")
@@ -266,9 +271,10 @@ def _tool(args: argparse.Namespace) -> int:
             )
     elif args.command == "recover":
         action = "restore" if args.restore else ("discard" if args.discard else "list")
-        report = tools.recover(settings, action)
+        report = tools.recover(settings, action, force=args.force)
         report.emit(args.json)
-        return 1 if report.counts.get("still kept") else 0
+        left = report.counts.get("still kept", 0) + report.counts.get("superseded, still kept", 0)
+        return 1 if left else 0
     elif args.command == "reindex":
         report = tools.reindex(settings, args.paths or None)
     elif args.command == "export":

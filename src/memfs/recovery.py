@@ -88,7 +88,7 @@ class RecoveryArea:
         stored = self.run_dir / "files" / _safe(path)
         _write_atomically(stored, data)
         self._manifest[path] = {
-            "kept_at": datetime.now().astimezone().isoformat(timespec="seconds"),
+            "kept_at": datetime.now().astimezone().isoformat(timespec="microseconds"),
             "size": len(data),
             "reason": reason,
         }

@@ -340,11 +340,12 @@ def import_tree(settings: Settings, source: Path, *, overwrite: bool) -> Report:
 # -- recover ------------------------------------------------------------------------------
 
 
-def recover(settings: Settings, action: str) -> Report:
+def recover(settings: Settings, action: str, *, force: bool = False) -> Report:
     """List, restore or discard what mounts of this workspace could not save.
 
     A restore is an ordinary write of the kept content (the content it replaces becomes a
-    version where IronClaw keeps versions); what the database still refuses stays kept.
+    version where IronClaw keeps versions); what the database still refuses stays kept, and
+    so does a copy of a document saved again after the copy was kept (unless ``force``).
     """
     from memfs.errors import WriteRefused
     from memfs.recovery import RecoveryArea
@@ -389,6 +390,15 @@ def recover(settings: Settings, action: str) -> Report:
             try:
                 text = data.decode("utf-8")
                 existing = store.find_document(item.path)
+                if existing and not force and existing[2] > datetime.fromisoformat(item.kept_at):
+                    # Saved again after this copy was kept (by a later mount, or the agent):
+                    # restoring would put older content over it.
+                    report.problems.append(
+                        f"{item.path}: changed in the database after this copy was kept "
+                        f"({item.kept_at}); left as {item.stored} (--force restores it)"
+                    )
+                    report.add("superseded, still kept")
+                    continue
                 store.commit_document(
                     existing[0] if existing else None, item.path, text, FileAttrs()
                 )
