@@ -43,9 +43,11 @@ def _vim(backupcopy: str) -> Saver:
 
 
 def emacs(mnt: Path, name: str, line: str, env: dict[str, str]) -> None:
-    """emacs; told to save anyway when the file changed on disk meanwhile."""
+    """emacs; answers "changed on disk: edit anyway / save anyway?" with yes, as a user
+    would (``userlock`` is loaded first, or its autoload would replace the answer)."""
     lisp = (
-        "(progn (defun ask-user-about-supersession-threat (_file) nil)"
+        '(progn (load "userlock" nil t) (defun ask-user-about-supersession-threat (_f) nil)'
+        " (fset 'yes-or-no-p (lambda (&rest _) t))"
         f' (goto-char (point-max)) (insert "{line}\\n") (save-buffer))'
     )
     _run(["emacs", "--batch", name, "--eval", lisp], mnt, env)
@@ -139,8 +141,16 @@ def rsync(mnt: Path, name: str, line: str, env: dict[str, str]) -> None:
 
 
 def rclone(mnt: Path, name: str, line: str, env: dict[str, str]) -> None:
+    """rclone copyto.  Without ``--ignore-size --ignore-checksum`` rclone checks the
+    destination after the copy and, if another writer changed it meanwhile ("corrupted on
+    transfer: sizes differ"), deletes it itself ("Removing failed copy") and copies again:
+    a delete the user's tool chose, on a local disk too, which the race would count."""
     source = _local_copy(mnt, name, line, env)
-    _run(["rclone", "copyto", "--checksum", str(source), str(mnt / name)], mnt, env)
+    _run(
+        ["rclone", "copyto", "--checksum", "--ignore-size", "--ignore-checksum",
+         str(source), str(mnt / name)],
+        mnt, env,
+    )  # fmt: skip
 
 
 SAVERS: dict[str, Saver] = {

@@ -72,7 +72,9 @@ def test_real_saves_racing_an_sql_agent_lose_nothing_and_delete_nothing(
                 rows = sql_conn.execute(
                     "SELECT id FROM memory_documents WHERE path = 'doc.md'"
                 ).fetchall()
-                assert rows == [(doc_id,)], f"after {name} (seed {seed}): rows {rows}"
+                assert rows == [(doc_id,)], (
+                    f"after {name} (seed {seed}): rows {rows}\n{mounted.log()[-5000:]}"
+                )
     finally:
         stop.set()
         agent.join(timeout=30)
