@@ -362,4 +362,6 @@ def test_real_dotfile_matching_rsync_pattern_is_promoted(
     while ".github.action" not in rows(sql_conn) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert rows(sql_conn)[".github.action"][1] == "name: ci\n"
-    assert "saved as a document" in mounted.log()
+    while "saved as a document" not in mounted.log():  # logged just after the commit
+        assert time.monotonic() < deadline, "promotion was not logged"
+        time.sleep(0.05)
