@@ -38,6 +38,24 @@ def default_log_dir() -> Path:
     return default_state_dir() / "log"
 
 
+#: libpq connection parameters that carry secrets.
+SECRET_PARAMETERS = ("password", "sslpassword")
+
+
+def redacted(url: str) -> str:
+    """A database URL or key=value DSN for display, secrets masked whatever form they came
+    in (``user:pw@``, ``?password=``, ``password=`` in a DSN): parsed by libpq's rules
+    (psycopg's conninfo), then rebuilt as key=value."""
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "(unparsable connection string)"
+    for key in SECRET_PARAMETERS:
+        if params.get(key):
+            params[key] = "***"
+    return psycopg.conninfo.make_conninfo("", **params)
+
+
 @dataclass
 class Settings:
     """Everything a mount needs to know; built by ``from_env`` and then the CLI flags."""
@@ -113,7 +131,8 @@ class Settings:
             params = psycopg.conninfo.conninfo_to_dict(self.database_url)
         except psycopg.ProgrammingError:
             return "unparsable"
-        params.pop("password", None)
+        for key in SECRET_PARAMETERS:
+            params.pop(key, None)
         return " ".join(f"{k}={params[k]}" for k in sorted(params))
 
     @property

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from memfs.config import Settings, default_log_dir
+from memfs.config import Settings, default_log_dir, redacted
 from memfs.daemon import is_mounted
 from memfs.db import Database, FileAttrs, MetaStore, Scope, open_database
 from memfs.embeddings.config import EmbeddingSettings
@@ -84,10 +83,6 @@ def with_store(settings: Settings) -> tuple[Database, MetaStore]:
 # -- status ------------------------------------------------------------------------------
 
 
-def redact(url: str) -> str:
-    return re.sub(r"://([^:/@]+):[^@]+@", r"://\1:***@", url)
-
-
 def memfs_mounts() -> list[dict[str, str]]:
     mounts = []
     with open("/proc/self/mounts", encoding="utf-8") as table:
@@ -146,7 +141,7 @@ def status(settings: Settings) -> dict[str, Any]:
         return {
             "settings": effective_settings(database, settings.user_id),
             "mounts": [m for m in memfs_mounts() if is_mounted(Path(m["mountpoint"]))],
-            "database": redact(database.url),
+            "database": redacted(database.url),
             "embedded": database.embedded is not None,
             "schema": database.schema.describe(),
             "change_feed": database.has_change_feed(),
