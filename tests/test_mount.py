@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import signal
@@ -284,6 +285,16 @@ def test_embedded_default_daemon_survives_remount(work_dir: Path, mount_factory:
         assert run("mount", str(mnt), "--log-file", str(log_file)).returncode == 0
         assert (mnt / "MEMORY.md").read_text() == "persisted\n"
         assert (data_dir / "pgdata" / "PG_VERSION").exists()
+        status = run("status")  # a command using the server while the mount does
+        assert status.returncode == 0, status.stderr
+        assert (data_dir / "pgdata" / "postmaster.pid").exists(), "status stopped it"
+        assert run("umount", str(mnt)).returncode == 0
+        # The last user is gone: the server stops and its user list is empty.
+        deadline = time.monotonic() + 30
+        while (data_dir / "pgdata" / "postmaster.pid").exists():
+            assert time.monotonic() < deadline, "the embedded server kept running"
+            time.sleep(0.1)
+        assert json.loads((data_dir / "pgdata" / ".handle_pids.json").read_text()) == []
     finally:
         run("umount", str(mnt))
         deadline = time.monotonic() + 30

@@ -117,8 +117,6 @@ def test_status(database_url: str, sql_conn: psycopg.Connection[Any], work_dir: 
     ],
 )
 def test_status_redacts_secrets_in_every_form(dsn: str) -> None:
-    from memfs.config import redacted
-
     shown = redacted(dsn)
     assert "s3cret" not in shown
     assert "password=***" in shown and "db.example" in shown and "alice" in shown

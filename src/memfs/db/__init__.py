@@ -15,7 +15,7 @@ from psycopg_pool import ConnectionPool
 
 from memfs.config import Settings
 from memfs.db.deadline import WatchedPool
-from memfs.db.embedded import start_embedded
+from memfs.db.embedded import release_embedded, start_embedded
 from memfs.db.ironclaw_settings import read_ironclaw_settings
 from memfs.db.schema import SchemaInfo, ensure_schema, has_change_feed, install_change_feed
 from memfs.db.store import CommitResult, DocRow, FileAttrs, MetaStore, Scope
@@ -67,6 +67,9 @@ class Database:
 
     def close(self) -> None:
         self.pool.close()
+        if self.embedded is not None:
+            release_embedded(self.embedded)  # stops the server if this was its last user
+            self.embedded = None
 
 
 def _connect_kwargs(settings: Settings) -> dict[str, Any]:

