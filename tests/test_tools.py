@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -88,12 +88,22 @@ def test_reindex_and_log(
     assert stored == chunk_document(text)
     missing = memfs(work_dir, database_url, "reindex", "nope.md")
     assert missing.returncode == 1 and "no document at 'nope.md'" in missing.stdout
-    memfs(work_dir, database_url, "log", "deployed", "v2")
-    memfs(work_dir, database_url, "log", "rolled back")
-    today = datetime.now(UTC).strftime("%Y-%m-%d")
-    lines = rows(sql_conn)[f"daily/{today}.md"].split("\n")
+    env_tz = {"TZ": "Pacific/Kiritimati"}  # UTC+14: the local date and time differ from UTC
+    local_now = datetime.now(UTC) + timedelta(hours=14)
+    for words in (["deployed", "v2"], ["rolled", "back"]):
+        logged = subprocess.run(
+            [sys.executable, "-m", "memfs", "log", *words, "--database-url", database_url],
+            env=memfs_env(work_dir / "runtime", **env_tz), capture_output=True, text=True,
+            timeout=120, check=False,
+        )  # fmt: skip
+        assert logged.returncode == 0, logged.stderr
+    content = rows(sql_conn)[f"daily/{local_now:%Y-%m-%d}.md"]
+    assert content.endswith("\n"), "an `echo >>` afterwards must start its own line"
+    lines = content.splitlines()
     assert [line[11:] for line in lines] == ["deployed v2", "rolled back"]
     assert all(line[0] == "[" and line[9] == "]" for line in lines)  # [HH:MM:SS]
+    later = local_now + timedelta(minutes=2)  # the commands ran just after local_now
+    assert lines[0][1:3] in {f"{local_now:%H}", f"{later:%H}"}
 
 
 def test_status(database_url: str, sql_conn: psycopg.Connection[Any], work_dir: Path) -> None:

@@ -161,7 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     daily = sub.add_parser("log", help="append to today's daily log, as IronClaw does")
     daily.add_argument("text", nargs="+")
     _add_database_flags(daily)
-    daily.add_argument("--tz-offset", type=int, default=0, help="minutes east of UTC")
+    daily.add_argument(
+        "--tz-offset", type=int, default=None, help="minutes east of UTC (default: local time)"
+    )
 
     sync = sub.add_parser("sync", help="two-way sync of a plain directory with the workspace")
     sync.add_argument("directory", type=Path)

@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -238,12 +238,20 @@ def reindex(settings: Settings, paths: list[str] | None) -> Report:
     return report
 
 
-def daily_log(settings: Settings, text: str, tz_offset_minutes: int = 0) -> str:
-    """IronClaw's daily-log append: ``[HH:MM:SS] text`` to ``daily/YYYY-MM-DD.md``."""
-    zone = timezone(timedelta(minutes=tz_offset_minutes)) if tz_offset_minutes else UTC
-    now = datetime.now(zone)
+def daily_log(settings: Settings, text: str, tz_offset_minutes: int | None = None) -> str:
+    """IronClaw's daily-log append: ``[HH:MM:SS] text`` to ``daily/YYYY-MM-DD.md``.
+
+    In the machine's local time unless ``tz_offset_minutes`` is given (IronClaw's tool uses
+    the user's zone).  Entries are separated by a newline as IronClaw's append does; unlike
+    it, memfs ends its entry with one too, so a later ``echo >>`` starts a line of its own
+    (and an entry after text that already ends with a newline adds no blank line).
+    """
+    if tz_offset_minutes is None:
+        now = datetime.now().astimezone()
+    else:
+        now = datetime.now(timezone(timedelta(minutes=tz_offset_minutes)))
     path = f"daily/{now:%Y-%m-%d}.md"
-    entry = f"[{now:%H:%M:%S}] {text}"
+    entry = f"[{now:%H:%M:%S}] {text}\n"
     database, store = with_store(settings)
     try:
         existing = store.find_document(path)
@@ -251,8 +259,8 @@ def daily_log(settings: Settings, text: str, tz_offset_minutes: int = 0) -> str:
             store.commit_document(None, path, entry, FileAttrs())
         else:
             doc_id, content, version = existing
-            new = entry if content == "" else f"{content}\n{entry}"
-            store.commit_document(doc_id, path, new, FileAttrs(), version)
+            joiner = "" if content == "" or content.endswith("\n") else "\n"
+            store.commit_document(doc_id, path, content + joiner + entry, FileAttrs(), version)
     finally:
         database.close()
     return path
