@@ -42,17 +42,25 @@ def default_log_dir() -> Path:
 SECRET_PARAMETERS = ("password", "sslpassword")
 
 
-def redacted(url: str) -> str:
-    """A database URL or key=value DSN for display, secrets masked whatever form they came
-    in (``user:pw@``, ``?password=``, ``password=`` in a DSN): parsed by libpq's rules
-    (psycopg's conninfo), then rebuilt as key=value."""
+def _parameters(url: str, secrets: str | None) -> dict[str, str | int | None] | None:
+    """A URL's or DSN's parameters by libpq's rules (psycopg's conninfo), each secret
+    replaced by ``secrets`` (None: left out); None if it cannot be parsed."""
     try:
         params = psycopg.conninfo.conninfo_to_dict(url)
     except psycopg.ProgrammingError:
-        return "(unparsable connection string)"
+        return None
     for key in SECRET_PARAMETERS:
-        if params.get(key):
-            params[key] = "***"
+        if params.pop(key, None) and secrets is not None:
+            params[key] = secrets
+    return params
+
+
+def redacted(url: str) -> str:
+    """A database URL or key=value DSN for display, secrets masked whatever form they came
+    in (``user:pw@``, ``?password=``, ``password=`` in a DSN), rebuilt as key=value."""
+    params = _parameters(url, "***")
+    if params is None:
+        return "(unparsable connection string)"
     return psycopg.conninfo.make_conninfo("", **params)
 
 
@@ -127,12 +135,9 @@ class Settings:
         """Which database this is, without secrets (the embedded one by its data dir)."""
         if not self.database_url:
             return f"embedded:{self.pgdata}"
-        try:
-            params = psycopg.conninfo.conninfo_to_dict(self.database_url)
-        except psycopg.ProgrammingError:
+        params = _parameters(self.database_url, None)
+        if params is None:
             return "unparsable"
-        for key in SECRET_PARAMETERS:
-            params.pop(key, None)
         return " ".join(f"{k}={params[k]}" for k in sorted(params))
 
     @property

@@ -36,6 +36,7 @@ from memfs.embeddings.worker import EmbeddingWorker
 from memfs.feed import ChangeListener
 from memfs.fuse_ops import MemfsOperations, mount_options
 from memfs.kernel import FuseNotifier
+from memfs.processes import process_running
 from memfs.recovery import RecoveryArea
 from memfs.reindex import Reindexer
 from memfs.scratch import ScratchRules
@@ -62,16 +63,6 @@ def is_mounted(mountpoint: Path) -> bool:
             if len(fields) > 1 and fields[1].replace("\\040", " ") == target:
                 return True
     return False
-
-
-def process_running(pid: int) -> bool:
-    """True while ``pid`` runs; a zombie (exited, not yet reaped by its parent) is not running."""
-    try:
-        stat_line = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    state = stat_line.rpartition(")")[2].split()[0]
-    return state not in ("Z", "X")
 
 
 def prepare_mountpoint(mountpoint: Path) -> Path:

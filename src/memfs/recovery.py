@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 
+from memfs.processes import command_line, process_running
+
 log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
@@ -64,11 +66,7 @@ def _alive(run: str) -> bool:
     pid = run.rpartition("-")[2]
     if not pid.isdigit() or int(pid) == os.getpid():
         return False
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return b"memfs" in cmdline
+    return process_running(int(pid)) and b"memfs" in command_line(int(pid))
 
 
 class RecoveryArea:

@@ -58,8 +58,6 @@ class Reindexer:
         self.batch = batch
         #: True while ``run`` is active: only then may commits leave chunks to the worker.
         self.running = False
-        self.requested = 0
-        self.completed = 0
         self.indexed = 0
         self.last_error: str | None = None
         self._wake = trio.Event()
@@ -71,7 +69,6 @@ class Reindexer:
 
     def request(self, doc_ids: Iterable[UUID] = ()) -> None:
         """A commit queued documents (called right after it committed)."""
-        self.requested += 1
         self._awaited.update(doc_ids)
         self._wake.set()
 
@@ -130,7 +127,6 @@ class Reindexer:
                         await self._hurry.wait()
                 self._wake = trio.Event()
                 self._hurry = trio.Event()
-                target = self.requested
                 try:
                     waiting = await self.drain()
                 except Exception as exc:  # a bug or an unexpected database error must not
@@ -147,7 +143,6 @@ class Reindexer:
                     continue
                 delay = 0.5
                 self.last_error = None
-                self.completed = max(self.completed, target)
                 self._progress.set()
                 self._progress = trio.Event()
                 pending = waiting > 0

@@ -63,8 +63,6 @@ class DatabaseCalls:
         #: When the server last failed to answer in time (None: it answers).
         self.unresponsive_since: float | None = None
         self._next_probe = 0.0
-        #: Calls that ran out of time (for ``memfs status`` and the tests).
-        self.timeouts = 0
 
     async def __call__(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await self._call(functools.partial(fn, *args, **kwargs), fn, self.deadline)
@@ -107,7 +105,6 @@ class DatabaseCalls:
             )
         assert scope.cancelled_caught
         guard.abort()
-        self.timeouts += 1
         if self.unresponsive_since is None:
             self.unresponsive_since = self._clock()
             log.error(

@@ -17,6 +17,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from memfs.processes import process_running
+
 log = logging.getLogger(__name__)
 
 #: Database memfs creates inside the embedded cluster.
@@ -70,16 +72,6 @@ def release_embedded(server: Any) -> None:
     of processes that no longer exist.
     """
     users = server.global_process_id_list
-    alive = [pid for pid in users._get() if pid == os.getpid() or _exists(pid)]
+    alive = [pid for pid in users._get() if pid == os.getpid() or process_running(pid)]
     users.put(alive)
     server.cleanup()
-
-
-def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True

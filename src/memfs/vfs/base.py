@@ -89,6 +89,13 @@ class Handle:
     append: bool = False
 
 
+def refuse_stale(node: FileNode) -> None:
+    """A removed file reached through a name the kernel still caches (a refused new file,
+    another writer's delete): ESTALE makes the kernel look the name up again, so
+    ``echo x > f`` creates a new file instead of writing into a dead inode."""
+    raise FsError(errno.ESTALE, f"inode {node.ino} was removed; the kernel looks again")
+
+
 class FilesystemBase:
     """State and read-only operations of a mounted workspace."""
 
@@ -331,12 +338,12 @@ class FilesystemBase:
     def getattr(self, ino: int) -> Attributes:
         node = self.tree.get(ino)
         if isinstance(node, FileNode) and node.parent is None and self._gone(node):
-            raise FsError(errno.ESTALE, f"inode {ino} was removed; the kernel looks again")
+            refuse_stale(node)
         return self.attributes(node)
 
     def _gone(self, node: FileNode) -> bool:
         """Removed and not open (or open only through handles that failed): a stat of it
-        comes through a stale kernel entry, not an open descriptor that still uses it."""
+        comes through a stale kernel entry, not a descriptor that still uses it."""
         return all(h.failed is not None for h in self.handles.values() if h.node is node)
 
     async def lookup(self, parent_ino: int, name: str) -> Node:

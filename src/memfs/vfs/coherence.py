@@ -33,12 +33,9 @@ class CoherenceMixin(SearchMixin):
         agent = str(scope.agent_id) if scope.agent_id else None
         return event.get("user") == scope.user_id and event.get("agent") == agent
 
-    async def apply_change(self, event: dict[str, Any]) -> None:
-        """Apply one change-feed event (``op``, ``id``, ``path``, ``old_path``, ``origin``)."""
-        await self.apply_changes([event])
-
     async def apply_changes(self, events: list[dict[str, Any]]) -> None:
-        """Apply a batch of change-feed events, in order, with one query for all rows.
+        """Apply a batch of change-feed events (``op``, ``id``, ``path``, ``origin`` ...), in
+        order, with one query for all their rows.
 
         Under a write storm every mount receives every other mount's events; fetching each
         row separately would make the feed fall seconds behind.  The state applied is each

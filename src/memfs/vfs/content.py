@@ -16,7 +16,7 @@ from memfs.db.store import FileAttrs
 from memfs.errors import FsError, WriteRefused
 from memfs.scratch import TENTATIVE_GRACE
 from memfs.tree import SYNTHETIC, FileNode, ScopedFile, SyntheticFile, to_ns
-from memfs.vfs.base import Attributes, Buffer, FilesystemBase, Handle, log
+from memfs.vfs.base import Attributes, Buffer, FilesystemBase, Handle, log, refuse_stale
 
 
 class ContentMixin(FilesystemBase):
@@ -103,11 +103,7 @@ class ContentMixin(FilesystemBase):
         """Open a file; returns (fh, keep_cache)."""
         node = self.tree.get_file(ino)
         if node.parent is None:
-            # Reached through a name the kernel still caches for a file that is gone (a
-            # refused new file, another writer's delete): ESTALE makes the kernel look the
-            # name up again, so ``echo x > f`` creates a new file instead of writing into a
-            # dead inode whose content nothing would keep.
-            raise FsError(errno.ESTALE, f"inode {ino} was removed; the kernel looks again")
+            refuse_stale(node)
         writable = (flags & os.O_ACCMODE) != os.O_RDONLY
         if writable:
             self._refuse_if_read_only()
@@ -245,7 +241,7 @@ class ContentMixin(FilesystemBase):
     ) -> Attributes:
         node = self.tree.get(ino)
         if fh is None and isinstance(node, FileNode) and node.parent is None:
-            raise FsError(errno.ESTALE, f"inode {ino} was removed; the kernel looks again")
+            refuse_stale(node)  # truncate(2) or utimensat by a stale name
         if (uid is not None and uid != self.uid) or (gid is not None and gid != self.gid):
             raise FsError(errno.EPERM, "files on a memfs mount belong to the mounting user")
         if (size, mode, mtime_ns) != (None, None, None):
