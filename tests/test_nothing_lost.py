@@ -120,7 +120,7 @@ def test_sigterm_and_sigkill_with_unsaved_changes_lose_nothing(
         (again.path() / "b.md").write_text("b2\n")
     listed = memfs(again, "recover", *workspace_args(again))
     assert "2 kept" in listed.stdout, listed.stdout  # the live mount's b.md is its own
-    assert "1 running mount(s) still retry" in listed.stdout
+    assert "1 running mount(s) still retry" in listed.stderr
     again.proc.send_signal(signal.SIGTERM)  # ...so SIGTERM keeps it and exits 1
     assert again.proc.wait(timeout=MOUNT_TIMEOUT) == 1
     assert "could not save 1 file(s) at unmount: b.md" in again.log()
@@ -223,8 +223,8 @@ def test_restore_never_puts_an_older_copy_over_a_newer_save(
     sql_conn.execute("UPDATE memory_documents SET content = 'agent, later\n' WHERE path = 'a.md'")
     restored = memfs(mount, "recover", "--restore", *workspace_args(mount))
     assert restored.returncode == 1
-    assert "1 restored" in restored.stdout and "1 superseded, still kept" in restored.stdout
-    assert "a.md: changed in the database after this copy was kept" in restored.stdout
+    assert "1 restored" in restored.stdout and "1 superseded still kept" in restored.stdout
+    assert "a.md: changed in the database after this copy was kept" in restored.stderr
     assert documents(sql_conn) == {"a.md": "agent, later\n", "new.md": "new\n"}
     forced = memfs(mount, "recover", "--restore", "--force", *workspace_args(mount))
     assert forced.returncode == 0 and "1 restored" in forced.stdout

@@ -34,8 +34,8 @@ def test_install_unit_writes_a_verifiable_unit(work_dir: Path) -> None:
     settings = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
     assert settings == {
         "MEMFS_MOUNTPOINT": str(work_dir / "notes-mnt"),
-        "DATABASE_URL": "postgresql://me@/ironclaw",
-        "IRONCLAW_OWNER_ID": "alice",
+        "MEMFS_DATABASE_URL": "postgresql://me@/ironclaw",
+        "MEMFS_USER_ID": "alice",
         "EMBEDDING_ENABLED": "true",
     }
     text = unit.read_text()

@@ -34,11 +34,11 @@ def test_seed_creates_only_what_is_absent(
     database_url: str, sql_conn: psycopg.Connection[Any], work_dir: Path
 ) -> None:
     first = memfs(work_dir, database_url, "seed", "--json")
-    assert json.loads(first.stdout)["created"] == 9  # eight identity files + BOOTSTRAP.md
+    assert json.loads(first.stdout)["counts"]["created"] == 9  # eight identity files + BOOTSTRAP.md
     assert {"MEMORY.md", "SOUL.md", "BOOTSTRAP.md", "HEARTBEAT.md"} <= set(rows(sql_conn))
     sql_conn.execute("UPDATE memory_documents SET content = 'mine' WHERE path = 'MEMORY.md'")
     second = json.loads(memfs(work_dir, database_url, "seed", "--json").stdout)
-    assert "created" not in second and rows(sql_conn)["MEMORY.md"] == "mine"
+    assert "created" not in second["counts"] and rows(sql_conn)["MEMORY.md"] == "mine"
 
 
 def test_export_import_round_trip_never_duplicates(
@@ -51,20 +51,23 @@ def test_export_import_round_trip_never_duplicates(
         )
     out = work_dir / "export-tree"
     exported = json.loads(memfs(work_dir, database_url, "export", str(out), "--json").stdout)
-    assert exported["exported"] == 3
+    assert exported["counts"]["exported"] == 3
     assert (out / "a/b/c.md").read_text() == "c"
     (out / "new.md").write_text("new file\n")
     (out / "MEMORY.md").write_text("edited outside\n")
     (out / "MEMORY.md~").write_text("editor backup")  # scratch: never imported
     (out / "image.png").write_bytes(b"\x89PNG\x00\x01")  # binary: refused, reported
-    report = json.loads(memfs(work_dir, database_url, "import", str(out), "--json").stdout)
-    assert report["created"] == 1 and report["skipped (exists)"] == 3
+    imported = memfs(work_dir, database_url, "import", str(out), "--json")
+    assert imported.returncode == 1  # a file was not imported: the command says so
+    report = json.loads(imported.stdout)
+    assert report["counts"] == {"skipped_existing": 3, "created": 1, "skipped_scratch": 1,
+                                "skipped_not_text": 1}  # fmt: skip
     assert any("image.png" in p for p in report["problems"])
     assert rows(sql_conn)["MEMORY.md"] == "m"
     again = json.loads(
         memfs(work_dir, database_url, "import", str(out), "--overwrite", "--json").stdout
     )
-    assert again["overwritten"] == 4
+    assert again["counts"]["overwritten"] == 4
     assert rows(sql_conn)["MEMORY.md"] == "edited outside\n"
     count = sql_conn.execute("SELECT count(*), count(DISTINCT path) FROM memory_documents")
     assert count.fetchone() == (4, 4)
@@ -81,13 +84,13 @@ def test_reindex_and_log(
     )
     memfs(work_dir, database_url, "init")
     result = memfs(work_dir, database_url, "reindex", "--json")
-    assert json.loads(result.stdout)["chunks"] == 2
+    assert json.loads(result.stdout)["counts"]["chunks"] == 2
     stored = [
         r[0] for r in sql_conn.execute("SELECT content FROM memory_chunks ORDER BY chunk_index")
     ]
     assert stored == chunk_document(text)
     missing = memfs(work_dir, database_url, "reindex", "nope.md")
-    assert missing.returncode == 1 and "no document at 'nope.md'" in missing.stdout
+    assert missing.returncode == 1 and "no document at 'nope.md'" in missing.stderr
     env_tz = {"TZ": "Pacific/Kiritimati"}  # UTC+14: the local date and time differ from UTC
     local_now = datetime.now(UTC) + timedelta(hours=14)
     for words in (["deployed", "v2"], ["rolled", "back"]):

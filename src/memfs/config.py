@@ -8,10 +8,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
 import platformdirs
-import psycopg
+
+from memfs.options import from_environment
 
 DEFAULT_USER_ID = "default"
 
@@ -45,6 +47,8 @@ SECRET_PARAMETERS = ("password", "sslpassword")
 def _parameters(url: str, secrets: str | None) -> dict[str, str | int | None] | None:
     """A URL's or DSN's parameters by libpq's rules (psycopg's conninfo), each secret
     replaced by ``secrets`` (None: left out); None if it cannot be parsed."""
+    import psycopg  # here: `memfs --version` and `--help` should not pay for it
+
     try:
         params = psycopg.conninfo.conninfo_to_dict(url)
     except psycopg.ProgrammingError:
@@ -61,7 +65,9 @@ def redacted(url: str) -> str:
     params = _parameters(url, "***")
     if params is None:
         return "(unparsable connection string)"
-    return psycopg.conninfo.make_conninfo("", **params)
+    from psycopg.conninfo import make_conninfo
+
+    return make_conninfo("", **params)
 
 
 @dataclass
@@ -97,39 +103,34 @@ class Settings:
     #: Poll instead of using (or installing) the change-feed trigger.
     no_trigger: bool = False
     allow_other: bool = False
+    #: Mount over a directory that holds files (hidden until unmount).
+    allow_non_empty: bool = False
+    #: Extra libfuse/kernel mount options (``-o`` items that are not memfs settings).
+    fuse_options: list[str] = field(default_factory=list)
     debug_fuse: bool = False
+    #: The daemon's log file (None: one per mount point in the state directory).
+    log_file: Path | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        """Read ``DATABASE_URL``, ``IRONCLAW_OWNER_ID`` and memfs's own ``MEMFS_*`` variables."""
-        env = os.environ if env is None else env
+        """Settings from the environment: ``MEMFS_*`` and the IronClaw variables memfs reads
+        (``DATABASE_URL``, ``IRONCLAW_OWNER_ID``, ``WORKSPACE_READ_SCOPES``).
+
+        A bad value raises ``SettingError`` naming the variable."""
         settings = cls()
-        settings.database_url = env.get("MEMFS_DATABASE_URL") or env.get("DATABASE_URL") or None
-        owner = (env.get("MEMFS_USER_ID") or env.get("IRONCLAW_OWNER_ID") or "").strip()
-        settings.user_id = owner or DEFAULT_USER_ID
-        agent = env.get("MEMFS_AGENT_ID", "").strip()
-        settings.agent_id = UUID(agent) if agent else None
-        if env.get("MEMFS_DATA_DIR"):
-            settings.data_dir = Path(env["MEMFS_DATA_DIR"])
-        if env.get("MEMFS_POOL_SIZE"):
-            settings.pool_size = int(env["MEMFS_POOL_SIZE"])
-        if env.get("MEMFS_STATEMENT_TIMEOUT_MS"):
-            settings.statement_timeout_ms = int(env["MEMFS_STATEMENT_TIMEOUT_MS"])
-        if env.get("MEMFS_LOCK_TIMEOUT_MS"):
-            settings.lock_timeout_ms = int(env["MEMFS_LOCK_TIMEOUT_MS"])
-        if env.get("MEMFS_ATTR_TIMEOUT"):
-            settings.attr_timeout = float(env["MEMFS_ATTR_TIMEOUT"])
-        if env.get("MEMFS_SCRATCH_PATTERNS"):
-            settings.scratch_patterns = [p for p in env["MEMFS_SCRATCH_PATTERNS"].split("\n") if p]
-        scopes = env.get("WORKSPACE_READ_SCOPES", "")
-        settings.read_scopes = [s.strip() for s in scopes.split(",") if s.strip()]
-        if env.get("MEMFS_SEARCH_TTL"):
-            settings.search_ttl = float(env["MEMFS_SEARCH_TTL"])
-        if env.get("MEMFS_SEARCH_TIMEOUT"):
-            settings.search_timeout = float(env["MEMFS_SEARCH_TIMEOUT"])
-        if env.get("MEMFS_CACHE_BYTES"):
-            settings.cache_bytes = int(env["MEMFS_CACHE_BYTES"])
+        settings.apply(from_environment(os.environ if env is None else env))
         return settings
+
+    def apply(self, values: Mapping[str, Any]) -> None:
+        """Set the given options (names as in ``memfs.options.OPTIONS``); lists extend."""
+        for name, value in values.items():
+            if value is None:
+                continue
+            current = getattr(self, name)
+            if isinstance(current, list):
+                setattr(self, name, current + [v for v in value if v not in current])
+            else:
+                setattr(self, name, value)
 
     def database_identity(self) -> str:
         """Which database this is, without secrets (the embedded one by its data dir)."""
@@ -160,3 +161,14 @@ class Settings:
     @property
     def pgdata(self) -> Path:
         return self.data_dir / "pgdata"
+
+
+def check_database_url(url: str, source: str = "--database-url") -> None:
+    """Refuse a connection string libpq cannot parse, before anything is started."""
+    from memfs.options import SettingError
+
+    if _parameters(url, None) is None:
+        raise SettingError(
+            f"{source}: not a PostgreSQL URL or key=value connection string "
+            "(e.g. postgresql://user@host:5432/ironclaw)"
+        )

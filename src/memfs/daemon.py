@@ -9,7 +9,6 @@ umount`` all end the same way: stop serving, commit every dirty file, unmount.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import math
@@ -21,6 +20,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyfuse3
@@ -33,9 +33,12 @@ from memfs.db import Scope, open_database
 from memfs.db.calls import DatabaseCalls
 from memfs.embeddings import Embedder, EmbeddingSettings
 from memfs.embeddings.worker import EmbeddingWorker
+from memfs.errors import EXIT_FAILED, MountError
+from memfs.failures import describe_failure
 from memfs.feed import ChangeListener
 from memfs.fuse_ops import MemfsOperations, mount_options
 from memfs.kernel import FuseNotifier
+from memfs.mountpoint import is_mounted, mount_at, pidfile_for
 from memfs.processes import process_running
 from memfs.recovery import RecoveryArea
 from memfs.reindex import Reindexer
@@ -44,37 +47,6 @@ from memfs.search import SearchConfig, SearchEngine
 from memfs.vfs import Filesystem
 
 log = logging.getLogger(__name__)
-
-
-class MountError(RuntimeError):
-    """The mount could not be set up; the message says why and what to do."""
-
-
-def pidfile_for(runtime_dir: Path, mountpoint: Path) -> Path:
-    digest = hashlib.sha256(str(mountpoint).encode()).hexdigest()[:16]
-    return runtime_dir / f"mount-{digest}.pid"
-
-
-def is_mounted(mountpoint: Path) -> bool:
-    target = str(mountpoint)
-    with open("/proc/self/mounts", encoding="utf-8") as mounts:
-        for line in mounts:
-            fields = line.split()
-            if len(fields) > 1 and fields[1].replace("\\040", " ") == target:
-                return True
-    return False
-
-
-def prepare_mountpoint(mountpoint: Path) -> Path:
-    mountpoint = mountpoint.expanduser().absolute()
-    if is_mounted(mountpoint):
-        raise MountError(f"{mountpoint} is already a mount point (try: memfs umount {mountpoint})")
-    mountpoint.mkdir(parents=True, exist_ok=True)
-    if not mountpoint.is_dir():
-        raise MountError(f"{mountpoint} is not a directory")
-    if not Path("/dev/fuse").exists():
-        raise MountError("/dev/fuse is missing: load the fuse module or use a machine with FUSE")
-    return mountpoint.resolve()
 
 
 async def _handle_signals() -> None:
@@ -122,7 +94,9 @@ FEED_ATTR_TIMEOUT = 60.0
 POLL_ATTR_TIMEOUT = 1.0
 
 
-def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | None = None) -> int:
+def serve(
+    settings: Settings, mountpoint: Path, on_ready: Callable[[int], None] | None = None
+) -> int:
     """Mount and serve until unmounted or signalled; return a process exit code."""
     database = open_database(settings)
     try:
@@ -200,13 +174,18 @@ def serve(settings: Settings, mountpoint: Path, on_ready: Callable[[], None] | N
                     allow_other=settings.allow_other,
                     debug=settings.debug_fuse,
                     read_only=settings.read_only,
+                    extra=settings.fuse_options,
                 ),
             )
             settings.runtime_dir.mkdir(parents=True, exist_ok=True)
-            pidfile.write_text(f"{os.getpid()}\n{mountpoint}\n", encoding="utf-8")
+            pidfile.write_text(
+                f"{os.getpid()}\n{mountpoint}\n{settings.database_identity()}\n"
+                f"{settings.user_id}\n",
+                encoding="utf-8",
+            )
             log.info("mounted workspace %r at %s", settings.user_id, mountpoint)
             if on_ready is not None:
-                on_ready()
+                on_ready(await trio.to_thread.run_sync(store.count_documents))
             systemd.notify(f"READY=1\nSTATUS=memory of {settings.user_id!r} at {mountpoint}")
             unmounted = False
             notifier.start()
@@ -282,45 +261,75 @@ def _report_unsaved(pidfile: Path, recovery: RecoveryArea, kept: list[str]) -> N
         result_file(pidfile).write_text(json.dumps(payload), encoding="utf-8")
 
 
-def mount_background(settings: Settings, mountpoint: Path, log_file: Path) -> int:
-    """Fork a daemon that mounts; return 0 once the mount is live, 1 if it failed."""
+@dataclass(frozen=True)
+class MountOutcome:
+    """What the daemon told ``memfs mount`` through the readiness pipe."""
+
+    error: str | None = None
+    exit_code: int = 0
+    #: Documents in the workspace when it went live (for the empty-workspace hint).
+    documents: int | None = None
+
+
+def mount_background(
+    settings: Settings, mountpoint: Path, log_file: Path, level: str = "info"
+) -> MountOutcome:
+    """Fork a daemon that mounts; return once the mount is live or has failed.
+
+    The daemon answers through a pipe with one JSON line: ``{"documents": n}`` when live,
+    ``{"error": line, "exit_code": n}`` when it failed, so the user sees the cause in one
+    line (the log keeps the details).  It detaches from the terminal and the launch
+    directory (cwd ``/``), so it holds no directory busy.
+    """
+    from memfs import logs
+
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the daemon
         os.close(read_fd)
         os.setsid()
+        os.chdir("/")
         log_file.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
-        os.dup2(fd, 1)
+        os.dup2(fd, 1)  # stray output from libraries lands in the log too
         os.dup2(fd, 2)
         os.close(fd)
         os.close(devnull)
+        logs.configure(level, file=log_file)
 
-        def ready() -> None:
-            os.write(write_fd, b"R")
-            os.close(write_fd)
+        def answer(payload: dict[str, object]) -> None:
+            nonlocal write_fd
+            if write_fd >= 0:
+                os.write(write_fd, json.dumps(payload).encode() + b"\n")
+                os.close(write_fd)
+                write_fd = -1
 
-        code = 1
+        code = EXIT_FAILED
         try:
-            code = serve(settings, mountpoint, on_ready=ready)
-        except BaseException:
-            logging.getLogger("memfs").exception("mount failed")
+            code = serve(settings, mountpoint, on_ready=lambda n: answer({"documents": n}))
+        except BaseException as exc:
+            code, line = describe_failure(exc)
+            log.error("mount failed: %s", line)
+            log.debug("details", exc_info=True)
+            answer({"error": line, "exit_code": code})
         finally:
+            answer({"error": "the daemon ended before the mount was live", "exit_code": code})
             logging.shutdown()
             os._exit(code)
     os.close(write_fd)
     with os.fdopen(read_fd, "rb") as pipe:
-        ready_byte = pipe.read(1)
-    if ready_byte == b"R":
-        return 0
-    os.waitpid(pid, 0)
-    sys.stderr.write(f"memfs: mount failed; the log {log_file} ends with:\n")
-    with contextlib.suppress(OSError):
-        lines = log_file.read_text(encoding="utf-8", errors="replace").splitlines()[-15:]
-        sys.stderr.write("\n".join(lines) + "\n")
-    return 1
+        reply = pipe.readline()
+    try:
+        payload = json.loads(reply)
+    except ValueError:
+        os.waitpid(pid, 0)
+        return MountOutcome("the daemon died before the mount was live", EXIT_FAILED)
+    if "error" in payload:
+        os.waitpid(pid, 0)
+        return MountOutcome(str(payload["error"]), int(payload.get("exit_code", EXIT_FAILED)))
+    return MountOutcome(documents=payload.get("documents"))
 
 
 def unmount(settings: Settings, mountpoint: Path, timeout: float = 60.0) -> int:
@@ -336,9 +345,13 @@ def unmount(settings: Settings, mountpoint: Path, timeout: float = 60.0) -> int:
         except ProcessLookupError:
             pid = None
     if pid is None:
-        if not is_mounted(mountpoint):
-            sys.stderr.write(f"memfs: {mountpoint} is not mounted\n")
-            return 1
+        entry = mount_at(mountpoint)
+        if entry is None:
+            raise MountError(f"{mountpoint} is not mounted")
+        if entry.fstype != "fuse.memfs":
+            raise MountError(
+                f"{mountpoint} is a {entry.fstype} mount, not a memfs one: not touched"
+            )
         result = subprocess.run(
             ["fusermount3", "-u", str(mountpoint)], check=False, timeout=timeout
         )

@@ -43,3 +43,39 @@ class WriteRefused(FsError):
     def __init__(self, code: int, rule: str, reason: str) -> None:
         super().__init__(code, f"{rule}: {reason}")
         self.rule = rule
+
+
+# -- command-line outcomes ----------------------------------------------------------------
+#: Exit codes of every ``memfs`` command (documented in the README).
+EXIT_OK = 0
+#: The command ran but something it was asked to do failed (files not saved, not imported).
+EXIT_FAILED = 1
+#: A mistake on the command line or in a setting (a flag, an option value, a variable).
+EXIT_USAGE = 2
+#: The database cannot be reached, refuses memfs, or holds no memory memfs can use.
+EXIT_DATABASE = 3
+#: The mount point or FUSE cannot be used (busy, not empty, not a directory, no /dev/fuse).
+EXIT_MOUNT = 4
+
+
+class CommandError(Exception):
+    """A command cannot go on; ``str()`` is the one line the user sees, plus an exit code."""
+
+    exit_code = EXIT_FAILED
+
+    def __init__(self, message: str, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class MountError(CommandError):
+    """The mount point or FUSE cannot be used; the message says why and what to do."""
+
+    exit_code = EXIT_MOUNT
+
+
+class DatabaseError(CommandError):
+    """The database cannot be used (unreachable, refused, no memory in it)."""
+
+    exit_code = EXIT_DATABASE

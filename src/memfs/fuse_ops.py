@@ -317,7 +317,12 @@ class MemfsOperations(pyfuse3.Operations):
 
 
 def mount_options(
-    fsname: str, *, allow_other: bool, debug: bool, read_only: bool = False
+    fsname: str,
+    *,
+    allow_other: bool,
+    debug: bool,
+    read_only: bool = False,
+    extra: list[str] | None = None,
 ) -> set[str]:
     """libfuse options: the kernel checks permissions, ``auto_unmount`` cleans up crashes."""
     options = {
@@ -333,4 +338,5 @@ def mount_options(
         options.add("debug")
     if read_only:
         options.add("ro")
+    options.update(extra or ())
     return options

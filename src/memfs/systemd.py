@@ -14,8 +14,11 @@ import shutil
 import socket
 import subprocess
 import sys
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+
+from memfs.options import SettingError
 
 log = logging.getLogger(__name__)
 
@@ -53,17 +56,27 @@ def memfs_command() -> str:
     return found or str(script)
 
 
+@dataclass(frozen=True)
+class InstalledUnit:
+    unit: Path
+    env_file: Path
+    #: Why ``systemctl --user`` could not enable the unit (None: enabled, or not asked).
+    enable_error: str | None = None
+
+
 def install_unit(
     name: str,
     mountpoint: Path,
     *,
     config_home: Path,
-    settings: dict[str, str],
+    lines: list[str],
     enable: bool = True,
-) -> tuple[Path, Path]:
-    """Write the user unit and the profile's environment file; optionally enable it."""
-    if not name or "/" in name or name.startswith("."):
-        raise ValueError(f"invalid profile name {name!r}")
+) -> InstalledUnit:
+    """Write the user unit and the profile's environment file (``VARIABLE=value`` lines);
+    optionally enable and start it.  A missing or failing ``systemctl --user`` leaves the
+    files written and says why in ``enable_error``."""
+    if not name or "/" in name or name.startswith(".") or "\n" in name:
+        raise SettingError(f"profile name {name!r}: use a plain name such as notes")
     unit_dir = config_home / "systemd" / "user"
     unit_dir.mkdir(parents=True, exist_ok=True)
     unit = unit_dir / UNIT_NAME
@@ -71,18 +84,32 @@ def install_unit(
     env_dir = config_home / "memfs"
     env_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     env_file = env_dir / f"{name}.env"
-    lines = [f"MEMFS_MOUNTPOINT={mountpoint.expanduser().absolute()}"]
-    lines += [f"{key}={value}" for key, value in sorted(settings.items())]
+    body = [f"MEMFS_MOUNTPOINT={mountpoint}", *lines]
     fd = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write("# memfs profile; secrets belong here, not on the command line\n")
-        handle.write("\n".join(lines) + "\n")
+        handle.write("\n".join(body) + "\n")
     os.chmod(env_file, 0o600)
+    error = None
     if enable:
-        subprocess.run(["systemctl", "--user", "daemon-reload"], check=True, timeout=60)
-        subprocess.run(
-            ["systemctl", "--user", "enable", "--now", f"memfs@{name}.service"],
-            check=True,
-            timeout=120,
+        error = _systemctl(["daemon-reload"]) or _systemctl(
+            ["enable", "--now", f"memfs@{name}.service"]
         )
-    return unit, env_file
+    return InstalledUnit(unit, env_file, error)
+
+
+def _systemctl(arguments: list[str]) -> str | None:
+    """Run ``systemctl --user``; None if it worked, else its complaint in one line."""
+    try:
+        result = subprocess.run(
+            ["systemctl", "--user", *arguments], capture_output=True, text=True, timeout=120,
+            check=False,
+        )  # fmt: skip
+    except FileNotFoundError:
+        return "systemctl is not installed"
+    except subprocess.TimeoutExpired:
+        return f"systemctl --user {arguments[0]} did not answer in 120 s"
+    if result.returncode != 0:
+        said = " ".join((result.stderr or result.stdout).split()) or f"exit {result.returncode}"
+        return f"systemctl --user {' '.join(arguments)} failed ({said})"
+    return None

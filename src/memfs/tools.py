@@ -19,12 +19,13 @@ from typing import Any, TypeVar
 import psycopg
 
 from memfs.config import Settings, default_log_dir, redacted
-from memfs.daemon import is_mounted
 from memfs.db import Database, FileAttrs, MetaStore, Scope, open_database
 from memfs.embeddings.config import EmbeddingSettings
 from memfs.errors import Refused
 from memfs.ironclaw.settings import ConfigError, resolve_embeddings, resolve_search
+from memfs.mountpoint import FSTYPE, mount_at
 from memfs.paths import loadable_path
+from memfs.processes import process_running
 from memfs.scratch import Kind, ScratchRules
 from memfs.seeds import BOOTSTRAP, FRESH_MARKERS, SEEDS
 from memfs.tree import to_ns
@@ -60,19 +61,30 @@ class Report:
         self.counts[key] = self.counts.get(key, 0) + n
 
     def emit(self, as_json: bool) -> None:
+        """Print the report: counts and items on stdout, problems on stderr.
+
+        With ``as_json`` every command prints the same shape: ``{"command", "counts",
+        "items", "problems"}``, counts keyed by snake_case names.
+        """
         if as_json:
-            payload = {"action": self.action, **self.counts, "problems": self.problems}
-            if self.items:
-                payload["items"] = self.items
+            payload = {
+                "command": self.action,
+                "counts": self.counts,
+                "items": self.items,
+                "problems": self.problems,
+            }
             json.dump(payload, sys.stdout, indent=2)
             sys.stdout.write("\n")
             return
-        summary = ", ".join(f"{v} {k}" for k, v in self.counts.items()) or "nothing to do"
+        summary = (
+            ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in self.counts.items())
+            or "nothing to do"
+        )
         print(f"memfs {self.action}: {summary}")
         for item in self.items:
             print("  " + "  ".join(str(value) for value in item.values()))
         for problem in self.problems:
-            print(f"  ! {problem}")
+            sys.stderr.write(f"memfs {self.action}: {problem}\n")
 
 
 def with_store(settings: Settings) -> tuple[Database, MetaStore]:
@@ -83,14 +95,23 @@ def with_store(settings: Settings) -> tuple[Database, MetaStore]:
 # -- status ------------------------------------------------------------------------------
 
 
-def memfs_mounts() -> list[dict[str, str]]:
-    mounts = []
-    with open("/proc/self/mounts", encoding="utf-8") as table:
-        for line in table:
-            source, target, fstype, *_ = line.split()
-            if fstype == "fuse.memfs":
-                mounts.append({"source": source, "mountpoint": target.replace("\\040", " ")})
-    return mounts
+def mounts_of(settings: Settings) -> list[dict[str, str]]:
+    """Live memfs mounts of this database (any workspace), from the daemons' pid files."""
+    identity = settings.database_identity()
+    found = []
+    for pidfile in sorted(settings.runtime_dir.glob("mount-*.pid")):
+        try:
+            pid, mountpoint, database, user_id, *_ = pidfile.read_text(
+                encoding="utf-8"
+            ).splitlines()
+        except (OSError, ValueError):
+            continue  # an older daemon's file, or one being written
+        if database != identity or not process_running(int(pid)):
+            continue
+        entry = mount_at(Path(mountpoint))
+        if entry is not None and entry.fstype == FSTYPE:
+            found.append({"mountpoint": mountpoint, "user_id": user_id, "pid": pid})
+    return found
 
 
 def last_errors(limit: int = 5) -> list[str]:
@@ -135,12 +156,14 @@ def effective_settings(database: Database, owner: str) -> dict[str, dict[str, An
 
 
 def status(settings: Settings) -> dict[str, Any]:
-    database, store = with_store(settings)
+    """What ``memfs status`` shows; read-only (``open_database(read_only=True)``)."""
+    database = open_database(settings, read_only=True)
+    store = database.store(Scope(settings.user_id, settings.agent_id))
     try:
         chunks, pending = store.count_chunks()
         return {
             "settings": effective_settings(database, settings.user_id),
-            "mounts": [m for m in memfs_mounts() if is_mounted(Path(m["mountpoint"]))],
+            "mounts": mounts_of(settings),
             "database": redacted(database.url),
             "embedded": database.embedded is not None,
             "schema": database.schema.describe(),
@@ -161,7 +184,9 @@ def print_status(info: dict[str, Any], as_json: bool) -> None:
         json.dump(info, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
-    mounts = ", ".join(f"{m['mountpoint']} ({m['source']})" for m in info["mounts"]) or "none"
+    mounts = (
+        ", ".join(f"{m['mountpoint']} (user {m['user_id']!r})" for m in info["mounts"]) or "none"
+    )
     print(f"mounts:             {mounts}")
     kind = "embedded" if info["embedded"] else "server"
     print(f"database:           {info['database']} ({kind})")
@@ -317,19 +342,23 @@ def import_tree(settings: Settings, source: Path, *, overwrite: bool) -> Report:
         files = list(_files(source, rules))
         for rel, full in progress(files, "importing"):
             if rules.classify(full.name) is not Kind.DOCUMENT or not loadable_path(rel):
-                report.add("skipped (scratch or unusable name)")
+                report.add("skipped_scratch")
                 continue
             try:
                 text = full.read_bytes().decode("utf-8")
                 if "\x00" in text:
                     raise UnicodeDecodeError("utf-8", b"", 0, 1, "NUL byte")
+            except OSError as exc:
+                report.problems.append(f"{rel}: cannot read ({exc.strerror}), not imported")
+                report.add("unreadable")
+                continue
             except UnicodeDecodeError:
                 report.problems.append(f"{rel}: not UTF-8 text, not imported")
-                report.add("skipped (binary)")
+                report.add("skipped_not_text")
                 continue
             existing = store.find_document(rel)
             if existing is not None and not overwrite:
-                report.add("skipped (exists)")
+                report.add("skipped_existing")
                 continue
             mtime = full.stat().st_mtime_ns
             doc_id = existing[0] if existing else None
@@ -400,7 +429,7 @@ def recover(settings: Settings, action: str, *, force: bool = False) -> Report:
                         f"{item.path}: changed in the database after this copy was kept "
                         f"({item.kept_at}); left as {item.stored} (--force restores it)"
                     )
-                    report.add("superseded, still kept")
+                    report.add("superseded_still_kept")
                     continue
                 store.commit_document(
                     existing[0] if existing else None, item.path, text, FileAttrs()
@@ -408,7 +437,7 @@ def recover(settings: Settings, action: str, *, force: bool = False) -> Report:
             except (UnicodeDecodeError, WriteRefused, psycopg.Error) as exc:
                 reason = " ".join(str(exc).split())
                 report.problems.append(f"{item.path}: not restored ({reason}); still kept")
-                report.add("still kept")
+                report.add("still_kept")
                 continue
             area.remove(item)
             report.add("restored")

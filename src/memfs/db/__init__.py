@@ -17,8 +17,15 @@ from memfs.config import Settings
 from memfs.db.deadline import WatchedPool
 from memfs.db.embedded import release_embedded, start_embedded
 from memfs.db.ironclaw_settings import read_ironclaw_settings
-from memfs.db.schema import SchemaInfo, ensure_schema, has_change_feed, install_change_feed
+from memfs.db.schema import (
+    SchemaInfo,
+    ensure_schema,
+    has_change_feed,
+    inspect,
+    install_change_feed,
+)
 from memfs.db.store import CommitResult, DocRow, FileAttrs, MetaStore, Scope
+from memfs.errors import DatabaseError
 
 __all__ = [
     "CommitResult",
@@ -72,12 +79,14 @@ class Database:
             self.embedded = None
 
 
-def _connect_kwargs(settings: Settings) -> dict[str, Any]:
+def _connect_kwargs(settings: Settings, *, read_only: bool = False) -> dict[str, Any]:
     options = (
         f"-c statement_timeout={settings.statement_timeout_ms} "
         f"-c lock_timeout={settings.lock_timeout_ms} "
         f"-c idle_in_transaction_session_timeout={settings.statement_timeout_ms * 3}"
     )
+    if read_only:  # the server itself refuses any write from a read-only command
+        options += " -c default_transaction_read_only=on"
     return {
         "autocommit": True,
         "options": options,
@@ -102,24 +111,40 @@ def _configure_connection(conn: psycopg.Connection[Any]) -> None:
         log.warning("the vector extension is not installed: vector search is unavailable")
 
 
-def open_database(settings: Settings) -> Database:
-    """Connect (starting the embedded server if no URL is set) and make the schema ready."""
+def open_database(settings: Settings, *, read_only: bool = False) -> Database:
+    """Connect (starting the embedded server if no URL is set) and make the schema ready.
+
+    ``read_only`` (status, search): create nothing anywhere, not the embedded cluster, its
+    database, a table or the ``vector`` extension; the connections are read-only too.  A
+    database with no memory in it is then a ``DatabaseError`` saying how to create one.
+    """
     embedded = None
     url = settings.database_url
     if not url:
-        url, embedded = start_embedded(settings.pgdata)
-    kwargs = _connect_kwargs(settings)
-    with psycopg.connect(url, **kwargs) as conn:
-        schema = ensure_schema(conn)
-    pool: ConnectionPool[psycopg.Connection[tuple[Any, ...]]] = WatchedPool(
-        url,
-        min_size=1,
-        max_size=settings.pool_size,
-        kwargs=kwargs,
-        configure=_configure_connection,
-        timeout=settings.statement_timeout_ms / 1000,
-        name="memfs",
-        open=True,
-    )
+        url, embedded = start_embedded(settings.pgdata, create=not read_only)
+    try:
+        kwargs = _connect_kwargs(settings, read_only=read_only)
+        with psycopg.connect(url, **kwargs) as conn:
+            schema = inspect(conn) if read_only else ensure_schema(conn)
+        if schema is None:
+            where = "the embedded database" if embedded is not None else "this database"
+            raise DatabaseError(
+                f"no memory in {where} yet (no memory_documents table): `memfs mount DIR` or "
+                "`memfs init` creates it"
+            )
+        pool: ConnectionPool[psycopg.Connection[tuple[Any, ...]]] = WatchedPool(
+            url,
+            min_size=1,
+            max_size=settings.pool_size,
+            kwargs=kwargs,
+            configure=_configure_connection,
+            timeout=settings.statement_timeout_ms / 1000,
+            name="memfs",
+            open=True,
+        )
+    except BaseException:
+        if embedded is not None:
+            release_embedded(embedded)
+        raise
     log.info("database ready: %s", schema.describe())
     return Database(url=url, pool=pool, schema=schema, embedded=embedded, connect_kwargs=kwargs)

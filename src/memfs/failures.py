@@ -1,0 +1,51 @@
+"""One line and an exit code for whatever ended a command or a mount.
+
+``CommandError``s carry their own; database errors name the cause and what to check; any
+other exception is an internal error (its traceback goes to the log at debug level).
+"""
+
+from __future__ import annotations
+
+from memfs.errors import (
+    EXIT_DATABASE,
+    EXIT_FAILED,
+    EXIT_MOUNT,
+    EXIT_USAGE,
+    CommandError,
+    Refused,
+    SchemaError,
+)
+from memfs.options import SettingError
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def describe_failure(exc: BaseException) -> tuple[int, str]:
+    import psycopg
+
+    from memfs.embeddings.config import EmbeddingConfigError
+    from memfs.search.config import SearchConfigError
+
+    if isinstance(exc, CommandError):
+        return exc.exit_code, str(exc)
+    if isinstance(exc, (SettingError, SearchConfigError, EmbeddingConfigError)):
+        return EXIT_USAGE, str(exc)
+    if isinstance(exc, (SchemaError, Refused)):
+        return EXIT_DATABASE, str(exc)
+    if isinstance(exc, psycopg.OperationalError):
+        return EXIT_DATABASE, (
+            f"cannot reach the database: {_one_line(exc)} (check --database-url or "
+            "DATABASE_URL, and that the server is running)"
+        )
+    if isinstance(exc, psycopg.Error):
+        return EXIT_DATABASE, f"the database refused: {_one_line(exc)}"
+    if isinstance(exc, RuntimeError) and "fuse" in str(exc).lower():
+        return EXIT_MOUNT, f"FUSE refused the mount: {_one_line(exc)}"
+    if isinstance(exc, KeyboardInterrupt):
+        return 130, "interrupted"
+    return EXIT_FAILED, (
+        f"internal error: {type(exc).__name__}: {_one_line(exc)} (run with --log-level debug "
+        "for the details, and please report it)"
+    )

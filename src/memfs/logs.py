@@ -1,0 +1,54 @@
+"""Logging, configured once per process: stderr for commands, a rotating file per mount.
+
+Commands print one line per problem (``memfs: …``) and keep tracebacks for ``--log-level
+debug``; a mount's daemon writes to its own file, rotated at 10 MiB with three old files
+kept, named after the mount point's path (two mounts both named ``memory`` do not share one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import logging.handlers
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from memfs.config import default_log_dir
+
+#: Rotate a mount's log at this size, keeping this many old files.
+MAX_BYTES = 10 * 1024 * 1024
+BACKUPS = 3
+DAEMON_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+COMMAND_FORMAT = "memfs: %(message)s"
+
+
+def log_file_for(mountpoint: Path) -> Path:
+    """This mount point's log: ``<name>-<hash of its path>.log`` in the state directory."""
+    digest = hashlib.sha256(str(mountpoint).encode()).hexdigest()[:8]
+    return default_log_dir() / f"{mountpoint.name or 'root'}-{digest}.log"
+
+
+def configure(
+    level: str,
+    *,
+    file: Path | None = None,
+    stream: TextIO | None = None,
+    daemon_format: bool = True,
+) -> None:
+    """Set the root logger's one handler: a rotating ``file``, or ``stream`` (stderr)."""
+    handler: logging.Handler
+    if file is not None:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.handlers.RotatingFileHandler(
+            file, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8"
+        )
+    else:
+        handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(logging.Formatter(DAEMON_FORMAT if daemon_format else COMMAND_FORMAT))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+        old.close()
+    root.addHandler(handler)
+    root.setLevel(getattr(logging, level.upper()))

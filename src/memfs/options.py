@@ -1,0 +1,267 @@
+"""Every mount setting, declared once: its flag, ``-o`` key, environment variables and parser.
+
+The command line (``memfs mount --user-id``), mount(8) and fstab (``-o user_id=…``), the
+environment (``MEMFS_USER_ID``), systemd profiles (``~/.config/memfs/NAME.env``), shell
+completion and the man page are all built from this table, so a setting cannot be
+reachable one way and missing another.  Values are parsed here with messages that name
+where the bad value came from; nothing in this module imports more than the stdlib.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+
+class SettingError(ValueError):
+    """A setting's value cannot be used; the message names the setting and what it takes."""
+
+
+def parse_int(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip().replace("_", ""))
+        except ValueError:
+            raise SettingError(f"expected a whole number ≥ {minimum}") from None
+        if value < minimum:
+            raise SettingError(f"expected a whole number ≥ {minimum}")
+        return value
+
+    return parse
+
+
+def parse_seconds(text: str) -> float:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise SettingError("expected seconds, e.g. 1 or 0.5") from None
+    if not value >= 0 or value == float("inf"):
+        raise SettingError("expected seconds, e.g. 1 or 0.5")
+    return value
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """Bytes, with an optional binary suffix: ``65536``, ``64M``, ``64MiB``, ``1G``."""
+    match = _SIZE.match(text)
+    if not match:
+        raise SettingError("expected a size in bytes, e.g. 67108864, 64M or 1G")
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise SettingError("expected true or false (1/0, yes/no, on/off)")
+
+
+def parse_user_id(text: str) -> str:
+    value = text.strip()
+    if not value:
+        raise SettingError("expected a user id, e.g. alice")
+    return value
+
+
+def parse_uuid(text: str) -> UUID:
+    try:
+        return UUID(text.strip())
+    except ValueError:
+        raise SettingError("expected an agent UUID, e.g. 6f1c2a9e-…") from None
+
+
+def parse_path(text: str) -> Path:
+    if not text.strip():
+        raise SettingError("expected a path")
+    return Path(text).expanduser().absolute()
+
+
+def parse_scope(text: str) -> str:
+    value = text.strip()
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,128}", value):
+        raise SettingError("use 1-128 of A-Z a-z 0-9 _ -")
+    return value
+
+
+def parse_pattern(text: str) -> str:
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise SettingError(f"not a regular expression ({exc})") from None
+    return text
+
+
+def parse_level(text: str) -> str:
+    value = text.strip().lower()
+    if value not in LOG_LEVELS:
+        raise SettingError(f"expected one of {', '.join(LOG_LEVELS)}")
+    return value
+
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting.  ``name`` is its ``Settings`` attribute and its ``-o`` key."""
+
+    name: str
+    help: str
+    parse: Callable[[str], Any] = str
+    #: Environment variables, the first one set wins.
+    env: tuple[str, ...] = ()
+    #: A switch (``--read-only``, ``-o read_only``) rather than a valued flag.
+    switch: bool = False
+    #: May be given several times (a list); in the environment, ``separator``-separated.
+    repeated: bool = False
+    separator: str = ","
+    #: Has a ``--flag`` on ``memfs mount`` (otherwise environment and ``-o`` only).
+    flag: bool = True
+    #: Shared by every workspace command (``status``, ``import``, …), not only ``mount``.
+    database: bool = False
+    metavar: str | None = None
+
+    @property
+    def cli_flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def from_text(self, text: str, source: str) -> Any:
+        """Parse ``text``; a bad value raises SettingError naming ``source``."""
+        try:
+            if self.repeated:
+                return [self.parse(part) for part in text.split(self.separator) if part.strip()]
+            return parse_bool(text) if self.switch else self.parse(text)
+        except SettingError as exc:
+            raise SettingError(f"{source}={text!r}: {exc}") from None
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("database_url", "PostgreSQL URL or key=value DSN (default: the embedded server)",
+           env=("MEMFS_DATABASE_URL", "DATABASE_URL"), database=True, metavar="URL"),
+    Option("user_id", "workspace owner, as IronClaw's owner id (default: 'default')",
+           parse_user_id, env=("MEMFS_USER_ID", "IRONCLAW_OWNER_ID"), database=True,
+           metavar="ID"),
+    Option("agent_id", "agent UUID (default: none; IronClaw writes agent_id NULL)",
+           parse_uuid, env=("MEMFS_AGENT_ID",), database=True, metavar="UUID"),
+    Option("data_dir", "where the embedded PostgreSQL keeps its data "
+           "(default: ~/.local/share/memfs)", parse_path, env=("MEMFS_DATA_DIR",),
+           database=True, metavar="DIR"),
+    Option("read_only", "refuse every change with EROFS (the kernel mount is read-only too)",
+           env=("MEMFS_READ_ONLY",), switch=True),
+    Option("read_scopes", "show another user's workspace read-only under .scopes/ID "
+           "(repeatable)", parse_scope, env=("MEMFS_READ_SCOPES", "WORKSPACE_READ_SCOPES"),
+           repeated=True, metavar="ID"),
+    Option("scratch_patterns", "extra file-name pattern kept out of the database "
+           "(repeatable; see SEMANTICS.md)", parse_pattern, env=("MEMFS_SCRATCH_PATTERNS",),
+           repeated=True, separator="\n", metavar="REGEX"),
+    Option("no_trigger", "poll for other writers every second instead of LISTEN",
+           env=("MEMFS_NO_TRIGGER",), switch=True),
+    Option("attr_timeout", "seconds the kernel caches names and attributes "
+           "(default: 60 with the change feed, 1 when polling)", parse_seconds,
+           env=("MEMFS_ATTR_TIMEOUT",), metavar="SECONDS"),
+    Option("allow_other", "let other users into the mount (needs user_allow_other in "
+           "/etc/fuse.conf)", env=("MEMFS_ALLOW_OTHER",), switch=True),
+    Option("allow_non_empty", "mount over a directory that holds files (they are hidden "
+           "until unmount)", env=("MEMFS_ALLOW_NON_EMPTY",), switch=True),
+    Option("fuse_options", "extra libfuse/kernel mount options, comma-separated",
+           env=("MEMFS_FUSE_OPTIONS",), repeated=True, flag=False, metavar="OPTS"),
+    Option("debug_fuse", "print libfuse's protocol trace to the log",
+           env=("MEMFS_DEBUG_FUSE",), switch=True),
+    Option("log_file", "the daemon's log (default: ~/.local/state/memfs/log/<mount>.log; "
+           "stderr with -f)", parse_path, env=("MEMFS_LOG_FILE",), metavar="FILE"),
+    Option("pool_size", "database connections (and worker threads) per mount",
+           parse_int(1), env=("MEMFS_POOL_SIZE",), flag=False),
+    Option("statement_timeout_ms", "server-side statement timeout, ms",
+           parse_int(100), env=("MEMFS_STATEMENT_TIMEOUT_MS",), flag=False),
+    Option("lock_timeout_ms", "server-side lock timeout, ms", parse_int(10),
+           env=("MEMFS_LOCK_TIMEOUT_MS",), flag=False),
+    Option("cache_bytes", "document content cached in the daemon, bytes or 64M/1G",
+           parse_size, env=("MEMFS_CACHE_BYTES",), flag=False),
+    Option("search_ttl", "seconds .search results are kept", parse_seconds,
+           env=("MEMFS_SEARCH_TTL",), flag=False),
+    Option("search_timeout", "seconds a .search lookup may take in all", parse_seconds,
+           env=("MEMFS_SEARCH_TIMEOUT",), flag=False),
+)  # fmt: skip
+
+BY_NAME: dict[str, Option] = {option.name: option for option in OPTIONS}
+#: ``-o`` keys also accepted under their flag's spelling (``read-only``, ``user-id``).
+_ALIASES = {option.name.replace("_", "-"): option.name for option in OPTIONS}
+_ALIASES.update({"read_scope": "read_scopes", "read-scope": "read_scopes",
+                 "scratch_pattern": "scratch_patterns", "scratch-pattern": "scratch_patterns",
+                 "ro": "read_only"})  # fmt: skip
+
+#: mount(8) and fstab options that are for mount itself, never for the filesystem.
+MOUNT_ONLY = re.compile(
+    r"^(rw|defaults|auto|noauto|user|users|nouser|owner|group|_netdev|nofail|comment=.*|"
+    r"x-.*|helper=.*|setuid=.*)$"
+)
+
+
+def from_environment(env: Mapping[str, str]) -> dict[str, Any]:
+    """The settings the environment sets (only those; the first variable set wins)."""
+    values: dict[str, Any] = {}
+    for option in OPTIONS:
+        for variable in option.env:
+            text = env.get(variable)
+            if text is not None and (text.strip() or option.switch):
+                values[option.name] = option.from_text(text, variable)
+                break
+    return values
+
+
+def from_mount_options(text: str) -> tuple[dict[str, Any], list[str]]:
+    """Split ``-o a=b,c`` into memfs settings and the options left for libfuse.
+
+    mount(8)'s own options (``noauto``, ``_netdev``, ``x-systemd.*``, ``rw``…) are dropped.
+    A value holding commas cannot be given this way: use the environment or a profile.
+    """
+    values: dict[str, Any] = {}
+    fuse: list[str] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item or MOUNT_ONLY.match(item):
+            continue
+        key, sep, value = item.partition("=")
+        name = _ALIASES.get(key, key)
+        option = BY_NAME.get(name)
+        if option is None:
+            fuse.append(item)
+            continue
+        if option.switch:
+            values[name] = option.from_text(value if sep else "true", f"-o {key}")
+        elif not sep:
+            raise SettingError(f"-o {key}: needs a value ({key}=…)")
+        elif option.repeated:
+            values.setdefault(name, []).extend(option.from_text(value, f"-o {key}"))
+        else:
+            values[name] = option.from_text(value, f"-o {key}")
+    return values, fuse
+
+
+def environment_lines(values: Mapping[str, Any]) -> list[str]:
+    """``VARIABLE=value`` lines for a profile's environment file, one per set option."""
+    lines = []
+    for name, value in values.items():
+        option = BY_NAME[name]
+        if value is None or value is False or value == []:
+            continue
+        if option.repeated:
+            text = option.separator.join(str(v) for v in value)
+        elif option.switch:
+            text = "true"
+        else:
+            text = str(value)
+        lines.append(f"{option.env[0]}={text}")
+    return lines

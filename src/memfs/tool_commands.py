@@ -1,0 +1,66 @@
+"""The workspace commands' command-line side: arguments in, a report and an exit code out."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from memfs import tools
+from memfs.config import Settings
+from memfs.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CommandError
+from memfs.mountpoint import containing_memfs_mount
+
+
+def workspace_path(argument: str, cwd: Path | None = None) -> str:
+    """A workspace path from what the user typed: ``MEMORY.md``, or a file inside a memfs
+    mount (``~/memory/MEMORY.md``, or ``MEMORY.md`` typed inside the mount)."""
+    candidate = Path(argument).expanduser()
+    if not candidate.is_absolute():
+        candidate = (cwd or Path(os.getcwd())) / candidate
+    candidate = Path(os.path.normpath(candidate))
+    mount = containing_memfs_mount(candidate)
+    if mount is None or candidate == Path(mount.mountpoint):
+        return argument
+    return str(candidate.relative_to(mount.mountpoint))
+
+
+def run_tool(args: argparse.Namespace, settings: Settings) -> int:
+    """status, seed, reindex, export, import, log and recover."""
+    command = args.command
+    if command == "status":
+        tools.print_status(tools.status(settings), args.json)
+        return EXIT_OK
+    if command == "log":
+        path = tools.daily_log(settings, " ".join(args.text), args.tz_offset)
+        print(f"memfs: appended to {path}")
+        return EXIT_OK
+    if command == "recover":
+        action = "restore" if args.restore else ("discard" if args.discard else "list")
+        report = tools.recover(settings, action, force=args.force)
+        report.emit(args.json)
+        left = report.counts.get("still_kept", 0) + report.counts.get("superseded_still_kept", 0)
+        return EXIT_FAILED if left else EXIT_OK
+    if command == "seed":
+        report = tools.seed(settings)
+        if not args.json:
+            print(
+                "memfs: wrote memfs's own starter files where absent; IronClaw, if pointed at "
+                "this database later, keeps them (it never replaces an existing file)"
+            )
+    elif command == "reindex":
+        paths = [workspace_path(p) for p in args.paths]
+        report = tools.reindex(settings, paths or None)
+    elif command == "export":
+        report = tools.export_tree(settings, args.directory.expanduser())
+    elif command == "import":
+        source = args.directory.expanduser()
+        if not source.is_dir():
+            raise CommandError(f"{source} is not a directory to import from", EXIT_USAGE)
+        report = tools.import_tree(settings, source, overwrite=args.overwrite)
+    else:  # pragma: no cover - the parser allows no other command here
+        sys.stderr.write(f"memfs: unknown command {command}\n")
+        return EXIT_USAGE
+    report.emit(args.json)
+    return EXIT_FAILED if report.problems else EXIT_OK
