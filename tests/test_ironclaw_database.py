@@ -35,7 +35,7 @@ def test_seed_refuses_on_ironclaws_database(
 ) -> None:
     apply_ironclaw_migrations(database_url)
     result = memfs(work_dir, database_url, "seed")
-    assert result.returncode == 1
+    assert result.returncode == 3  # EXIT_DATABASE: refused on this database
     assert "IronClaw writes its own identity files" in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert sql_conn.execute("SELECT count(*) FROM memory_documents").fetchone() == (0,)

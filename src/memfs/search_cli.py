@@ -13,6 +13,7 @@ import trio
 from memfs.config import Settings
 from memfs.db import Scope, open_database
 from memfs.embeddings import Embedder, EmbeddingSettings
+from memfs.errors import EXIT_USAGE, CommandError
 from memfs.search import SearchConfig, SearchEngine, SearchOutcome
 
 T = TypeVar("T")
@@ -24,15 +25,23 @@ async def _in_thread(fn: Callable[..., T], *args: Any) -> T:
 
 def run_search(settings: Settings, query: str, *, limit: int, mode: str) -> SearchOutcome:
     """Run one search against the workspace and return its outcome."""
-    database = open_database(settings)
+    database = open_database(settings, read_only=True)
     try:
         ironclaw_settings = database.ironclaw_settings(settings.user_id)
         config = SearchConfig.resolve(ironclaw_settings)
         embedding = EmbeddingSettings.resolve(ironclaw_settings)
+        if mode == "vector" and embedding is None:
+            raise CommandError(
+                "--vector needs an embedding provider (EMBEDDING_ENABLED=true and its "
+                "settings; see `memfs status`), or search without --vector",
+                EXIT_USAGE,
+            )
         store = database.store(Scope(settings.user_id, settings.agent_id))
 
         async def go() -> SearchOutcome:
             embedder = Embedder(embedding) if embedding else None
+            if embedder is not None:
+                embedder.requests_failed_fast = True
             try:
                 engine = SearchEngine(
                     store, _in_thread, embedder=embedder, config=config,

@@ -74,6 +74,9 @@ class Embedder:
         self.requests = 0
         #: Cache keys of texts the provider refused; never sent again by this process.
         self.rejected: set[bytes] = set()
+        #: Give up at once when the provider refuses the connection (a command-line search
+        #: falls back to full-text at once; background work keeps retrying).
+        self.requests_failed_fast = False
         self.client = httpx.AsyncClient(
             timeout=httpx.Timeout(settings.timeout), transport=transport
         )
@@ -152,6 +155,8 @@ class Embedder:
             except EmbeddingError as exc:
                 if not exc.retryable or attempt >= self.settings.max_retries:
                     raise
+                if isinstance(exc.__cause__, httpx.ConnectError) and self.requests_failed_fast:
+                    raise  # nothing listens there: a waiting search gains nothing by retrying
                 if isinstance(exc, RateLimited):
                     wait = min(exc.retry_after, self.settings.max_retry_wait)
                 else:

@@ -156,11 +156,16 @@ class EmbeddingSettings:
             )  # fmt: skip
         api_key = optional_env(env, "OPENAI_API_KEY")
         if api_key is None:
-            log.warning(
-                "EMBEDDING_PROVIDER=%s takes IronClaw's OpenAI-compatible branch, which needs "
-                "OPENAI_API_KEY: embeddings disabled",
-                config.provider,
-            )
+            if config.provider == "openai":
+                log.warning("EMBEDDING_PROVIDER=openai needs OPENAI_API_KEY: embeddings off")
+            else:
+                log.warning(
+                    "EMBEDDING_PROVIDER=%r is not a provider IronClaw knows (openai, nearai, "
+                    "ollama, bedrock); IronClaw sends it to its OpenAI-compatible client, which "
+                    "needs OPENAI_API_KEY (and EMBEDDING_BASE_URL for a server other than "
+                    "OpenAI's): embeddings off",
+                    config.provider,
+                )
             return None
         base = config.openai_base_url or "https://api.openai.com"
         return cls(

@@ -18,6 +18,13 @@ PROBE_NAMES = frozenset(
 )  # fmt: skip
 MAX_LIMIT = 100
 _OPTION = re.compile(r"^--(limit=(\d+)|fts|vector)$")
+OPTIONS_HELP = "--limit=N (1-100), --fts, --vector"
+
+
+class QueryError(ValueError):
+    """A query name whose trailing option memfs does not understand (EINVAL)."""
+
+
 SLASH = "\u2215"  # DIVISION SLASH: stands for "/" in result file names
 
 README = """\
@@ -57,7 +64,10 @@ class QuerySpec:
 
 
 def parse_query(name: str) -> QuerySpec | None:
-    """The query in a directory name, or None for names that are probes, not queries."""
+    """The query in a directory name, or None for names that are probes, not queries.
+
+    Options go at the end; a trailing ``--word`` that is not one raises ``QueryError``.
+    """
     if not name or name.startswith((".", "#", "~")) or name.endswith("~") or name in PROBE_NAMES:
         return None
     words = name.split(" ")
@@ -66,10 +76,14 @@ def parse_query(name: str) -> QuerySpec | None:
     while words:
         match = _OPTION.match(words[-1])
         if not match:
+            if words[-1].startswith("--") and len(words) > 1:
+                raise QueryError(f"unknown option {words[-1]!r} (options: {OPTIONS_HELP})")
             break
         words.pop()
         if match.group(2):
-            limit = max(1, min(int(match.group(2)), MAX_LIMIT))
+            limit = int(match.group(2))
+            if not 1 <= limit <= MAX_LIMIT:
+                raise QueryError(f"--limit={limit}: use 1 to {MAX_LIMIT}")
         else:
             mode = match.group(1)
     text = " ".join(words).strip()

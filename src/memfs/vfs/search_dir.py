@@ -16,7 +16,13 @@ import trio
 
 from memfs.errors import FsError
 from memfs.paths import SEARCH_DIR
-from memfs.search.directory import README, parse_query, render_result, result_name
+from memfs.search.directory import (
+    README,
+    QueryError,
+    parse_query,
+    render_result,
+    result_name,
+)
 from memfs.search.engine import SearchEngine
 from memfs.tree import FileNode, Node, SyntheticDir
 from memfs.vfs.base import log
@@ -67,7 +73,11 @@ class SearchMixin(NamespaceMixin):
 
     async def _query_dir(self, name: str) -> SyntheticDir:
         assert self.search is not None and self.search_root is not None
-        spec = parse_query(name)
+        try:
+            spec = parse_query(name)
+        except QueryError as exc:
+            log.warning("search %r under .search: %s", name, exc)
+            raise FsError(errno.EINVAL, f"search {name!r}: {exc}") from None
         if spec is None:
             log.debug("%r under .search looks like a probe, not a query: not searched", name)
             raise FsError(errno.ENOENT)

