@@ -78,7 +78,7 @@ def test_legacy_database_taken_over_by_reborn_is_refused(
                      "MEMORY.md', 'x', 'memory_document', 1)")  # fmt: skip
     for args in (("status",), ("export", str(work_dir / "out"))):
         result = memfs(work_dir, database_url, *args)
-        assert result.returncode == 1
+        assert result.returncode == 3  # EXIT_DATABASE
         assert "IronClaw >= 1.1 has taken this database over" in result.stderr
         assert "Traceback" not in result.stderr
 
@@ -93,7 +93,7 @@ def test_v33_table_alone_marks_a_takeover(
         "PRIMARY KEY (index_name, path))"
     )
     result = memfs(work_dir, database_url, "status")
-    assert result.returncode == 1 and "taken this database over" in result.stderr
+    assert result.returncode == 3 and "taken this database over" in result.stderr
 
 
 def test_settings_table_configures_embeddings(
@@ -142,8 +142,9 @@ def test_settings_table_configures_embeddings(
 
 
 def test_bad_settings_are_refused_like_ironclaw(database_url: str, work_dir: Path) -> None:
+    assert memfs(work_dir, database_url, "init").returncode == 0
     for env in ({"EMBEDDING_ENABLED": "yes"}, {"SEARCH_RRF_K": "-5"}):
         result = memfs(work_dir, database_url, "search", "x", **env)
-        assert result.returncode == 1, env
+        assert result.returncode == 2, env  # EXIT_USAGE: a setting
         assert "Invalid configuration value for" in result.stderr
         assert "Traceback" not in result.stderr

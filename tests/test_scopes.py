@@ -108,7 +108,7 @@ def test_crafted_user_ids_and_scope_names_reach_no_rows(
             env=memfs_env(work_dir / "runtime"), capture_output=True, text=True, timeout=60,
             check=False,
         )  # fmt: skip
-        assert result.returncode == 1 and "read scope" in result.stderr
+        assert result.returncode == 2 and "--read-scope" in result.stderr
 
 
 def test_agent_id_scopes_rows_to_one_agent(

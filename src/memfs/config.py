@@ -24,11 +24,15 @@ def default_data_dir() -> Path:
 
 
 def default_runtime_dir() -> Path:
-    """Where pid files and spill files go (``$XDG_RUNTIME_DIR/memfs`` or a per-user fallback)."""
-    base = os.environ.get("XDG_RUNTIME_DIR")
-    if base and Path(base).is_dir():
-        return Path(base) / "memfs"
-    return Path(platformdirs.user_state_dir("memfs", appauthor=False)) / "run"
+    """Where pid files and spill files go: per user, and the same for every process of
+    the same environment (``$XDG_RUNTIME_DIR/memfs``, else ``/run/user/<uid>/memfs``
+    when it exists, else ``$XDG_STATE_HOME/memfs/run``)."""
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        return Path(os.environ["XDG_RUNTIME_DIR"]) / "memfs"
+    per_user = Path(f"/run/user/{os.getuid()}")
+    if per_user.is_dir() and os.access(per_user, os.W_OK):
+        return per_user / "memfs"
+    return default_state_dir() / "run"
 
 
 def default_state_dir() -> Path:

@@ -177,7 +177,7 @@ def serve(
                     extra=settings.fuse_options,
                 ),
             )
-            settings.runtime_dir.mkdir(parents=True, exist_ok=True)
+            settings.runtime_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
             pidfile.write_text(
                 f"{os.getpid()}\n{mountpoint}\n{settings.database_identity()}\n"
                 f"{settings.user_id}\n",

@@ -1,0 +1,420 @@
+"""A newcomer's first hour with real mounts: background mounts, their errors and their
+conventions (mount points, -o, mount(8) and fstab, logs), and the embedded server's life.
+
+Each test runs the real ``memfs`` command (background mounts, as a user would), asserts its
+exit code and its one line on stderr, and unmounts whatever it mounted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from memfs.mountpoint import mount_at
+from memfs.processes import process_running
+from tests import conftest
+from tests.mounting import fuse_available, memfs_env
+
+pytestmark = pytest.mark.skipif(not fuse_available(), reason="needs /dev/fuse and fusermount3")
+
+EXIT_DATABASE, EXIT_MOUNT = 3, 4
+TIMEOUT = 90
+
+
+class Cli:
+    """``memfs`` commands for one test, with a private state, runtime and data directory."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        base.mkdir(parents=True, exist_ok=True)
+        self.env = memfs_env(base / "runtime")
+        self.env.update(HOME=str(base / "home"), XDG_DATA_HOME=str(base / "data"))
+        self.env.pop("MEMFS_DATABASE_URL", None)
+        self.mounted: list[Path] = []
+
+    def __call__(self, *args: str, **extra: Any) -> subprocess.CompletedProcess[str]:
+        env = dict(self.env, **extra.pop("env", {}))
+        result = subprocess.run(
+            [sys.executable, "-m", "memfs", *args], env=env, capture_output=True, text=True,
+            timeout=TIMEOUT, check=False, **extra,
+        )  # fmt: skip
+        assert "Traceback" not in result.stderr + result.stdout, result.stderr
+        if args and args[0] == "mount" and result.returncode == 0:
+            self.mounted.append(Path(args[1]))
+        return result
+
+    @property
+    def log_dir(self) -> Path:
+        return Path(self.env["XDG_STATE_HOME"]) / "memfs" / "log"
+
+    def cleanup(self) -> None:
+        for mountpoint in self.mounted:
+            if mount_at(mountpoint) is not None:
+                self("umount", str(mountpoint))
+            if mount_at(mountpoint) is not None:
+                subprocess.run(["fusermount3", "-uz", str(mountpoint)], timeout=30, check=False)
+
+
+@pytest.fixture
+def cli(work_dir: Path, request: pytest.FixtureRequest) -> Iterator[Cli]:
+    runner = Cli(work_dir / f"hour-{request.node.name[:40]}")
+    yield runner
+    runner.cleanup()
+
+
+def one_line(result: subprocess.CompletedProcess[str], *needles: str) -> None:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def wait_for(predicate: Any, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return bool(predicate())
+
+
+def postgres_running(pgdata: Path) -> bool:
+    pid_file = pgdata / "postmaster.pid"
+    try:
+        pid = int(pid_file.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    return process_running(pid)
+
+
+# -- background mounts and their errors ---------------------------------------------------
+
+
+def test_background_mount_failures_are_one_line(cli: Cli, work_dir: Path) -> None:
+    target = cli.base / "mnt"
+    refused = cli("mount", str(target), "--database-url", "postgresql://x@127.0.0.1:9/m")
+    assert refused.returncode == EXIT_DATABASE
+    one_line(refused, "cannot reach the database", "Connection refused", "log:")
+    garbage = cli("mount", str(target), "--database-url", "nonsense")
+    assert garbage.returncode == 2
+    one_line(garbage, "not a PostgreSQL URL")
+    assert mount_at(target) is None
+    assert not (cli.base / "data").exists()  # no embedded server was ever started
+
+
+def test_mount_points_that_cannot_take_a_mount(cli: Cli, database_url: str) -> None:
+    full = cli.base / "full"
+    full.mkdir()
+    (full / "notes.txt").write_text("mine\n")
+    refused = cli("mount", str(full), "--database-url", database_url)
+    assert refused.returncode == EXIT_MOUNT
+    one_line(refused, "is not empty", "notes.txt", "--allow-non-empty")
+    a_file = cli.base / "a-file"
+    a_file.write_text("x")
+    assert cli("mount", str(a_file), "--database-url", database_url).returncode == EXIT_MOUNT
+    for target in ("/proc", str(cli.base / "never")):
+        result = cli("umount", target)
+        assert result.returncode == EXIT_MOUNT
+        one_line(result, "not")
+    forced = cli("mount", str(full), "--database-url", database_url, "--allow-non-empty")
+    assert forced.returncode == 0, forced.stderr
+    assert os.listdir(full) == []  # the mount hides notes.txt until unmounted
+    assert cli("umount", str(full)).returncode == 0
+    assert (full / "notes.txt").read_text() == "mine\n"
+
+
+def test_empty_workspace_says_what_to_do(cli: Cli, database_url: str) -> None:
+    target = cli.base / "memory"
+    first = cli("mount", str(target), "--database-url", database_url)
+    assert first.returncode == 0, first.stderr
+    assert "the workspace is empty" in first.stdout and "memfs import DIR" in first.stdout
+    (target / "MEMORY.md").write_text("hello\n")
+    assert cli("umount", str(target)).returncode == 0
+    again = cli("mount", str(target), "--database-url", database_url)
+    assert again.returncode == 0 and "workspace is empty" not in again.stdout
+
+
+def test_o_options_logs_and_the_daemons_directory(
+    cli: Cli, database_url: str, sql_conn: psycopg.Connection[Any]
+) -> None:
+    one = cli.base / "a" / "memory"
+    two = cli.base / "b" / "memory"
+    result = cli("mount", str(one), "-o", f"database_url={database_url},user_id=alice",
+                 "-o", "noexec,nosuid,noauto,_netdev", cwd=cli.base)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    entry = mount_at(one)
+    assert entry is not None and entry.source == "memfs:alice"
+    with open("/proc/self/mountinfo", encoding="utf-8") as info:
+        line = next(ln for ln in info if f" {one} " in ln)
+    assert "noexec" in line.split()[5] and "nosuid" in line.split()[5]  # libfuse's options
+    ro = cli("mount", str(two), "-o", "read_only", "--database-url", database_url,
+             env={"MEMFS_USER_ID": "alice"})  # fmt: skip
+    assert ro.returncode == 0, ro.stderr
+    assert (two / ".search").exists()
+    with pytest.raises(OSError) as refused:
+        (two / "x.md").write_text("no")
+    assert refused.value.errno == 30  # EROFS
+    (one / "x.md").write_text("yes\n")
+    logs = sorted(p.name for p in cli.log_dir.glob("memory-*.log"))
+    assert len(logs) == 2, logs  # two mount points named memory, two logs
+    pidfiles = list(Path(cli.env["XDG_RUNTIME_DIR"]).glob("memfs/mount-*.pid"))
+    for pidfile in pidfiles:
+        pid = int(pidfile.read_text().split()[0])
+        assert os.readlink(f"/proc/{pid}/cwd") == "/"  # the launch directory is not held
+    status = cli("status", "--json", "--database-url", database_url, "--user-id", "alice")
+    assert status.returncode == 0, status.stderr
+    shown = {m["mountpoint"] for m in __import__("json").loads(status.stdout)["mounts"]}
+    assert shown == {str(one), str(two)}
+
+
+@pytest.fixture
+def second_database_url(pg_server: Any) -> Iterator[str]:
+    admin = pg_server.get_uri(database="postgres")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("CREATE DATABASE t_other_workspace")
+    yield str(pg_server.get_uri(database="t_other_workspace"))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("DROP DATABASE t_other_workspace WITH (FORCE)")
+
+
+def test_status_shows_only_this_databases_mounts(
+    cli: Cli, database_url: str, second_database_url: str
+) -> None:
+    other_db = second_database_url
+    mine = cli.base / "mine"
+    theirs = cli.base / "theirs"
+    assert cli("mount", str(mine), "--database-url", database_url).returncode == 0
+    assert cli("mount", str(theirs), "--database-url", other_db).returncode == 0
+    text = cli("status", "--database-url", database_url).stdout
+    assert str(mine) in text and str(theirs) not in text
+
+
+def test_paths_inside_the_mount_and_sync_onto_it(
+    cli: Cli, database_url: str, sql_conn: psycopg.Connection[Any]
+) -> None:
+    target = cli.base / "memory"
+    assert cli("mount", str(target), "--database-url", database_url).returncode == 0
+    (target / "notes").mkdir()
+    (target / "notes" / "a.md").write_text("alpha beta\n")
+    by_mount_path = cli("reindex", str(target / "notes" / "a.md"), "--database-url",
+                        database_url)  # fmt: skip
+    assert by_mount_path.returncode == 0, by_mount_path.stderr
+    assert "1 documents" in by_mount_path.stdout
+    inside = cli("reindex", "a.md", "--database-url", database_url, cwd=target / "notes")
+    assert inside.returncode == 0 and "1 documents" in inside.stdout
+    synced = cli("sync", str(target / "notes"), "--once", "--database-url", database_url)
+    assert synced.returncode == EXIT_MOUNT
+    one_line(synced, "inside the memfs mount")
+    paths = [r[0] for r in sql_conn.execute("SELECT path FROM memory_documents")]
+    assert paths == ["notes/a.md"]  # no .memfs-sync.json became memory
+
+
+def test_search_directory_refuses_unknown_options(cli: Cli, database_url: str) -> None:
+    target = cli.base / "memory"
+    assert cli("mount", str(target), "--database-url", database_url).returncode == 0
+    (target / "a.md").write_text("deploy schedule\n")
+    for name in ("deploy --bogus", "deploy --limit=500", "deploy --limit=0"):
+        with pytest.raises(OSError) as refused:
+            os.listdir(target / ".search" / name)
+        assert refused.value.errno == 22, name  # EINVAL
+    assert os.listdir(target / ".search" / "deploy --limit=1 --fts") == ["01-a.md"]
+    log = next(cli.log_dir.glob("memory-*.log")).read_text()
+    assert "unknown option '--bogus'" in log
+
+
+# -- the embedded server's life -------------------------------------------------------------
+
+
+def test_embedded_server_stops_with_its_last_user(cli: Cli) -> None:
+    pgdata = cli.base / "data" / "memfs" / "pgdata"
+    one, two = cli.base / "one", cli.base / "two"
+    assert cli("mount", str(one)).returncode == 0
+    assert postgres_running(pgdata)
+    assert cli("mount", str(two)).returncode == 0
+    status = cli("status")
+    assert status.returncode == 0 and str(one) in status.stdout
+    assert cli("umount", str(one)).returncode == 0
+    assert postgres_running(pgdata)  # the second mount still uses it
+    pidfile = next(Path(cli.env["XDG_RUNTIME_DIR"]).glob("memfs/mount-*.pid"))
+    os.kill(int(pidfile.read_text().split()[0]), signal.SIGTERM)  # the other way to end
+    assert wait_for(lambda: mount_at(two) is None)
+    assert wait_for(lambda: not postgres_running(pgdata)), "the server outlived its last user"
+    assert cli("status").returncode == 0  # a command starts it and stops it again
+    assert wait_for(lambda: not postgres_running(pgdata))
+
+
+# -- several Unix users ----------------------------------------------------------------------
+
+
+def _ensure_user(name: str) -> pwd.struct_passwd:
+    """A Unix user for the test, with an empty home of its own under the test root."""
+    home = conftest.test_root() / "homes" / name
+    try:
+        user = pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--home-dir", str(home), name], check=True, timeout=30)
+        user = pwd.getpwnam(name)
+    home = Path(user.pw_dir)
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    os.chown(home, user.pw_uid, user.pw_gid)
+    for parent in home.parents:
+        if parent == Path("/var/tmp"):
+            break
+        parent.chmod(parent.stat().st_mode | 0o755)
+    return user
+
+
+@contextlib.contextmanager
+def _interpreter_reachable() -> Iterator[None]:
+    """Let other users run this interpreter (it may live under a private /root)."""
+    changed: list[tuple[Path, int]] = []
+    for parent in Path(os.path.realpath(sys.executable)).parents:
+        mode = parent.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            changed.append((parent, mode))
+            parent.chmod(mode | stat.S_IXOTH)
+    try:
+        yield
+    finally:
+        for parent, mode in changed:
+            parent.chmod(stat.S_IMODE(mode))
+
+
+def _user_shell(user: pwd.struct_passwd, command: str) -> str:
+    """``command`` run as ``user`` with a clean environment (a login-like HOME and PATH)."""
+    return (
+        f"setpriv --reuid={user.pw_uid} --regid={user.pw_gid} --init-groups env -i "
+        f"HOME={user.pw_dir} PATH=/usr/bin:/bin LANG=C.UTF-8 sh -c '{command}'"
+    )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="creates Unix users (needs root)")
+def test_two_unix_users_each_have_their_embedded_server(work_dir: Path) -> None:
+    """Two users mount their own embedded workspaces at once, in the background, with the
+    shared temporary directory's pgserver lock already taken by root (the old failure:
+    PermissionError on /tmp/.lockfile).  This machine's /dev/fuse is root-only, so the
+    users get a usable FUSE device in a private mount namespace, as on a desktop."""
+    stray_lock = Path("/tmp/.lockfile")
+    made_lock = not stray_lock.exists()
+    if made_lock:
+        stray_lock.write_text("")
+        stray_lock.chmod(0o644)
+    work_dir.chmod(0o755)
+    users = [_ensure_user(name) for name in ("memfs-t1", "memfs-t2")]
+    device = work_dir / "fuse-device"
+    device.unlink(missing_ok=True)
+    subprocess.run(["mknod", "-m", "0666", str(device), "c", "10", "229"], check=True, timeout=30)
+    results = work_dir / "two-users"
+    shutil.rmtree(results, ignore_errors=True)
+    results.mkdir(mode=0o777)
+    results.chmod(0o777)
+    memfs = f"{sys.executable} -m memfs"
+    steps = [f"mount --bind {device} /dev/fuse"]
+    for user in users:
+        out = f"{results}/{user.pw_name}"
+        steps.append(_user_shell(user, f"{memfs} mount $HOME/memory > {out}.mount 2>&1; "
+                                       f"echo $? > {out}.mount-rc"))  # fmt: skip
+    for user in users:
+        out = f"{results}/{user.pw_name}"
+        steps.append(_user_shell(user, f"echo {user.pw_name} > $HOME/memory/who.md && "
+                                       f"{memfs} status --json > {out}.status 2>&1"))  # fmt: skip
+    for user in users:
+        out = f"{results}/{user.pw_name}"
+        steps.append(_user_shell(user, f"{memfs} umount $HOME/memory > {out}.umount 2>&1; "
+                                       f"echo $? > {out}.umount-rc"))  # fmt: skip
+    script = " ; ".join(steps)
+    try:
+        with _interpreter_reachable():
+            done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                                   script], capture_output=True, text=True, timeout=TIMEOUT * 3,
+                                  check=False)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        for user in users:
+            out = results / user.pw_name
+            mounted = (out.with_suffix(".mount")).read_text()
+            assert (out.with_suffix(".mount-rc")).read_text().strip() == "0", mounted
+            assert "Traceback" not in mounted and "PermissionError" not in mounted
+            info = __import__("json").loads((out.with_suffix(".status")).read_text())
+            assert info["documents"] == 1 and info["embedded"] is True
+            assert [m["mountpoint"] for m in info["mounts"]] == [f"{user.pw_dir}/memory"]
+            assert (out.with_suffix(".umount-rc")).read_text().strip() == "0"
+            pgdata = Path(user.pw_dir) / ".local/share/memfs/pgdata"
+            assert wait_for(lambda pgdata=pgdata: not postgres_running(pgdata))
+    finally:
+        if made_lock:
+            stray_lock.unlink(missing_ok=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for a private /dev/fuse")
+def test_unusable_fuse_is_found_before_postgres_starts(work_dir: Path) -> None:
+    user = _ensure_user("memfs-t1")
+    blocked = work_dir / "fuse-blocked"
+    blocked.write_text("")
+    blocked.chmod(0o600)
+    home = Path(user.pw_dir)
+    script = (
+        f"mount --bind {blocked} /dev/fuse && exec setpriv --reuid={user.pw_uid} "
+        f"--regid={user.pw_gid} --init-groups env -i HOME={home} PATH=/usr/bin:/bin "
+        f"{sys.executable} -m memfs mount {home}/fuse-test"
+    )
+    with _interpreter_reachable():
+        result = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                                 script], capture_output=True, text=True, timeout=TIMEOUT,
+                                check=False)  # fmt: skip
+    assert result.returncode == EXIT_MOUNT, result.stderr
+    one_line(result, "cannot open /dev/fuse", "Permission denied")
+    assert not (home / ".local/share/memfs").exists()  # PostgreSQL was never started
+
+
+# -- mount(8) and fstab ---------------------------------------------------------------------
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="installs a mount helper in /sbin (needs root)")
+def test_mount_8_and_fstab(cli: Cli, database_url: str, sql_conn: psycopg.Connection[Any]) -> None:
+    installed = cli("install-helper")
+    assert installed.returncode == 0, installed.stderr
+    helper = Path("/sbin/mount.fuse.memfs")
+    try:
+        assert helper.is_symlink()
+        target = cli.base / "by-mount"
+        target.mkdir()
+        url = database_url  # no commas: it can ride in -o
+        env = dict(cli.env, PATH="/usr/sbin:/usr/bin:/sbin:/bin")
+        mounted = subprocess.run(["mount", "-t", "fuse.memfs", "memfs", str(target), "-o",
+                                  f"database_url={url},user_id=fstab-user,noatime"],
+                                 env=env, capture_output=True, text=True, timeout=TIMEOUT,
+                                 check=False)  # fmt: skip
+        assert mounted.returncode == 0, mounted.stderr
+        cli.mounted.append(target)
+        (target / "from-mount.md").write_text("via mount(8)\n")
+        row = sql_conn.execute("SELECT user_id FROM memory_documents WHERE path = 'from-mount.md'")
+        assert row.fetchone() == ("fstab-user",)
+        subprocess.run(["umount", str(target)], timeout=TIMEOUT, check=True)
+        assert wait_for(lambda: mount_at(target) is None)
+        fstab = cli.base / "fstab"
+        fstab.write_text(f"memfs {target} fuse.memfs noauto,database_url={url},"
+                         "user_id=fstab-user,read_only 0 0\n")  # fmt: skip
+        by_fstab = subprocess.run(["mount", "--fstab", str(fstab), str(target)], env=env,
+                                  capture_output=True, text=True, timeout=TIMEOUT,
+                                  check=False)  # fmt: skip
+        assert by_fstab.returncode == 0, by_fstab.stderr
+        assert (target / "from-mount.md").read_text() == "via mount(8)\n"
+        with pytest.raises(OSError):
+            (target / "no.md").write_text("read-only by fstab")
+        subprocess.run(["umount", str(target)], timeout=TIMEOUT, check=True)
+    finally:
+        helper.unlink(missing_ok=True)
