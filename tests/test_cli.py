@@ -301,3 +301,29 @@ def test_completion_and_manual_come_from_the_parser(work_dir: Path) -> None:
         rendered = subprocess.run(["groff", "-man", "-Tutf8"], input=manual.stdout, text=True,
                                   capture_output=True, timeout=30, check=False)  # fmt: skip
         assert rendered.returncode == 0 and "install-helper" in rendered.stdout
+
+
+def test_mount_logs_rotate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import logging
+
+    from memfs import logs
+
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    monkeypatch.setattr(logs, "MAX_BYTES", 2000)
+    log_file = tmp_path / "memory-0123abcd.log"
+    try:
+        logs.configure("info", file=log_file)
+        for index in range(200):
+            logging.getLogger("memfs.test").info("line %d %s", index, "x" * 40)
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+            handler.close()
+        for handler in saved[0]:
+            root.addHandler(handler)
+        root.setLevel(saved[1])
+    kept = sorted(p.name for p in tmp_path.iterdir())
+    assert kept == [log_file.name, f"{log_file.name}.1", f"{log_file.name}.2", f"{log_file.name}.3"]
+    assert log_file.stat().st_size <= 2000
+    assert "line 199" in log_file.read_text()

@@ -655,7 +655,9 @@ def _install_unit(args: argparse.Namespace) -> int:
         if not sep or not key.strip():
             raise SettingError(f"--env takes KEY=VALUE, not {item!r}")
         lines.append(item)
-    config_home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    from memfs.config import default_config_dir
+
+    config_home = default_config_dir()
     result = install_unit(
         args.name, args.mountpoint.expanduser().absolute(), config_home=config_home,
         lines=lines, enable=not args.no_enable,

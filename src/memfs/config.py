@@ -27,12 +27,16 @@ def default_runtime_dir() -> Path:
     """Where pid files and spill files go: per user, and the same for every process of
     the same environment (``$XDG_RUNTIME_DIR/memfs``, else ``/run/user/<uid>/memfs``
     when it exists, else ``$XDG_STATE_HOME/memfs/run``)."""
-    if os.environ.get("XDG_RUNTIME_DIR"):
-        return Path(os.environ["XDG_RUNTIME_DIR"]) / "memfs"
     per_user = Path(f"/run/user/{os.getuid()}")
-    if per_user.is_dir() and os.access(per_user, os.W_OK):
-        return per_user / "memfs"
+    if os.environ.get("XDG_RUNTIME_DIR") or (per_user.is_dir() and os.access(per_user, os.W_OK)):
+        return Path(platformdirs.user_runtime_dir("memfs", appauthor=False))
+    # platformdirs would fall back to a shared temporary directory here: stay per user.
     return default_state_dir() / "run"
+
+
+def default_config_dir() -> Path:
+    """Where profiles live (``$XDG_CONFIG_HOME``, ``~/.config``)."""
+    return Path(platformdirs.user_config_dir(appauthor=False))
 
 
 def default_state_dir() -> Path:
