@@ -254,6 +254,21 @@ def test_embedded_server_stops_with_its_last_user(cli: Cli) -> None:
     assert wait_for(lambda: not postgres_running(pgdata)), "the server outlived its last user"
     assert cli("status").returncode == 0  # a command starts it and stops it again
     assert wait_for(lambda: not postgres_running(pgdata))
+    foreground = subprocess.Popen(  # and a foreground mount ended by Ctrl-C
+        [sys.executable, "-m", "memfs", "mount", "-f", str(one)], env=cli.env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert wait_for(lambda: mount_at(one) is not None, TIMEOUT)
+        assert postgres_running(pgdata)
+        foreground.send_signal(signal.SIGINT)
+        assert foreground.wait(timeout=TIMEOUT) == 0
+    finally:
+        if foreground.poll() is None:
+            foreground.kill()
+            foreground.wait(timeout=TIMEOUT)
+    assert foreground.stderr is not None and "Traceback" not in foreground.stderr.read()
+    assert wait_for(lambda: not postgres_running(pgdata))
 
 
 # -- several Unix users ----------------------------------------------------------------------

@@ -27,10 +27,14 @@ def default_runtime_dir() -> Path:
     """Where pid files and spill files go: per user, and the same for every process of
     the same environment (``$XDG_RUNTIME_DIR/memfs``, else ``/run/user/<uid>/memfs``
     when it exists, else ``$XDG_STATE_HOME/memfs/run``)."""
+    # Not platformdirs.user_runtime_dir: it falls back to a shared /tmp/runtime-<uid> when
+    # the directory is missing or not mode 0700, so two processes of one user could choose
+    # differently (a mount's pid file invisible to `memfs status` and `memfs umount`).
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        return Path(os.environ["XDG_RUNTIME_DIR"]) / "memfs"
     per_user = Path(f"/run/user/{os.getuid()}")
-    if os.environ.get("XDG_RUNTIME_DIR") or (per_user.is_dir() and os.access(per_user, os.W_OK)):
-        return Path(platformdirs.user_runtime_dir("memfs", appauthor=False))
-    # platformdirs would fall back to a shared temporary directory here: stay per user.
+    if per_user.is_dir() and os.access(per_user, os.W_OK):
+        return per_user / "memfs"
     return default_state_dir() / "run"
 
 
