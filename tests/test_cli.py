@@ -18,8 +18,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from memfs.cli import build_parser
 from memfs.options import OPTIONS
+from memfs.parser import build_parser
 from tests.mounting import memfs_env
 
 EXIT_USAGE, EXIT_DATABASE, EXIT_MOUNT = 2, 3, 4
