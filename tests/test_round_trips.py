@@ -1,0 +1,134 @@
+"""Round trips to PostgreSQL per filesystem operation, counted through a delay proxy.
+
+Every round trip costs a network hop when the database is a managed server (1-50 ms), so
+the count per operation kind is held here, exactly: a change that adds one fails, and a
+change that removes one updates the table (issue 14's targets are one per durable save).
+The model runs on a real PostgreSQL behind ``tests.netproxy.DelayProxy`` (5 ms each way);
+only the operation's own, synchronous round trips are counted (re-chunking is background
+work and is not attached here).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memfs.config import Settings
+from memfs.db import Database, Scope, open_database
+from memfs.search import SearchEngine
+from memfs.tree import ROOT_INODE
+from memfs.vfs import Filesystem
+from tests.netproxy import DelayProxy
+
+WRITE = os.O_WRONLY
+TRUNC = os.O_WRONLY | os.O_TRUNC
+APPEND = os.O_WRONLY | os.O_APPEND
+
+#: Round trips per operation today (the regression guard; lower them, never raise them).
+EXPECTED = {
+    "create+write+close": 5,
+    "overwrite (O_TRUNC)": 6,
+    "append": 6,
+    "truncate": 6,
+    "unlink": 4,
+    "rename a file": 5,
+    "rename a directory (3 documents)": 4,
+    "mkdir": 4,
+    "rmdir": 4,
+    "chmod": 5,
+    "utime": 5,
+    "open+read of an uncached file": 1,
+    ".search query": 1,
+}
+
+
+@pytest.fixture
+def proxy(pg_server: Any) -> Iterator[DelayProxy]:
+    socket_dir = Path(pg_server.get_uri().split("host=")[-1].split("&")[0])
+    relay = DelayProxy(socket_dir / ".s.PGSQL.5432", delay=0.005)
+    yield relay
+    relay.close()
+
+
+@pytest.fixture
+def far_database(database_url: str, proxy: DelayProxy) -> Iterator[Database]:
+    name = database_url.split("?", maxsplit=1)[0].rsplit("/", 1)[1]
+    open_database(Settings(database_url=database_url)).close()  # schema, directly
+    db = open_database(Settings(database_url=proxy.url(name), pool_size=1))
+    yield db
+    db.close()
+
+
+@pytest.fixture
+async def far_fs(far_database: Database) -> AsyncIterator[Filesystem]:
+    filesystem = Filesystem(far_database.store(Scope("default")), uid=1000, gid=1000)
+    await filesystem.load()
+    yield filesystem
+
+
+async def write_file(fs: Filesystem, parent: int, name: str, data: bytes) -> int:
+    fh, node = await fs.create(parent, name, 0o644, WRITE)
+    await fs.write(fh, 0, data)
+    await fs.release(fh)
+    return node.ino
+
+
+async def rewrite(fs: Filesystem, ino: int, flags: int, data: bytes) -> None:
+    fh, _ = await fs.open(ino, flags)
+    await fs.write(fh, 0 if flags & os.O_TRUNC else fs.getattr(ino).size, data)
+    await fs.release(fh)
+
+
+async def test_round_trips_per_operation(
+    far_fs: Filesystem, far_database: Database, proxy: DelayProxy
+) -> None:
+    fs = far_fs
+    counts: dict[str, int] = {}
+
+    async def count(kind: str, operation: Callable[[], Awaitable[Any]]) -> Any:
+        proxy.reset()
+        result = await operation()
+        counts[kind] = proxy.round_trips
+        return result
+
+    ino = await count("create+write+close", lambda: write_file(fs, ROOT_INODE, "a.md", b"one\n"))
+    await count("overwrite (O_TRUNC)", lambda: rewrite(fs, ino, TRUNC, b"two\n"))
+    await count("append", lambda: rewrite(fs, ino, APPEND, b"three\n"))
+    await count("truncate", lambda: fs.setattr(ino, size=2))
+    await count("chmod", lambda: fs.setattr(ino, mode=0o600))
+    await count("utime", lambda: fs.setattr(ino, mtime_ns=1_700_000_000_000_000_000))
+    await count("rename a file", lambda: fs.rename(ROOT_INODE, "a.md", ROOT_INODE, "b.md"))
+    folder = await count("mkdir", lambda: fs.mkdir(ROOT_INODE, "projects", 0o755))
+    for name in ("x.md", "y.md", "z.md"):
+        await write_file(fs, folder.ino, name, b"deploy schedule\n")
+    await count(
+        "rename a directory (3 documents)",
+        lambda: fs.rename(ROOT_INODE, "projects", ROOT_INODE, "archive"),
+    )
+    empty = await fs.mkdir(ROOT_INODE, "empty", 0o755)
+    assert empty.ino
+    await count("rmdir", lambda: fs.rmdir(ROOT_INODE, "empty"))
+    await count("unlink", lambda: fs.unlink(ROOT_INODE, "b.md"))
+
+    cold = Filesystem(far_database.store(Scope("default")), uid=1000, gid=1000)
+    cold.attach_search(SearchEngine(cold.store, cold._db))
+    await cold.load()
+    archive = await cold.lookup(ROOT_INODE, "archive")
+    target = await cold.lookup(archive.ino, "x.md")
+
+    async def open_and_read() -> bytes:
+        fh, _ = await cold.open(target.ino, os.O_RDONLY)
+        data = cold.read(fh, 0, 1000)
+        await cold.release(fh)
+        return data
+
+    assert await count("open+read of an uncached file", open_and_read) == b"deploy schedule\n"
+    search_root = await cold.lookup(ROOT_INODE, ".search")
+    found = await count(".search query", lambda: cold.lookup(search_root.ino, "deploy --fts"))
+    assert found.ino
+    print("round trips per operation:", counts)
+    assert counts == EXPECTED
