@@ -8,10 +8,12 @@ matches only NULL rows, as IronClaw does).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -44,6 +46,12 @@ _DOC_SCOPE = "d.user_id = %(user)s AND d.agent_id IS NOT DISTINCT FROM %(agent)s
 #: A document queued again while queued (or while being re-chunked) gets a new stamp, so
 #: the re-chunk that read the older content leaves its entry in the queue.
 _REQUEUE = "ON CONFLICT (document_id) DO UPDATE SET queued_at = clock_timestamp()"
+
+#: Transaction states a failed block leaves behind (rolled back before the pool sees them).
+_OPEN_TRANSACTION = (
+    psycopg.pq.TransactionStatus.INTRANS,
+    psycopg.pq.TransactionStatus.INERROR,
+)
 
 _QUEUED = (
     f"FROM memory_documents d JOIN memfs.reindex_queue q ON q.document_id = d.id WHERE {_DOC_SCOPE}"
@@ -198,6 +206,29 @@ class MetaStore:
         params.update(extra)
         return params
 
+    @contextmanager
+    def _transaction(self) -> Iterator[Conn]:
+        """A pooled connection in one pipelined transaction with no round trip of its own.
+
+        BEGIN leaves with the first statements and COMMIT with the last ones, before the
+        pipeline's closing Sync, so the transaction costs one round trip plus one for each
+        answer its statements wait for (a ``fetchone`` in the middle).  psycopg's own
+        ``transaction()`` would add two: a Sync after BEGIN and another after COMMIT.
+        Whatever ends the block early (an error, a refused write), the transaction is
+        rolled back before the connection goes back to the pool.
+        """
+        with self.pool.connection() as conn:
+            try:
+                with conn.pipeline():
+                    conn.execute("BEGIN")
+                    yield conn
+                    conn.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(psycopg.Error):
+                    if conn.info.transaction_status in _OPEN_TRANSACTION:
+                        conn.execute("ROLLBACK")
+                raise
+
     # -- reading -------------------------------------------------------------------------
 
     def load_documents(self) -> list[DocRow]:
@@ -303,7 +334,7 @@ class MetaStore:
         number, since only the row lock's answer decides what follows.
         """
         chunks = chunk_document(content, self.chunk_config) if index_now else None
-        with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
+        with self._transaction() as conn:
             self._tag(conn)
             pending = self._commit(conn, doc_id, path, content, attrs, chunks, expected)
         return pending.result()
@@ -316,7 +347,7 @@ class MetaStore:
         """``commit_document`` for several documents (and kept directories), one transaction."""
         chunked = [chunk_document(content, self.chunk_config) for _, _, content, _ in items]
         pending = []
-        with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
+        with self._transaction() as conn:
             self._tag(conn)
             for (doc_id, path, content, attrs), chunks in zip(items, chunked, strict=True):
                 pending.append(self._commit(conn, doc_id, path, content, attrs, chunks))
@@ -574,7 +605,7 @@ class MetaStore:
 
         Returns False if the row is gone.
         """
-        with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
+        with self._transaction() as conn:
             row = conn.execute(
                 f"SELECT updated_at FROM memory_documents WHERE id = %(id)s AND {_SCOPE} FOR SHARE",
                 self._params(id=doc_id),
@@ -609,7 +640,7 @@ class MetaStore:
 
         One pipelined round trip for the whole transaction.
         """
-        with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
+        with self._transaction() as conn:
             self._tag(conn)
             cur = self._delete_row(conn, doc_id)
             self._keep_directories(conn, keep_dirs)
@@ -624,7 +655,7 @@ class MetaStore:
         keep_dirs: Sequence[str] = (),
     ) -> datetime | None:
         """Move a document to ``new_path`` (deleting ``replaced`` first); None if it is gone."""
-        with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
+        with self._transaction() as conn:
             self._tag(conn)
             if replaced is not None:
                 self._delete_row(conn, replaced)
@@ -677,7 +708,7 @@ class MetaStore:
         means the source's stored content.  None if the source row is gone.  ``expected``
         is the target version the caller last saw (a newer one is kept, as ``commit``).
         """
-        with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
+        with self._transaction() as conn:
             self._tag(conn)
             if content is None:
                 row = conn.execute(
@@ -708,7 +739,7 @@ class MetaStore:
         """
         old_prefix = escape_like(old_path + "/") + "%"
         cut = len(old_path) + 1
-        with self.pool.connection() as conn, conn.transaction():
+        with self._transaction() as conn:
             self._tag(conn)
             if replaced_dir is not None:
                 conn.execute(
@@ -738,21 +769,21 @@ class MetaStore:
                 f"  INSERT INTO memfs.reindex_queue (document_id) SELECT id FROM upd {_REQUEUE}"
                 ") SELECT id, updated_at FROM upd",
                 self._params(prefix=old_prefix, new=new_path, cut=cut),
-            ).fetchall()
+            )
             conn.execute(
                 "UPDATE memfs.directories SET path = %(new)s || substr(path, %(cut)s) "
                 f"WHERE {_SCOPE} AND (path = %(old)s OR path LIKE %(prefix)s ESCAPE '\\')",
                 self._params(new=new_path, cut=cut, old=old_path, prefix=old_prefix),
             )
             self._keep_directories(conn, keep_dirs)
-        return {r[0]: r[1] for r in rows}
+        return {r[0]: r[1] for r in rows.fetchall()}  # answered at the commit's Sync
 
     def create_directory(self, path: str) -> None:
-        with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
+        with self._transaction() as conn:
             self._keep_directories(conn, [path])
 
     def delete_directory(self, path: str, keep_dirs: Sequence[str] = ()) -> None:
-        with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
+        with self._transaction() as conn:
             conn.execute(
                 f"DELETE FROM memfs.directories WHERE {_SCOPE} AND path = %(path)s",
                 self._params(path=path),
