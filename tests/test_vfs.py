@@ -327,3 +327,25 @@ async def test_o_append_writes_land_at_the_end_the_daemon_holds(
     await fs.write(fh, 0, b"three\n")  # a stale, too-small one
     await fs.release(fh)
     assert docs(sql_conn) == {"log.md": "one\ntwo\nthree\n"}
+
+
+async def test_read_ahead_never_serves_an_older_neighbour(
+    fs: Filesystem, database: Database, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """Opening one cold file reads its neighbours too; another writer's later change to a
+    neighbour is still what that neighbour's open returns (the cache is keyed by version)."""
+    await write_file(fs, ROOT_INODE, "a.md", b"a1\n")
+    await write_file(fs, ROOT_INODE, "b.md", b"b1\n")
+    cold = Filesystem(database.store(Scope("default")), uid=1000, gid=1000)
+    await cold.load()
+    a = await cold.lookup(ROOT_INODE, "a.md")
+    fh, _ = await cold.open(a.ino, os.O_RDONLY)
+    await cold.release(fh)
+    b = await cold.lookup(ROOT_INODE, "b.md")
+    assert isinstance(b, FileNode) and b.doc_id is not None
+    assert cold.cache.holds(b.doc_id, b.updated_at)  # read ahead with a.md
+    sql_conn.execute("UPDATE memory_documents SET content = 'b2, longer\n' WHERE path = 'b.md'")
+    await cold.resync()  # what the change feed (or polling) does
+    fh, _ = await cold.open(b.ino, os.O_RDONLY)
+    assert cold.read(fh, 0, 100) == b"b2, longer\n"
+    await cold.release(fh)

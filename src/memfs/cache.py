@@ -26,6 +26,11 @@ class ContentCache:
         self.hits += 1
         return entry[1]
 
+    def holds(self, doc_id: UUID, version: datetime | None) -> bool:
+        """Whether ``get`` would hit (without counting or reordering)."""
+        entry = self._entries.get(doc_id)
+        return entry is not None and version is not None and entry[0] == version
+
     def accepts(self, size: int) -> bool:
         """Whether content of ``size`` bytes is kept: not above a quarter of the capacity,
         so one huge document neither evicts everything else nor costs a second copy."""

@@ -268,6 +268,17 @@ class MetaStore:
             ).fetchone()
         return (bytes(row[0]), row[1]) if row else None
 
+    def read_contents(self, doc_ids: Sequence[UUID]) -> dict[UUID, tuple[bytes, datetime]]:
+        """``read_content`` for several documents in one round trip (those that exist)."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT id, convert_to(content, 'UTF8'), updated_at FROM memory_documents "
+                f"WHERE id = ANY(%(ids)s) AND {_SCOPE}",
+                self._params(ids=list(doc_ids)),
+                binary=True,
+            ).fetchall()
+        return {row[0]: (bytes(row[1]), row[2]) for row in rows}
+
     def document_rows(self, doc_ids: Sequence[UUID]) -> dict[UUID, DocRow]:
         """Path and attributes (no content) of those of ``doc_ids`` that exist, in one
         query: a batch of change-feed events costs one round trip."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from uuid import UUID
 
 from memfs.buffers import FileBuffer, ScratchBuffer
 from memfs.db.store import FileAttrs
@@ -17,6 +18,10 @@ from memfs.errors import FsError, WriteRefused
 from memfs.scratch import TENTATIVE_GRACE
 from memfs.tree import SYNTHETIC, FileNode, ScopedFile, SyntheticFile, to_ns
 from memfs.vfs.base import Attributes, Buffer, FilesystemBase, Handle, log, refuse_stale
+
+#: Read-ahead on a cold open: at most this many neighbours, and this many bytes.
+READ_AHEAD_DOCUMENTS = 512
+READ_AHEAD_BYTES = 8 * 1024 * 1024
 
 
 class ContentMixin(FilesystemBase):
@@ -57,7 +62,12 @@ class ContentMixin(FilesystemBase):
         if data is not None:
             return data
         doc_id = node.doc_id
-        row = await self._db(self.store.read_content, doc_id)
+        neighbours = self._uncached_neighbours(node)
+        rows = await self._db(self.store.read_contents, [doc_id, *neighbours])
+        for other, (other_data, other_version) in rows.items():
+            if other != doc_id:  # read ahead: keyed by version, so never served stale
+                self.cache.put(other, other_version, other_data)
+        row = rows.get(doc_id)
         if row is None:
             raise FsError(errno.ENOENT, f"document {doc_id} is gone from the database")
         data, version = row
@@ -73,6 +83,34 @@ class ContentMixin(FilesystemBase):
             self._kernel_version.pop(node.ino, None)
             self.kernel.inode(node.ino)
         return data
+
+    def _uncached_neighbours(self, node: FileNode) -> list[UUID]:
+        """Documents beside ``node`` worth reading in the same round trip.
+
+        A reader that opens one file of a directory (``grep -r``, ``cat *``, rsync, tar)
+        usually opens the others next: their contents come along, up to a quarter of the
+        cache, so a cold tree costs a round trip per directory instead of one per file.
+        """
+        if node.parent is None:
+            return []
+        budget = min(self.cache.capacity // 4, READ_AHEAD_BYTES)
+        chosen: list[UUID] = []
+        for other in node.parent.children.values():
+            if (
+                type(other) is not FileNode
+                or other is node
+                or other.doc_id is None
+                or other.scratch
+                or other.ino in self.buffers
+                or other.size > budget
+                or self.cache.holds(other.doc_id, other.updated_at)
+            ):
+                continue
+            budget -= other.size
+            chosen.append(other.doc_id)
+            if len(chosen) >= READ_AHEAD_DOCUMENTS:
+                break
+        return chosen
 
     async def _buffer(self, node: FileNode, *, load: bool = True) -> Buffer:
         """The node's shared buffer, loading committed content from cache or database."""
