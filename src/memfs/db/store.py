@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 import psycopg
@@ -598,33 +598,30 @@ class MetaStore:
     def _write_attrs(
         self, conn: Conn, doc_id: UUID, attrs: FileAttrs, updated_at: datetime | None = None
     ) -> None:
-        """Store client attributes against ``updated_at`` (default: the row's, as of now)."""
+        """Store client attributes against ``updated_at`` (default: the row's, as of this
+        statement; nothing if the row is gone, so it needs no answer before it)."""
         if attrs.empty:
             conn.execute("DELETE FROM memfs.file_attrs WHERE document_id = %s", (doc_id,))
             return
         conn.execute(
             "INSERT INTO memfs.file_attrs (document_id, mode, mtime_ns, set_against) "
-            "SELECT %(id)s, %(mode)s, %(mtime)s, "
-            "  COALESCE(%(at)s, (SELECT updated_at FROM memory_documents WHERE id = %(id)s)) "
+            "SELECT d.id, %(mode)s, %(mtime)s, COALESCE(%(at)s, d.updated_at) "
+            "FROM memory_documents d WHERE d.id = %(id)s "
             "ON CONFLICT (document_id) DO UPDATE SET mode = EXCLUDED.mode, "
             "  mtime_ns = EXCLUDED.mtime_ns, set_against = EXCLUDED.set_against",
             {"id": doc_id, "mode": attrs.mode, "mtime": attrs.mtime_ns, "at": updated_at},
         )
 
     def set_attrs(self, doc_id: UUID, attrs: FileAttrs) -> bool:
-        """Persist mode/mtime for a document against its current updated_at.
-
-        Returns False if the row is gone.
-        """
+        """Persist mode/mtime for a document against its current updated_at, in one round
+        trip.  Returns False if the row is gone."""
         with self._transaction() as conn:
-            row = conn.execute(
-                f"SELECT updated_at FROM memory_documents WHERE id = %(id)s AND {_SCOPE} FOR SHARE",
+            found = conn.execute(
+                f"SELECT 1 FROM memory_documents WHERE id = %(id)s AND {_SCOPE} FOR SHARE",
                 self._params(id=doc_id),
-            ).fetchone()
-            if row is None:
-                return False
-            self._write_attrs(conn, doc_id, attrs, row[0])
-        return True
+            )
+            self._write_attrs(conn, doc_id, attrs)
+        return found.fetchone() is not None
 
     def _keep_directories(self, conn: Conn, paths: Sequence[str]) -> None:
         if paths:
@@ -679,22 +676,22 @@ class MetaStore:
                 "DELETE FROM memfs.reindex_queue WHERE document_id IN (SELECT id FROM gone)",
                 self._params(path=new_path, id=doc_id),
             )
-            row = conn.execute(
+            moved = conn.execute(
                 f"UPDATE memory_documents SET path = %(path)s WHERE id = %(id)s AND {_SCOPE} "
                 "RETURNING updated_at",
                 self._params(path=new_path, id=doc_id),
-            ).fetchone()
-            if row is None:
-                return None
-            self._write_attrs(conn, doc_id, attrs, row[0])
+            )
+            # Queued without waiting for the UPDATE's answer: both do nothing if it is gone.
+            self._write_attrs(conn, doc_id, attrs)
             self._queue_reindex(conn, [doc_id])  # the new location's indexing rules
             self._keep_directories(conn, keep_dirs)
-            updated_at: datetime = row[0]
-            return updated_at
+        row = moved.fetchone()  # answered at the commit's Sync: one round trip in all
+        return None if row is None else cast(datetime, row[0])
 
     def _queue_reindex(self, conn: Conn, doc_ids: Sequence[UUID]) -> None:
         conn.execute(
-            f"INSERT INTO memfs.reindex_queue (document_id) SELECT unnest(%s::uuid[]) {_REQUEUE}",
+            "INSERT INTO memfs.reindex_queue (document_id) "
+            f"SELECT id FROM memory_documents WHERE id = ANY(%s) {_REQUEUE}",
             (list(doc_ids),),
         )
 
