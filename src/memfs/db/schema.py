@@ -30,7 +30,7 @@ IRONCLAW_V1_CHECKSUM = "13924994861355873385"
 #: Advisory lock key that serialises schema set-up between concurrent mounts ("memfs" in hex).
 SCHEMA_LOCK_KEY = 0x6D656D6673
 #: Version of the objects in the ``memfs`` schema.
-MEMFS_SCHEMA_VERSION = 2
+MEMFS_SCHEMA_VERSION = 3
 
 IRONCLAW_TABLES_DDL = r"""
 CREATE EXTENSION IF NOT EXISTS vector;
@@ -167,6 +167,17 @@ CREATE TABLE IF NOT EXISTS memfs.reindex_queue (
     document_id UUID PRIMARY KEY,
     queued_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
 );
+-- A one-round-trip save sends every statement at once, guarded by this: if the row (or
+-- the path, for a new document) is not as the mount last saw it, the transaction fails
+-- with SQLSTATE MF001 and the mount saves again the careful way (schema 3).
+CREATE OR REPLACE FUNCTION memfs.expect(ok boolean, what text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF ok IS NOT TRUE THEN
+        RAISE EXCEPTION 'memfs: the % changed since this mount last saw it', what
+            USING ERRCODE = 'MF001';
+    END IF;
+END $$;
 """
 
 

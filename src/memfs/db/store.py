@@ -25,7 +25,9 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from memfs.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
+from memfs.db.known import EMPTY_METADATA_MD5, KnownRow, KnownRows
 from memfs.db.schema import SchemaInfo
+from memfs.errors import WriteRefused
 from memfs.ironclaw.write_rules import (
     DocumentMetadata,
     check_injection,
@@ -122,6 +124,11 @@ class _PendingCommit:
     version: psycopg.Cursor[tuple[Any, ...]] | None = None
     chunks: int = 0
     conflict: str | None = None
+    #: What the row's metadata and folder were (remembered for one-round-trip saves).
+    own: Any = None
+    own_md5: str = EMPTY_METADATA_MD5
+    folder: Any = None
+    folder_md5: str | None = None
 
     def result(self) -> CommitResult:
         updated_at = self.updated_at
@@ -172,6 +179,16 @@ def _lock_chunks(conn: Conn, doc_ids: Sequence[UUID]) -> None:
 
 #: ``content_hash`` of a row's content, computed by the server.
 _SERVER_HASH = "'sha256:' || encode(sha256(convert_to(d.content, 'UTF8')), 'hex')"
+#: SQLSTATEs: ``memfs.expect`` found the row changed; the function is missing.
+_CHANGED = "MF001"
+_UNDEFINED_FUNCTION = "42883"
+_EMPTY_HASH = "sha256:" + hashlib.sha256(b"").hexdigest()
+#: The nearest folder ``.config`` of document ``d`` as ``f`` (its candidates: %(configs)s).
+_FOLDER_JOIN = (
+    "LEFT JOIN LATERAL (SELECT c.metadata FROM memory_documents c "
+    "  WHERE c.user_id = d.user_id AND c.agent_id IS NOT DISTINCT FROM d.agent_id "
+    "    AND c.path = ANY(%(configs)s) ORDER BY length(c.path) DESC LIMIT 1) f ON true"
+)
 
 
 def content_hash(content: str) -> str:
@@ -196,6 +213,9 @@ class MetaStore:
         self.chunk_config = chunk_config
         #: Tags this mount's writes so its change-feed listener can skip their echoes.
         self.origin = origin
+        #: Rows this store last saw, for saves in one round trip (checked by the server).
+        self.known = KnownRows()
+        self.fast_saves = True
 
     def _tag(self, conn: Conn) -> None:
         if self.origin:
@@ -268,16 +288,32 @@ class MetaStore:
             ).fetchone()
         return (bytes(row[0]), row[1]) if row else None
 
-    def read_contents(self, doc_ids: Sequence[UUID]) -> dict[UUID, tuple[bytes, datetime]]:
-        """``read_content`` for several documents in one round trip (those that exist)."""
+    def read_contents(
+        self, doc_ids: Sequence[UUID], near: str | None = None
+    ) -> dict[UUID, tuple[bytes, datetime]]:
+        """``read_content`` for several documents in one round trip (those that exist).
+
+        ``near`` is a path in their folder: its ``.config`` metadata comes along, and what
+        is read is remembered for one-round-trip saves of these documents.
+        """
+        configs = folder_config_paths(near) if near is not None else []
         with self.pool.connection() as conn:
             rows = conn.execute(
-                "SELECT id, convert_to(content, 'UTF8'), updated_at FROM memory_documents "
-                f"WHERE id = ANY(%(ids)s) AND {_SCOPE}",
-                self._params(ids=list(doc_ids)),
+                "SELECT d.id, convert_to(d.content, 'UTF8'), d.updated_at, d.path, "
+                "  d.metadata, md5(d.metadata::text), f.metadata, md5(f.metadata::text) "
+                f"FROM memory_documents d {_FOLDER_JOIN} "
+                f"WHERE d.id = ANY(%(ids)s) AND {_DOC_SCOPE}",
+                self._params(ids=list(doc_ids), configs=configs),
                 binary=True,
             ).fetchall()
-        return {row[0]: (bytes(row[1]), row[2]) for row in rows}
+        found = {}
+        for doc_id, data, updated_at, path, own, own_md5, folder, folder_md5 in rows:
+            found[doc_id] = (bytes(data), updated_at)
+            if near is not None and folder_config_paths(path) == configs:
+                stored = "sha256:" + hashlib.sha256(data).hexdigest()
+                row = KnownRow(path, updated_at, stored, own, own_md5, folder, folder_md5)
+                self.known.remember(doc_id, row, configs)
+        return found
 
     def document_rows(self, doc_ids: Sequence[UUID]) -> dict[UUID, DocRow]:
         """Path and attributes (no content) of those of ``doc_ids`` that exist, in one
@@ -344,11 +380,146 @@ class MetaStore:
         Statements run in pipeline mode: about two round trips per commit, whatever their
         number, since only the row lock's answer decides what follows.
         """
+        if not index_now and self.fast_saves:
+            fast = self._commit_in_one_round_trip(doc_id, path, content, attrs, expected)
+            if fast is not None:
+                return fast
         chunks = chunk_document(content, self.chunk_config) if index_now else None
         with self._transaction() as conn:
             self._tag(conn)
             pending = self._commit(conn, doc_id, path, content, attrs, chunks, expected)
-        return pending.result()
+        result = pending.result()
+        self._learn(result, path, content_hash(content), pending)
+        return result
+
+    def _learn(
+        self, result: CommitResult, path: str, stored_hash: str, pending: _PendingCommit
+    ) -> None:
+        """Remember the row as this commit left it (for the next save's one round trip)."""
+        self.known.remember(
+            result.doc_id,
+            KnownRow(path, result.updated_at, stored_hash, pending.own or {}, pending.own_md5,
+                     pending.folder, pending.folder_md5),
+            folder_config_paths(path),
+        )  # fmt: skip
+
+    def _commit_in_one_round_trip(
+        self,
+        doc_id: UUID | None,
+        path: str,
+        content: str,
+        attrs: FileAttrs,
+        expected: datetime | None,
+    ) -> CommitResult | None:
+        """The save in one round trip, when this store knows the row (or, for a new
+        document, its folder) as the database has it; None if it does not, or if the
+        server finds the row changed (the caller then saves the careful way).
+
+        The statements are ``_commit``'s for the same case, decided on what is known, and
+        sent together behind a guard (``memfs.expect``) that fails the transaction unless
+        the row's path, version, content hash and metadata and its folder's ``.config``
+        are exactly what the decisions were made on.
+        """
+        if is_engine_runtime_path(path):
+            return None
+        configs = folder_config_paths(path)
+        new_hash = content_hash(content)
+        known = self.known.row(doc_id) if doc_id is not None else None
+        folder = self.known.folder(configs) if doc_id is None else None
+        if doc_id is not None and (
+            known is None
+            or known.path != path
+            or known.updated_at != expected
+            or known.stored_hash == new_hash  # unchanged: re-indexed the careful way
+        ):
+            return None
+        if doc_id is None and folder is None:
+            return None
+        check_injection(path, content)
+        if known is not None:
+            meta = effective_metadata(known.own, known.folder)
+        else:
+            assert folder is not None
+            meta = effective_metadata({}, folder.metadata)
+        if content or known is not None:
+            try:
+                check_schema(path, content, meta.schema)
+            except WriteRefused:
+                return None  # refused on what is known: let the careful save decide
+        pending = _PendingCommit(created=known is None)
+        try:
+            with self._transaction() as conn:
+                self._tag(conn)
+                if known is not None:
+                    assert doc_id is not None
+                    pending.doc_id = doc_id
+                    pending.own, pending.own_md5 = known.own, known.own_md5
+                    pending.folder, pending.folder_md5 = known.folder, known.folder_md5
+                    self._expect_row(conn, doc_id, path, configs, known)
+                    stored_empty = known.stored_hash == _EMPTY_HASH
+                    if not stored_empty:
+                        pending.version = self._maybe_save_version(
+                            conn, doc_id, known.stored_hash, meta
+                        )
+                    pending.returning = conn.execute(
+                        "UPDATE memory_documents SET content = %(content)s WHERE id = %(id)s "
+                        "RETURNING updated_at",
+                        {"content": content, "id": doc_id},
+                    )
+                else:
+                    assert folder is not None
+                    pending.folder, pending.folder_md5 = folder.metadata, folder.md5
+                    self._lock_path(conn, path)
+                    conn.execute(
+                        "SELECT memfs.expect(NOT EXISTS (SELECT 1 FROM memory_documents "
+                        f"  WHERE {_SCOPE} AND path = %(path)s) AND (SELECT md5(metadata::text) "
+                        f"  FROM memory_documents WHERE {_SCOPE} AND path = ANY(%(configs)s) "
+                        "  ORDER BY length(path) DESC LIMIT 1) IS NOT DISTINCT FROM %(folder)s, "
+                        "'path')",
+                        self._params(path=path, configs=configs, folder=folder.md5),
+                    )
+                    pending.returning = conn.execute(
+                        "INSERT INTO memory_documents (id, user_id, agent_id, path, content, "
+                        "metadata) VALUES (%(id)s, %(user)s, %(agent)s, %(path)s, %(content)s, "
+                        "'{}'::jsonb) RETURNING updated_at",
+                        self._params(id=pending.doc_id, path=path, content=content),
+                    )
+                conn.execute(
+                    f"INSERT INTO memfs.reindex_queue (document_id) VALUES (%s) {_REQUEUE}",
+                    (pending.doc_id,),
+                )
+                if not (pending.created and attrs.empty):
+                    self._write_attrs(conn, pending.doc_id, attrs)
+        except psycopg.Error as exc:
+            if exc.sqlstate == _CHANGED:
+                if doc_id is not None:
+                    self.known.forget(doc_id)
+                return None
+            if exc.sqlstate == _UNDEFINED_FUNCTION:  # an older memfs schema
+                self.fast_saves = False
+                return None
+            raise
+        result = pending.result()
+        self._learn(result, path, new_hash, pending)
+        return result
+
+    def _expect_row(
+        self, conn: Conn, doc_id: UUID, path: str, configs: list[str], known: KnownRow
+    ) -> None:
+        """Lock the row, and fail the transaction (MF001) unless it is as ``known``."""
+        conn.execute(
+            "SELECT memfs.expect(EXISTS (SELECT 1 FROM memory_documents d "
+            f"{_FOLDER_JOIN} WHERE d.id = %(id)s AND d.user_id = %(user)s "
+            "  AND d.agent_id IS NOT DISTINCT FROM %(agent)s AND d.path = %(path)s "
+            f"  AND d.updated_at = %(at)s AND {_SERVER_HASH} = %(hash)s "
+            "  AND md5(d.metadata::text) = %(own)s "
+            "  AND md5(f.metadata::text) IS NOT DISTINCT FROM %(folder)s "
+            "  FOR NO KEY UPDATE OF d), 'document')",
+            self._params(
+                id=doc_id, path=path, configs=configs, at=known.updated_at,
+                hash=known.stored_hash, own=known.own_md5, folder=known.folder_md5,
+            ),
+        )  # fmt: skip
 
     def commit_documents(
         self,
@@ -392,7 +563,7 @@ class MetaStore:
         if row is None:
             self._lock_path(conn, path)
             folder_cur = conn.execute(
-                f"SELECT metadata FROM memory_documents WHERE {_SCOPE} "
+                f"SELECT metadata, md5(metadata::text) FROM memory_documents WHERE {_SCOPE} "
                 "AND path = ANY(%(configs)s) ORDER BY length(path) DESC LIMIT 1",
                 self._params(configs=folder_config_paths(path)),
             )
@@ -400,7 +571,9 @@ class MetaStore:
             folder_row = folder_cur.fetchone()
         pending = _PendingCommit(created=row is None)
         if row is None:
-            meta = effective_metadata({}, folder_row[0] if folder_row else None)
+            if folder_row:
+                pending.folder, pending.folder_md5 = folder_row[0], folder_row[1]
+            meta = effective_metadata({}, pending.folder)
             if content and not engine:
                 check_schema(path, content, meta.schema)
             pending.returning = conn.execute(
@@ -410,7 +583,13 @@ class MetaStore:
                 self._params(id=pending.doc_id, path=path, content=content),
             )
         else:
-            pending.doc_id, stored_hash, stored_empty, own, folder, pending.updated_at = row
+            pending.doc_id, stored_hash, stored_empty, own, folder, pending.updated_at = row[:6]
+            pending.own, pending.folder, pending.own_md5, pending.folder_md5 = (
+                own,
+                folder,
+                row[6],
+                row[7],
+            )
             meta = effective_metadata(own, folder)
             pending.changed = stored_hash != content_hash(content)
             if pending.changed and not engine:
@@ -484,13 +663,9 @@ class MetaStore:
         key check), so a save and a re-chunk never wait for each other."""
         path = params["path"]
         row = conn.execute(
-            f"SELECT d.id, {_SERVER_HASH}, d.content = '', d.metadata, "
-            "  (SELECT c.metadata FROM memory_documents c "
-            "    WHERE c.user_id = d.user_id AND c.agent_id IS NOT DISTINCT FROM d.agent_id "
-            "      AND c.path = ANY(%(configs)s) "
-            "    ORDER BY length(c.path) DESC LIMIT 1), "
-            "  d.updated_at "
-            f"FROM memory_documents d WHERE d.{where} AND d.user_id = %(user)s "
+            f"SELECT d.id, {_SERVER_HASH}, d.content = '', d.metadata, f.metadata, "
+            "  d.updated_at, md5(d.metadata::text), md5(f.metadata::text) "
+            f"FROM memory_documents d {_FOLDER_JOIN} WHERE d.{where} AND d.user_id = %(user)s "
             "  AND d.agent_id IS NOT DISTINCT FROM %(agent)s "
             "ORDER BY d.updated_at DESC LIMIT 1 FOR NO KEY UPDATE OF d",
             self._params(configs=folder_config_paths(path), **params),
@@ -968,7 +1143,7 @@ class MetaStore:
             locked = self._lock_document(conn, "id = %(id)s", id=doc_id, path=row[0])
             if locked is None:
                 return 0
-            _, _, _, own, folder, _ = locked
+            own, folder = locked[3], locked[4]
             content = self._stored_content(conn, doc_id)
             chunks = self._chunks_for(row[0], content, effective_metadata(own, folder))
             self._replace_chunks(conn, {doc_id: chunks})

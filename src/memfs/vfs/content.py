@@ -63,7 +63,8 @@ class ContentMixin(FilesystemBase):
             return data
         doc_id = node.doc_id
         neighbours = self._uncached_neighbours(node)
-        rows = await self._db(self.store.read_contents, [doc_id, *neighbours])
+        near = self.tree.path_of(node) if node.parent is not None else None
+        rows = await self._db(self.store.read_contents, [doc_id, *neighbours], near)
         for other, (other_data, other_version) in rows.items():
             if other != doc_id:  # read ahead: keyed by version, so never served stale
                 self.cache.put(other, other_version, other_data)
