@@ -46,6 +46,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
             raise SettingError(f"read scope {scope!r} is the mount's own workspace")
     if settings.database_url:
         check_database_url(settings.database_url)
+    if settings.listen_url:
+        check_database_url(settings.listen_url, "--listen-url")
     return settings
 
 

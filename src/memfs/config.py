@@ -114,6 +114,11 @@ class Settings:
     read_only: bool = False
     #: Poll instead of using (or installing) the change-feed trigger.
     no_trigger: bool = False
+    #: The URL is a transaction-mode pooler: no session state (startup options, prepared
+    #: statements, LISTEN) on its connections.
+    pooler: bool = False
+    #: A direct URL for LISTEN (None: the database URL, unless it is a pooler).
+    listen_url: str | None = None
     allow_other: bool = False
     #: Mount over a directory that holds files (hidden until unmount).
     allow_non_empty: bool = False

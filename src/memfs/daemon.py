@@ -129,13 +129,20 @@ def serve(
         fs.add_read_scopes([database.store(Scope(name)) for name in settings.read_scopes])
         notifier = FuseNotifier()
         fs.kernel = notifier
-        use_feed = not settings.no_trigger and database.has_change_feed()
+        has_trigger = database.has_change_feed()
+        use_feed = not settings.no_trigger and has_trigger and database.listen_url is not None
         attr_timeout = settings.attr_timeout
         if attr_timeout is None:
             attr_timeout = FEED_ATTR_TIMEOUT if use_feed else POLL_ATTR_TIMEOUT
         ops = MemfsOperations(fs, attr_timeout=attr_timeout)
         if use_feed:
             log.info("watching other writers through the change-feed trigger")
+        elif has_trigger and not settings.no_trigger:
+            log.warning(
+                "the database URL is a transaction-mode pooler, where LISTEN cannot work: "
+                "polling for other writers' changes every second (--listen-url gives the "
+                "change feed a direct connection)"
+            )
         else:
             log.warning(
                 "no change-feed trigger on this database%s: polling for other writers' "
@@ -157,8 +164,9 @@ def serve(
             if use_feed:
                 # LISTEN before loading the tree: a change made between the load and the
                 # LISTEN would otherwise never be seen.  Events queue until the tree is ready.
+                assert database.listen_url is not None
                 listener = ChangeListener(
-                    database.url, database.connect_kwargs, send.send_nowait,
+                    database.listen_url, database.listen_kwargs, send.send_nowait,
                     trio.lowlevel.current_trio_token(), origin=store.origin,
                 )  # fmt: skip
                 listener.start()

@@ -34,6 +34,12 @@ def describe_failure(exc: BaseException) -> tuple[int, str]:
         return EXIT_USAGE, str(exc)
     if isinstance(exc, (SchemaError, Refused)):
         return EXIT_DATABASE, str(exc)
+    if isinstance(exc, psycopg.OperationalError) and "unsupported startup parameter" in str(exc):
+        return EXIT_DATABASE, (
+            f"the server refused memfs's session settings ({_one_line(exc)}): this looks "
+            "like a transaction-mode pooler (PgBouncer); pass --pooler, and --listen-url "
+            "with a direct URL for the change feed"
+        )
     if isinstance(exc, psycopg.OperationalError):
         return EXIT_DATABASE, (
             f"cannot reach the database: {_one_line(exc)} (check --database-url or "

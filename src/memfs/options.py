@@ -169,6 +169,12 @@ OPTIONS: tuple[Option, ...] = (
            repeated=True, separator="\n", metavar="REGEX"),
     Option("no_trigger", "poll for other writers every second instead of LISTEN",
            env=("MEMFS_NO_TRIGGER",), switch=True),
+    Option("pooler", "the database URL is a transaction-mode pooler (PgBouncer, a managed "
+           "service's pooler): no session state; LISTEN needs --listen-url",
+           env=("MEMFS_POOLER",), switch=True, database=True),
+    Option("listen_url", "a direct PostgreSQL URL for the change feed's LISTEN (default: "
+           "the database URL; with --pooler, polling unless given)",
+           env=("MEMFS_LISTEN_URL",), metavar="URL"),
     Option("attr_timeout", "seconds the kernel caches names and attributes "
            "(default: 60 with the change feed, 1 when polling)", parse_seconds,
            env=("MEMFS_ATTR_TIMEOUT",), metavar="SECONDS"),
@@ -182,8 +188,9 @@ OPTIONS: tuple[Option, ...] = (
            env=("MEMFS_DEBUG_FUSE",), switch=True),
     Option("log_file", "the daemon's log (default: ~/.local/state/memfs/log/<mount>.log; "
            "stderr with -f)", parse_path, env=("MEMFS_LOG_FILE",), metavar="FILE"),
-    Option("pool_size", "database connections (and worker threads) per mount",
-           parse_int(1), env=("MEMFS_POOL_SIZE",), flag=False),
+    Option("pool_size", "most database connections (and worker threads) per mount; at rest "
+           "it holds one (plus the change feed's)", parse_int(1), env=("MEMFS_POOL_SIZE",),
+           flag=False),
     Option("statement_timeout_ms", "server-side statement timeout, ms",
            parse_int(100), env=("MEMFS_STATEMENT_TIMEOUT_MS",), flag=False),
     Option("lock_timeout_ms", "server-side lock timeout, ms", parse_int(10),

@@ -287,9 +287,9 @@ def watch(store: MetaStore, root: Path, *, database: Any, on_pass: Any) -> None:
         listener = None
         async with trio.open_nursery() as nursery:
             nursery.start_soon(stop_on_signal, nursery.cancel_scope)
-            if database.has_change_feed():
+            if database.has_change_feed() and database.listen_url is not None:
                 listener = ChangeListener(
-                    database.url, database.connect_kwargs, from_feed,
+                    database.listen_url, database.listen_kwargs, from_feed,
                     trio.lowlevel.current_trio_token(),
                 )  # fmt: skip
                 listener.start()

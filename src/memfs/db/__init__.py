@@ -40,6 +40,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+#: Seconds a pooled connection beyond the first may stay idle before it is closed.
+IDLE_CONNECTION_SECONDS = 30.0
+
 
 @dataclass
 class Database:
@@ -50,6 +53,12 @@ class Database:
     schema: SchemaInfo
     embedded: Any = None
     connect_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: Where (and how) the change feed LISTENs: a direct connection, never a pooler's.
+    #: None: no LISTEN is possible (a pooler without --listen-url): mounts poll.
+    listen_url: str | None = None
+    listen_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: ``SET LOCAL`` values for each write transaction (a pooler forbids startup options).
+    transaction_settings: dict[str, str] = field(default_factory=dict)
 
     def has_change_feed(self) -> bool:
         with self.pool.connection() as conn:
@@ -70,7 +79,9 @@ class Database:
             return read_ironclaw_settings(conn, owner)
 
     def store(self, scope: Scope, origin: str | None = None) -> MetaStore:
-        return MetaStore(self.pool, scope, self.schema, origin=origin)
+        return MetaStore(
+            self.pool, scope, self.schema, origin=origin, settings=self.transaction_settings
+        )
 
     def close(self) -> None:
         self.pool.close()
@@ -79,17 +90,16 @@ class Database:
             self.embedded = None
 
 
-def _connect_kwargs(settings: Settings, *, read_only: bool = False) -> dict[str, Any]:
-    options = (
-        f"-c statement_timeout={settings.statement_timeout_ms} "
-        f"-c lock_timeout={settings.lock_timeout_ms} "
-        f"-c idle_in_transaction_session_timeout={settings.statement_timeout_ms * 3}"
-    )
-    if read_only:  # the server itself refuses any write from a read-only command
-        options += " -c default_transaction_read_only=on"
-    return {
+def _connect_kwargs(
+    settings: Settings, *, read_only: bool = False, pooled: bool | None = None
+) -> dict[str, Any]:
+    """libpq/psycopg connection settings.  Through a transaction-mode pooler (``pooled``)
+    a session has no state of its own: no startup ``options`` (PgBouncer refuses them) and
+    no server-side prepared statements; the timeouts are then set per write transaction and
+    the client-side call deadline bounds every wait."""
+    pooled = settings.pooler if pooled is None else pooled
+    kwargs: dict[str, Any] = {
         "autocommit": True,
-        "options": options,
         "application_name": "memfs",
         "connect_timeout": max(2, settings.statement_timeout_ms // 2000),
         # Over TCP, notice a dead peer or a partition without waiting for the OS's hours:
@@ -101,6 +111,18 @@ def _connect_kwargs(settings: Settings, *, read_only: bool = False) -> dict[str,
         "keepalives_count": 3,
         "tcp_user_timeout": int(settings.call_deadline * 1000),
     }
+    if pooled:
+        kwargs["prepare_threshold"] = None
+        return kwargs
+    options = (
+        f"-c statement_timeout={settings.statement_timeout_ms} "
+        f"-c lock_timeout={settings.lock_timeout_ms} "
+        f"-c idle_in_transaction_session_timeout={settings.statement_timeout_ms * 3}"
+    )
+    if read_only:  # the server itself refuses any write from a read-only command
+        options += " -c default_transaction_read_only=on"
+    kwargs["options"] = options
+    return kwargs
 
 
 def _configure_connection(conn: psycopg.Connection[Any]) -> None:
@@ -139,6 +161,9 @@ def open_database(settings: Settings, *, read_only: bool = False) -> Database:
             kwargs=kwargs,
             configure=_configure_connection,
             timeout=settings.statement_timeout_ms / 1000,
+            # At rest a mount holds one connection: those opened for a burst close after
+            # half a minute idle (a shared server's connection limit is shared by all).
+            max_idle=IDLE_CONNECTION_SECONDS,
             name="memfs",
             open=True,
         )
@@ -147,4 +172,12 @@ def open_database(settings: Settings, *, read_only: bool = False) -> Database:
             release_embedded(embedded)
         raise
     log.info("database ready: %s", schema.describe())
-    return Database(url=url, pool=pool, schema=schema, embedded=embedded, connect_kwargs=kwargs)
+    listen_url = settings.listen_url or (None if settings.pooler else url)
+    return Database(
+        url=url, pool=pool, schema=schema, embedded=embedded, connect_kwargs=kwargs,
+        listen_url=listen_url, listen_kwargs=_connect_kwargs(settings, pooled=False),
+        transaction_settings=(
+            {"statement_timeout": str(settings.statement_timeout_ms),
+             "lock_timeout": str(settings.lock_timeout_ms)} if settings.pooler else {}
+        ),
+    )  # fmt: skip

@@ -206,8 +206,11 @@ class MetaStore:
         schema: SchemaInfo,
         chunk_config: ChunkConfig = DEFAULT_CONFIG,
         origin: str | None = None,
+        settings: dict[str, str] | None = None,
     ) -> None:
         self.pool = pool
+        #: Server settings each write transaction sets for itself (through a pooler).
+        self.settings = settings or {}
         self.scope = scope
         self.schema = schema
         self.chunk_config = chunk_config
@@ -241,6 +244,8 @@ class MetaStore:
             try:
                 with conn.pipeline():
                     conn.execute("BEGIN")
+                    for name, value in self.settings.items():
+                        conn.execute("SELECT set_config(%s, %s, true)", (name, value))
                     yield conn
                     conn.execute("COMMIT")
             except BaseException:
