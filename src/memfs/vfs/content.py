@@ -201,13 +201,24 @@ class ContentMixin(FilesystemBase):
         node = handle.node
         if node.doc_id is None and len(handle.buffer) == 0:
             return
-        await self.commit(node)
+        await self._commit_or_keep(node)
 
     async def fsync(self, fh: int) -> None:
         handle = self._handle(fh)
         if handle.failed is not None:
             raise handle.failed
-        await self.commit(handle.node)
+        await self._commit_or_keep(handle.node)
+
+    async def _commit_or_keep(self, node: FileNode) -> None:
+        """Commit for close(2) or fsync(2); if the database does not take it, the content is
+        on local disk before the caller hears EIO (release, which comes later and
+        asynchronously, would retry and keep it too late for a caller that looks)."""
+        try:
+            await self.commit(node)
+        except FsError as exc:
+            if exc.errno != errno.EILSEQ and not isinstance(exc, WriteRefused):
+                self._keep_unsaved(node, exc.reason)
+            raise
 
     async def release(self, fh: int) -> None:
         handle = self.handles.pop(fh, None)
