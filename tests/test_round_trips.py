@@ -39,6 +39,7 @@ EXPECTED = {
     "truncate": 1,
     "unlink": 1,
     "rename a file": 1,
+    "editor save (write a scratch file, rename it over the document)": 1,
     "rename a directory (3 documents)": 1,
     "mkdir": 1,
     "rmdir": 1,
@@ -115,6 +116,12 @@ async def test_round_trips_per_operation(
     await count("chmod", lambda: fs.setattr(ino, mode=0o600))
     await count("utime", lambda: fs.setattr(ino, mtime_ns=1_700_000_000_000_000_000))
     await count("rename a file", lambda: fs.rename(ROOT_INODE, "a.md", ROOT_INODE, "b.md"))
+
+    async def editor_save() -> None:  # VS Code's pattern: nothing reaches the database
+        await write_file(fs, ROOT_INODE, "b.md.vsctmp", b"saved\n")  # until the rename
+        await fs.rename(ROOT_INODE, "b.md.vsctmp", ROOT_INODE, "b.md")
+
+    await count("editor save (write a scratch file, rename it over the document)", editor_save)
     folder = await count("mkdir", lambda: fs.mkdir(ROOT_INODE, "projects", 0o755))
     for name in ("x.md", "y.md", "z.md"):
         await write_file(fs, folder.ino, name, b"deploy schedule\n")

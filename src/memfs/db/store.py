@@ -9,6 +9,7 @@ matches only NULL rows, as IronClaw does).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import uuid
@@ -434,7 +435,7 @@ class MetaStore:
         if doc_id is not None and (
             known is None
             or known.path != path
-            or known.updated_at != expected
+            or (expected is not None and known.updated_at != expected)
             or known.stored_hash == new_hash  # unchanged: re-indexed the careful way
         ):
             return None
@@ -866,7 +867,16 @@ class MetaStore:
             self._queue_reindex(conn, [doc_id])  # the new location's indexing rules
             self._keep_directories(conn, keep_dirs)
         row = moved.fetchone()  # answered at the commit's Sync: one round trip in all
-        return None if row is None else cast(datetime, row[0])
+        known = self.known.row(doc_id)
+        self.known.forget(doc_id)
+        if row is None:
+            return None
+        configs = folder_config_paths(new_path)
+        if known is not None and folder_config_paths(known.path) == configs:
+            self.known.remember(
+                doc_id, dataclasses.replace(known, path=new_path, updated_at=row[0]), configs
+            )
+        return cast(datetime, row[0])
 
     def _queue_reindex(self, conn: Conn, doc_ids: Sequence[UUID]) -> None:
         conn.execute(
