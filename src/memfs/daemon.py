@@ -38,6 +38,7 @@ from memfs.failures import describe_failure
 from memfs.feed import ChangeListener
 from memfs.fuse_ops import MemfsOperations, mount_options
 from memfs.kernel import FuseNotifier
+from memfs.memory import map_large_buffers
 from memfs.mountpoint import is_mounted, mount_at, pidfile_for
 from memfs.processes import process_running
 from memfs.recovery import RecoveryArea
@@ -98,6 +99,7 @@ def serve(
     settings: Settings, mountpoint: Path, on_ready: Callable[[int], None] | None = None
 ) -> int:
     """Mount and serve until unmounted or signalled; return a process exit code."""
+    map_large_buffers()
     database = open_database(settings)
     try:
         ironclaw_settings = database.ironclaw_settings(settings.user_id)

@@ -192,9 +192,17 @@ _FOLDER_JOIN = (
 )
 
 
+#: Characters hashed at a time, so hashing a large document never holds a second copy.
+_HASH_SLICE = 1 << 20
+
+
 def content_hash(content: str) -> str:
-    """IronClaw's version hash: ``sha256:`` + lowercase hex of the UTF-8 bytes."""
-    return "sha256:" + hashlib.sha256(content.encode("utf-8")).hexdigest()
+    """IronClaw's version hash: ``sha256:`` + lowercase hex of the UTF-8 bytes (encoded a
+    slice at a time: UTF-8 encodes each character alone, so the bytes are the same)."""
+    digest = hashlib.sha256()
+    for start in range(0, len(content), _HASH_SLICE):
+        digest.update(content[start : start + _HASH_SLICE].encode("utf-8"))
+    return "sha256:" + digest.hexdigest()
 
 
 class MetaStore:
@@ -386,8 +394,9 @@ class MetaStore:
         Statements run in pipeline mode: about two round trips per commit, whatever their
         number, since only the row lock's answer decides what follows.
         """
+        new_hash = content_hash(content)
         if not index_now and self.fast_saves:
-            fast = self._commit_in_one_round_trip(doc_id, path, content, attrs, expected)
+            fast = self._commit_in_one_round_trip(doc_id, path, content, new_hash, attrs, expected)
             if fast is not None:
                 return fast
         chunks = chunk_document(content, self.chunk_config) if index_now else None
@@ -395,7 +404,7 @@ class MetaStore:
             self._tag(conn)
             pending = self._commit(conn, doc_id, path, content, attrs, chunks, expected)
         result = pending.result()
-        self._learn(result, path, content_hash(content), pending)
+        self._learn(result, path, new_hash, pending)
         return result
 
     def _learn(
@@ -414,6 +423,7 @@ class MetaStore:
         doc_id: UUID | None,
         path: str,
         content: str,
+        new_hash: str,
         attrs: FileAttrs,
         expected: datetime | None,
     ) -> CommitResult | None:
@@ -429,7 +439,6 @@ class MetaStore:
         if is_engine_runtime_path(path):
             return None
         configs = folder_config_paths(path)
-        new_hash = content_hash(content)
         known = self.known.row(doc_id) if doc_id is not None else None
         folder = self.known.folder(configs) if doc_id is None else None
         if doc_id is not None and (
