@@ -29,33 +29,10 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
 from tests.netproxy import DelayProxy  # noqa: E402
+from tests.pgbouncer import start_pgbouncer  # noqa: E402
 
 from memfs.daemon import is_mounted  # noqa: E402
 from memfs.db.embedded import ensure_database, start_embedded  # noqa: E402
-
-PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
-
-
-def start_pgbouncer(base: Path, server_port: int) -> tuple[subprocess.Popen[bytes], int]:
-    home = base / "pgbouncer"
-    home.mkdir()
-    port = 6544
-    (home / "userlist.txt").write_text('"postgres" ""\n')
-    (home / "pgbouncer.ini").write_text(
-        f"[databases]\n* = host=127.0.0.1 port={server_port}\n"
-        f"[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
-        f"auth_type = trust\nauth_file = {home}/userlist.txt\npool_mode = transaction\n"
-        "max_client_conn = 1000\ndefault_pool_size = 20\n"
-        f"logfile = {home}/pgbouncer.log\npidfile = {home}/pgbouncer.pid\n"
-    )
-    command = [PGBOUNCER, str(home / "pgbouncer.ini")]
-    if os.geteuid() == 0:
-        for item in [home, *home.iterdir()]:
-            shutil.chown(item, "postgres")
-        command[1:1] = ["-u", "postgres"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(1.0)
-    return process, port
 
 
 def run(mounts: int, via: str, rounds: int, base: Path) -> None:
@@ -68,7 +45,9 @@ def run(mounts: int, via: str, rounds: int, base: Path) -> None:
     bouncer = None
     args = ["--database-url", direct]
     if via == "pgbouncer":
-        bouncer, port = start_pgbouncer(base, bridge.port)
+        bouncer, port = start_pgbouncer(base / "pgbouncer", bridge.port, pool_size=20,
+                                        max_clients=1000)  # fmt: skip
+        time.sleep(1.0)
         args = ["--database-url", f"postgresql://postgres@127.0.0.1:{port}/many", "--pooler",
                 "--listen-url", direct]  # fmt: skip
     procs = []

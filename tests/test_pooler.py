@@ -4,8 +4,6 @@ managed server: no session state on pooled connections, LISTEN on a direct one."
 from __future__ import annotations
 
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -18,15 +16,9 @@ import pytest
 
 from tests.mounting import Mount
 from tests.netproxy import DelayProxy
+from tests.pgbouncer import PGBOUNCER, start_pgbouncer
 
-PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 pytestmark = pytest.mark.skipif(not Path(PGBOUNCER).exists(), reason="pgbouncer not installed")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture
@@ -36,23 +28,7 @@ def bouncer_url(pg_server: Any, database_url: str, work_dir: Path) -> Iterator[s
     socket_dir = Path(pg_server.get_uri().split("host=")[-1].split("&")[0])
     bridge = DelayProxy(socket_dir / ".s.PGSQL.5432")
     home = work_dir / f"pgbouncer-{os.getpid()}-{time.monotonic_ns()}"
-    home.mkdir(parents=True)
-    port = _free_port()
-    (home / "userlist.txt").write_text('"postgres" ""\n')
-    (home / "pgbouncer.ini").write_text(
-        f"[databases]\n* = host=127.0.0.1 port={bridge.port}\n"
-        f"[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
-        f"auth_type = trust\nauth_file = {home}/userlist.txt\npool_mode = transaction\n"
-        "max_client_conn = 200\ndefault_pool_size = 4\n"
-        f"logfile = {home}/pgbouncer.log\npidfile = {home}/pgbouncer.pid\n"
-    )
-    command = [PGBOUNCER, str(home / "pgbouncer.ini")]
-    if os.geteuid() == 0:  # PgBouncer refuses to run as root
-        shutil.chown(home, "postgres")
-        for item in home.iterdir():
-            shutil.chown(item, "postgres")
-        command[1:1] = ["-u", "postgres"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process, port = start_pgbouncer(home, bridge.port)
     name = database_url.split("?", maxsplit=1)[0].rsplit("/", 1)[1]
     url = f"postgresql://postgres@127.0.0.1:{port}/{name}"
     deadline = time.monotonic() + 30

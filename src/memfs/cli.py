@@ -20,7 +20,6 @@ from memfs.config import Settings, check_database_url
 from memfs.errors import (
     EXIT_DATABASE,
     EXIT_FAILED,
-    EXIT_USAGE,
     CommandError,
     MountError,
 )
@@ -31,23 +30,37 @@ from memfs.parser import Parser, build_parser, mount_helper_argv, parse
 log = logging.getLogger("memfs")
 
 
+def command_line_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings the command line gives: ``-o`` options, then explicit flags (lists
+    extend; ``-o`` items that are not memfs settings become ``fuse_options``)."""
+    values: dict[str, Any] = {}
+    for text in getattr(args, "mount_options", None) or []:
+        found, fuse = from_mount_options(text)
+        found["fuse_options"] = fuse
+        for name, value in found.items():
+            values[name] = values.get(name, []) + value if isinstance(value, list) else value
+    for option in OPTIONS:
+        given = getattr(args, option.name, None)
+        if given is not None:
+            values[option.name] = given
+    return values
+
+
+def _check_urls(database_url: str | None, listen_url: str | None) -> None:
+    if database_url:
+        check_database_url(database_url)
+    if listen_url:
+        check_database_url(listen_url, "--listen-url")
+
+
 def settings_from(args: argparse.Namespace) -> Settings:
     """Settings: the environment, then ``-o`` options, then explicit flags."""
     settings = Settings.from_env()
-    fuse: list[str] = []
-    for text in getattr(args, "mount_options", None) or []:
-        values, extra = from_mount_options(text)
-        settings.apply(values)
-        fuse += extra
-    settings.apply({"fuse_options": fuse})
-    settings.apply({o.name: getattr(args, o.name, None) for o in OPTIONS})
+    settings.apply(command_line_values(args))
     for scope in settings.read_scopes:
         if scope == settings.user_id:
             raise SettingError(f"read scope {scope!r} is the mount's own workspace")
-    if settings.database_url:
-        check_database_url(settings.database_url)
-    if settings.listen_url:
-        check_database_url(settings.listen_url, "--listen-url")
+    _check_urls(settings.database_url, settings.listen_url)
     return settings
 
 
@@ -67,22 +80,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SettingError as exc:
             raise SettingError(f"MEMFS_LOG_LEVEL={level!r}: {exc}") from None
         return _run(parser, args, level)
-    except SettingError as exc:
-        sys.stderr.write(f"memfs: {exc}\n")
-        return EXIT_USAGE
-    except CommandError as exc:
-        sys.stderr.write(f"memfs: {exc}\n")
-        return exc.exit_code
-    except KeyboardInterrupt:
-        sys.stderr.write("memfs: interrupted\n")
-        return 130
     except BrokenPipeError:  # `memfs status | head`: the reader left, nothing is wrong
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
-    except Exception as exc:
+    except (Exception, KeyboardInterrupt) as exc:
         code, line = describe_failure(exc)
         sys.stderr.write(f"memfs: {line}\n")
-        log.debug("details", exc_info=True)
+        if not isinstance(exc, (CommandError, SettingError, KeyboardInterrupt)):
+            log.debug("details", exc_info=True)
         return code
 
 
@@ -241,15 +246,8 @@ def _install_unit(args: argparse.Namespace) -> int:
     from memfs.options import environment_lines
     from memfs.systemd import install_unit
 
-    values: dict[str, Any] = {}
-    for text in args.mount_options:
-        found, fuse = from_mount_options(text)
-        values.update(found)
-        if fuse:
-            values["fuse_options"] = values.get("fuse_options", []) + fuse
-    values.update({o.name: getattr(args, o.name) for o in OPTIONS if getattr(args, o.name, None)})
-    if values.get("database_url"):
-        check_database_url(values["database_url"])
+    values = command_line_values(args)
+    _check_urls(values.get("database_url"), values.get("listen_url"))
     lines = environment_lines(values)
     for item in args.env:
         key, sep, _ = item.partition("=")

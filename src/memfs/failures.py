@@ -23,14 +23,19 @@ def _one_line(exc: BaseException) -> str:
 
 
 def describe_failure(exc: BaseException) -> tuple[int, str]:
+    if isinstance(exc, CommandError):
+        return exc.exit_code, str(exc)
+    if isinstance(exc, SettingError):
+        return EXIT_USAGE, str(exc)
+    if isinstance(exc, KeyboardInterrupt):
+        return 130, "interrupted"
+    # Imported here: a usage error must not pay for the database driver.
     import psycopg
 
     from memfs.embeddings.config import EmbeddingConfigError
     from memfs.search.config import SearchConfigError
 
-    if isinstance(exc, CommandError):
-        return exc.exit_code, str(exc)
-    if isinstance(exc, (SettingError, SearchConfigError, EmbeddingConfigError)):
+    if isinstance(exc, (SearchConfigError, EmbeddingConfigError)):
         return EXIT_USAGE, str(exc)
     if isinstance(exc, (SchemaError, Refused)):
         return EXIT_DATABASE, str(exc)
@@ -49,8 +54,6 @@ def describe_failure(exc: BaseException) -> tuple[int, str]:
         return EXIT_DATABASE, f"the database refused: {_one_line(exc)}"
     if isinstance(exc, RuntimeError) and "fuse" in str(exc).lower():
         return EXIT_MOUNT, f"FUSE refused the mount: {_one_line(exc)}"
-    if isinstance(exc, KeyboardInterrupt):
-        return 130, "interrupted"
     return EXIT_FAILED, (
         f"internal error: {type(exc).__name__}: {_one_line(exc)} (run with --log-level debug "
         "for the details, and please report it)"

@@ -184,6 +184,18 @@ _SERVER_HASH = "'sha256:' || encode(sha256(convert_to(d.content, 'UTF8')), 'hex'
 _CHANGED = "MF001"
 _UNDEFINED_FUNCTION = "42883"
 _EMPTY_HASH = "sha256:" + hashlib.sha256(b"").hexdigest()
+#: The scope's nearest ``.config`` among %(configs)s (add a SELECT list in front).
+_NEAREST_CONFIG = (
+    f"FROM memory_documents WHERE {_SCOPE} AND path = ANY(%(configs)s) "
+    "ORDER BY length(path) DESC LIMIT 1"
+)
+
+
+def _bytes_hash(data: bytes) -> str:
+    """``content_hash`` of content held as its UTF-8 bytes."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
 #: The nearest folder ``.config`` of document ``d`` as ``f`` (its candidates: %(configs)s).
 _FOLDER_JOIN = (
     "LEFT JOIN LATERAL (SELECT c.metadata FROM memory_documents c "
@@ -324,7 +336,7 @@ class MetaStore:
         for doc_id, data, updated_at, path, own, own_md5, folder, folder_md5 in rows:
             found[doc_id] = (bytes(data), updated_at)
             if near is not None and folder_config_paths(path) == configs:
-                stored = "sha256:" + hashlib.sha256(data).hexdigest()
+                stored = _bytes_hash(data)
                 row = KnownRow(path, updated_at, stored, own, own_md5, folder, folder_md5)
                 self.known.remember(doc_id, row, configs)
         return found
@@ -391,8 +403,9 @@ class MetaStore:
         (another writer), its newer content is kept before it is overwritten: as a version
         where the versions table exists, otherwise as a ``<path>.conflict-<time>.md`` copy.
 
-        Statements run in pipeline mode: about two round trips per commit, whatever their
-        number, since only the row lock's answer decides what follows.
+        One round trip when this store knows the row as the database has it
+        (``_commit_in_one_round_trip``), else two: only the row lock's answer decides what
+        follows.
         """
         new_hash = content_hash(content)
         if not index_now and self.fast_saves:
@@ -402,7 +415,9 @@ class MetaStore:
         chunks = chunk_document(content, self.chunk_config) if index_now else None
         with self._transaction() as conn:
             self._tag(conn)
-            pending = self._commit(conn, doc_id, path, content, attrs, chunks, expected)
+            pending = self._commit(
+                conn, doc_id, path, content, attrs, chunks, expected, new_hash=new_hash
+            )
         result = pending.result()
         self._learn(result, path, new_hash, pending)
         return result
@@ -488,9 +503,7 @@ class MetaStore:
                     conn.execute(
                         "SELECT memfs.expect(NOT EXISTS (SELECT 1 FROM memory_documents "
                         f"  WHERE {_SCOPE} AND path = %(path)s) AND (SELECT md5(metadata::text) "
-                        f"  FROM memory_documents WHERE {_SCOPE} AND path = ANY(%(configs)s) "
-                        "  ORDER BY length(path) DESC LIMIT 1) IS NOT DISTINCT FROM %(folder)s, "
-                        "'path')",
+                        f"  {_NEAREST_CONFIG}) IS NOT DISTINCT FROM %(folder)s, 'path')",
                         self._params(path=path, configs=configs, folder=folder.md5),
                     )
                     pending.returning = conn.execute(
@@ -560,8 +573,11 @@ class MetaStore:
         attrs: FileAttrs,
         chunks: list[str] | None,
         expected: datetime | None = None,
+        *,
+        new_hash: str | None = None,
     ) -> _PendingCommit:
         """Queue one document's statements; the caller's transaction end resolves them.
+        ``new_hash`` is ``content_hash(content)`` if the caller has it already.
 
         IronClaw's write, rule for rule: the prompt-injection scan of system-prompt files;
         engine runtime paths stored without chunks or versions; an unchanged save changes no
@@ -578,8 +594,7 @@ class MetaStore:
         if row is None:
             self._lock_path(conn, path)
             folder_cur = conn.execute(
-                f"SELECT metadata, md5(metadata::text) FROM memory_documents WHERE {_SCOPE} "
-                "AND path = ANY(%(configs)s) ORDER BY length(path) DESC LIMIT 1",
+                f"SELECT metadata, md5(metadata::text) {_NEAREST_CONFIG}",
                 self._params(configs=folder_config_paths(path)),
             )
             row = self._lock_document(conn, "path = %(path)s", path=path)
@@ -606,7 +621,7 @@ class MetaStore:
                 row[7],
             )
             meta = effective_metadata(own, folder)
-            pending.changed = stored_hash != content_hash(content)
+            pending.changed = stored_hash != (new_hash or content_hash(content))
             if pending.changed and not engine:
                 check_schema(path, content, meta.schema)
             concurrent = expected is not None and pending.updated_at != expected

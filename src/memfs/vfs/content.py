@@ -109,7 +109,7 @@ class ContentMixin(FilesystemBase):
                 continue
             budget -= other.size
             chosen.append(other.doc_id)
-            if len(chosen) >= READ_AHEAD_DOCUMENTS:
+            if len(chosen) >= READ_AHEAD_DOCUMENTS or budget <= 0:
                 break
         return chosen
 
