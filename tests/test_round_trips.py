@@ -39,6 +39,8 @@ EXPECTED = {
     "truncate": 1,
     "unlink": 1,
     "rename a file": 1,
+    "rename a file over another document": 1,
+    "in-place edit (O_RDWR, write, ftruncate, close)": 1,
     "editor save (write a scratch file, rename it over the document)": 1,
     "rename a directory (3 documents)": 1,
     "mkdir": 1,
@@ -116,6 +118,23 @@ async def test_round_trips_per_operation(
     await count("chmod", lambda: fs.setattr(ino, mode=0o600))
     await count("utime", lambda: fs.setattr(ino, mtime_ns=1_700_000_000_000_000_000))
     await count("rename a file", lambda: fs.rename(ROOT_INODE, "a.md", ROOT_INODE, "b.md"))
+    await write_file(fs, ROOT_INODE, "c.md", b"replaces b.md\n")
+    await count(
+        "rename a file over another document",
+        lambda: fs.rename(ROOT_INODE, "c.md", ROOT_INODE, "b.md"),
+    )
+
+    edited = (await fs.lookup(ROOT_INODE, "b.md")).ino
+
+    async def edit_in_place() -> None:  # python's open(p, "r+"): read, write, truncate
+        fh, _ = await fs.open(edited, os.O_RDWR)
+        data = fs.read(fh, 0, 100)
+        await fs.write(fh, 0, data.upper())
+        await fs.setattr(edited, size=len(data), fh=fh)
+        await fs.flush(fh)
+        await fs.release(fh)
+
+    await count("in-place edit (O_RDWR, write, ftruncate, close)", edit_in_place)
 
     async def editor_save() -> None:  # VS Code's pattern: nothing reaches the database
         await write_file(fs, ROOT_INODE, "b.md.vsctmp", b"saved\n")  # until the rename

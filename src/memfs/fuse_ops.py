@@ -200,7 +200,9 @@ class MemfsOperations(pyfuse3.Operations):
 
     @_guard
     async def fsyncdir(self, fh: int, datasync: bool) -> None:
-        """Directory changes are committed when they happen; nothing is pending."""
+        """A barrier for removals: deletes left for the next transaction are sent (every
+        other directory change is committed when it happens)."""
+        await self.fs.flush_deletes()
 
     @_guard
     async def mkdir(

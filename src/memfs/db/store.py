@@ -26,6 +26,7 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from memfs.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
+from memfs.db.deferred import DeferredDeletes, DeleteBatch
 from memfs.db.known import EMPTY_METADATA_MD5, KnownRow, KnownRows
 from memfs.db.schema import SchemaInfo
 from memfs.errors import WriteRefused
@@ -239,6 +240,8 @@ class MetaStore:
         self.origin = origin
         #: Rows this store last saw, for saves in one round trip (checked by the server).
         self.known = KnownRows()
+        #: Deletes waiting for the next transaction (``unlink``: see ``db.deferred``).
+        self.deferred = DeferredDeletes()
         self.fast_saves = True
 
     def _tag(self, conn: Conn) -> None:
@@ -261,19 +264,53 @@ class MetaStore:
         Whatever ends the block early (an error, a refused write), the transaction is
         rolled back before the connection goes back to the pool.
         """
-        with self.pool.connection() as conn:
-            try:
-                with conn.pipeline():
-                    conn.execute("BEGIN")
-                    for name, value in self.settings.items():
-                        conn.execute("SELECT set_config(%s, %s, true)", (name, value))
-                    yield conn
-                    conn.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(psycopg.Error):
-                    if conn.info.transaction_status in _OPEN_TRANSACTION:
-                        conn.execute("ROLLBACK")
-                raise
+        deletes = self.deferred.take()
+        committed = False
+        try:
+            with self.pool.connection() as conn:
+                try:
+                    with conn.pipeline():
+                        conn.execute("BEGIN")
+                        for name, value in self.settings.items():
+                            conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+                        if deletes:
+                            self._send_deletes(conn, deletes)
+                        yield conn
+                        conn.execute("COMMIT")
+                except BaseException:
+                    with contextlib.suppress(psycopg.Error):
+                        if conn.info.transaction_status in _OPEN_TRANSACTION:
+                            conn.execute("ROLLBACK")
+                    raise
+            committed = True
+        finally:
+            self.deferred.finish(deletes, committed=committed)
+
+    def _send_deletes(self, conn: Conn, batch: DeleteBatch) -> None:
+        """The deletes ``unlink`` left for the next transaction (IronClaw's delete of each
+        row: chunks and versions cascade), with memfs's state about them."""
+        self._tag(conn)
+        ids = self._params(ids=batch.doc_ids)
+        conn.execute(f"DELETE FROM memory_documents WHERE id = ANY(%(ids)s) AND {_SCOPE}", ids)
+        conn.execute("DELETE FROM memfs.file_attrs WHERE document_id = ANY(%(ids)s)", ids)
+        conn.execute("DELETE FROM memfs.reindex_queue WHERE document_id = ANY(%(ids)s)", ids)
+        self._keep_directories(conn, batch.keep_dirs)
+        for doc_id in batch.doc_ids:
+            self.known.forget(doc_id)
+
+    def defer_delete(self, doc_id: UUID | None, keep_dirs: Sequence[str] = ()) -> None:
+        """Delete a document with the next transaction (``delete_document``'s effect, in
+        a round trip shared with whatever comes next; ``flush_deletes`` sends it alone).
+        Until then the store's reads do not show the row."""
+        self.deferred.add(doc_id, list(keep_dirs))
+
+    def flush_deletes(self) -> bool:
+        """Send the deferred deletes now (nothing if none wait); False if none did."""
+        if not self.deferred.pending():
+            return False
+        with self._transaction():
+            pass
+        return True
 
     # -- reading -------------------------------------------------------------------------
 
@@ -290,7 +327,12 @@ class MetaStore:
                 "ORDER BY d.path, d.updated_at DESC, d.id",
                 self._params(),
             ).fetchall()
-        return [DocRow(r[0], r[1], r[2], r[3], r[4], FileAttrs(r[5], r[6])) for r in rows]
+        hidden = self.deferred.hidden()
+        return [
+            DocRow(r[0], r[1], r[2], r[3], r[4], FileAttrs(r[5], r[6]))
+            for r in rows
+            if r[0] not in hidden
+        ]
 
     def load_directories(self) -> list[str]:
         """Directories memfs keeps for this scope (made by mkdir or emptied by a mount)."""
@@ -299,7 +341,7 @@ class MetaStore:
                 f"SELECT path FROM memfs.directories WHERE {_SCOPE} ORDER BY path",
                 self._params(),
             ).fetchall()
-        return [r[0] for r in rows]
+        return sorted({r[0] for r in rows}.union(self.deferred.kept_dirs()))
 
     def read_content(self, doc_id: UUID) -> tuple[bytes, datetime] | None:
         """A document's content (UTF-8 bytes) and version, or None if the row is gone.
@@ -354,7 +396,12 @@ class MetaStore:
                 "  AND d.agent_id IS NOT DISTINCT FROM %(agent)s",
                 self._params(ids=list(doc_ids)),
             ).fetchall()
-        return {r[0]: DocRow(r[0], r[1], r[2], r[3], r[4], FileAttrs(r[5], r[6])) for r in rows}
+        hidden = self.deferred.hidden()
+        return {
+            r[0]: DocRow(r[0], r[1], r[2], r[3], r[4], FileAttrs(r[5], r[6]))
+            for r in rows
+            if r[0] not in hidden
+        }
 
     def fingerprint(self) -> tuple[int, str]:
         """Changes whenever any row of the scope is inserted, updated or deleted (polling)."""
@@ -441,10 +488,14 @@ class MetaStore:
         new_hash: str,
         attrs: FileAttrs,
         expected: datetime | None,
+        replacing: tuple[UUID, datetime, Sequence[str]] | None = None,
     ) -> CommitResult | None:
         """The save in one round trip, when this store knows the row (or, for a new
         document, its folder) as the database has it; None if it does not, or if the
         server finds the row changed (the caller then saves the careful way).
+
+        ``replacing`` (source row, its version, folders to keep) ends the transaction
+        with ``replace_document``'s delete of the renamed source, guarded the same way.
 
         The statements are ``_commit``'s for the same case, decided on what is known, and
         sent together behind a guard (``memfs.expect``) that fails the transaction unless
@@ -518,6 +569,16 @@ class MetaStore:
                 )
                 if not (pending.created and attrs.empty):
                     self._write_attrs(conn, pending.doc_id, attrs)
+                if replacing is not None:
+                    source_id, source_at, keep_dirs = replacing
+                    conn.execute(
+                        "SELECT memfs.expect(EXISTS (SELECT 1 FROM memory_documents "
+                        f"  WHERE id = %(id)s AND {_SCOPE} AND updated_at = %(at)s "
+                        "  FOR UPDATE), 'source')",
+                        self._params(id=source_id, at=source_at),
+                    )
+                    self._delete_row(conn, source_id)
+                    self._keep_directories(conn, keep_dirs)
         except psycopg.Error as exc:
             if exc.sqlstate == _CHANGED:
                 if doc_id is not None:
@@ -920,6 +981,7 @@ class MetaStore:
         *,
         index_now: bool = False,
         expected: datetime | None = None,
+        source_at: datetime | None = None,
     ) -> CommitResult | None:
         """A document renamed over another: IronClaw's write, then IronClaw's delete.
 
@@ -929,7 +991,19 @@ class MetaStore:
         (its chunks and versions go with it, as IronClaw's delete does).  ``content`` None
         means the source's stored content.  None if the source row is gone.  ``expected``
         is the target version the caller last saw (a newer one is kept, as ``commit``).
+
+        One round trip when the content is given, ``source_at`` (the source's version it
+        came from) still holds and the target is known as ``commit_document``'s fast save
+        needs; otherwise two or three.
         """
+        if content is not None and source_at is not None and not index_now and self.fast_saves:
+            self.known.forget(source_id)
+            fast = self._commit_in_one_round_trip(
+                target_id, path, content, content_hash(content), attrs, expected,
+                (source_id, source_at, keep_dirs),
+            )  # fmt: skip
+            if fast is not None:
+                return fast
         with self._transaction() as conn:
             self._tag(conn)
             if content is None:
@@ -945,7 +1019,9 @@ class MetaStore:
             pending = self._commit(conn, target_id, path, content, attrs, chunks, expected)
             self._delete_row(conn, source_id)
             self._keep_directories(conn, keep_dirs)
-        return pending.result()
+        result = pending.result()
+        self._learn(result, path, content_hash(content), pending)
+        return result
 
     def rename_directory(
         self,

@@ -153,6 +153,10 @@ class FilesystemBase:
         #: Re-chunks committed documents in the background (the daemon runs one).  While it
         #: runs, commits leave their chunks to it; otherwise they replace them themselves.
         self.reindexer: Reindexer | None = None
+        #: Set when ``unlink`` leaves a delete for the background sender (``send_deletes``);
+        #: without one running, each unlink sends its own.
+        self._deletes_waiting = trio.Event()
+        self._sending_deletes = False
         self._next_fh = 1
 
     # -- database access -----------------------------------------------------------------

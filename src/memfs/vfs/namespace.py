@@ -189,17 +189,54 @@ class NamespaceMixin(ContentMixin):
                 return
             assert isinstance(node, FileNode)
             keep = self._keep_if_emptied(parent, node)
+            if node.doc_id is not None or keep:
+                await self._delete_later(node.doc_id, keep)
             if node.doc_id is not None:
-                await self._db(self.store.delete_document, node.doc_id, keep)
                 self.cache.drop(node.doc_id)
-            elif keep:
-                await self._db(self.store.create_directory, keep[0])
             if keep:
                 parent.explicit = True
             self._saved(node)
             self.tree.detach(node)
             self._touch_dir(parent)
             self._drop_if_freed(node.ino)
+
+    async def _delete_later(self, doc_id: UUID | None, keep: list[str]) -> None:
+        """Leave a document's delete for the next transaction (``db.deferred``): ``rm -rf``
+        then costs a round trip per batch, not per file.  Without the background sender
+        (a model driven directly), or while the database does not answer, the delete is
+        sent now, so its failure reaches the caller."""
+        if self._sending_deletes and self.calls.unresponsive_since is None:
+            self.store.defer_delete(doc_id, keep)
+            self._deletes_waiting.set()
+        elif doc_id is not None:
+            await self._db(self.store.delete_document, doc_id, keep)
+        else:
+            await self._db(self.store.create_directory, keep[0])
+
+    async def flush_deletes(self) -> None:
+        """Send the deferred deletes now and wait for any already on their way (a barrier:
+        ``fsyncdir``, unmount)."""
+        await self._db(self.store.flush_deletes)
+
+    async def send_deletes(
+        self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Background task: send deferred deletes as soon as they wait, one batch at a time
+        (those that pile up during a round trip go together in the next)."""
+        self._sending_deletes = True
+        task_status.started()
+        try:
+            while True:
+                await self._deletes_waiting.wait()
+                self._deletes_waiting = trio.Event()
+                try:
+                    await self.flush_deletes()
+                except FsError as exc:
+                    log.warning("deleting removed files failed (%s); retrying in 1s", exc.reason)
+                    await trio.sleep(1.0)
+                    self._deletes_waiting.set()
+        finally:
+            self._sending_deletes = False
 
     async def _delete_abandoned_origin(self, node: Node) -> None:
         """A renamed-away original whose name goes with no new file: the user deleted it."""
@@ -370,9 +407,14 @@ class NamespaceMixin(ContentMixin):
         is the target's version this mount last showed: if another writer changed it since,
         that change is kept (as for any save) and logged."""
         attrs = FileAttrs(source.custom_mode, source.client_mtime_ns or source.mtime_ns)
+        source_at = None
+        if text is None and source.doc_id == source_id:
+            cached = self.cache.get(source_id, source.updated_at)  # spares a round trip
+            if cached is not None:
+                text, source_at = cached.decode("utf-8"), source.updated_at
         result = await self._db(
             self.store.replace_document, source_id, replaced, new_path, text, attrs, keep,
-            index_now=not self._reindex_deferred(), expected=seen,
+            index_now=not self._reindex_deferred(), expected=seen, source_at=source_at,
         )  # fmt: skip
         if result is not None and result.conflict:
             log.warning(
@@ -668,6 +710,10 @@ class NamespaceMixin(ContentMixin):
                 if isinstance(node, FileNode) and isinstance(buffer, ScratchBuffer):
                     self._keep_copy(node, buffer.snapshot(), f"unmount: {exc.reason}")
         await self.commit_all()
+        try:
+            await self.flush_deletes()
+        except FsError as exc:
+            log.error("deletes of removed files were not sent at unmount: %s", exc.reason)
         if self.reindexer is not None:
             await self.reindexer.finish()
         if self.recovery is not None:
