@@ -13,7 +13,8 @@
   least any pyfuse3 filesystem can cost here (read workloads only).
 
 ``--rtt-ms`` puts a delay proxy (``tests/netproxy.py``) between memfs/JuiceFS and the
-server, adding that round-trip time (half each way), and runs every target once per value:
+server, adding that round-trip time (half each way), and runs every target once per value
+(``direct``: no proxy, the server's Unix socket):
 the database a network hop away, as a shared managed server is.  The proxy counts round
 trips, printed per workload and per operation next to the times (exact with a delay; at
 0 ms a count may split a pipelined burst).
@@ -314,7 +315,9 @@ def operations(docs: int) -> dict[str, int]:
     }  # fmt: skip
 
 
-def run(docs: int, names: list[str], base: Path, profile: Path | None, rtts: list[float]) -> None:
+def run(
+    docs: int, names: list[str], base: Path, profile: Path | None, rtts: list[float | None]
+) -> None:
     shutil.rmtree(base, ignore_errors=True)
     (base / "run").mkdir(parents=True)
     corpus = base / "corpus"
@@ -325,6 +328,10 @@ def run(docs: int, names: list[str], base: Path, profile: Path | None, rtts: lis
     socket_dir = str(base / "pgdata")
     try:
         for rtt in rtts:
+            if rtt is None:
+                print("\n=== database on its Unix socket (no proxy) ===", flush=True)
+                run_once(docs, names, base, profile, corpus, rsync_src, admin, None, "_direct")
+                continue
             suffix = f"_{rtt:g}ms".replace(".", "_")
             proxy = DelayProxy(Path(socket_dir) / ".s.PGSQL.5432", rtt / 2000)
             try:
@@ -344,15 +351,22 @@ def run_once(
     corpus: Path,
     rsync_src: Path,
     admin: str,
-    proxy: DelayProxy,
+    proxy: DelayProxy | None,
     suffix: str,
 ) -> None:
     ensure_database(admin, f"memfsbench{suffix}")
+    socket_dir = base / "pgdata"
+    memfs_url = (
+        proxy.url(f"memfsbench{suffix}")
+        if proxy is not None
+        else f"postgresql://postgres@/memfsbench{suffix}?host={socket_dir}"
+    )
+    jfs_server = f"127.0.0.1:{proxy.port}" if proxy is not None else f"host={socket_dir}"
     makers: dict[str, Callable[[], Target]] = {
         "local": lambda: Target(base),
-        "memfs": lambda: Memfs(base, proxy.url(f"memfsbench{suffix}")),
+        "memfs": lambda: Memfs(base, memfs_url),
         "passthrough": lambda: Passthrough(base),
-        "juicefs": lambda: JuiceFS(base, admin, f"127.0.0.1:{proxy.port}", suffix),
+        "juicefs": lambda: JuiceFS(base, admin, jfs_server, suffix),
         "floor": lambda: Floor(base, corpus),
     }
     rng = random.Random(docs)
@@ -379,11 +393,12 @@ def run_once(
                     else None
                 )
                 with profiler.around(label) if profiler else contextlib.nullcontext() as out:
-                    proxy.reset()
+                    if proxy is not None:
+                        proxy.reset()
                     started = time.perf_counter()
                     text = sh(script, target.root)
                     results.setdefault(label, {})[name] = time.perf_counter() - started
-                    if name in ("memfs", "juicefs"):
+                    if proxy is not None and name in ("memfs", "juicefs"):
                         trips.setdefault(label, {})[name] = proxy.round_trips
                 if out is not None:
                     profiles[label] = out
@@ -409,7 +424,8 @@ def run_once(
         finally:
             target.close()
     report(docs, names, results, outputs, latencies, rss)
-    report_round_trips(trips, operations(docs))
+    if trips:
+        report_round_trips(trips, operations(docs))
     if settled:
         print(
             "memfs's reindex worker was still re-chunking when these workloads returned; "
@@ -473,6 +489,10 @@ def report(
         print(f"  {line}")
 
 
+def _rtt(value: str) -> float | None:
+    return None if value == "direct" else float(value)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--docs", type=int, default=1000)
@@ -483,8 +503,9 @@ def main() -> None:
         "--profile", type=Path, help="record a py-spy profile of memfs per workload into DIR"
     )
     parser.add_argument(
-        "--rtt-ms", type=float, nargs="+", default=[0.0],
-        help="round-trip times to put between the filesystems and PostgreSQL (one run each)",
+        "--rtt-ms", type=_rtt, nargs="+", default=[0.0],
+        help="round-trip times to put between the filesystems and PostgreSQL (one run each); "
+        "'direct': no proxy, the server's Unix socket",
     )  # fmt: skip
     args = parser.parse_args()
     base = Path(os.environ.get("MEMFS_BENCH_DIR", "/var/tmp/memfs-peers"))

@@ -186,6 +186,26 @@ _CHANGED = "MF001"
 _UNDEFINED_FUNCTION = "42883"
 _EMPTY_HASH = "sha256:" + hashlib.sha256(b"").hexdigest()
 #: The scope's nearest ``.config`` among %(configs)s (add a SELECT list in front).
+#: True when documents moved from under ``old_configs`` to under ``new_configs`` may be
+#: indexed differently: the nearest ``.config`` above differs, or an engine path is involved
+#: (chunks depend on the effective metadata and the engine-path rule, not on the path).
+_RULES_DIFFER = (
+    "(%(engine)s OR (SELECT md5(metadata::text) FROM memory_documents "
+    f"  WHERE {_SCOPE} AND path = ANY(%(old_configs)s) ORDER BY length(path) DESC LIMIT 1) "
+    "IS DISTINCT FROM (SELECT md5(metadata::text) FROM memory_documents "
+    f"  WHERE {_SCOPE} AND path = ANY(%(new_configs)s) ORDER BY length(path) DESC LIMIT 1))"
+)
+
+
+def _move_params(old_path: str, new_path: str) -> dict[str, Any]:
+    """``_RULES_DIFFER``'s parameters for a move of ``old_path`` to ``new_path``."""
+    return {
+        "engine": old_path.startswith("engine") or new_path.startswith("engine"),
+        "old_configs": folder_config_paths(old_path),
+        "new_configs": folder_config_paths(new_path),
+    }
+
+
 _NEAREST_CONFIG = (
     f"FROM memory_documents WHERE {_SCOPE} AND path = ANY(%(configs)s) "
     "ORDER BY length(path) DESC LIMIT 1"
@@ -927,8 +947,12 @@ class MetaStore:
         replaced: UUID | None,
         attrs: FileAttrs,
         keep_dirs: Sequence[str] = (),
+        old_path: str | None = None,
     ) -> datetime | None:
-        """Move a document to ``new_path`` (deleting ``replaced`` first); None if it is gone."""
+        """Move a document to ``new_path`` (deleting ``replaced`` first); None if it is gone.
+
+        It is queued for re-chunking unless ``old_path`` is given and the indexing rules of
+        both places are the same (the chunks then stay right)."""
         with self._transaction() as conn:
             self._tag(conn)
             if replaced is not None:
@@ -949,7 +973,14 @@ class MetaStore:
             )
             # Queued without waiting for the UPDATE's answer: both do nothing if it is gone.
             self._write_attrs(conn, doc_id, attrs)
-            self._queue_reindex(conn, [doc_id])  # the new location's indexing rules
+            if old_path is None:
+                self._queue_reindex(conn, [doc_id])  # the new location's indexing rules
+            else:
+                conn.execute(
+                    "INSERT INTO memfs.reindex_queue (document_id) SELECT id FROM "
+                    f"memory_documents WHERE id = %(id)s AND {_RULES_DIFFER} {_REQUEUE}",
+                    self._params(id=doc_id, **_move_params(old_path, new_path)),
+                )
             self._keep_directories(conn, keep_dirs)
         row = moved.fetchone()  # answered at the commit's Sync: one round trip in all
         known = self.known.row(doc_id)
@@ -1063,10 +1094,15 @@ class MetaStore:
                 "  ON CONFLICT (document_id) DO UPDATE SET mode = EXCLUDED.mode, "
                 "    mtime_ns = EXCLUDED.mtime_ns, set_against = EXCLUDED.set_against"
                 "), queued AS ("
-                # Re-apply the indexing rules of the new location (skip_indexing folders).
-                f"  INSERT INTO memfs.reindex_queue (document_id) SELECT id FROM upd {_REQUEUE}"
+                # Re-apply the indexing rules of the new location where they may differ (a
+                # skip_indexing .config above one place and not the other): chunks do not
+                # hold the path, so a move under the same rules keeps them as they are.
+                "  INSERT INTO memfs.reindex_queue (document_id) SELECT id FROM upd "
+                f"  WHERE {_RULES_DIFFER} {_REQUEUE}"
                 ") SELECT id, updated_at FROM upd",
-                self._params(prefix=old_prefix, new=new_path, cut=cut),
+                self._params(
+                    prefix=old_prefix, new=new_path, cut=cut, **_move_params(old_path, new_path)
+                ),
             )
             conn.execute(
                 "UPDATE memfs.directories SET path = %(new)s || substr(path, %(cut)s) "

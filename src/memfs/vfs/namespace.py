@@ -379,8 +379,9 @@ class NamespaceMixin(ContentMixin):
             )
             return
         updated_at = await self._db(
-            self.store.rename_document, source.doc_id, new_path, replaced, attrs, keep
-        )
+            self.store.rename_document, source.doc_id, new_path, replaced, attrs, keep,
+            self.tree.path_of(source),
+        )  # fmt: skip
         self._request_reindex(source.doc_id)
         if replaced is not None:
             self.cache.drop(replaced)
