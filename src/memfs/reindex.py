@@ -94,13 +94,15 @@ class Reindexer:
         Returns how many are still queued (held by another transaction for now).
         """
         while True:
+            asked = set(self._awaited)  # a request made during the call may not be seen by it
             batch = await self.run_db(self.store.reindex_queued, self.batch)
             for doc_id in batch.done:
                 self.on_indexed(doc_id)
             self.indexed += len(batch.done)
             self._awaited.difference_update(batch.done)
             if not batch.waiting:
-                self._awaited.clear()  # nothing queued: the rest were deleted meanwhile
+                # Nothing queued: those asked for before the call were deleted meanwhile.
+                self._awaited.difference_update(asked)
             self._progress.set()
             self._progress = trio.Event()
             if not batch.done or not batch.waiting:

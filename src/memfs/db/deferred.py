@@ -28,13 +28,22 @@ WAIT_LIMIT = 60.0
 
 @dataclass
 class DeleteBatch:
-    """Documents to delete and folders to keep (emptied by those deletes)."""
+    """Documents to delete, folders to keep (emptied by those deletes) and folders to
+    forget (removed by ``rmdir``).  Sent in that order: a folder emptied and then removed
+    in one batch is gone; one removed and made again never shares a batch (the ``mkdir``
+    or the save that makes it again is a transaction, which sends the batch first)."""
 
     doc_ids: list[UUID] = field(default_factory=list)
     keep_dirs: list[str] = field(default_factory=list)
+    drop_dirs: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.doc_ids or self.keep_dirs)
+        return bool(self.doc_ids or self.keep_dirs or self.drop_dirs)
+
+    def extend(self, other: DeleteBatch) -> None:
+        self.doc_ids.extend(other.doc_ids)
+        self.keep_dirs.extend(other.keep_dirs)
+        self.drop_dirs.extend(other.drop_dirs)
 
 
 class DeferredDeletes:
@@ -45,11 +54,13 @@ class DeferredDeletes:
         self._pending = DeleteBatch()
         self._in_flight: DeleteBatch | None = None
 
-    def add(self, doc_id: UUID | None, keep_dirs: list[str]) -> None:
+    def add(self, doc_id: UUID | None, keep_dirs: list[str], drop_dir: str | None = None) -> None:
         with self._cond:
             if doc_id is not None:
                 self._pending.doc_ids.append(doc_id)
             self._pending.keep_dirs.extend(keep_dirs)
+            if drop_dir is not None:
+                self._pending.drop_dirs.append(drop_dir)
 
     def pending(self) -> bool:
         """Whether deletes wait to be sent (after any batch in flight has ended)."""
@@ -66,12 +77,18 @@ class DeferredDeletes:
                 ids.update(self._in_flight.doc_ids)
             return ids
 
-    def kept_dirs(self) -> list[str]:
+    def directories(self, stored: set[str]) -> set[str]:
+        """``stored`` (the kept folders the database holds) as they will be once every
+        batch is sent."""
         with self._cond:
-            kept = list(self._pending.keep_dirs)
-            if self._in_flight is not None:
-                kept.extend(self._in_flight.keep_dirs)
-            return kept
+            batches = (
+                [self._pending] if self._in_flight is None else [self._in_flight, self._pending]
+            )
+            result = set(stored)
+            for batch in batches:
+                result.update(batch.keep_dirs)
+                result.difference_update(batch.drop_dirs)
+            return result
 
     def take(self) -> DeleteBatch:
         """The pending batch, now in flight (empty if nothing waits); waits first for the
@@ -90,8 +107,7 @@ class DeferredDeletes:
             return
         with self._cond:
             if not committed:
-                batch.doc_ids.extend(self._pending.doc_ids)
-                batch.keep_dirs.extend(self._pending.keep_dirs)
+                batch.extend(self._pending)
                 self._pending = batch
             self._in_flight = None
             self._cond.notify_all()

@@ -315,14 +315,22 @@ class MetaStore:
         conn.execute("DELETE FROM memfs.file_attrs WHERE document_id = ANY(%(ids)s)", ids)
         conn.execute("DELETE FROM memfs.reindex_queue WHERE document_id = ANY(%(ids)s)", ids)
         self._keep_directories(conn, batch.keep_dirs)
+        if batch.drop_dirs:
+            conn.execute(
+                f"DELETE FROM memfs.directories WHERE {_SCOPE} AND path = ANY(%(paths)s)",
+                self._params(paths=batch.drop_dirs),
+            )
         for doc_id in batch.doc_ids:
             self.known.forget(doc_id)
 
-    def defer_delete(self, doc_id: UUID | None, keep_dirs: Sequence[str] = ()) -> None:
-        """Delete a document with the next transaction (``delete_document``'s effect, in
-        a round trip shared with whatever comes next; ``flush_deletes`` sends it alone).
-        Until then the store's reads do not show the row."""
-        self.deferred.add(doc_id, list(keep_dirs))
+    def defer_delete(
+        self, doc_id: UUID | None, keep_dirs: Sequence[str] = (), drop_dir: str | None = None
+    ) -> None:
+        """Delete a document (or forget a kept folder) with the next transaction
+        (``delete_document``'s or ``delete_directory``'s effect, in a round trip shared with
+        whatever comes next; ``flush_deletes`` sends it alone).  Until then the store's
+        reads do not show the row."""
+        self.deferred.add(doc_id, list(keep_dirs), drop_dir)
 
     def flush_deletes(self) -> bool:
         """Send the deferred deletes now (nothing if none wait); False if none did."""
@@ -361,7 +369,7 @@ class MetaStore:
                 f"SELECT path FROM memfs.directories WHERE {_SCOPE} ORDER BY path",
                 self._params(),
             ).fetchall()
-        return sorted({r[0] for r in rows}.union(self.deferred.kept_dirs()))
+        return sorted(self.deferred.directories({r[0] for r in rows}))
 
     def read_content(self, doc_id: UUID) -> tuple[bytes, datetime] | None:
         """A document's content (UTF-8 bytes) and version, or None if the row is gone.

@@ -200,16 +200,20 @@ class NamespaceMixin(ContentMixin):
             self._touch_dir(parent)
             self._drop_if_freed(node.ino)
 
-    async def _delete_later(self, doc_id: UUID | None, keep: list[str]) -> None:
-        """Leave a document's delete for the next transaction (``db.deferred``): ``rm -rf``
-        then costs a round trip per batch, not per file.  Without the background sender
-        (a model driven directly), or while the database does not answer, the delete is
-        sent now, so its failure reaches the caller."""
+    async def _delete_later(
+        self, doc_id: UUID | None, keep: list[str], drop_dir: str | None = None
+    ) -> None:
+        """Leave a document's delete (or an ``rmdir``) for the next transaction
+        (``db.deferred``): ``rm -rf`` then costs a round trip per batch, not per entry.
+        Without the background sender (a model driven directly), or while the database
+        does not answer, it is sent now, so its failure reaches the caller."""
         if self._sending_deletes and self.calls.unresponsive_since is None:
-            self.store.defer_delete(doc_id, keep)
+            self.store.defer_delete(doc_id, keep, drop_dir)
             self._deletes_waiting.set()
         elif doc_id is not None:
             await self._db(self.store.delete_document, doc_id, keep)
+        elif drop_dir is not None:
+            await self._db(self.store.delete_directory, drop_dir, keep)
         else:
             await self._db(self.store.create_directory, keep[0])
 
@@ -272,7 +276,7 @@ class NamespaceMixin(ContentMixin):
             if not node.scratch:
                 keep = self._keep_if_emptied(parent, node)
                 if node.explicit or keep:
-                    await self._db(self.store.delete_directory, self.tree.path_of(node), keep)
+                    await self._delete_later(None, keep, self.tree.path_of(node))
                 if keep:
                     parent.explicit = True
             self.tree.detach(node)
