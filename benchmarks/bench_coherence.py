@@ -20,7 +20,7 @@ from pathlib import Path
 import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
 
 from memfs.daemon import is_mounted  # noqa: E402
 from memfs.db.embedded import start_embedded  # noqa: E402

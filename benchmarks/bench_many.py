@@ -25,14 +25,12 @@ from pathlib import Path
 import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
-
-from tests.netproxy import DelayProxy  # noqa: E402
-from tests.pgbouncer import start_pgbouncer  # noqa: E402
 
 from memfs.daemon import is_mounted  # noqa: E402
 from memfs.db.embedded import ensure_database, start_embedded  # noqa: E402
+from tests.netproxy import DelayProxy  # noqa: E402
+from tests.pgbouncer import start_pgbouncer  # noqa: E402
 
 
 def run(mounts: int, via: str, rounds: int, base: Path) -> None:

@@ -43,15 +43,13 @@ from pathlib import Path
 import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
-
-from tests.netproxy import DelayProxy  # noqa: E402
 
 from benchmarks.bench_core import WORDS, generate_corpus, peak_rss_kb  # noqa: E402
 from benchmarks.profiles import Profiler, summarize  # noqa: E402
 from memfs.daemon import is_mounted  # noqa: E402
 from memfs.db.embedded import ensure_database, start_embedded  # noqa: E402
+from tests.netproxy import DelayProxy  # noqa: E402
 
 
 def sh(script: str, cwd: Path) -> str:

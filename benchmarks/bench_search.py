@@ -21,17 +21,16 @@ from pathlib import Path
 import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
 from pgvector import Vector  # noqa: E402
-from tests.fake_embeddings import FakeEmbeddingServer, embed_text  # noqa: E402
 
 from benchmarks.bench_core import WORDS, generate_corpus  # noqa: E402
 from memfs.config import Settings  # noqa: E402
 from memfs.daemon import is_mounted  # noqa: E402
 from memfs.db import FileAttrs, Scope, open_database  # noqa: E402
 from memfs.db.embedded import start_embedded  # noqa: E402
+from tests.fake_embeddings import FakeEmbeddingServer, embed_text  # noqa: E402
 
 DIM = 64
 

@@ -38,9 +38,6 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.faults import DISK_FREED, DISK_FULL, frozen
-from tests.savers import SAVERS, client_env, missing_programs
-
 from benchmarks.stress import (
     SHARED,
     Ledger,
@@ -50,6 +47,8 @@ from benchmarks.stress import (
     start_server,
     verify,
 )
+from tests.faults import DISK_FREED, DISK_FULL, frozen
+from tests.savers import SAVERS, client_env, missing_programs
 
 USER = "soak"
 

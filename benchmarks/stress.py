@@ -24,7 +24,7 @@ from typing import Any
 import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
 
 from memfs.daemon import is_mounted  # noqa: E402
 from memfs.db.embedded import start_embedded  # noqa: E402
