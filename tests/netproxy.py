@@ -1,6 +1,6 @@
 """A TCP proxy to PostgreSQL that adds a fixed delay each way and counts round trips.
 
-Used by the round-trip tests (``tests/test_round_trips.py``) and by the benchmarks' latency
+Used by the round-trip tests (``tests/model/test_round_trips.py``) and by the benchmarks' latency
 knob (``benchmarks/bench_peers.py --rtt-ms``).  It listens on 127.0.0.1 and forwards to the
 server's TCP port or Unix socket, so a server on this machine looks one network hop away.
 

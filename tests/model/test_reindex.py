@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 from uuid import UUID
 
@@ -15,7 +14,6 @@ from memfs.db import Database, FileAttrs, Scope
 from memfs.reindex import Reindexer
 from memfs.tree import ROOT_INODE
 from memfs.vfs import Filesystem
-from tests.mounting import wait_reindex_queue_empty
 
 LONG = " ".join(f"word{i}" for i in range(1500)) + "\n"  # two chunks
 
@@ -180,39 +178,3 @@ def test_a_document_queued_again_while_being_chunked_stays_queued(
     assert store.reindex_queued().done == [result.doc_id]
     assert chunks_of(sql_conn, "q.md") == ["two\n"]
     assert queued(sql_conn) == 0
-
-
-def test_unmount_drains_the_queue(
-    database_url: str, mount_factory: Any, sql_conn: psycopg.Connection[Any]
-) -> None:
-    mount = mount_factory(database_url)
-    for i in range(40):  # a burst: the worker batches it
-        (mount.path() / f"n{i}.md").write_text(f"note {i}\n" + LONG)
-    mount.stop()  # right away: the worker must finish before the daemon exits
-    assert queued(sql_conn) == 0
-    for i in range(40):
-        assert chunks_of(sql_conn, f"n{i}.md") == chunk_document(f"note {i}\n" + LONG)
-
-
-def test_an_unexpected_reindex_error_never_ends_the_mount(
-    database_url: str, mount_factory: Any, sql_conn: psycopg.Connection[Any]
-) -> None:
-    mount = mount_factory(database_url)
-    sql_conn.execute(
-        """
-        CREATE FUNCTION test_refuse_chunks() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN RAISE EXCEPTION 'injected chunk failure'; END $$;
-        CREATE TRIGGER test_refuse_chunks BEFORE INSERT ON memory_chunks
-            FOR EACH ROW EXECUTE FUNCTION test_refuse_chunks();
-        """
-    )
-    (mount.path() / "a.md").write_text("text\n")
-    deadline = time.monotonic() + 10
-    while "injected chunk failure" not in mount.log():
-        assert time.monotonic() < deadline, "the reindex never ran"
-        time.sleep(0.05)
-    assert mount.proc.poll() is None, "the daemon ended"
-    (mount.path() / "b.md").write_text("still serving\n")
-    sql_conn.execute("DROP TRIGGER test_refuse_chunks ON memory_chunks")
-    wait_reindex_queue_empty(sql_conn, timeout=30)
-    assert chunks_of(sql_conn, "a.md") == ["text\n"]

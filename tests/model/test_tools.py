@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 
 from memfs.chunker import chunk_document
 from memfs.config import redacted
@@ -117,19 +116,3 @@ def test_status(database_url: str, sql_conn: psycopg.Connection[Any], work_dir: 
     assert info["database"] == redacted(database_url)  # libpq key=value form
     text = memfs(work_dir, database_url, "status").stdout
     assert "documents:          9" in text
-
-
-@pytest.mark.parametrize(
-    "dsn",
-    [
-        "postgresql://alice:s3cret@db.example/mem",
-        "postgresql://alice@db.example/mem?password=s3cret",
-        "postgresql://alice@db.example/mem?sslpassword=s3cret&password=s3cret",
-        "host=db.example user=alice password=s3cret dbname=mem",
-        "host=db.example user=alice password='s3cret with spaces' dbname=mem",
-    ],
-)
-def test_status_redacts_secrets_in_every_form(dsn: str) -> None:
-    shown = redacted(dsn)
-    assert "s3cret" not in shown
-    assert "password=***" in shown and "db.example" in shown and "alice" in shown

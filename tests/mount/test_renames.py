@@ -19,10 +19,10 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from memfs.chunker import chunk_document
-from memfs.db import Database, FileAttrs, Scope
 from tests.mounting import Mount, wait_reindex_queue_empty
 
 pytestmark = pytest.mark.mount
+
 
 META = {"owner": "the agent", "skip_versioning": False}
 
@@ -146,6 +146,8 @@ PATTERNS = [
     cp_over, sed_in_place, vim_backupcopy("yes"), vim_backupcopy("no"),
     rsync_mode(), rsync_mode("--inplace"), rsync_mode("--delay-updates"),
 ]  # fmt: skip
+
+
 NEEDS = {"node_write_file_atomic": "node", "vim_backupcopy_yes": "vim", "vim_backupcopy_no": "vim"}
 
 
@@ -254,24 +256,3 @@ def test_os_replace_over_a_document_another_writer_just_changed_keeps_and_logs_i
     ]
     assert "first\nagent\n" in versions(sql_conn, "notes.md")
     assert "'notes.md' changed in the database after this mount last showed it" in mount.log()
-
-
-def test_a_move_under_the_same_indexing_rules_keeps_the_chunks_and_queues_nothing(
-    database: Database, sql_conn: psycopg.Connection[Any]
-) -> None:
-    """Chunks hold no path: moving a folder (or a file) where the nearest ``.config`` above
-    is the same leaves them as they are, with no re-chunking behind it (500 documents of a
-    renamed folder are not re-chunked); a move across a ``skip_indexing`` boundary is
-    re-queued (test above)."""
-    store = database.store(Scope("default"))
-    store.commit_document(None, ".config", "", FileAttrs())  # the same above both places
-    for i in range(3):
-        store.commit_document(None, f"projects/p/{i}.md", f"deploy {i}\n", FileAttrs())
-    chunk_ids = sorted(r[0] for r in sql_conn.execute("SELECT id FROM memory_chunks"))
-    moved = store.rename_directory("projects", "archive/2026", None)
-    assert len(moved) == 3
-    doc = store.find_document("archive/2026/p/0.md")
-    assert doc is not None
-    store.rename_document(doc[0], "elsewhere/0.md", None, FileAttrs(), (), "archive/2026/p/0.md")
-    assert sql_conn.execute("SELECT count(*) FROM memfs.reindex_queue").fetchone() == (0,)
-    assert sorted(r[0] for r in sql_conn.execute("SELECT id FROM memory_chunks")) == chunk_ids

@@ -20,7 +20,6 @@ from tests.mounting import (
     COMMAND_TIMEOUT,
     MOUNT_TIMEOUT,
     Mount,
-    memfs_env,
     wait_reindex_queue_empty,
 )
 
@@ -164,11 +163,6 @@ def test_log_file_is_honoured_in_the_foreground(
     assert mount.umount() == 0
     assert "unmounted" in log_file.read_text()
     assert "mounted workspace" not in mount.log()  # not on stderr as well
-
-
-def test_memfs_env_isolates_state(work_dir: Path) -> None:
-    env = memfs_env(work_dir / "runtime")
-    assert env["XDG_STATE_HOME"].startswith(str(work_dir))
 
 
 def _memory_mb(pid: int) -> dict[str, int]:
