@@ -204,7 +204,7 @@ def serve(
                     nursery.start_soon(_handle_signals)
                     nursery.start_soon(fs.run_maintenance)
                     if not settings.read_only:
-                        await nursery.start(fs.send_deletes)
+                        await nursery.start(fs.send_changes)
                         fs.reindexer = Reindexer(store, background, fs._announce)
                         await nursery.start(fs.reindexer.run)
                     if listener is not None:

@@ -200,9 +200,9 @@ class MemfsOperations(pyfuse3.Operations):
 
     @_guard
     async def fsyncdir(self, fh: int, datasync: bool) -> None:
-        """A barrier for removals: deletes left for the next transaction are sent (every
-        other directory change is committed when it happens)."""
-        await self.fs.flush_deletes()
+        """A barrier for namespace changes left for the next transaction (removals, mkdir,
+        directory renames): they are sent before it returns."""
+        await self.fs.flush_changes()
 
     @_guard
     async def mkdir(

@@ -109,6 +109,15 @@ class Mount:
             )
         return result
 
+    def barrier(self, relative: str = "") -> None:
+        """fsync(2) of a directory: the namespace changes the mount left for its next
+        transaction (removals, mkdir, directory renames) are in the database after it."""
+        fd = os.open(self.path(relative), os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
     def shell(
         self, script: str, check: bool = True, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[bytes]:

@@ -1,22 +1,26 @@
-"""Deletes that ride on the next transaction: ``rm -rf`` in a handful of round trips.
+"""Namespace changes that ride on the next transaction: ``rm -rf`` and ``mv dir`` without a
+round trip each.
 
-An ``unlink`` takes the document out of the mount's tree at once (every process on this
-mount sees it gone) and leaves the row's delete here.  The next write transaction of the
-store, whatever it is, runs the waiting deletes first, in the same round trip; the mount's
-flusher sends them on its own right away when nothing else comes.  So a tree of N files in
-D folders costs about D round trips to remove instead of N, and other writers see each
-delete about one round trip later than they would have.
+``unlink``, ``rmdir`` and the rename of a directory change the mount's tree at once (every
+process on this mount sees the result) and leave their database side here, in order.  The
+next write transaction of the store, whatever it is, runs the waiting changes first, in
+the same round trip; the mount's sender sends them on their own right away when nothing
+else comes.  So a tree of N files in D folders costs a handful of round trips to remove
+instead of N + D, a directory rename returns before PostgreSQL has rewritten the paths of
+every document below it, and other writers see each change about one round trip later.
 
-One batch is in flight at a time: a transaction that starts while another carries deletes
-waits for it to end (so a save never races a delete of the same path), then takes what
-is pending.  A batch whose transaction failed goes back to the queue (deleting by id is
-idempotent, so a batch that did commit but lost its answer is simply deleted again).
+One batch is in flight at a time: a transaction that starts while another carries changes
+waits for it to end (so a save never races a delete or a move), then takes what is
+pending.  A batch whose transaction failed goes back to the head of the queue (every
+change is by id or by path and can run twice).  A directory move's answer (each moved
+document's new ``updated_at``) is kept until the mount takes it (``take_moved``).
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from datetime import datetime
 from uuid import UUID
 
 import psycopg
@@ -26,88 +30,150 @@ import psycopg
 WAIT_LIMIT = 60.0
 
 
-@dataclass
-class DeleteBatch:
-    """Documents to delete, folders to keep (emptied by those deletes) and folders to
-    forget (removed by ``rmdir``).  Sent in that order: a folder emptied and then removed
-    in one batch is gone; one removed and made again never shares a batch (the ``mkdir``
-    or the save that makes it again is a transaction, which sends the batch first)."""
+@dataclass(frozen=True, slots=True)
+class Delete:
+    """IronClaw's delete of a document (``unlink``)."""
 
-    doc_ids: list[UUID] = field(default_factory=list)
-    keep_dirs: list[str] = field(default_factory=list)
-    drop_dirs: list[str] = field(default_factory=list)
+    doc_id: UUID
+
+
+@dataclass(frozen=True, slots=True)
+class KeepDir:
+    """A folder memfs keeps (``mkdir``, or one emptied by a removal)."""
+
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class DropDir:
+    """A kept folder removed (``rmdir``)."""
+
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class MoveDir:
+    """A directory renamed: every document and kept folder below ``old`` goes to ``new``
+    (``replaced``: an empty kept folder the rename takes the place of)."""
+
+    old: str
+    new: str
+    replaced: str | None = None
+
+
+Change = Delete | KeepDir | DropDir | MoveDir
+
+
+@dataclass
+class ChangeBatch:
+    """Changes in the order they were made."""
+
+    changes: list[Change] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.doc_ids or self.keep_dirs or self.drop_dirs)
-
-    def extend(self, other: DeleteBatch) -> None:
-        self.doc_ids.extend(other.doc_ids)
-        self.keep_dirs.extend(other.keep_dirs)
-        self.drop_dirs.extend(other.drop_dirs)
+        return bool(self.changes)
 
 
-class DeferredDeletes:
-    """The queue of deletes not sent yet, shared by the worker threads of one store."""
+def _move(path: str, old: str, new: str) -> str:
+    if path == old:
+        return new
+    if path.startswith(old + "/"):
+        return new + path[len(old) :]
+    return path
+
+
+class DeferredChanges:
+    """The queue of changes not sent yet, shared by the worker threads of one store."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._pending = DeleteBatch()
-        self._in_flight: DeleteBatch | None = None
+        self._pending = ChangeBatch()
+        self._in_flight: ChangeBatch | None = None
+        self._moved: dict[UUID, datetime] = {}
 
-    def add(self, doc_id: UUID | None, keep_dirs: list[str], drop_dir: str | None = None) -> None:
+    def add(self, *changes: Change) -> None:
         with self._cond:
-            if doc_id is not None:
-                self._pending.doc_ids.append(doc_id)
-            self._pending.keep_dirs.extend(keep_dirs)
-            if drop_dir is not None:
-                self._pending.drop_dirs.append(drop_dir)
+            self._pending.changes.extend(changes)
+
+    def _batches(self) -> list[ChangeBatch]:
+        return [b for b in (self._in_flight, self._pending) if b is not None]
 
     def pending(self) -> bool:
-        """Whether deletes wait to be sent (after any batch in flight has ended)."""
+        """Whether changes wait to be sent (after any batch in flight has ended)."""
         with self._cond:
-            if not self._cond.wait_for(lambda: self._in_flight is None, WAIT_LIMIT):
-                raise psycopg.errors.QueryCanceled("deletes sent by another call did not end")
+            self._wait_idle()
             return bool(self._pending)
 
     def hidden(self) -> set[UUID]:
         """Rows deleted by this mount that the database may still hold."""
         with self._cond:
-            ids = set(self._pending.doc_ids)
-            if self._in_flight is not None:
-                ids.update(self._in_flight.doc_ids)
-            return ids
+            return {c.doc_id for b in self._batches() for c in b.changes if isinstance(c, Delete)}
+
+    def moving(self) -> bool:
+        """Whether a directory move is not sent yet, or sent and its answer not taken."""
+        with self._cond:
+            sent = bool(self._moved)
+            return sent or any(isinstance(c, MoveDir) for b in self._batches() for c in b.changes)
 
     def directories(self, stored: set[str]) -> set[str]:
         """``stored`` (the kept folders the database holds) as they will be once every
         batch is sent."""
         with self._cond:
-            batches = (
-                [self._pending] if self._in_flight is None else [self._in_flight, self._pending]
-            )
             result = set(stored)
-            for batch in batches:
-                result.update(batch.keep_dirs)
-                result.difference_update(batch.drop_dirs)
+            for batch in self._batches():
+                for change in batch.changes:
+                    if isinstance(change, KeepDir):
+                        result.add(change.path)
+                    elif isinstance(change, DropDir):
+                        result.discard(change.path)
+                    elif isinstance(change, MoveDir):
+                        if change.replaced is not None:
+                            result.discard(change.replaced)
+                        result = {_move(p, change.old, change.new) for p in result}
             return result
 
-    def take(self) -> DeleteBatch:
+    def take(self) -> ChangeBatch:
         """The pending batch, now in flight (empty if nothing waits); waits first for the
         batch another transaction is carrying."""
         with self._cond:
-            if not self._cond.wait_for(lambda: self._in_flight is None, WAIT_LIMIT):
-                raise psycopg.errors.QueryCanceled("deletes sent by another call did not end")
-            batch, self._pending = self._pending, DeleteBatch()
+            self._wait_idle()
+            batch, self._pending = self._pending, ChangeBatch()
             if batch:
                 self._in_flight = batch
             return batch
 
-    def finish(self, batch: DeleteBatch, *, committed: bool) -> None:
+    def finish(
+        self, batch: ChangeBatch, *, committed: bool, moved: dict[UUID, datetime] | None = None
+    ) -> None:
         """End ``batch``'s flight; a batch that did not commit waits for the next one."""
         if not batch:
             return
         with self._cond:
-            if not committed:
-                batch.extend(self._pending)
+            if committed:
+                self._moved.update(moved or {})
+            else:
+                batch.changes.extend(self._pending.changes)
                 self._pending = batch
             self._in_flight = None
             self._cond.notify_all()
+
+    def take_moved(self) -> dict[UUID, datetime]:
+        """The new ``updated_at`` of every document moved by batches sent so far."""
+        with self._cond:
+            moved, self._moved = self._moved, {}
+            return moved
+
+    def _wait_idle(self) -> None:
+        if not self._cond.wait_for(lambda: self._in_flight is None, WAIT_LIMIT):
+            raise psycopg.errors.QueryCanceled("changes sent by another call did not end")
+
+
+__all__ = [
+    "Change",
+    "ChangeBatch",
+    "DeferredChanges",
+    "Delete",
+    "DropDir",
+    "KeepDir",
+    "MoveDir",
+]

@@ -26,7 +26,14 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from memfs.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
-from memfs.db.deferred import DeferredDeletes, DeleteBatch
+from memfs.db.deferred import (
+    Change,
+    ChangeBatch,
+    DeferredChanges,
+    Delete,
+    DropDir,
+    KeepDir,
+)
 from memfs.db.known import EMPTY_METADATA_MD5, KnownRow, KnownRows
 from memfs.db.schema import SchemaInfo
 from memfs.errors import WriteRefused
@@ -42,6 +49,7 @@ from memfs.paths import escape_like
 log = logging.getLogger(__name__)
 
 Conn = psycopg.Connection[tuple[Any, ...]]
+Cursor = psycopg.Cursor[tuple[Any, ...]]
 
 _SCOPE = "user_id = %(user)s AND agent_id IS NOT DISTINCT FROM %(agent)s"
 #: The same filter on ``memory_documents d`` in joins.
@@ -260,8 +268,9 @@ class MetaStore:
         self.origin = origin
         #: Rows this store last saw, for saves in one round trip (checked by the server).
         self.known = KnownRows()
-        #: Deletes waiting for the next transaction (``unlink``: see ``db.deferred``).
-        self.deferred = DeferredDeletes()
+        #: Changes waiting for the next transaction (``unlink``, ``rmdir``, ``mv dir``: see
+        #: ``db.deferred``).
+        self.deferred = DeferredChanges()
         self.fast_saves = True
 
     def _tag(self, conn: Conn) -> None:
@@ -284,8 +293,9 @@ class MetaStore:
         Whatever ends the block early (an error, a refused write), the transaction is
         rolled back before the connection goes back to the pool.
         """
-        deletes = self.deferred.take()
+        changes = self.deferred.take()
         committed = False
+        moved: dict[UUID, datetime] = {}
         try:
             with self.pool.connection() as conn:
                 try:
@@ -293,8 +303,7 @@ class MetaStore:
                         conn.execute("BEGIN")
                         for name, value in self.settings.items():
                             conn.execute("SELECT set_config(%s, %s, true)", (name, value))
-                        if deletes:
-                            self._send_deletes(conn, deletes)
+                        answers = self._send_changes(conn, changes) if changes else []
                         yield conn
                         conn.execute("COMMIT")
                 except BaseException:
@@ -302,38 +311,62 @@ class MetaStore:
                         if conn.info.transaction_status in _OPEN_TRANSACTION:
                             conn.execute("ROLLBACK")
                     raise
+                for cur in answers:  # answered at the commit's Sync
+                    moved.update((r[0], r[1]) for r in cur.fetchall())
             committed = True
         finally:
-            self.deferred.finish(deletes, committed=committed)
+            self.deferred.finish(changes, committed=committed, moved=moved)
 
-    def _send_deletes(self, conn: Conn, batch: DeleteBatch) -> None:
-        """The deletes ``unlink`` left for the next transaction (IronClaw's delete of each
-        row: chunks and versions cascade), with memfs's state about them."""
+    def _send_changes(self, conn: Conn, batch: ChangeBatch) -> list[Cursor]:
+        """The changes ``unlink``, ``rmdir`` and directory renames left for the next
+        transaction, in their order (IronClaw's delete of each row: chunks and versions
+        cascade); returns the cursors of directory moves, whose rows answer them."""
         self._tag(conn)
-        ids = self._params(ids=batch.doc_ids)
-        conn.execute(f"DELETE FROM memory_documents WHERE id = ANY(%(ids)s) AND {_SCOPE}", ids)
-        conn.execute("DELETE FROM memfs.file_attrs WHERE document_id = ANY(%(ids)s)", ids)
-        conn.execute("DELETE FROM memfs.reindex_queue WHERE document_id = ANY(%(ids)s)", ids)
-        self._keep_directories(conn, batch.keep_dirs)
-        if batch.drop_dirs:
-            conn.execute(
-                f"DELETE FROM memfs.directories WHERE {_SCOPE} AND path = ANY(%(paths)s)",
-                self._params(paths=batch.drop_dirs),
-            )
-        for doc_id in batch.doc_ids:
+        answers: list[Cursor] = []
+        changes = batch.changes
+        i = 0
+        while i < len(changes):
+            change = changes[i]
+            if isinstance(change, Delete):  # a run of deletes goes in one statement each
+                ids: list[UUID] = []
+                while i < len(changes) and isinstance(changes[i], Delete):
+                    ids.append(cast(Delete, changes[i]).doc_id)
+                    i += 1
+                self._delete_rows(conn, ids)
+                continue
+            if isinstance(change, KeepDir):
+                self._keep_directories(conn, [change.path])
+            elif isinstance(change, DropDir):
+                self._drop_directory(conn, change.path)
+            else:
+                answers.append(self._move_directory(conn, change.old, change.new, change.replaced))
+            i += 1
+        return answers
+
+    def _delete_rows(self, conn: Conn, ids: list[UUID]) -> None:
+        params = self._params(ids=ids)
+        conn.execute(f"DELETE FROM memory_documents WHERE id = ANY(%(ids)s) AND {_SCOPE}", params)
+        conn.execute("DELETE FROM memfs.file_attrs WHERE document_id = ANY(%(ids)s)", params)
+        conn.execute("DELETE FROM memfs.reindex_queue WHERE document_id = ANY(%(ids)s)", params)
+        for doc_id in ids:
             self.known.forget(doc_id)
 
-    def defer_delete(
-        self, doc_id: UUID | None, keep_dirs: Sequence[str] = (), drop_dir: str | None = None
-    ) -> None:
-        """Delete a document (or forget a kept folder) with the next transaction
-        (``delete_document``'s or ``delete_directory``'s effect, in a round trip shared with
-        whatever comes next; ``flush_deletes`` sends it alone).  Until then the store's
-        reads do not show the row."""
-        self.deferred.add(doc_id, list(keep_dirs), drop_dir)
+    def _drop_directory(self, conn: Conn, path: str) -> None:
+        conn.execute(
+            f"DELETE FROM memfs.directories WHERE {_SCOPE} AND path = %(path)s",
+            self._params(path=path),
+        )
 
-    def flush_deletes(self) -> bool:
-        """Send the deferred deletes now (nothing if none wait); False if none did."""
+    def defer(self, *changes: Change) -> None:
+        """Make ``changes`` with the next transaction, in a round trip shared with whatever
+        comes next (``flush_changes`` sends them alone).  Until then the store's reads show
+        the workspace as if they were made, except ``document_rows`` and
+        ``load_documents`` of moved documents (the mount takes their new versions from
+        ``deferred.take_moved`` once sent)."""
+        self.deferred.add(*changes)
+
+    def flush_changes(self) -> bool:
+        """Send the deferred changes now (nothing if none wait); False if none did."""
         if not self.deferred.pending():
             return False
         with self._transaction():
@@ -1074,51 +1107,55 @@ class MetaStore:
         One transaction; client attributes that were valid stay valid.  Returns the new
         ``updated_at`` of each moved document.
         """
-        old_prefix = escape_like(old_path + "/") + "%"
-        cut = len(old_path) + 1
         with self._transaction() as conn:
             self._tag(conn)
-            if replaced_dir is not None:
-                conn.execute(
-                    f"DELETE FROM memfs.directories WHERE {_SCOPE} AND path = %(path)s",
-                    self._params(path=replaced_dir),
-                )
-            rows = conn.execute(
-                "WITH moved AS ("
-                "  SELECT id, updated_at AS old_at FROM memory_documents "
-                f"  WHERE {_SCOPE} AND path LIKE %(prefix)s ESCAPE '\\' FOR UPDATE"
-                "), upd AS ("
-                "  UPDATE memory_documents d SET path = %(new)s || substr(d.path, %(cut)s) "
-                "  FROM moved WHERE d.id = moved.id "
-                "  RETURNING d.id, d.updated_at, moved.old_at"
-                "), att AS ("
-                # Keep each moved document's mtime (a rename must not look like an edit).
-                "  INSERT INTO memfs.file_attrs (document_id, mode, mtime_ns, set_against) "
-                "  SELECT upd.id, a.mode, "
-                "    COALESCE(a.mtime_ns, (extract(epoch FROM upd.old_at) * 1000000000)::bigint), "
-                "    upd.updated_at "
-                "  FROM upd LEFT JOIN memfs.file_attrs a "
-                "    ON a.document_id = upd.id AND a.set_against = upd.old_at "
-                "  ON CONFLICT (document_id) DO UPDATE SET mode = EXCLUDED.mode, "
-                "    mtime_ns = EXCLUDED.mtime_ns, set_against = EXCLUDED.set_against"
-                "), queued AS ("
-                # Re-apply the indexing rules of the new location where they may differ (a
-                # skip_indexing .config above one place and not the other): chunks do not
-                # hold the path, so a move under the same rules keeps them as they are.
-                "  INSERT INTO memfs.reindex_queue (document_id) SELECT id FROM upd "
-                f"  WHERE {_RULES_DIFFER} {_REQUEUE}"
-                ") SELECT id, updated_at FROM upd",
-                self._params(
-                    prefix=old_prefix, new=new_path, cut=cut, **_move_params(old_path, new_path)
-                ),
-            )
-            conn.execute(
-                "UPDATE memfs.directories SET path = %(new)s || substr(path, %(cut)s) "
-                f"WHERE {_SCOPE} AND (path = %(old)s OR path LIKE %(prefix)s ESCAPE '\\')",
-                self._params(new=new_path, cut=cut, old=old_path, prefix=old_prefix),
-            )
+            rows = self._move_directory(conn, old_path, new_path, replaced_dir)
             self._keep_directories(conn, keep_dirs)
         return {r[0]: r[1] for r in rows.fetchall()}  # answered at the commit's Sync
+
+    def _move_directory(
+        self, conn: Conn, old_path: str, new_path: str, replaced_dir: str | None
+    ) -> Cursor:
+        """``rename_directory``'s statements; the cursor's rows are (id, new updated_at)."""
+        old_prefix = escape_like(old_path + "/") + "%"
+        cut = len(old_path) + 1
+        if replaced_dir is not None:
+            self._drop_directory(conn, replaced_dir)
+        rows = conn.execute(
+            "WITH moved AS ("
+            "  SELECT id, updated_at AS old_at FROM memory_documents "
+            f"  WHERE {_SCOPE} AND path LIKE %(prefix)s ESCAPE '\\' FOR UPDATE"
+            "), upd AS ("
+            "  UPDATE memory_documents d SET path = %(new)s || substr(d.path, %(cut)s) "
+            "  FROM moved WHERE d.id = moved.id "
+            "  RETURNING d.id, d.updated_at, moved.old_at"
+            "), att AS ("
+            # Keep each moved document's mtime (a rename must not look like an edit).
+            "  INSERT INTO memfs.file_attrs (document_id, mode, mtime_ns, set_against) "
+            "  SELECT upd.id, a.mode, "
+            "    COALESCE(a.mtime_ns, (extract(epoch FROM upd.old_at) * 1000000000)::bigint), "
+            "    upd.updated_at "
+            "  FROM upd LEFT JOIN memfs.file_attrs a "
+            "    ON a.document_id = upd.id AND a.set_against = upd.old_at "
+            "  ON CONFLICT (document_id) DO UPDATE SET mode = EXCLUDED.mode, "
+            "    mtime_ns = EXCLUDED.mtime_ns, set_against = EXCLUDED.set_against"
+            "), queued AS ("
+            # Re-apply the indexing rules of the new location where they may differ (a
+            # skip_indexing .config above one place and not the other): chunks do not
+            # hold the path, so a move under the same rules keeps them as they are.
+            "  INSERT INTO memfs.reindex_queue (document_id) SELECT id FROM upd "
+            f"  WHERE {_RULES_DIFFER} {_REQUEUE}"
+            ") SELECT id, updated_at FROM upd",
+            self._params(
+                prefix=old_prefix, new=new_path, cut=cut, **_move_params(old_path, new_path)
+            ),
+        )
+        conn.execute(
+            "UPDATE memfs.directories SET path = %(new)s || substr(path, %(cut)s) "
+            f"WHERE {_SCOPE} AND (path = %(old)s OR path LIKE %(prefix)s ESCAPE '\\')",
+            self._params(new=new_path, cut=cut, old=old_path, prefix=old_prefix),
+        )
+        return rows
 
     def create_directory(self, path: str) -> None:
         with self._transaction() as conn:
@@ -1126,10 +1163,7 @@ class MetaStore:
 
     def delete_directory(self, path: str, keep_dirs: Sequence[str] = ()) -> None:
         with self._transaction() as conn:
-            conn.execute(
-                f"DELETE FROM memfs.directories WHERE {_SCOPE} AND path = %(path)s",
-                self._params(path=path),
-            )
+            self._drop_directory(conn, path)
             self._keep_directories(conn, keep_dirs)
 
     # -- search and embeddings -----------------------------------------------------------

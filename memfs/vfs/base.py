@@ -153,17 +153,47 @@ class FilesystemBase:
         #: Re-chunks committed documents in the background (the daemon runs one).  While it
         #: runs, commits leave their chunks to it; otherwise they replace them themselves.
         self.reindexer: Reindexer | None = None
-        #: Set when ``unlink`` leaves a delete for the background sender (``send_deletes``);
-        #: without one running, each unlink sends its own.
-        self._deletes_waiting = trio.Event()
-        self._sending_deletes = False
+        #: Set when a namespace change is left for the background sender (``send_changes``,
+        #: ``db.deferred``); without one running, each change is sent at once.
+        self._changes_waiting = trio.Event()
+        self._sending_changes = False
         self._next_fh = 1
 
     # -- database access -----------------------------------------------------------------
 
     async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run a blocking store call in a worker thread, bounded (see ``db.calls``)."""
+        """Run a blocking store call in a worker thread, bounded (see ``db.calls``).
+
+        A directory rename not sent yet (or not taken in) is settled first: every call of
+        the mount then sees the moved rows at their new paths and versions."""
+        if self.store.deferred.moving():
+            await self.flush_changes()
         return await self.calls(fn, *args, **kwargs)
+
+    async def flush_changes(self) -> None:
+        """Send the deferred changes now, wait for any already on their way, and take in
+        what directory moves answered (a barrier: ``fsyncdir``, unmount)."""
+        await self.calls(self.store.flush_changes)
+        self._adopt_moves()
+
+    def _adopt_moves(self) -> None:
+        """Documents moved by a sent directory rename: their rows' new versions."""
+        moved = self.store.deferred.take_moved()
+        for doc_id, updated_at in moved.items():
+            node = self.tree.docs.get(doc_id)
+            if node is not None:
+                self._adopt_version(node, updated_at)
+                node.client_mtime_ns = node.mtime_ns
+        self._request_reindex(*moved)
+
+    def _adopt_version(self, node: FileNode, updated_at: object) -> None:
+        """Record a new row version that did not change content (rename, attrs)."""
+        cached = self.cache.get(node.doc_id, node.updated_at) if node.doc_id else None
+        if cached is not None and node.doc_id is not None:
+            self.cache.put(node.doc_id, updated_at, cached)  # type: ignore[arg-type]
+        if self._kernel_version.get(node.ino) == node.updated_at:
+            self._kernel_version[node.ino] = updated_at
+        node.updated_at = updated_at  # type: ignore[assignment]
 
     async def load(self) -> None:
         """Load every path and attribute of the workspace into the tree (no content)."""

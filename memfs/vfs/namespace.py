@@ -24,6 +24,7 @@ import psycopg
 import trio
 
 from memfs.buffers import FileBuffer, ScratchBuffer
+from memfs.db.deferred import Change, Delete, DropDir, KeepDir, MoveDir
 from memfs.db.store import CommitResult, FileAttrs
 from memfs.errors import DatabaseUnavailable, FsError
 from memfs.paths import check_new_name
@@ -89,7 +90,9 @@ class NamespaceMixin(ContentMixin):
         async with self.ns_lock:
             parent, path = self._new_entry(parent_ino, name)
             kind = self._kind(parent, name, is_dir=True)
-            if kind is Kind.DOCUMENT:
+            if kind is Kind.DOCUMENT and self._deferring():
+                self._defer(KeepDir(path))
+            elif kind is Kind.DOCUMENT:
                 await self._db(self.store.create_directory, path)
             node = self.tree.new_dir(name, mode, self.clock())
             node.explicit = kind is Kind.DOCUMENT
@@ -200,16 +203,21 @@ class NamespaceMixin(ContentMixin):
             self._touch_dir(parent)
             self._drop_if_freed(node.ino)
 
+    def _deferring(self) -> bool:
+        """Whether namespace changes may ride on the next transaction (``db.deferred``):
+        only with the background sender running (a model driven directly sends each
+        change now) and while the database answers (so a failure reaches the caller)."""
+        return self._sending_changes and self.calls.unresponsive_since is None
+
     async def _delete_later(
         self, doc_id: UUID | None, keep: list[str], drop_dir: str | None = None
     ) -> None:
-        """Leave a document's delete (or an ``rmdir``) for the next transaction
-        (``db.deferred``): ``rm -rf`` then costs a round trip per batch, not per entry.
-        Without the background sender (a model driven directly), or while the database
-        does not answer, it is sent now, so its failure reaches the caller."""
-        if self._sending_deletes and self.calls.unresponsive_since is None:
-            self.store.defer_delete(doc_id, keep, drop_dir)
-            self._deletes_waiting.set()
+        """Leave a document's delete (or an ``rmdir``) for the next transaction: ``rm -rf``
+        then costs a round trip per batch, not per entry."""
+        if self._deferring():
+            changes: list[Change] = [] if doc_id is None else [Delete(doc_id)]
+            changes += [DropDir(drop_dir)] if drop_dir is not None else []
+            self._defer(*changes, *(KeepDir(path) for path in keep))
         elif doc_id is not None:
             await self._db(self.store.delete_document, doc_id, keep)
         elif drop_dir is not None:
@@ -217,30 +225,31 @@ class NamespaceMixin(ContentMixin):
         else:
             await self._db(self.store.create_directory, keep[0])
 
-    async def flush_deletes(self) -> None:
-        """Send the deferred deletes now and wait for any already on their way (a barrier:
-        ``fsyncdir``, unmount)."""
-        await self._db(self.store.flush_deletes)
+    def _defer(self, *changes: Change) -> None:
+        self.store.defer(*changes)
+        self._changes_waiting.set()
 
-    async def send_deletes(
+    async def send_changes(
         self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        """Background task: send deferred deletes as soon as they wait, one batch at a time
+        """Background task: send deferred changes as soon as they wait, one batch at a time
         (those that pile up during a round trip go together in the next)."""
-        self._sending_deletes = True
+        self._sending_changes = True
         task_status.started()
         try:
             while True:
-                await self._deletes_waiting.wait()
-                self._deletes_waiting = trio.Event()
+                await self._changes_waiting.wait()
+                self._changes_waiting = trio.Event()
                 try:
-                    await self.flush_deletes()
+                    await self.flush_changes()
                 except FsError as exc:
-                    log.warning("deleting removed files failed (%s); retrying in 1s", exc.reason)
+                    log.warning(
+                        "sending removals and moves failed (%s); retrying in 1s", exc.reason
+                    )
                     await trio.sleep(1.0)
-                    self._deletes_waiting.set()
+                    self._changes_waiting.set()
         finally:
-            self._sending_deletes = False
+            self._sending_changes = False
 
     async def _delete_abandoned_origin(self, node: Node) -> None:
         """A renamed-away original whose name goes with no new file: the user deleted it."""
@@ -459,6 +468,13 @@ class NamespaceMixin(ContentMixin):
     ) -> None:
         old_path = self.tree.path_of(source)
         replaced = self.tree.path_of(target) if isinstance(target, DirNode) else None
+        if self._deferring():
+            # The paths of every document below are rewritten with the next transaction;
+            # each moved file takes its row's new version from the answer (_adopt_moves),
+            # and no other call of this mount reaches the database before it has (_db).
+            self._defer(MoveDir(old_path, new_path, replaced), *(KeepDir(p) for p in keep))
+            source.explicit = source.explicit or (isinstance(target, DirNode) and target.explicit)
+            return
         moved = await self._db(self.store.rename_directory, old_path, new_path, replaced, keep)
         self._request_reindex(*moved)
         for node in self.tree.iter_files(source):
@@ -466,15 +482,6 @@ class NamespaceMixin(ContentMixin):
                 self._adopt_version(node, moved[node.doc_id])
                 node.client_mtime_ns = node.mtime_ns
         source.explicit = source.explicit or (isinstance(target, DirNode) and target.explicit)
-
-    def _adopt_version(self, node: FileNode, updated_at: object) -> None:
-        """Record a new row version that did not change content (rename, attrs)."""
-        cached = self.cache.get(node.doc_id, node.updated_at) if node.doc_id else None
-        if cached is not None and node.doc_id is not None:
-            self.cache.put(node.doc_id, updated_at, cached)  # type: ignore[arg-type]
-        if self._kernel_version.get(node.ino) == node.updated_at:
-            self._kernel_version[node.ino] = updated_at
-        node.updated_at = updated_at  # type: ignore[assignment]
 
     async def _document_to_scratch(self, source: Node, target: Node | None) -> None:
         """vim/emacs ``x -> x~``: hide the document under the scratch name, keep its row."""
@@ -716,9 +723,9 @@ class NamespaceMixin(ContentMixin):
                     self._keep_copy(node, buffer.snapshot(), f"unmount: {exc.reason}")
         await self.commit_all()
         try:
-            await self.flush_deletes()
+            await self.flush_changes()
         except FsError as exc:
-            log.error("deletes of removed files were not sent at unmount: %s", exc.reason)
+            log.error("removals and moves were not sent at unmount: %s", exc.reason)
         if self.reindexer is not None:
             await self.reindexer.finish()
         if self.recovery is not None:

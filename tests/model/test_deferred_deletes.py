@@ -17,6 +17,7 @@ import trio
 
 from memfs.config import Settings
 from memfs.db import Database, FileAttrs, Scope, open_database
+from memfs.db.deferred import Delete, DropDir, KeepDir
 from memfs.errors import DatabaseUnavailable
 from memfs.tree import ROOT_INODE
 from memfs.vfs import Filesystem
@@ -38,7 +39,7 @@ async def sending_fs(database: Database) -> AsyncIterator[Filesystem]:
     filesystem = Filesystem(database.store(Scope("default")), uid=1000, gid=1000)
     await filesystem.load()
     async with trio.open_nursery() as nursery:
-        await nursery.start(filesystem.send_deletes)
+        await nursery.start(filesystem.send_changes)
         yield filesystem
         nursery.cancel_scope.cancel()
 
@@ -66,13 +67,13 @@ async def test_a_reload_before_the_delete_is_sent_does_not_bring_the_file_back(
     await write_file(fs, ROOT_INODE, "a.md", b"one\n")
     node = await fs.lookup(ROOT_INODE, "a.md")
     assert node.doc_id is not None
-    store.defer_delete(node.doc_id)  # as unlink leaves it while a batch is on its way
+    store.defer(Delete(node.doc_id))  # as unlink leaves it while a batch is on its way
     assert rows(sql_conn) == ["a.md"]
     assert [row.path for row in store.load_documents()] == []
     assert store.document_rows([node.doc_id]) == {}
-    store.flush_deletes()
+    store.flush_changes()
     assert rows(sql_conn) == []
-    assert not store.flush_deletes(), "nothing left to send"
+    assert not store.flush_changes(), "nothing left to send"
 
 
 async def test_a_new_file_at_a_deleted_path_goes_after_the_delete(
@@ -85,7 +86,7 @@ async def test_a_new_file_at_a_deleted_path_goes_after_the_delete(
     for _ in range(20):
         await fs.unlink(ROOT_INODE, "x.md")
         await write_file(fs, ROOT_INODE, "x.md", b"new\n")
-    await fs.flush_deletes()
+    await fs.flush_changes()
     found = sql_conn.execute("SELECT id, content FROM memory_documents").fetchall()
     assert len(found) == 1 and found[0][1] == "new\n" and found[0][0] != old
 
@@ -97,7 +98,7 @@ async def test_a_failed_batch_is_sent_again(
     raises makes the save fail; the next transaction sends the deletes)."""
     store = database.store(Scope("default"))
     kept = store.commit_document(None, "a.md", "one\n", FileAttrs(), index_now=False)
-    store.defer_delete(kept.doc_id)
+    store.defer(Delete(kept.doc_id))
     sql_conn.execute(
         "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
         "IF NEW.path = 'refused.md' THEN RAISE EXCEPTION 'refused by test'; END IF; "
@@ -152,14 +153,14 @@ async def test_rm_rf_of_a_tree_costs_a_few_round_trips(
         for i in range(20):
             await write_file(fs, folder.ino, f"{i}.md", b"deploy\n")
     async with trio.open_nursery() as nursery:
-        await nursery.start(fs.send_deletes)
+        await nursery.start(fs.send_changes)
         proxy.reset()
         for folder, name in zip(folders, ("a", "b"), strict=True):  # rm -rf top
             for i in range(20):
                 await fs.unlink(folder.ino, f"{i}.md")
             await fs.rmdir(top.ino, name)
         await fs.rmdir(ROOT_INODE, "top")
-        await fs.flush_deletes()
+        await fs.flush_changes()
         trips = proxy.round_trips
         nursery.cancel_scope.cancel()
     # Per entry this was 43 (40 unlinks, 3 rmdirs of explicit folders); now the deletes and
@@ -178,9 +179,9 @@ async def test_a_folder_emptied_and_removed_in_one_batch_is_gone(
     store = database.store(Scope("default"))
     doc = store.commit_document(None, "d/x.md", "x\n", FileAttrs(), index_now=False)
     store.create_directory("e")
-    store.defer_delete(doc.doc_id, ["d"])
-    store.defer_delete(None, [], "d")
-    store.defer_delete(None, [], "e")
+    store.defer(Delete(doc.doc_id), KeepDir("d"))
+    store.defer(DropDir("d"))
+    store.defer(DropDir("e"))
     assert store.load_directories() == []
     store.create_directory("e")
     assert rows(sql_conn) == []

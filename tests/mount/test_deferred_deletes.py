@@ -33,11 +33,7 @@ def test_rm_on_a_mount_reaches_other_writers_and_survives_unmount(
         time.sleep(0.01)
     mounted.run("rm", "-rf", "t")
     assert not mounted.path("t").exists()
-    fd = os.open(mounted.path(""), os.O_RDONLY)  # fsync of a directory: the barrier
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    mounted.barrier()  # fsync of a directory: nothing is pending after it
     assert rows(sql_conn) == []
     mounted.path("again.md").write_text("again\n")
     mounted.run("rm", "again.md")

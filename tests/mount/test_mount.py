@@ -86,6 +86,7 @@ def test_issue_walkthrough(
         "SELECT id FROM memory_documents WHERE path = 'projects/beta/notes.md'"
     ).fetchone()
     mounted.run("mv", "projects/beta", "projects/gamma")
+    mounted.barrier()  # a directory rename rides on the mount's next transaction
     assert (
         sql_conn.execute(
             "SELECT id FROM memory_documents WHERE path = 'projects/gamma/notes.md'"

@@ -202,6 +202,7 @@ def test_moving_into_a_skip_indexing_folder_drops_the_chunks(
     ).fetchall()
     assert rows == [("notes/b.md",)]
     mounted.run("mv", "notes", ".system/gateway/notes")  # a directory: the same rule
+    mounted.barrier()  # the move rides on the mount's next transaction
     wait_reindex_queue_empty(sql_conn)
     assert sql_conn.execute("SELECT count(*) FROM memory_chunks").fetchone() == (0,)
     mounted.run("mv", ".system/gateway/a.md", "a.md")  # and back out: indexed again
