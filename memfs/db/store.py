@@ -34,7 +34,7 @@ from memfs.db.deferred import (
     DropDir,
     KeepDir,
 )
-from memfs.db.known import EMPTY_METADATA_MD5, KnownRow, KnownRows
+from memfs.db.known import EMPTY_METADATA_MD5, KnownFolder, KnownRow, KnownRows
 from memfs.db.schema import SchemaInfo
 from memfs.errors import WriteRefused
 from memfs.ironclaw.write_rules import (
@@ -493,6 +493,7 @@ class MetaStore:
         expected: datetime | None = None,
         *,
         index_now: bool = True,
+        unconfigured: bool = False,
     ) -> CommitResult:
         """Write a document through, IronClaw-style, in one transaction.
 
@@ -513,11 +514,15 @@ class MetaStore:
 
         One round trip when this store knows the row as the database has it
         (``_commit_in_one_round_trip``), else two: only the row lock's answer decides what
-        follows.
+        follows.  ``unconfigured``: the caller sees no ``.config`` document above ``path``
+        (a guess the server checks, as every known fact), so a new document's first save
+        in a folder is one round trip too.
         """
         new_hash = content_hash(content)
         if not index_now and self.fast_saves:
-            fast = self._commit_in_one_round_trip(doc_id, path, content, new_hash, attrs, expected)
+            fast = self._commit_in_one_round_trip(
+                doc_id, path, content, new_hash, attrs, expected, unconfigured=unconfigured
+            )
             if fast is not None:
                 return fast
         chunks = chunk_document(content, self.chunk_config) if index_now else None
@@ -550,6 +555,8 @@ class MetaStore:
         attrs: FileAttrs,
         expected: datetime | None,
         replacing: tuple[UUID, datetime, Sequence[str]] | None = None,
+        *,
+        unconfigured: bool = False,
     ) -> CommitResult | None:
         """The save in one round trip, when this store knows the row (or, for a new
         document, its folder) as the database has it; None if it does not, or if the
@@ -568,6 +575,8 @@ class MetaStore:
         configs = folder_config_paths(path)
         known = self.known.row(doc_id) if doc_id is not None else None
         folder = self.known.folder(configs) if doc_id is None else None
+        if folder is None and doc_id is None and unconfigured:
+            folder = KnownFolder(None, None)  # no .config above: checked by the guard
         if doc_id is not None and (
             known is None
             or known.path != path

@@ -27,7 +27,7 @@ import trio
 from memfs.buffers import FileBuffer, ScratchBuffer, ScratchSpill
 from memfs.cache import ContentCache
 from memfs.db.calls import DatabaseCalls
-from memfs.db.store import CommitResult, FileAttrs, MetaStore
+from memfs.db.store import CommitResult, FileAttrs, MetaStore, folder_config_paths
 from memfs.errors import FsError
 from memfs.kernel import KernelNotifier, RecordingNotifier
 from memfs.paths import loadable_path
@@ -306,9 +306,13 @@ class FilesystemBase:
     ) -> CommitResult:
         """Commit one document's content; its chunks follow now or from the reindexer."""
         deferred = self._reindex_deferred()
-        result = await self._db(
-            self.store.commit_document, doc_id, path, text, attrs, expected, index_now=not deferred
+        unconfigured = doc_id is None and not any(
+            self.tree.resolve(config) is not None for config in folder_config_paths(path)
         )
+        result = await self._db(
+            self.store.commit_document, doc_id, path, text, attrs, expected,
+            index_now=not deferred, unconfigured=unconfigured,
+        )  # fmt: skip
         if deferred:
             self._request_reindex(result.doc_id)  # IronClaw re-indexes every write
         elif result.changed:

@@ -122,3 +122,27 @@ def test_a_path_taken_behind_the_mount_gets_no_second_row(
     assert not result.created
     assert content(sql_conn, "d/x.md") == ["mine\n"]
     assert versions(sql_conn, "d/x.md") == ["agent\n"]
+
+
+def test_a_guess_of_no_config_above_a_new_document_is_checked(
+    store: MetaStore, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """The mount sees no ``.config`` above a new file (its tree has none) and saves it in
+    one round trip on that guess; a ``.config`` the mount has not seen yet (the agent wrote
+    it a moment ago) is found by the guard and honoured by the careful save."""
+    unconfigured = store.commit_document(
+        None, "fresh/a.md", "one\n", FileAttrs(), index_now=False, unconfigured=True
+    )
+    assert unconfigured.created and content(sql_conn, "fresh/a.md") == ["one\n"]
+    schema = {"type": "object", "required": ["id"]}
+    sql_conn.execute(
+        "INSERT INTO memory_documents (user_id, path, content, metadata) VALUES "
+        "('default', 'cfg2/.config', '', %s)",
+        (json.dumps({"schema": schema}),),
+    )
+    with pytest.raises(WriteRefused):
+        store.commit_document(
+            None, "cfg2/x.json", '{"name": "no id"}', FileAttrs(), index_now=False,
+            unconfigured=True,
+        )  # fmt: skip
+    assert content(sql_conn, "cfg2/x.json") == []

@@ -32,7 +32,7 @@ APPEND = os.O_WRONLY | os.O_APPEND
 
 #: Round trips per operation today (the regression guard; lower them, never raise them).
 EXPECTED = {
-    "create+write+close (first in its folder)": 2,
+    "create+write+close (first in its folder)": 1,
     "create+write+close": 1,
     "overwrite (O_TRUNC)": 1,
     "append": 1,
