@@ -22,6 +22,7 @@ from memfs.config import Settings
 from memfs.db import Database, Scope, open_database
 from memfs.db.embedded import start_embedded
 from memfs.vfs import Filesystem
+from tests.netproxy import DelayProxy
 
 FIXTURES = Path(__file__).parent / "fixtures"
 IRONCLAW_MIGRATIONS = [
@@ -176,3 +177,17 @@ class StatementLog:
 def statements(database: Database, sql_conn: psycopg.Connection[Any]) -> StatementLog:
     """Counts statements on memory_documents (created after memfs made the schema)."""
     return StatementLog(sql_conn)
+
+
+@pytest.fixture
+def far(pg_server: Any, database_url: str) -> Iterator[tuple[Database, DelayProxy]]:
+    """The test's database 10 ms away (a 5 ms-each-way proxy that counts round trips),
+    with a pool of two connections, and the proxy."""
+    socket_dir = Path(pg_server.get_uri().split("host=")[-1].split("&")[0])
+    proxy = DelayProxy(socket_dir / ".s.PGSQL.5432", delay=0.005)
+    name = database_url.split("?", maxsplit=1)[0].rsplit("/", 1)[1]
+    open_database(Settings(database_url=database_url)).close()  # the schema, directly
+    db = open_database(Settings(database_url=proxy.url(name), pool_size=2))
+    yield db, proxy
+    db.close()
+    proxy.close()

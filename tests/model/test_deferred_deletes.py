@@ -7,16 +7,14 @@ use real ``rm``, ``rm -rf`` and a second connection looking at the rows.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
 import pytest
 import trio
 
-from memfs.config import Settings
-from memfs.db import Database, FileAttrs, Scope, open_database
+from memfs.db import Database, FileAttrs, Scope
 from memfs.db.deferred import Delete, DropDir, KeepDir
 from memfs.errors import DatabaseUnavailable
 from memfs.tree import ROOT_INODE
@@ -127,18 +125,6 @@ async def test_unlink_while_the_database_does_not_answer_fails_at_once(
     assert names(fs) == ["a.md"]
     assert rows(sql_conn) == ["a.md"]
     assert not fs.store.deferred.hidden()
-
-
-@pytest.fixture
-def far(pg_server: Any, database_url: str) -> Iterator[tuple[Database, DelayProxy]]:
-    socket_dir = Path(pg_server.get_uri().split("host=")[-1].split("&")[0])
-    proxy = DelayProxy(socket_dir / ".s.PGSQL.5432", delay=0.005)
-    name = database_url.split("?", maxsplit=1)[0].rsplit("/", 1)[1]
-    open_database(Settings(database_url=database_url)).close()
-    db = open_database(Settings(database_url=proxy.url(name), pool_size=2))
-    yield db, proxy
-    db.close()
-    proxy.close()
 
 
 async def test_rm_rf_of_a_tree_costs_a_few_round_trips(

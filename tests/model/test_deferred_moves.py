@@ -6,16 +6,14 @@ writer's change."""
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
 import pytest
 import trio
 
-from memfs.config import Settings
-from memfs.db import Database, Scope, open_database
+from memfs.db import Database, Scope
 from memfs.tree import ROOT_INODE
 from memfs.vfs import Filesystem
 from tests.model.test_deferred_deletes import rows
@@ -25,18 +23,6 @@ from tests.netproxy import DelayProxy
 
 def kept_dirs(conn: psycopg.Connection[Any]) -> list[str]:
     return [r[0] for r in conn.execute("SELECT path FROM memfs.directories ORDER BY path")]
-
-
-@pytest.fixture
-def far(pg_server: Any, database_url: str) -> Iterator[tuple[Database, DelayProxy]]:
-    socket_dir = Path(pg_server.get_uri().split("host=")[-1].split("&")[0])
-    proxy = DelayProxy(socket_dir / ".s.PGSQL.5432", delay=0.005)
-    name = database_url.split("?", maxsplit=1)[0].rsplit("/", 1)[1]
-    open_database(Settings(database_url=database_url)).close()
-    db = open_database(Settings(database_url=proxy.url(name), pool_size=2))
-    yield db, proxy
-    db.close()
-    proxy.close()
 
 
 @pytest.fixture
