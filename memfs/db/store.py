@@ -54,6 +54,10 @@ Cursor = psycopg.Cursor[tuple[Any, ...]]
 _SCOPE = "user_id = %(user)s AND agent_id IS NOT DISTINCT FROM %(agent)s"
 #: The same filter on ``memory_documents d`` in joins.
 _DOC_SCOPE = "d.user_id = %(user)s AND d.agent_id IS NOT DISTINCT FROM %(agent)s"
+#: A document's client attributes, where they were set against its current version.
+_ATTRS_JOIN = (
+    "LEFT JOIN memfs.file_attrs a ON a.document_id = d.id AND a.set_against = d.updated_at"
+)
 #: The scope's documents waiting in the reindex queue (``d`` and ``q``).
 #: A document queued again while queued (or while being re-chunked) gets a new stamp, so
 #: the re-chunk that read the older content leaves its entry in the queue.
@@ -375,18 +379,15 @@ class MetaStore:
 
     # -- reading -------------------------------------------------------------------------
 
-    def load_documents(self) -> list[DocRow]:
-        """Paths and attributes of every document of the scope (no content)."""
+    def _doc_rows(self, where: str, params: dict[str, Any]) -> list[DocRow]:
+        """``DocRow`` of the scope's documents matching ``where``, in path order, without
+        those this mount deleted and has not sent yet (``db.deferred``)."""
         with self.pool.connection() as conn:
             rows = conn.execute(
                 "SELECT d.id, d.path, octet_length(d.content), d.created_at, d.updated_at, "
-                "a.mode, a.mtime_ns "
-                "FROM memory_documents d "
-                "LEFT JOIN memfs.file_attrs a "
-                "  ON a.document_id = d.id AND a.set_against = d.updated_at "
-                f"WHERE {_DOC_SCOPE} "
-                "ORDER BY d.path, d.updated_at DESC, d.id",
-                self._params(),
+                f"a.mode, a.mtime_ns FROM memory_documents d {_ATTRS_JOIN} "
+                f"WHERE {_DOC_SCOPE} AND {where} ORDER BY d.path, d.updated_at DESC, d.id",
+                params,
             ).fetchall()
         hidden = self.deferred.hidden()
         return [
@@ -394,6 +395,10 @@ class MetaStore:
             for r in rows
             if r[0] not in hidden
         ]
+
+    def load_documents(self) -> list[DocRow]:
+        """Paths and attributes of every document of the scope (no content)."""
+        return self._doc_rows("true", self._params())
 
     def load_directories(self) -> list[str]:
         """Directories memfs keeps for this scope (made by mkdir or emptied by a mount)."""
@@ -447,22 +452,8 @@ class MetaStore:
     def document_rows(self, doc_ids: Sequence[UUID]) -> dict[UUID, DocRow]:
         """Path and attributes (no content) of those of ``doc_ids`` that exist, in one
         query: a batch of change-feed events costs one round trip."""
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT d.id, d.path, octet_length(d.content), d.created_at, d.updated_at, "
-                "a.mode, a.mtime_ns FROM memory_documents d "
-                "LEFT JOIN memfs.file_attrs a "
-                "  ON a.document_id = d.id AND a.set_against = d.updated_at "
-                "WHERE d.id = ANY(%(ids)s) AND d.user_id = %(user)s "
-                "  AND d.agent_id IS NOT DISTINCT FROM %(agent)s",
-                self._params(ids=list(doc_ids)),
-            ).fetchall()
-        hidden = self.deferred.hidden()
-        return {
-            r[0]: DocRow(r[0], r[1], r[2], r[3], r[4], FileAttrs(r[5], r[6]))
-            for r in rows
-            if r[0] not in hidden
-        }
+        rows = self._doc_rows("d.id = ANY(%(ids)s)", self._params(ids=list(doc_ids)))
+        return {row.id: row for row in rows}
 
     def fingerprint(self) -> tuple[int, str]:
         """Changes whenever any row of the scope is inserted, updated or deleted (polling)."""
@@ -1457,8 +1448,7 @@ class MetaStore:
         with self.pool.connection() as conn:
             rows = conn.execute(
                 "SELECT d.path, d.content, d.updated_at, a.mtime_ns, d.id "
-                "FROM memory_documents d LEFT JOIN memfs.file_attrs a "
-                "  ON a.document_id = d.id AND a.set_against = d.updated_at "
+                f"FROM memory_documents d {_ATTRS_JOIN} "
                 f"WHERE {_DOC_SCOPE} "
                 "ORDER BY d.path, d.updated_at DESC",
                 self._params(),
