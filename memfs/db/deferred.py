@@ -19,6 +19,7 @@ document's new ``updated_at``) is kept until the mount takes it (``take_moved``)
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID
@@ -74,6 +75,10 @@ class ChangeBatch:
         return bool(self.changes)
 
 
+def _moves(changes: Sequence[Change]) -> int:
+    return sum(isinstance(change, MoveDir) for change in changes)
+
+
 def _move(path: str, old: str, new: str) -> str:
     if path == old:
         return new
@@ -90,10 +95,13 @@ class DeferredChanges:
         self._pending = ChangeBatch()
         self._in_flight: ChangeBatch | None = None
         self._moved: dict[UUID, datetime] = {}
+        #: Directory moves queued or in flight (``moving`` is asked before every call).
+        self._unsent_moves = 0
 
     def add(self, *changes: Change) -> None:
         with self._cond:
             self._pending.changes.extend(changes)
+            self._unsent_moves += _moves(changes)
 
     def _batches(self) -> list[ChangeBatch]:
         return [b for b in (self._in_flight, self._pending) if b is not None]
@@ -112,8 +120,7 @@ class DeferredChanges:
     def moving(self) -> bool:
         """Whether a directory move is not sent yet, or sent and its answer not taken."""
         with self._cond:
-            sent = bool(self._moved)
-            return sent or any(isinstance(c, MoveDir) for b in self._batches() for c in b.changes)
+            return self._unsent_moves > 0 or bool(self._moved)
 
     def directories(self, stored: set[str]) -> set[str]:
         """``stored`` (the kept folders the database holds) as they will be once every
@@ -151,6 +158,7 @@ class DeferredChanges:
         with self._cond:
             if committed:
                 self._moved.update(moved or {})
+                self._unsent_moves -= _moves(batch.changes)
             else:
                 batch.changes.extend(self._pending.changes)
                 self._pending = batch

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import itertools
 import logging
 import uuid
 from collections.abc import Iterator, Sequence
@@ -33,6 +34,7 @@ from memfs.db.deferred import (
     Delete,
     DropDir,
     KeepDir,
+    MoveDir,
 )
 from memfs.db.known import EMPTY_METADATA_MD5, KnownFolder, KnownRow, KnownRows
 from memfs.db.schema import SchemaInfo
@@ -327,33 +329,33 @@ class MetaStore:
         cascade); returns the cursors of directory moves, whose rows answer them."""
         self._tag(conn)
         answers: list[Cursor] = []
-        changes = batch.changes
-        i = 0
-        while i < len(changes):
-            change = changes[i]
-            if isinstance(change, Delete):  # a run of deletes goes in one statement each
-                ids: list[UUID] = []
-                while i < len(changes) and isinstance(changes[i], Delete):
-                    ids.append(cast(Delete, changes[i]).doc_id)
-                    i += 1
-                self._delete_rows(conn, ids)
+        for kind, run in itertools.groupby(batch.changes, key=type):
+            if kind is Delete:  # a run of deletes goes in one statement each
+                self._delete_rows(conn, [c.doc_id for c in run if isinstance(c, Delete)])
                 continue
-            if isinstance(change, KeepDir):
-                self._keep_directories(conn, [change.path])
-            elif isinstance(change, DropDir):
-                self._drop_directory(conn, change.path)
-            else:
-                answers.append(self._move_directory(conn, change.old, change.new, change.replaced))
-            i += 1
+            for change in run:
+                if isinstance(change, KeepDir):
+                    self._keep_directories(conn, [change.path])
+                elif isinstance(change, DropDir):
+                    self._drop_directory(conn, change.path)
+                elif isinstance(change, MoveDir):
+                    answers.append(
+                        self._move_directory(conn, change.old, change.new, change.replaced)
+                    )
         return answers
 
-    def _delete_rows(self, conn: Conn, ids: list[UUID]) -> None:
+    def _delete_rows(self, conn: Conn, ids: list[UUID]) -> Cursor:
+        """IronClaw's delete of documents (chunks and versions cascade) and memfs's state
+        about them; returns the DELETE's cursor (its rowcount: how many rows existed)."""
         params = self._params(ids=ids)
-        conn.execute(f"DELETE FROM memory_documents WHERE id = ANY(%(ids)s) AND {_SCOPE}", params)
+        cur = conn.execute(
+            f"DELETE FROM memory_documents WHERE id = ANY(%(ids)s) AND {_SCOPE}", params
+        )
         conn.execute("DELETE FROM memfs.file_attrs WHERE document_id = ANY(%(ids)s)", params)
         conn.execute("DELETE FROM memfs.reindex_queue WHERE document_id = ANY(%(ids)s)", params)
         for doc_id in ids:
             self.known.forget(doc_id)
+        return cur
 
     def _drop_directory(self, conn: Conn, path: str) -> None:
         conn.execute(
@@ -959,16 +961,9 @@ class MetaStore:
                     [self._params(path=p) for p in paths],
                 )
 
-    def _delete_row(self, conn: Conn, doc_id: UUID) -> psycopg.Cursor[tuple[Any, ...]]:
-        """IronClaw's delete of one document (chunks and versions cascade) and memfs's state
-        about it; returns the DELETE's cursor (its rowcount says whether the row existed)."""
-        cur = conn.execute(
-            f"DELETE FROM memory_documents WHERE id = %(id)s AND {_SCOPE}",
-            self._params(id=doc_id),
-        )
-        conn.execute("DELETE FROM memfs.file_attrs WHERE document_id = %s", (doc_id,))
-        conn.execute("DELETE FROM memfs.reindex_queue WHERE document_id = %s", (doc_id,))
-        return cur
+    def _delete_row(self, conn: Conn, doc_id: UUID) -> Cursor:
+        """``_delete_rows`` of one document."""
+        return self._delete_rows(conn, [doc_id])
 
     def delete_document(self, doc_id: UUID, keep_dirs: Sequence[str] = ()) -> bool:
         """Delete a document (chunks and versions cascade), as IronClaw's delete does.

@@ -18,6 +18,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 from uuid import UUID
@@ -178,7 +179,11 @@ class FilesystemBase:
 
     def _adopt_moves(self) -> None:
         """Documents moved by a sent directory rename: their rows' new versions."""
-        moved = self.store.deferred.take_moved()
+        self._adopt_moved(self.store.deferred.take_moved())
+
+    def _adopt_moved(self, moved: dict[UUID, datetime]) -> None:
+        """Each moved document's new row version; the mtime shown stays (a rename is not
+        an edit), and the reindexer hears of them (their indexing rules may differ)."""
         for doc_id, updated_at in moved.items():
             node = self.tree.docs.get(doc_id)
             if node is not None:

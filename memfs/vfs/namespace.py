@@ -476,11 +476,7 @@ class NamespaceMixin(ContentMixin):
             source.explicit = source.explicit or (isinstance(target, DirNode) and target.explicit)
             return
         moved = await self._db(self.store.rename_directory, old_path, new_path, replaced, keep)
-        self._request_reindex(*moved)
-        for node in self.tree.iter_files(source):
-            if node.doc_id is not None and node.doc_id in moved:
-                self._adopt_version(node, moved[node.doc_id])
-                node.client_mtime_ns = node.mtime_ns
+        self._adopt_moved(moved)
         source.explicit = source.explicit or (isinstance(target, DirNode) and target.explicit)
 
     async def _document_to_scratch(self, source: Node, target: Node | None) -> None:
