@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,13 +50,20 @@ from memfs.vfs import Filesystem
 log = logging.getLogger(__name__)
 
 
-async def _handle_signals() -> None:
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-        async for signum in signals:
-            log.info("received %s: committing and unmounting", signal.Signals(signum).name)
-            systemd.notify("STOPPING=1")
-            pyfuse3.terminate()
-            return
+#: The signals that end a mount cleanly (commit, then unmount).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+async def _handle_signals(signals: AsyncIterator[int]) -> None:
+    """End the FUSE loop on the first stop signal.  The receiver is opened before the mount
+    appears and stays open until it is gone, so a Ctrl-C at any moment in between (even
+    before this task first runs, or during the final commit) unmounts cleanly instead of
+    raising KeyboardInterrupt into the middle of start-up or shutdown."""
+    async for signum in signals:
+        log.info("received %s: committing and unmounting", signal.Signals(signum).name)
+        systemd.notify("STOPPING=1")
+        pyfuse3.terminate()
+        return
 
 
 async def _apply_changes(
@@ -175,59 +182,60 @@ def serve(
                 if not await trio.to_thread.run_sync(listener.connected.wait, 10.0):
                     log.warning("the change feed is not connected yet; it resyncs when it is")
             await fs.load()
-            fsname = f"memfs:{settings.user_id}"
-            pyfuse3.init(
-                ops,
-                str(mountpoint),
-                mount_options(
-                    fsname,
-                    allow_other=settings.allow_other,
-                    debug=settings.debug_fuse,
-                    read_only=settings.read_only,
-                    extra=settings.fuse_options,
-                ),
-            )
-            settings.runtime_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            pidfile.write_text(
-                f"{os.getpid()}\n{mountpoint}\n{settings.database_identity()}\n"
-                f"{settings.user_id}\n",
-                encoding="utf-8",
-            )
-            log.info("mounted workspace %r at %s", settings.user_id, mountpoint)
-            if on_ready is not None:
-                on_ready(await trio.to_thread.run_sync(store.count_documents))
-            systemd.notify(f"READY=1\nSTATUS=memory of {settings.user_id!r} at {mountpoint}")
-            unmounted = False
-            notifier.start()
-            try:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(_handle_signals)
-                    nursery.start_soon(fs.run_maintenance)
-                    if not settings.read_only:
-                        await nursery.start(fs.send_changes)
-                        fs.reindexer = Reindexer(store, background, fs._announce)
-                        await nursery.start(fs.reindexer.run)
+            with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
+                fsname = f"memfs:{settings.user_id}"
+                pyfuse3.init(
+                    ops,
+                    str(mountpoint),
+                    mount_options(
+                        fsname,
+                        allow_other=settings.allow_other,
+                        debug=settings.debug_fuse,
+                        read_only=settings.read_only,
+                        extra=settings.fuse_options,
+                    ),
+                )
+                settings.runtime_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+                pidfile.write_text(
+                    f"{os.getpid()}\n{mountpoint}\n{settings.database_identity()}\n"
+                    f"{settings.user_id}\n",
+                    encoding="utf-8",
+                )
+                log.info("mounted workspace %r at %s", settings.user_id, mountpoint)
+                if on_ready is not None:
+                    on_ready(await trio.to_thread.run_sync(store.count_documents))
+                systemd.notify(f"READY=1\nSTATUS=memory of {settings.user_id!r} at {mountpoint}")
+                unmounted = False
+                notifier.start()
+                try:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(_handle_signals, signals)
+                        nursery.start_soon(fs.run_maintenance)
+                        if not settings.read_only:
+                            await nursery.start(fs.send_changes)
+                            fs.reindexer = Reindexer(store, background, fs._announce)
+                            await nursery.start(fs.reindexer.run)
+                        if listener is not None:
+                            nursery.start_soon(_apply_changes, fs, receive)
+                        else:
+                            nursery.start_soon(fs.poll_changes)
+                        if embedder is not None and not settings.read_only:
+                            worker = EmbeddingWorker(store, embedder, background)
+                            fs.commit_listeners.append(worker.notify)
+                            nursery.start_soon(worker.run)
+                        await pyfuse3.main()
+                        nursery.cancel_scope.cancel()
+                finally:
                     if listener is not None:
-                        nursery.start_soon(_apply_changes, fs, receive)
-                    else:
-                        nursery.start_soon(fs.poll_changes)
-                    if embedder is not None and not settings.read_only:
-                        worker = EmbeddingWorker(store, embedder, background)
-                        fs.commit_listeners.append(worker.notify)
-                        nursery.start_soon(worker.run)
-                    await pyfuse3.main()
-                    nursery.cancel_scope.cancel()
-            finally:
-                if listener is not None:
-                    await trio.to_thread.run_sync(listener.stop)
-                kept.extend(await fs.shutdown())
-                pyfuse3.close(unmount=True)
-                notifier.stop()
-                unmounted = True
-                if embedder is not None:
-                    await embedder.aclose()
-                log.info("unmounted %s", mountpoint)
-            return 1 if kept or not unmounted else 0
+                        await trio.to_thread.run_sync(listener.stop)
+                    kept.extend(await fs.shutdown())
+                    pyfuse3.close(unmount=True)
+                    notifier.stop()
+                    unmounted = True
+                    if embedder is not None:
+                        await embedder.aclose()
+                    log.info("unmounted %s", mountpoint)
+                return 1 if kept or not unmounted else 0
 
         kept: list[str] = []
         code = trio.run(run)
