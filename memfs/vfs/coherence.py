@@ -9,6 +9,8 @@ both (see ``MetaStore.commit_document``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -57,8 +59,10 @@ class CoherenceMixin(SearchMixin):
         if not latest:
             return
         live = [d for d, event in latest.items() if event.get("op") != "DELETE"]
+        before = self._versions_shown(live)
         rows = await self._db(self.store.document_rows, live) if live else {}
         async with self.ns_lock:
+            await self._reread_changed_here(before, rows)
             for doc_id in latest:
                 self.external_changes += 1
                 row = rows.get(doc_id)
@@ -78,8 +82,13 @@ class CoherenceMixin(SearchMixin):
 
     async def resync(self) -> None:
         """Reload every path and attribute and reconcile (after a reconnect, or polling)."""
+        before = self._versions_shown(self.tree.docs)
         rows = await self._db(self.store.load_documents)
         async with self.ns_lock:
+            by_id = {row.id: row for row in rows}
+            if await self._reread_changed_here(before, by_id, everything=True):
+                rows = sorted(by_id.values(), key=lambda row: row.updated_at, reverse=True)
+                rows.sort(key=lambda row: row.path)
             seen: set[UUID] = set()
             shown: set[str] = set()
             for row in rows:  # by path, newest first: a duplicated path shows its newest row
@@ -91,6 +100,45 @@ class CoherenceMixin(SearchMixin):
             for doc_id in [d for d in self.tree.docs if d not in seen]:
                 self._external_delete(doc_id)
         log.debug("resynchronised %d documents", len(rows))
+
+    def _versions_shown(self, doc_ids: Iterable[UUID]) -> dict[UUID, datetime | None]:
+        """The version this mount shows of each document (None: not shown), taken before
+        reading rows whose application waits for the namespace lock."""
+        docs = self.tree.docs
+        return {d: node.updated_at if (node := docs.get(d)) else None for d in doc_ids}
+
+    async def _reread_changed_here(
+        self,
+        before: dict[UUID, datetime | None],
+        rows: dict[UUID, DocRow],
+        *,
+        everything: bool = False,
+    ) -> bool:
+        """Read again the rows of documents this mount saved, renamed or read anew while
+        ``rows`` were on their way (called under the namespace lock).
+
+        Those rows may be older than what the mount shows now: applying one would roll the
+        file back to another writer's earlier version, with its size and cached content,
+        and the next program to read and save the file would erase the save made here.
+        With ``everything`` (a resync), documents created here meanwhile count too, or the
+        resync would take them for deleted.  Returns whether any row was read again.
+        """
+        docs = self.tree.docs
+        changed = [d for d, version in before.items() if self._shown_version(d) != version]
+        if everything:
+            changed += [d for d in docs if d not in before]
+        if not changed:
+            return False
+        log.debug("re-reading %d row(s) changed here while the feed read them", len(changed))
+        fresh = await self._db(self.store.document_rows, changed)
+        for doc_id in changed:
+            rows.pop(doc_id, None)
+        rows.update(fresh)
+        return True
+
+    def _shown_version(self, doc_id: UUID) -> datetime | None:
+        node = self.tree.docs.get(doc_id)
+        return node.updated_at if node is not None else None
 
     async def _external_upsert(self, row: DocRow) -> None:
         node = self.tree.docs.get(row.id)

@@ -57,23 +57,27 @@ class ContentMixin(FilesystemBase):
 
     async def _committed_bytes(self, node: FileNode) -> bytes:
         """The document's committed content, from the cache or the database."""
-        assert node.doc_id is not None
-        data = self.cache.get(node.doc_id, node.updated_at)
-        if data is not None:
-            return data
-        doc_id = node.doc_id
-        neighbours = self._uncached_neighbours(node)
-        near = self.tree.path_of(node) if node.parent is not None else None
-        rows = await self._db(self.store.read_contents, [doc_id, *neighbours], near)
-        for other, (other_data, other_version) in rows.items():
-            if other != doc_id:  # read ahead: keyed by version, so never served stale
+        while True:
+            assert node.doc_id is not None
+            data = self.cache.get(node.doc_id, node.updated_at)
+            if data is not None:
+                return data
+            doc_id, shown = node.doc_id, node.updated_at
+            neighbours = self._uncached_neighbours(node)
+            near = self.tree.path_of(node) if node.parent is not None else None
+            rows = await self._db(self.store.read_contents, [doc_id, *neighbours], near)
+            for other, (other_data, other_version) in rows.items():
+                # keyed by version, so never served stale
                 self.cache.put(other, other_version, other_data)
+            if node.doc_id != doc_id or node.updated_at == shown:
+                break
+            # Saved or renamed here while the row was on its way: it may be older than what
+            # the node shows now, so the node's own version is looked up again.
         row = rows.get(doc_id)
         if row is None:
             raise FsError(errno.ENOENT, f"document {doc_id} is gone from the database")
         data, version = row
-        self.cache.put(doc_id, version, data)
-        if version != node.updated_at:
+        if node.doc_id == doc_id and version != node.updated_at:
             # Another writer's change, read before its change-feed event arrived: the
             # event will find nothing new, so the kernel's cached size and pages are
             # dropped here (queued; the notifier thread does it outside this request).

@@ -70,10 +70,15 @@ def test_real_saves_racing_an_sql_agent_lose_nothing_and_delete_nothing(
                 SAVERS[name](mnt, "doc.md", line, env)
                 human_lines.append(line)
                 rows = sql_conn.execute(
-                    "SELECT id FROM memory_documents WHERE path = 'doc.md'"
+                    "SELECT id, content FROM memory_documents WHERE path = 'doc.md'"
                 ).fetchall()
-                assert rows == [(doc_id,)], (
+                assert [r[0] for r in rows] == [doc_id], (
                     f"after {name} (seed {seed}): rows {rows}\n{mounted.log()[-5000:]}"
+                )
+                # The agent only appends, so a finished save's line is in the content now.
+                assert line in rows[0][1], (
+                    f"{name}'s save is not in the content (seed {seed}): {rows[0][1]!r}\n"
+                    f"{mounted.log()[-8000:]}"
                 )
     finally:
         stop.set()

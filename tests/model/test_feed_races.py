@@ -1,0 +1,139 @@
+"""Other writers' changes read while this mount saves the same document.
+
+The change feed (and a resync) read rows first and apply them afterwards, under the
+namespace lock.  A save made here in between is newer than the row read: applying that row
+would roll the file back to the other writer's version, its older size and its cached
+content, and the next program to read and save the file would erase the save (the save race
+test lost rsync's line that way).  The store calls are held open with a real database
+underneath; only their timing is arranged.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+from uuid import UUID
+
+import psycopg
+import pytest
+import trio
+
+from memfs.tree import ROOT_INODE, FileNode
+from memfs.vfs import Filesystem
+from tests.model.test_vfs import WRITE, docs, write_file
+
+
+def held(fn: Callable[..., Any], release: threading.Event) -> Callable[..., Any]:
+    """``fn``, whose answer is held back (already read) until ``release`` is set."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        answer = fn(*args, **kwargs)
+        assert release.wait(10), "the test never released the held call"
+        return answer
+
+    return call
+
+
+def feed_event(doc_id: UUID, path: str) -> dict[str, Any]:
+    return {"op": "UPDATE", "id": str(doc_id), "path": path, "user": "default",
+            "agent": None, "origin": "another-writer"}  # fmt: skip
+
+
+async def read_all(fs: Filesystem, ino: int) -> bytes:
+    fh, _ = await fs.open(ino, os.O_RDONLY)
+    try:
+        return fs.read(fh, 0, 1 << 16)
+    finally:
+        await fs.release(fh)
+
+
+async def save_by_rename(fs: Filesystem, text: bytes) -> None:
+    """rsync's save: a temporary written and renamed over the document."""
+    fh, _ = await fs.create(ROOT_INODE, ".doc.md.Xa1b2c", 0o644, WRITE)
+    await fs.write(fh, 0, text)
+    await fs.release(fh)
+    await fs.rename(ROOT_INODE, ".doc.md.Xa1b2c", ROOT_INODE, "doc.md")
+
+
+async def save_in_place(fs: Filesystem, text: bytes) -> None:
+    node = await fs.lookup(ROOT_INODE, "doc.md")
+    fh, _ = await fs.open(node.ino, os.O_WRONLY | os.O_TRUNC)
+    await fs.write(fh, 0, text)
+    await fs.release(fh)
+
+
+@pytest.mark.parametrize("save", [save_by_rename, save_in_place])
+async def test_a_feed_row_read_before_a_save_here_does_not_roll_the_file_back(
+    fs: Filesystem,
+    sql_conn: psycopg.Connection[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    save: Callable[[Filesystem, bytes], Any],
+) -> None:
+    ino = await write_file(fs, ROOT_INODE, "doc.md", b"# shared\n")
+    node = fs.tree.get_file(ino)
+    assert node.doc_id is not None
+    sql_conn.execute("UPDATE memory_documents SET content = content || 'agent 0\n'")
+    await read_all(fs, ino)  # this mount has seen the agent's version (rsync --checksum)
+    release = threading.Event()
+    monkeypatch.setattr(fs.store, "document_rows", held(fs.store.document_rows, release))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(fs.apply_changes, [feed_event(node.doc_id, "doc.md")])
+        await trio.sleep(0.2)  # the feed has read the agent's row and waits
+        mine = b"# shared\nagent 0\nhuman rsync\n"
+        with trio.fail_after(10):
+            await save(fs, mine)
+        release.set()
+    assert docs(sql_conn) == {"doc.md": mine.decode()}
+    shown = await fs.lookup(ROOT_INODE, "doc.md")
+    assert isinstance(shown, FileNode)
+    assert fs.getattr(shown.ino).size == len(mine), "the kernel would cut reads short"
+    assert await read_all(fs, shown.ino) == mine, "the next saver would erase this save"
+
+
+async def test_a_resync_read_before_changes_here_neither_hides_nor_rolls_them_back(
+    fs: Filesystem, sql_conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await write_file(fs, ROOT_INODE, "doc.md", b"old\n")
+    release = threading.Event()
+    monkeypatch.setattr(fs.store, "load_documents", held(fs.store.load_documents, release))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(fs.resync)
+        await trio.sleep(0.2)  # the resync has read the rows and waits
+        with trio.fail_after(10):
+            await write_file(fs, ROOT_INODE, "new.md", b"new\n")
+            await save_in_place(fs, b"changed here\n")
+        release.set()
+    assert docs(sql_conn) == {"doc.md": "changed here\n", "new.md": "new\n"}
+    assert sorted(fs.tree.get_dir(ROOT_INODE).children) == ["doc.md", "new.md"]
+    node = await fs.lookup(ROOT_INODE, "doc.md")
+    assert fs.getattr(node.ino).size == len(b"changed here\n")
+    assert await read_all(fs, node.ino) == b"changed here\n"
+
+
+async def test_a_read_answered_after_a_save_here_does_not_roll_the_file_back(
+    fs: Filesystem, sql_conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ino = await write_file(fs, ROOT_INODE, "doc.md", b"# shared\n")
+    node = fs.tree.get_file(ino)
+    assert node.doc_id is not None
+    fs.cache.drop(node.doc_id)
+    release = threading.Event()
+    monkeypatch.setattr(fs.store, "read_contents", held(fs.store.read_contents, release))
+    read: list[bytes] = []
+
+    async def reader() -> None:
+        read.append(await read_all(fs, ino))
+
+    mine = b"# shared\nsaved while a reader waited\n"
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(reader)
+        await trio.sleep(0.2)  # the reader's row (the old content) is read and waits
+        with trio.fail_after(10):
+            await save_in_place(fs, mine)
+        release.set()
+    assert read == [mine], "the open returned after the save: it reads the save"
+    assert docs(sql_conn) == {"doc.md": mine.decode()}
+    assert fs.getattr(ino).size == len(mine)
+    assert await read_all(fs, ino) == mine
