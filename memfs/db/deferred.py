@@ -13,7 +13,8 @@ One batch is in flight at a time: a transaction that starts while another carrie
 waits for it to end (so a save never races a delete or a move), then takes what is
 pending.  A batch whose transaction failed goes back to the head of the queue (every
 change is by id or by path and can run twice).  A directory move's answer (each moved
-document's new ``updated_at``) is kept until the mount takes it (``take_moved``).
+document's ``updated_at`` before and after) is kept until the mount takes it
+(``take_moved``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 from uuid import UUID
 
 import psycopg
@@ -29,6 +31,15 @@ import psycopg
 #: How long a transaction waits for another's batch before giving up (the other's call
 #: has its own deadline, well under this).
 WAIT_LIMIT = 60.0
+
+
+class Moved(NamedTuple):
+    """A moved document's row version before and after the move.  Only a row still at the
+    version the mount showed kept the content the mount has cached; another writer may
+    have changed it in between."""
+
+    before: datetime
+    after: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +105,7 @@ class DeferredChanges:
         self._cond = threading.Condition()
         self._pending = ChangeBatch()
         self._in_flight: ChangeBatch | None = None
-        self._moved: dict[UUID, datetime] = {}
+        self._moved: dict[UUID, Moved] = {}
         #: Directory moves queued or in flight (``moving`` is asked before every call).
         self._unsent_moves = 0
 
@@ -150,7 +161,7 @@ class DeferredChanges:
             return batch
 
     def finish(
-        self, batch: ChangeBatch, *, committed: bool, moved: dict[UUID, datetime] | None = None
+        self, batch: ChangeBatch, *, committed: bool, moved: dict[UUID, Moved] | None = None
     ) -> None:
         """End ``batch``'s flight; a batch that did not commit waits for the next one."""
         if not batch:
@@ -165,8 +176,8 @@ class DeferredChanges:
             self._in_flight = None
             self._cond.notify_all()
 
-    def take_moved(self) -> dict[UUID, datetime]:
-        """The new ``updated_at`` of every document moved by batches sent so far."""
+    def take_moved(self) -> dict[UUID, Moved]:
+        """The versions of every document moved by batches sent so far."""
         with self._cond:
             moved, self._moved = self._moved, {}
             return moved

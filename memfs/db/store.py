@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 from uuid import UUID
 
 import psycopg
@@ -34,6 +34,7 @@ from memfs.db.deferred import (
     Delete,
     DropDir,
     KeepDir,
+    Moved,
     MoveDir,
 )
 from memfs.db.known import EMPTY_METADATA_MD5, KnownFolder, KnownRow, KnownRows
@@ -301,7 +302,7 @@ class MetaStore:
         """
         changes = self.deferred.take()
         committed = False
-        moved: dict[UUID, datetime] = {}
+        moved: dict[UUID, Moved] = {}
         try:
             with self.pool.connection() as conn:
                 try:
@@ -318,7 +319,7 @@ class MetaStore:
                             conn.execute("ROLLBACK")
                     raise
                 for cur in answers:  # answered at the commit's Sync
-                    moved.update((r[0], r[1]) for r in cur.fetchall())
+                    moved.update((r[0], Moved(r[2], r[1])) for r in cur.fetchall())
             committed = True
         finally:
             self.deferred.finish(changes, committed=committed, moved=moved)
@@ -984,8 +985,9 @@ class MetaStore:
         attrs: FileAttrs,
         keep_dirs: Sequence[str] = (),
         old_path: str | None = None,
-    ) -> datetime | None:
-        """Move a document to ``new_path`` (deleting ``replaced`` first); None if it is gone.
+    ) -> Moved | None:
+        """Move a document to ``new_path`` (deleting ``replaced`` first); its versions before
+        and after, or None if it is gone.
 
         It is queued for re-chunking unless ``old_path`` is given and the indexing rules of
         both places are the same (the chunks then stay right)."""
@@ -1003,8 +1005,10 @@ class MetaStore:
                 self._params(path=new_path, id=doc_id),
             )
             moved = conn.execute(
-                f"UPDATE memory_documents SET path = %(path)s WHERE id = %(id)s AND {_SCOPE} "
-                "RETURNING updated_at",
+                "WITH old AS (SELECT id, updated_at FROM memory_documents "
+                f"  WHERE id = %(id)s AND {_SCOPE} FOR UPDATE) "
+                "UPDATE memory_documents d SET path = %(path)s FROM old WHERE d.id = old.id "
+                "RETURNING d.updated_at, old.updated_at",
                 self._params(path=new_path, id=doc_id),
             )
             # Queued without waiting for the UPDATE's answer: both do nothing if it is gone.
@@ -1023,12 +1027,16 @@ class MetaStore:
         self.known.forget(doc_id)
         if row is None:
             return None
+        versions = Moved(row[1], row[0])
         configs = folder_config_paths(new_path)
-        if known is not None and folder_config_paths(known.path) == configs:
-            self.known.remember(
-                doc_id, dataclasses.replace(known, path=new_path, updated_at=row[0]), configs
-            )
-        return cast(datetime, row[0])
+        if (
+            known is not None
+            and known.updated_at == versions.before  # nobody else wrote it since
+            and folder_config_paths(known.path) == configs
+        ):
+            row_now = dataclasses.replace(known, path=new_path, updated_at=versions.after)
+            self.known.remember(doc_id, row_now, configs)
+        return versions
 
     def _queue_reindex(self, conn: Conn, doc_ids: Sequence[UUID]) -> None:
         conn.execute(
@@ -1096,22 +1104,23 @@ class MetaStore:
         new_path: str,
         replaced_dir: str | None,
         keep_dirs: Sequence[str] = (),
-    ) -> dict[UUID, datetime]:
+    ) -> dict[UUID, Moved]:
         """Move every document and kept directory under ``old_path/`` to ``new_path/``.
 
-        One transaction; client attributes that were valid stay valid.  Returns the new
-        ``updated_at`` of each moved document.
+        One transaction; client attributes that were valid stay valid.  Returns each moved
+        document's versions before and after.
         """
         with self._transaction() as conn:
             self._tag(conn)
             rows = self._move_directory(conn, old_path, new_path, replaced_dir)
             self._keep_directories(conn, keep_dirs)
-        return {r[0]: r[1] for r in rows.fetchall()}  # answered at the commit's Sync
+        return {r[0]: Moved(r[2], r[1]) for r in rows.fetchall()}  # answered at the Sync
 
     def _move_directory(
         self, conn: Conn, old_path: str, new_path: str, replaced_dir: str | None
     ) -> Cursor:
-        """``rename_directory``'s statements; the cursor's rows are (id, new updated_at)."""
+        """``rename_directory``'s statements; the cursor's rows are (id, new updated_at,
+        old updated_at)."""
         old_prefix = escape_like(old_path + "/") + "%"
         cut = len(old_path) + 1
         if replaced_dir is not None:
@@ -1140,7 +1149,7 @@ class MetaStore:
             # hold the path, so a move under the same rules keeps them as they are.
             "  INSERT INTO memfs.reindex_queue (document_id) SELECT id FROM upd "
             f"  WHERE {_RULES_DIFFER} {_REQUEUE}"
-            ") SELECT id, updated_at FROM upd",
+            ") SELECT id, updated_at, old_at FROM upd",
             self._params(
                 prefix=old_prefix, new=new_path, cut=cut, **_move_params(old_path, new_path)
             ),

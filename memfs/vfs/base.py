@@ -18,7 +18,6 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 from uuid import UUID
@@ -28,6 +27,7 @@ import trio
 from memfs.buffers import FileBuffer, ScratchBuffer, ScratchSpill
 from memfs.cache import ContentCache
 from memfs.db.calls import DatabaseCalls
+from memfs.db.deferred import Moved
 from memfs.db.store import CommitResult, FileAttrs, MetaStore, folder_config_paths
 from memfs.errors import FsError
 from memfs.kernel import KernelNotifier, RecordingNotifier
@@ -181,24 +181,35 @@ class FilesystemBase:
         """Documents moved by a sent directory rename: their rows' new versions."""
         self._adopt_moved(self.store.deferred.take_moved())
 
-    def _adopt_moved(self, moved: dict[UUID, datetime]) -> None:
+    def _adopt_moved(self, moved: dict[UUID, Moved]) -> None:
         """Each moved document's new row version; the mtime shown stays (a rename is not
         an edit), and the reindexer hears of them (their indexing rules may differ)."""
-        for doc_id, updated_at in moved.items():
+        for doc_id, versions in moved.items():
             node = self.tree.docs.get(doc_id)
             if node is not None:
-                self._adopt_version(node, updated_at)
+                self._adopt_version(node, versions)
                 node.client_mtime_ns = node.mtime_ns
         self._request_reindex(*moved)
 
-    def _adopt_version(self, node: FileNode, updated_at: object) -> None:
-        """Record a new row version that did not change content (rename, attrs)."""
+    def _adopt_version(self, node: FileNode, versions: Moved) -> None:
+        """Record a new row version that did not change content (rename, attrs).
+
+        If the row was not at the version the node shows, another writer changed it in
+        between and its change-feed event has not been applied: the node keeps its version
+        (that event, or the next read, brings the new content and size) and nothing cached
+        of the old content is served meanwhile."""
+        if node.updated_at != versions.before:
+            if node.doc_id is not None:
+                self.cache.drop(node.doc_id)
+            self._kernel_version.pop(node.ino, None)
+            self.kernel.inode(node.ino)
+            return
         cached = self.cache.get(node.doc_id, node.updated_at) if node.doc_id else None
         if cached is not None and node.doc_id is not None:
-            self.cache.put(node.doc_id, updated_at, cached)  # type: ignore[arg-type]
+            self.cache.put(node.doc_id, versions.after, cached)
         if self._kernel_version.get(node.ino) == node.updated_at:
-            self._kernel_version[node.ino] = updated_at
-        node.updated_at = updated_at  # type: ignore[assignment]
+            self._kernel_version[node.ino] = versions.after
+        node.updated_at = versions.after
 
     async def load(self) -> None:
         """Load every path and attribute of the workspace into the tree (no content)."""

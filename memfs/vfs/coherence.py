@@ -59,7 +59,7 @@ class CoherenceMixin(SearchMixin):
         if not latest:
             return
         live = [d for d, event in latest.items() if event.get("op") != "DELETE"]
-        before = self._versions_shown(live)
+        before = self._shown(live)
         rows = await self._db(self.store.document_rows, live) if live else {}
         async with self.ns_lock:
             await self._reread_changed_here(before, rows)
@@ -82,7 +82,7 @@ class CoherenceMixin(SearchMixin):
 
     async def resync(self) -> None:
         """Reload every path and attribute and reconcile (after a reconnect, or polling)."""
-        before = self._versions_shown(self.tree.docs)
+        before = self._shown(self.tree.docs)
         rows = await self._db(self.store.load_documents)
         async with self.ns_lock:
             by_id = {row.id: row for row in rows}
@@ -101,44 +101,46 @@ class CoherenceMixin(SearchMixin):
                 self._external_delete(doc_id)
         log.debug("resynchronised %d documents", len(rows))
 
-    def _versions_shown(self, doc_ids: Iterable[UUID]) -> dict[UUID, datetime | None]:
-        """The version this mount shows of each document (None: not shown), taken before
-        reading rows whose application waits for the namespace lock."""
-        docs = self.tree.docs
-        return {d: node.updated_at if (node := docs.get(d)) else None for d in doc_ids}
+    def _shown(self, doc_ids: Iterable[UUID]) -> dict[UUID, tuple[datetime | None, str] | None]:
+        """What this mount shows of each document, its version and path (None: nothing),
+        taken before reading rows whose application waits for the namespace lock."""
+        return {doc_id: self._shown_now(doc_id) for doc_id in doc_ids}
+
+    def _shown_now(self, doc_id: UUID) -> tuple[datetime | None, str] | None:
+        node = self.tree.docs.get(doc_id)
+        if node is None or node.parent is None:
+            return None
+        return node.updated_at, self.tree.path_of(node)
 
     async def _reread_changed_here(
         self,
-        before: dict[UUID, datetime | None],
+        before: dict[UUID, tuple[datetime | None, str] | None],
         rows: dict[UUID, DocRow],
         *,
         everything: bool = False,
     ) -> bool:
-        """Read again the rows of documents this mount saved, renamed or read anew while
-        ``rows`` were on their way (called under the namespace lock).
+        """Read again the rows of documents this mount changed (saved, renamed, moved with
+        a folder, removed, created, or read anew) while ``rows`` were on their way; called
+        under the namespace lock.
 
         Those rows may be older than what the mount shows now: applying one would roll the
-        file back to another writer's earlier version, with its size and cached content,
-        and the next program to read and save the file would erase the save made here.
-        With ``everything`` (a resync), documents created here meanwhile count too, or the
-        resync would take them for deleted.  Returns whether any row was read again.
+        file back to another writer's earlier version, with its size and cached content
+        (the next program to read and save the file would erase the save made here), move
+        it back to its old folder, or bring back a file just removed.  With ``everything``
+        (a resync), documents created here meanwhile count too, or the resync would take
+        them for deleted.  Returns whether any row was read again.
         """
-        docs = self.tree.docs
-        changed = [d for d, version in before.items() if self._shown_version(d) != version]
+        changed = [d for d, shown in before.items() if self._shown_now(d) != shown]
         if everything:
-            changed += [d for d in docs if d not in before]
+            changed += [d for d in self.tree.docs if d not in before]
         if not changed:
             return False
-        log.debug("re-reading %d row(s) changed here while the feed read them", len(changed))
+        log.debug("re-reading %d row(s) changed here while they were read", len(changed))
         fresh = await self._db(self.store.document_rows, changed)
         for doc_id in changed:
             rows.pop(doc_id, None)
         rows.update(fresh)
         return True
-
-    def _shown_version(self, doc_id: UUID) -> datetime | None:
-        node = self.tree.docs.get(doc_id)
-        return node.updated_at if node is not None else None
 
     async def _external_upsert(self, row: DocRow) -> None:
         node = self.tree.docs.get(row.id)

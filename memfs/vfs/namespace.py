@@ -391,17 +391,17 @@ class NamespaceMixin(ContentMixin):
                 source, source.doc_id, replaced, new_path, None, keep, seen
             )
             return
-        updated_at = await self._db(
+        moved = await self._db(
             self.store.rename_document, source.doc_id, new_path, replaced, attrs, keep,
             self.tree.path_of(source),
         )  # fmt: skip
         self._request_reindex(source.doc_id)
         if replaced is not None:
             self.cache.drop(replaced)
-        if updated_at is None:
+        if moved is None:
             log.warning("document %s vanished from the database during rename", source.doc_id)
             return
-        self._adopt_version(source, updated_at)
+        self._adopt_version(source, moved)
         source.client_mtime_ns = source.mtime_ns
         source.ctime_ns = self.clock()
 

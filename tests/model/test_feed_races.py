@@ -137,3 +137,55 @@ async def test_a_read_answered_after_a_save_here_does_not_roll_the_file_back(
     assert docs(sql_conn) == {"doc.md": mine.decode()}
     assert fs.getattr(ino).size == len(mine)
     assert await read_all(fs, ino) == mine
+
+
+@pytest.mark.parametrize("sender", [False, True], ids=["immediate", "deferred"])
+async def test_a_feed_row_read_before_a_removal_or_folder_move_here_is_not_applied(
+    fs: Filesystem, sql_conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch,
+    sender: bool,
+) -> None:  # fmt: skip
+    """The removal and the folder rename ride on the next transaction when the sender runs
+    (``memfs.db.deferred``): the rows read meanwhile still show the old state."""
+    folder = await fs.mkdir(ROOT_INODE, "a", 0o755)
+    x = await write_file(fs, folder.ino, "x.md", b"x\n")
+    gone = await write_file(fs, ROOT_INODE, "gone.md", b"gone\n")
+    ids = [fs.tree.get_file(ino).doc_id for ino in (x, gone)]
+    sql_conn.execute("UPDATE memory_documents SET content = content || 'agent\n'")
+    release = threading.Event()
+    monkeypatch.setattr(fs.store, "document_rows", held(fs.store.document_rows, release))
+    async with trio.open_nursery() as nursery:
+        if sender:
+            await nursery.start(fs.send_changes)
+        events = [feed_event(d, p) for d, p in zip(ids, ["a/x.md", "gone.md"], strict=True)]
+        nursery.start_soon(fs.apply_changes, events)
+        await trio.sleep(0.2)  # the feed has read both rows at their old paths and waits
+        with trio.fail_after(10):
+            await fs.rename(ROOT_INODE, "a", ROOT_INODE, "b")
+            await fs.unlink(ROOT_INODE, "gone.md")
+        release.set()
+        await trio.sleep(0.2)
+        await fs.flush_changes()
+        nursery.cancel_scope.cancel()
+    assert sorted(fs.tree.get_dir(ROOT_INODE).children) == ["b"], "moved back or revived"
+    moved = await fs.lookup(folder.ino, "x.md")
+    assert await read_all(fs, moved.ino) == b"x\nagent\n"
+    assert docs(sql_conn) == {"b/x.md": "x\nagent\n"}
+
+
+@pytest.mark.parametrize("move", ["file", "folder"])
+async def test_a_rename_here_after_another_writers_change_does_not_serve_the_old_content(
+    fs: Filesystem, sql_conn: psycopg.Connection[Any], move: str
+) -> None:
+    """The rename's new row version is adopted with the cached content only if the row was
+    still at the version this mount showed: otherwise the next read served the content
+    from before the other writer's change, and a save of it overwrote that change with no
+    version kept (the save's version check passed)."""
+    folder = await fs.mkdir(ROOT_INODE, "a", 0o755)
+    ino = await write_file(fs, folder.ino, "x.md", b"mine\n")
+    sql_conn.execute("UPDATE memory_documents SET content = content || 'agent\n'")
+    if move == "file":
+        await fs.rename(folder.ino, "x.md", folder.ino, "y.md")
+    else:
+        await fs.rename(ROOT_INODE, "a", ROOT_INODE, "b")
+    assert await read_all(fs, ino) == b"mine\nagent\n"
+    assert fs.getattr(ino).size == len(b"mine\nagent\n")
