@@ -103,7 +103,7 @@ def run_size(
         terms = [f"{rng.choice(WORDS)} {rng.choice(WORDS)}" for _ in range(queries)]
         mount_times, sql_times, embed_times = [], [], []
         db_handle = open_database(Settings(database_url=url))
-        store = db_handle.store(Scope("default"))
+        store = db_handle.search_store(Scope("default"))
         for i, term in enumerate(terms):
             name = f"{term} --limit={10 + i % 5}"  # a fresh name each time: no cache hits
             started = time.perf_counter()

@@ -206,6 +206,7 @@ def _search(args: argparse.Namespace, settings: Settings) -> int:
 
 def _sync(args: argparse.Namespace, settings: Settings) -> int:
     import json
+    import uuid
 
     from memfs import sync
     from memfs.db import Scope, open_database
@@ -221,7 +222,9 @@ def _sync(args: argparse.Namespace, settings: Settings) -> int:
     _check_embedded(settings)
     directory.mkdir(parents=True, exist_ok=True)
     database = open_database(settings)
-    store = database.store(Scope(settings.user_id, settings.agent_id))
+    # Watching, the change feed skips this command's own writes by their origin tag.
+    origin = None if args.once else uuid.uuid4().hex
+    store = database.store(Scope(settings.user_id, settings.agent_id), origin=origin)
 
     def show(report: sync.SyncReport) -> None:
         if args.json:

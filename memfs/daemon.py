@@ -18,7 +18,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,12 +26,10 @@ import pyfuse3
 import trio
 
 from memfs import systemd
-from memfs.buffers import ScratchSpill
+from memfs.assembly import assemble
 from memfs.config import Settings
-from memfs.db import Scope, open_database
-from memfs.db.calls import DatabaseCalls
-from memfs.embeddings import Embedder, EmbeddingSettings
-from memfs.embeddings.worker import EmbeddingWorker
+from memfs.db import open_database
+from memfs.embeddings import EmbeddingSettings
 from memfs.errors import EXIT_FAILED, MountError
 from memfs.failures import describe_failure
 from memfs.feed import ChangeListener
@@ -42,10 +39,8 @@ from memfs.memory import map_large_buffers
 from memfs.mountpoint import is_mounted, mount_at, pidfile_for
 from memfs.processes import process_running
 from memfs.recovery import RecoveryArea
-from memfs.reindex import Reindexer
-from memfs.scratch import ScratchRules
-from memfs.search import SearchConfig, SearchEngine
-from memfs.vfs import Filesystem
+from memfs.search import SearchConfig
+from memfs.vfs import OtherWriters
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +62,7 @@ async def _handle_signals(signals: AsyncIterator[int]) -> None:
 
 
 async def _apply_changes(
-    fs: Filesystem, receive: trio.MemoryReceiveChannel[dict[str, object]]
+    writers: OtherWriters, receive: trio.MemoryReceiveChannel[dict[str, object]]
 ) -> None:
     """Apply change-feed events in order, as many at a time as have arrived; if a batch
     cannot be applied, resync everything."""
@@ -79,12 +74,12 @@ async def _apply_changes(
             except trio.WouldBlock:
                 break
         try:
-            await fs.apply_changes(batch)
+            await writers.apply_changes(batch)
         except Exception as exc:  # a database hiccup or a bug: never lose the feed
             log.warning("could not apply a change (%s); resynchronising", exc)
             while True:
                 try:
-                    await fs.resync()
+                    await writers.resync()
                     break
                 except Exception as again:
                     log.warning("resync failed (%s); retrying in 1s", again)
@@ -93,9 +88,6 @@ async def _apply_changes(
 
 #: Change-feed events applied together (one query for their rows).
 FEED_BATCH = 500
-#: Deadline of the reindex and embedding workers' database calls (seconds): re-chunking a
-#: 50 MB document legitimately takes longer than a request's deadline.
-BACKGROUND_DEADLINE = 300.0
 #: Kernel entry/attribute cache lifetime while the change feed invalidates explicitly.
 FEED_ATTR_TIMEOUT = 60.0
 #: ... and while polling, which notices outside changes within about a second.
@@ -119,31 +111,11 @@ def serve(
     with contextlib.suppress(FileNotFoundError):
         result_file(pidfile).unlink()  # an earlier run's report nobody collected
     try:
-        store = database.store(Scope(settings.user_id, settings.agent_id), origin=uuid.uuid4().hex)
-        calls = DatabaseCalls(
-            concurrency=settings.pool_size, deadline=settings.call_deadline, probe=database.ping
-        )
-        background = calls.with_deadline(BACKGROUND_DEADLINE)
-        recovery = RecoveryArea(settings.recovery_dir)
-        _offer_recovery(recovery)
-        fs = Filesystem(
-            store,
-            calls=calls,
-            recovery=recovery,
-            cache_bytes=settings.cache_bytes,
-            rules=ScratchRules.with_extra(settings.scratch_patterns),
-            spill=ScratchSpill(settings.runtime_dir / f"scratch-{os.getpid()}"),
-        )
-        fs.read_only = settings.read_only
-        fs.add_read_scopes([database.store(Scope(name)) for name in settings.read_scopes])
-        notifier = FuseNotifier()
-        fs.kernel = notifier
         has_trigger = database.has_change_feed()
         use_feed = not settings.no_trigger and has_trigger and database.listen_url is not None
         attr_timeout = settings.attr_timeout
         if attr_timeout is None:
             attr_timeout = FEED_ATTR_TIMEOUT if use_feed else POLL_ATTR_TIMEOUT
-        ops = MemfsOperations(fs, attr_timeout=attr_timeout)
         if use_feed:
             log.info("watching other writers through the change-feed trigger")
         elif has_trigger and not settings.no_trigger:
@@ -158,15 +130,18 @@ def serve(
                 "changes every second (`memfs init` installs the trigger)",
                 " (--no-trigger)" if settings.no_trigger else "",
             )
+        notifier = FuseNotifier()
+        recovery = RecoveryArea(settings.recovery_dir)
+        _offer_recovery(recovery)
+        kept: list[str] = []
 
         async def run() -> int:
-            embedder = Embedder(embedding_settings) if embedding_settings else None
-            engine = SearchEngine(
-                store, calls, embedder=embedder, config=search_config,
-                read_scopes=settings.read_scopes,
+            parts = assemble(
+                settings, database, search_config=search_config,
+                embedding_settings=embedding_settings, kernel=notifier, recovery=recovery,
             )  # fmt: skip
-            fs.attach_search(engine, ttl=settings.search_ttl, deadline=settings.search_timeout)
-            if embedder is None:
+            fs, store = parts.fs, parts.store
+            if parts.embedder is None:
                 log.info("no embedding provider (EMBEDDING_ENABLED is off): search is full-text")
             send, receive = trio.open_memory_channel[dict[str, object]](math.inf)
             listener = None
@@ -181,14 +156,16 @@ def serve(
                 listener.start()
                 if not await trio.to_thread.run_sync(listener.connected.wait, 10.0):
                     log.warning("the change feed is not connected yet; it resyncs when it is")
+            else:
+                await parts.writers.baseline()
             await fs.load()
+            ops = MemfsOperations(fs, attr_timeout=attr_timeout)
             with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
-                fsname = f"memfs:{settings.user_id}"
                 pyfuse3.init(
                     ops,
                     str(mountpoint),
                     mount_options(
-                        fsname,
+                        f"memfs:{settings.user_id}",
                         allow_other=settings.allow_other,
                         debug=settings.debug_fuse,
                         read_only=settings.read_only,
@@ -203,26 +180,25 @@ def serve(
                 )
                 log.info("mounted workspace %r at %s", settings.user_id, mountpoint)
                 if on_ready is not None:
-                    on_ready(await trio.to_thread.run_sync(store.count_documents))
+                    tools = database.tool_store(store.scope)
+                    on_ready(await trio.to_thread.run_sync(tools.count_documents))
                 systemd.notify(f"READY=1\nSTATUS=memory of {settings.user_id!r} at {mountpoint}")
                 unmounted = False
                 notifier.start()
                 try:
                     async with trio.open_nursery() as nursery:
                         nursery.start_soon(_handle_signals, signals)
-                        nursery.start_soon(fs.run_maintenance)
+                        nursery.start_soon(parts.maintenance.run)
                         if not settings.read_only:
                             await nursery.start(fs.send_changes)
-                            fs.reindexer = Reindexer(store, background, fs._announce)
-                            await nursery.start(fs.reindexer.run)
+                        if parts.reindexer is not None:
+                            await nursery.start(parts.reindexer.run)
                         if listener is not None:
-                            nursery.start_soon(_apply_changes, fs, receive)
+                            nursery.start_soon(_apply_changes, parts.writers, receive)
                         else:
-                            nursery.start_soon(fs.poll_changes)
-                        if embedder is not None and not settings.read_only:
-                            worker = EmbeddingWorker(store, embedder, background)
-                            fs.commit_listeners.append(worker.notify)
-                            nursery.start_soon(worker.run)
+                            nursery.start_soon(parts.writers.poll_changes)
+                        if parts.embeddings is not None:
+                            nursery.start_soon(parts.embeddings.run)
                         await pyfuse3.main()
                         nursery.cancel_scope.cancel()
                 finally:
@@ -232,12 +208,11 @@ def serve(
                     pyfuse3.close(unmount=True)
                     notifier.stop()
                     unmounted = True
-                    if embedder is not None:
-                        await embedder.aclose()
+                    if parts.embedder is not None:
+                        await parts.embedder.aclose()
                     log.info("unmounted %s", mountpoint)
                 return 1 if kept or not unmounted else 0
 
-        kept: list[str] = []
         code = trio.run(run)
         if kept:
             _report_unsaved(pidfile, recovery, kept)

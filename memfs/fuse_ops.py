@@ -133,7 +133,7 @@ class MemfsOperations(pyfuse3.Operations):
             raise FsError(errno.ENOENT) from None
         node = await self.fs.lookup(parent_inode, text)
         entry = self._entry(self.fs.attributes(node))
-        if self.fs.is_search_query(node):
+        if self.fs.volatile_name(node):
             entry.entry_timeout = entry.attr_timeout = 0
         return entry
 

@@ -36,7 +36,7 @@ def run_search(settings: Settings, query: str, *, limit: int, mode: str) -> Sear
                 "settings; see `memfs status`), or search without --vector",
                 EXIT_USAGE,
             )
-        store = database.store(Scope(settings.user_id, settings.agent_id))
+        store = database.search_store(Scope(settings.user_id, settings.agent_id))
 
         async def go() -> SearchOutcome:
             embedder = Embedder(embedding) if embedding else None

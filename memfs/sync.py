@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from memfs.db import FileAttrs, MetaStore
+from memfs.db import FileAttrs, MetaStore, ToolStore
 from memfs.paths import loadable_path
 from memfs.scratch import Kind, ScratchRules
 from memfs.tree import to_ns
@@ -74,8 +74,18 @@ class Local:
 class DirectorySync:
     """One directory synced with one workspace."""
 
-    def __init__(self, store: MetaStore, root: Path, rules: ScratchRules | None = None) -> None:
+    def __init__(
+        self,
+        store: MetaStore,
+        root: Path,
+        rules: ScratchRules | None = None,
+        *,
+        reads: ToolStore | None = None,
+    ) -> None:
+        #: Writes go through the document store, as a mount's do; reads of every document
+        #: at once through the tools' store (on the same pool unless given).
         self.store = store
+        self.reads = reads or ToolStore(store.pool, store.scope)
         self.root = root
         self.rules = rules or ScratchRules()
         self.state_path = root / STATE_FILE
@@ -119,9 +129,9 @@ class DirectorySync:
 
     def _remote(self) -> dict[str, tuple[UUID, bytes, datetime, int | None]]:
         rows: dict[str, tuple[UUID, bytes, datetime, int | None]] = {}
-        for path, content, updated_at, mtime_ns, doc_id in self.store.export_rows_with_ids():
-            if loadable_path(path) and path not in rows:
-                rows[path] = (doc_id, content.encode("utf-8"), updated_at, mtime_ns)
+        for row in self.reads.export_rows():
+            if loadable_path(row.path) and row.path not in rows:
+                rows[row.path] = (row.id, row.content.encode("utf-8"), row.updated_at, row.mtime_ns)
         return rows
 
     # -- one pass ------------------------------------------------------------------------
@@ -242,15 +252,15 @@ def watch(store: MetaStore, root: Path, *, database: Any, on_pass: Any) -> None:
     import functools
     import math
     import signal
-    import uuid
 
     import trio
     import watchfiles
 
     from memfs.feed import ChangeListener
 
+    if not store.origin:
+        raise ValueError("a watching sync needs a store with an origin (to skip its echoes)")
     syncer = DirectorySync(store, root)
-    store.origin = store.origin or uuid.uuid4().hex
 
     def relevant(_change: object, path: str) -> bool:
         name = Path(path).name

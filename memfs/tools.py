@@ -1,8 +1,8 @@
 """Workspace commands without a mount: status, seed, reindex, export, import, log.
 
-They use the same ``MetaStore`` calls as the mount (one transaction each, IronClaw's
+They write through the same document store as the mount (one transaction each, IronClaw's
 write and reindex rules), so a document written by ``memfs import`` is exactly what a
-``cp`` into the mount would have made.
+``cp`` into the mount would have made; they read through ``memfs.db.ToolStore``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from typing import Any, TypeVar
 import psycopg
 
 from memfs.config import Settings, default_log_dir, redacted
-from memfs.db import Database, FileAttrs, MetaStore, Scope, open_database
+from memfs.db import Database, FileAttrs, MetaStore, Scope, ToolStore, open_database
+from memfs.db.tool_store import StoredDocument
 from memfs.embeddings.config import EmbeddingSettings
 from memfs.errors import Refused
 from memfs.ironclaw.settings import ConfigError, resolve_embeddings, resolve_search
@@ -87,9 +88,11 @@ class Report:
             sys.stderr.write(f"memfs {self.action}: {problem}\n")
 
 
-def with_store(settings: Settings) -> tuple[Database, MetaStore]:
+def with_store(settings: Settings) -> tuple[Database, MetaStore, ToolStore]:
+    """The database, the workspace's documents (writes) and its whole-document reads."""
     database = open_database(settings)
-    return database, database.store(Scope(settings.user_id, settings.agent_id))
+    scope = Scope(settings.user_id, settings.agent_id)
+    return database, database.store(scope), database.tool_store(scope)
 
 
 # -- status ------------------------------------------------------------------------------
@@ -158,9 +161,9 @@ def effective_settings(database: Database, owner: str) -> dict[str, dict[str, An
 def status(settings: Settings) -> dict[str, Any]:
     """What ``memfs status`` shows; read-only (``open_database(read_only=True)``)."""
     database = open_database(settings, read_only=True)
-    store = database.store(Scope(settings.user_id, settings.agent_id))
+    scope = Scope(settings.user_id, settings.agent_id)
     try:
-        chunks, pending = store.count_chunks()
+        chunks, pending = database.embedding_store(scope).count_chunks()
         return {
             "settings": effective_settings(database, settings.user_id),
             "mounts": mounts_of(settings),
@@ -170,7 +173,7 @@ def status(settings: Settings) -> dict[str, Any]:
             "change_feed": database.has_change_feed(),
             "user_id": settings.user_id,
             "agent_id": str(settings.agent_id) if settings.agent_id else None,
-            "documents": store.count_documents(),
+            "documents": database.tool_store(scope).count_documents(),
             "chunks": chunks,
             "embeddings_pending": pending,
             "last_errors": last_errors(),
@@ -213,7 +216,7 @@ def seed(settings: Settings) -> Report:
     IronClaw's own from ever being created.  So on IronClaw's database this refuses.
     """
     report = Report("seed")
-    database, store = with_store(settings)
+    database, store, reads = with_store(settings)
     try:
         if database.schema.kind == "ironclaw":
             raise Refused(
@@ -221,9 +224,9 @@ def seed(settings: Settings) -> Report:
                 "(AGENTS.md, SOUL.md, BOOTSTRAP.md, ...) at its next start and never replaces "
                 "an existing one, so memfs seeds nothing here"
             )
-        missing = {p for p in [*SEEDS, BOOTSTRAP[0]] if store.find_document(p) is None}
+        missing = {p for p in [*SEEDS, BOOTSTRAP[0]] if reads.find_document(p) is None}
         wanted = dict(SEEDS)
-        profile = store.find_document("context/profile.json")
+        profile = reads.find_document("context/profile.json")
         if all(m in missing for m in FRESH_MARKERS) and not _valid_json(profile):
             wanted[BOOTSTRAP[0]] = BOOTSTRAP[1]
         for path, text in wanted.items():
@@ -237,11 +240,11 @@ def seed(settings: Settings) -> Report:
     return report
 
 
-def _valid_json(row: tuple[Any, str, Any] | None) -> bool:
+def _valid_json(row: StoredDocument | None) -> bool:
     if row is None:
         return False
     try:
-        json.loads(row[1])
+        json.loads(row.content)
     except ValueError:
         return False
     return True
@@ -249,14 +252,15 @@ def _valid_json(row: tuple[Any, str, Any] | None) -> bool:
 
 def reindex(settings: Settings, paths: list[str] | None) -> Report:
     report = Report("reindex")
-    database, store = with_store(settings)
+    database, _, reads = with_store(settings)
     try:
-        docs = store.document_ids(paths)
+        docs = reads.document_ids(paths)
+        indexer = database.reindex_store(reads.scope)
         if paths:
             found = {p for _, p in docs}
             report.problems += [f"no document at {p!r}" for p in paths if p not in found]
         for doc_id, _ in progress(docs, "reindexing"):
-            report.add("chunks", store.reindex_document(doc_id))
+            report.add("chunks", indexer.reindex_document(doc_id))
             report.add("documents")
     finally:
         database.close()
@@ -277,15 +281,17 @@ def daily_log(settings: Settings, text: str, tz_offset_minutes: int | None = Non
         now = datetime.now(timezone(timedelta(minutes=tz_offset_minutes)))
     path = f"daily/{now:%Y-%m-%d}.md"
     entry = f"[{now:%H:%M:%S}] {text}\n"
-    database, store = with_store(settings)
+    database, store, reads = with_store(settings)
     try:
-        existing = store.find_document(path)
+        existing = reads.find_document(path)
         if existing is None:
             store.commit_document(None, path, entry, FileAttrs())
         else:
-            doc_id, content, version = existing
+            content = existing.content
             joiner = "" if content == "" or content.endswith("\n") else "\n"
-            store.commit_document(doc_id, path, content + joiner + entry, FileAttrs(), version)
+            store.commit_document(
+                existing.id, path, content + joiner + entry, FileAttrs(), existing.updated_at
+            )
     finally:
         database.close()
     return path
@@ -296,14 +302,15 @@ def daily_log(settings: Settings, text: str, tz_offset_minutes: int | None = Non
 
 def export_tree(settings: Settings, target: Path) -> Report:
     report = Report("export")
-    database, store = with_store(settings)
+    database, _, reads = with_store(settings)
     try:
-        rows = store.export_rows()
+        rows = reads.export_rows()
     finally:
         database.close()
     seen: set[str] = set()
     target.mkdir(parents=True, exist_ok=True)
-    for path, content, updated_at, mtime_ns in progress(rows, "exporting"):
+    for row in progress(rows, "exporting"):
+        path, content = row.path, row.content
         if path in seen or not loadable_path(path):
             report.problems.append(f"skipped {path!r} (duplicate row or unusable path)")
             report.add("skipped")
@@ -317,7 +324,7 @@ def export_tree(settings: Settings, target: Path) -> Report:
             report.problems.append(f"skipped {path!r}: a file and a directory share its path")
             report.add("skipped")
             continue
-        stamp = mtime_ns if mtime_ns is not None else to_ns(updated_at)
+        stamp = row.mtime_ns if row.mtime_ns is not None else to_ns(row.updated_at)
         os.utime(destination, ns=(stamp, stamp))
         report.add("exported")
     return report
@@ -337,7 +344,7 @@ def import_tree(settings: Settings, source: Path, *, overwrite: bool) -> Report:
         raise FileNotFoundError(f"{source} is not a directory")
     report = Report("import")
     rules = ScratchRules()
-    database, store = with_store(settings)
+    database, store, reads = with_store(settings)
     try:
         files = list(_files(source, rules))
         for rel, full in progress(files, "importing"):
@@ -356,12 +363,12 @@ def import_tree(settings: Settings, source: Path, *, overwrite: bool) -> Report:
                 report.problems.append(f"{rel}: not UTF-8 text, not imported")
                 report.add("skipped_not_text")
                 continue
-            existing = store.find_document(rel)
+            existing = reads.find_document(rel)
             if existing is not None and not overwrite:
                 report.add("skipped_existing")
                 continue
             mtime = full.stat().st_mtime_ns
-            doc_id = existing[0] if existing else None
+            doc_id = existing.id if existing else None
             result = store.commit_document(doc_id, rel, text, FileAttrs(None, mtime))
             report.add("created" if result.created else "overwritten")
     finally:
@@ -412,7 +419,7 @@ def recover(settings: Settings, action: str, *, force: bool = False) -> Report:
     if not pending:
         report.add("restored", 0)
         return report
-    database, store = with_store(settings)
+    database, store, reads = with_store(settings)
     try:
         for item in pending:
             try:
@@ -421,8 +428,9 @@ def recover(settings: Settings, action: str, *, force: bool = False) -> Report:
                 continue  # removed meanwhile (discarded by another `memfs recover`)
             try:
                 text = data.decode("utf-8")
-                existing = store.find_document(item.path)
-                if existing and not force and existing[2] > datetime.fromisoformat(item.kept_at):
+                existing = reads.find_document(item.path)
+                kept_at = datetime.fromisoformat(item.kept_at)
+                if existing and not force and existing.updated_at > kept_at:
                     # Saved again after this copy was kept (by a later mount, or the agent):
                     # restoring would put older content over it.
                     report.problems.append(
@@ -432,7 +440,7 @@ def recover(settings: Settings, action: str, *, force: bool = False) -> Report:
                     report.add("superseded_still_kept")
                     continue
                 store.commit_document(
-                    existing[0] if existing else None, item.path, text, FileAttrs()
+                    existing.id if existing else None, item.path, text, FileAttrs()
                 )
             except (UnicodeDecodeError, WriteRefused, psycopg.Error) as exc:
                 reason = " ".join(str(exc).split())

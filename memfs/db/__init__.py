@@ -1,6 +1,8 @@
-"""Database access: connection pool, embedded server, schema and the MetaStore.
+"""Database access: connection pool, embedded server, schema, and the stores.
 
-All SQL memfs runs lives in this package (``schema`` for DDL, ``store`` for queries).
+All SQL memfs runs lives in this package: ``schema`` for DDL, ``store`` for the document
+engine behind ``interface.DocumentStore``, and one narrow store per other consumer
+(``search_store``, ``embedding_store``, ``reindex_store``, ``tool_store``, ``statistics``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ from psycopg_pool import ConnectionPool
 from memfs.config import Settings
 from memfs.db.deadline import WatchedPool
 from memfs.db.embedded import release_embedded, start_embedded
+from memfs.db.embedding_store import EmbeddingStore
+from memfs.db.interface import CommitResult, DocRow, DocumentStore, FileAttrs
 from memfs.db.ironclaw_settings import read_ironclaw_settings
+from memfs.db.reindex_store import ReindexStore
 from memfs.db.schema import (
     SchemaInfo,
     ensure_schema,
@@ -24,17 +29,27 @@ from memfs.db.schema import (
     inspect,
     install_change_feed,
 )
-from memfs.db.store import CommitResult, DocRow, FileAttrs, MetaStore, Scope
+from memfs.db.scoped import Scope
+from memfs.db.search_store import SearchStore
+from memfs.db.statistics import PlannerStatistics
+from memfs.db.store import MetaStore
+from memfs.db.tool_store import ToolStore
 from memfs.errors import DatabaseError
 
 __all__ = [
     "CommitResult",
     "Database",
     "DocRow",
+    "DocumentStore",
+    "EmbeddingStore",
     "FileAttrs",
     "MetaStore",
+    "PlannerStatistics",
+    "ReindexStore",
     "SchemaInfo",
     "Scope",
+    "SearchStore",
+    "ToolStore",
     "open_database",
 ]
 
@@ -79,9 +94,25 @@ class Database:
             return read_ironclaw_settings(conn, owner)
 
     def store(self, scope: Scope, origin: str | None = None) -> MetaStore:
+        """The workspace's documents (the filesystem model's engine, and writes)."""
         return MetaStore(
             self.pool, scope, self.schema, origin=origin, settings=self.transaction_settings
         )
+
+    def search_store(self, scope: Scope) -> SearchStore:
+        return SearchStore(self.pool, scope)
+
+    def embedding_store(self, scope: Scope) -> EmbeddingStore:
+        return EmbeddingStore(self.pool, scope)
+
+    def reindex_store(self, scope: Scope) -> ReindexStore:
+        return ReindexStore(self.pool, scope)
+
+    def tool_store(self, scope: Scope) -> ToolStore:
+        return ToolStore(self.pool, scope)
+
+    def statistics(self) -> PlannerStatistics:
+        return PlannerStatistics(self.pool)
 
     def close(self) -> None:
         self.pool.close()

@@ -1,6 +1,9 @@
-"""MetaStore: every query memfs runs against ``memory_documents`` and its own tables.
+"""MetaStore: the documents of a workspace in ``memory_documents``: loading the tree,
+reading content, and IronClaw's writes (saves, renames, deletes) with memfs's own tables.
 
-All methods are synchronous and meant to run in a worker thread (see ``memfs.vfs``); each
+Search, embeddings, the reindex queue and the tools have stores of their own
+(``search_store``, ``embedding_store``, ``reindex_store``, ``tool_store``).  All methods are
+synchronous and meant to run in a worker thread (see ``memfs.vfs``); each
 one borrows a pooled connection and runs one transaction.  Every query is parameterised and
 scoped to the mount's ``user_id`` and ``agent_id`` (``IS NOT DISTINCT FROM``, so a NULL agent
 matches only NULL rows, as IronClaw does).
@@ -22,11 +25,9 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-from pgvector import Vector
-from psycopg import sql
-from psycopg_pool import ConnectionPool
 
 from memfs.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
+from memfs.db.chunks import replace_chunks
 from memfs.db.deferred import (
     Change,
     ChangeBatch,
@@ -37,8 +38,22 @@ from memfs.db.deferred import (
     Moved,
     MoveDir,
 )
+from memfs.db.interface import CommitResult, Content, DocRow, FileAttrs
 from memfs.db.known import EMPTY_METADATA_MD5, KnownFolder, KnownRow, KnownRows
 from memfs.db.schema import SchemaInfo
+from memfs.db.scoped import (
+    ATTRS_JOIN,
+    DOC_SCOPE,
+    FOLDER_JOIN,
+    REQUEUE,
+    SCOPE,
+    Conn,
+    Cursor,
+    Pool,
+    Scope,
+    ScopedStore,
+    folder_config_paths,
+)
 from memfs.errors import WriteRefused
 from memfs.ironclaw.write_rules import (
     DocumentMetadata,
@@ -51,79 +66,12 @@ from memfs.paths import escape_like
 
 log = logging.getLogger(__name__)
 
-Conn = psycopg.Connection[tuple[Any, ...]]
-Cursor = psycopg.Cursor[tuple[Any, ...]]
-
-_SCOPE = "user_id = %(user)s AND agent_id IS NOT DISTINCT FROM %(agent)s"
-#: The same filter on ``memory_documents d`` in joins.
-_DOC_SCOPE = "d.user_id = %(user)s AND d.agent_id IS NOT DISTINCT FROM %(agent)s"
-#: A document's client attributes, where they were set against its current version.
-_ATTRS_JOIN = (
-    "LEFT JOIN memfs.file_attrs a ON a.document_id = d.id AND a.set_against = d.updated_at"
-)
-#: The scope's documents waiting in the reindex queue (``d`` and ``q``).
-#: A document queued again while queued (or while being re-chunked) gets a new stamp, so
-#: the re-chunk that read the older content leaves its entry in the queue.
-_REQUEUE = "ON CONFLICT (document_id) DO UPDATE SET queued_at = clock_timestamp()"
 
 #: Transaction states a failed block leaves behind (rolled back before the pool sees them).
 _OPEN_TRANSACTION = (
     psycopg.pq.TransactionStatus.INTRANS,
     psycopg.pq.TransactionStatus.INERROR,
 )
-
-_QUEUED = (
-    f"FROM memory_documents d JOIN memfs.reindex_queue q ON q.document_id = d.id WHERE {_DOC_SCOPE}"
-)
-
-
-@dataclass(frozen=True)
-class Scope:
-    """One workspace: IronClaw's owner id plus an optional agent id (NULL for IronClaw rows)."""
-
-    user_id: str
-    agent_id: UUID | None = None
-
-    def params(self) -> dict[str, Any]:
-        return {"user": self.user_id, "agent": self.agent_id}
-
-
-@dataclass(frozen=True)
-class FileAttrs:
-    """Client-set attributes to persist beside a document (None = IronClaw's default)."""
-
-    mode: int | None = None
-    mtime_ns: int | None = None
-
-    @property
-    def empty(self) -> bool:
-        return self.mode is None and self.mtime_ns is None
-
-
-@dataclass(frozen=True)
-class DocRow:
-    """A document as loaded at mount: no content, only what attributes need."""
-
-    id: UUID
-    path: str
-    size: int
-    created_at: datetime
-    updated_at: datetime
-    attrs: FileAttrs
-
-
-@dataclass(frozen=True)
-class CommitResult:
-    """What one write-through transaction did."""
-
-    doc_id: UUID
-    updated_at: datetime
-    created: bool
-    changed: bool
-    chunks: int
-    versioned: bool
-    #: How a concurrent change was kept ("version 3", "copy MEMORY.md.conflict-….md").
-    conflict: str | None = None
 
 
 @dataclass
@@ -161,39 +109,6 @@ class _PendingCommit:
         )  # fmt: skip
 
 
-@dataclass(frozen=True)
-class ReindexBatch:
-    """What one ``reindex_queued`` call did: documents re-chunked, and how many still wait."""
-
-    done: list[UUID]
-    waiting: int
-
-
-def _count(cur: psycopg.Cursor[tuple[Any, ...]]) -> int:
-    row = cur.fetchone()
-    return int(row[0]) if row else 0
-
-
-def folder_config_paths(path: str) -> list[str]:
-    """The ``.config`` documents whose metadata a document inherits, nearest first."""
-    parts = path.split("/")[:-1]
-    candidates = ["/".join([*parts[:i], ".config"]) for i in range(len(parts), 0, -1)]
-    candidates.append(".config")
-    return candidates
-
-
-#: The advisory lock key of a document's chunks (``id`` is the document id column).
-_CHUNK_LOCK = "hashtextextended('memfs-chunks ' || id::text, 0)"
-
-
-def _lock_chunks(conn: Conn, doc_ids: Sequence[UUID]) -> None:
-    """Wait for the right to rewrite these documents' chunks (held to transaction end)."""
-    conn.execute(
-        f"SELECT pg_advisory_xact_lock({_CHUNK_LOCK}) FROM unnest(%s::uuid[]) AS id ORDER BY id",
-        (list(doc_ids),),
-    )
-
-
 #: ``content_hash`` of a row's content, computed by the server.
 _SERVER_HASH = "'sha256:' || encode(sha256(convert_to(d.content, 'UTF8')), 'hex')"
 #: SQLSTATEs: ``memfs.expect`` found the row changed; the function is missing.
@@ -206,9 +121,9 @@ _EMPTY_HASH = "sha256:" + hashlib.sha256(b"").hexdigest()
 #: (chunks depend on the effective metadata and the engine-path rule, not on the path).
 _RULES_DIFFER = (
     "(%(engine)s OR (SELECT md5(metadata::text) FROM memory_documents "
-    f"  WHERE {_SCOPE} AND path = ANY(%(old_configs)s) ORDER BY length(path) DESC LIMIT 1) "
+    f"  WHERE {SCOPE} AND path = ANY(%(old_configs)s) ORDER BY length(path) DESC LIMIT 1) "
     "IS DISTINCT FROM (SELECT md5(metadata::text) FROM memory_documents "
-    f"  WHERE {_SCOPE} AND path = ANY(%(new_configs)s) ORDER BY length(path) DESC LIMIT 1))"
+    f"  WHERE {SCOPE} AND path = ANY(%(new_configs)s) ORDER BY length(path) DESC LIMIT 1))"
 )
 
 
@@ -222,7 +137,7 @@ def _move_params(old_path: str, new_path: str) -> dict[str, Any]:
 
 
 _NEAREST_CONFIG = (
-    f"FROM memory_documents WHERE {_SCOPE} AND path = ANY(%(configs)s) "
+    f"FROM memory_documents WHERE {SCOPE} AND path = ANY(%(configs)s) "
     "ORDER BY length(path) DESC LIMIT 1"
 )
 
@@ -230,14 +145,6 @@ _NEAREST_CONFIG = (
 def _bytes_hash(data: bytes) -> str:
     """``content_hash`` of content held as its UTF-8 bytes."""
     return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-#: The nearest folder ``.config`` of document ``d`` as ``f`` (its candidates: %(configs)s).
-_FOLDER_JOIN = (
-    "LEFT JOIN LATERAL (SELECT c.metadata FROM memory_documents c "
-    "  WHERE c.user_id = d.user_id AND c.agent_id IS NOT DISTINCT FROM d.agent_id "
-    "    AND c.path = ANY(%(configs)s) ORDER BY length(c.path) DESC LIMIT 1) f ON true"
-)
 
 
 #: Characters hashed at a time, so hashing a large document never holds a second copy.
@@ -253,22 +160,22 @@ def content_hash(content: str) -> str:
     return "sha256:" + digest.hexdigest()
 
 
-class MetaStore:
-    """All database access of one mount (one workspace scope)."""
+class MetaStore(ScopedStore):
+    """The documents of one workspace in IronClaw's ``memory_documents`` (the legacy
+    engine behind ``memfs.db.interface.DocumentStore``)."""
 
     def __init__(
         self,
-        pool: ConnectionPool[Conn],
+        pool: Pool,
         scope: Scope,
         schema: SchemaInfo,
         chunk_config: ChunkConfig = DEFAULT_CONFIG,
         origin: str | None = None,
         settings: dict[str, str] | None = None,
     ) -> None:
-        self.pool = pool
+        super().__init__(pool, scope)
         #: Server settings each write transaction sets for itself (through a pooler).
         self.settings = settings or {}
-        self.scope = scope
         self.schema = schema
         self.chunk_config = chunk_config
         #: Tags this mount's writes so its change-feed listener can skip their echoes.
@@ -283,11 +190,6 @@ class MetaStore:
     def _tag(self, conn: Conn) -> None:
         if self.origin:
             conn.execute("SELECT set_config('memfs.origin', %s, true)", (self.origin,))
-
-    def _params(self, **extra: Any) -> dict[str, Any]:
-        params = self.scope.params()
-        params.update(extra)
-        return params
 
     @contextmanager
     def _transaction(self) -> Iterator[Conn]:
@@ -350,7 +252,7 @@ class MetaStore:
         about them; returns the DELETE's cursor (its rowcount: how many rows existed)."""
         params = self._params(ids=ids)
         cur = conn.execute(
-            f"DELETE FROM memory_documents WHERE id = ANY(%(ids)s) AND {_SCOPE}", params
+            f"DELETE FROM memory_documents WHERE id = ANY(%(ids)s) AND {SCOPE}", params
         )
         conn.execute("DELETE FROM memfs.file_attrs WHERE document_id = ANY(%(ids)s)", params)
         conn.execute("DELETE FROM memfs.reindex_queue WHERE document_id = ANY(%(ids)s)", params)
@@ -360,7 +262,7 @@ class MetaStore:
 
     def _drop_directory(self, conn: Conn, path: str) -> None:
         conn.execute(
-            f"DELETE FROM memfs.directories WHERE {_SCOPE} AND path = %(path)s",
+            f"DELETE FROM memfs.directories WHERE {SCOPE} AND path = %(path)s",
             self._params(path=path),
         )
 
@@ -371,6 +273,14 @@ class MetaStore:
         ``load_documents`` of moved documents (the mount takes their new versions from
         ``deferred.take_moved`` once sent)."""
         self.deferred.add(*changes)
+
+    def moving(self) -> bool:
+        """Whether a directory move is not sent yet, or its answer not taken."""
+        return self.deferred.moving()
+
+    def take_moved(self) -> dict[UUID, Moved]:
+        """The versions of every document moved by changes sent since the last call."""
+        return self.deferred.take_moved()
 
     def flush_changes(self) -> bool:
         """Send the deferred changes now (nothing if none wait); False if none did."""
@@ -388,8 +298,8 @@ class MetaStore:
         with self.pool.connection() as conn:
             rows = conn.execute(
                 "SELECT d.id, d.path, octet_length(d.content), d.created_at, d.updated_at, "
-                f"a.mode, a.mtime_ns FROM memory_documents d {_ATTRS_JOIN} "
-                f"WHERE {_DOC_SCOPE} AND {where} ORDER BY d.path, d.updated_at DESC, d.id",
+                f"a.mode, a.mtime_ns FROM memory_documents d {ATTRS_JOIN} "
+                f"WHERE {DOC_SCOPE} AND {where} ORDER BY d.path, d.updated_at DESC, d.id",
                 params,
             ).fetchall()
         hidden = self.deferred.hidden()
@@ -407,27 +317,27 @@ class MetaStore:
         """Directories memfs keeps for this scope (made by mkdir or emptied by a mount)."""
         with self.pool.connection() as conn:
             rows = conn.execute(
-                f"SELECT path FROM memfs.directories WHERE {_SCOPE} ORDER BY path",
+                f"SELECT path FROM memfs.directories WHERE {SCOPE} ORDER BY path",
                 self._params(),
             ).fetchall()
         return sorted(self.deferred.directories({r[0] for r in rows}))
 
-    def read_content(self, doc_id: UUID) -> tuple[bytes, datetime] | None:
+    def read_content(self, doc_id: UUID) -> Content | None:
         """A document's content (UTF-8 bytes) and version, or None if the row is gone.
 
         Fetched as binary bytea: the bytes the mount serves, without a decoded copy."""
         with self.pool.connection() as conn:
             row = conn.execute(
                 "SELECT convert_to(content, 'UTF8'), updated_at FROM memory_documents "
-                f"WHERE id = %(id)s AND {_SCOPE}",
+                f"WHERE id = %(id)s AND {SCOPE}",
                 self._params(id=doc_id),
                 binary=True,
             ).fetchone()
-        return (bytes(row[0]), row[1]) if row else None
+        return Content(bytes(row[0]), row[1]) if row else None
 
     def read_contents(
         self, doc_ids: Sequence[UUID], near: str | None = None
-    ) -> dict[UUID, tuple[bytes, datetime]]:
+    ) -> dict[UUID, Content]:
         """``read_content`` for several documents in one round trip (those that exist).
 
         ``near`` is a path in their folder: its ``.config`` metadata comes along, and what
@@ -438,14 +348,14 @@ class MetaStore:
             rows = conn.execute(
                 "SELECT d.id, convert_to(d.content, 'UTF8'), d.updated_at, d.path, "
                 "  d.metadata, md5(d.metadata::text), f.metadata, md5(f.metadata::text) "
-                f"FROM memory_documents d {_FOLDER_JOIN} "
-                f"WHERE d.id = ANY(%(ids)s) AND {_DOC_SCOPE}",
+                f"FROM memory_documents d {FOLDER_JOIN} "
+                f"WHERE d.id = ANY(%(ids)s) AND {DOC_SCOPE}",
                 self._params(ids=list(doc_ids), configs=configs),
                 binary=True,
             ).fetchall()
         found = {}
         for doc_id, data, updated_at, path, own, own_md5, folder, folder_md5 in rows:
-            found[doc_id] = (bytes(data), updated_at)
+            found[doc_id] = Content(bytes(data), updated_at)
             if near is not None and folder_config_paths(path) == configs:
                 stored = _bytes_hash(data)
                 row = KnownRow(path, updated_at, stored, own, own_md5, folder, folder_md5)
@@ -468,13 +378,6 @@ class MetaStore:
                 self._params(),
             ).fetchone()
         return (int(row[0]), str(row[1])) if row else (0, "0")
-
-    def count_documents(self) -> int:
-        with self.pool.connection() as conn:
-            row = conn.execute(
-                f"SELECT count(*) FROM memory_documents WHERE {_SCOPE}", self._params()
-            ).fetchone()
-        return int(row[0]) if row else 0
 
     # -- writing -------------------------------------------------------------------------
 
@@ -617,7 +520,7 @@ class MetaStore:
                     self._lock_path(conn, path)
                     conn.execute(
                         "SELECT memfs.expect(NOT EXISTS (SELECT 1 FROM memory_documents "
-                        f"  WHERE {_SCOPE} AND path = %(path)s) AND (SELECT md5(metadata::text) "
+                        f"  WHERE {SCOPE} AND path = %(path)s) AND (SELECT md5(metadata::text) "
                         f"  {_NEAREST_CONFIG}) IS NOT DISTINCT FROM %(folder)s, 'path')",
                         self._params(path=path, configs=configs, folder=folder.md5),
                     )
@@ -628,7 +531,7 @@ class MetaStore:
                         self._params(id=pending.doc_id, path=path, content=content),
                     )
                 conn.execute(
-                    f"INSERT INTO memfs.reindex_queue (document_id) VALUES (%s) {_REQUEUE}",
+                    f"INSERT INTO memfs.reindex_queue (document_id) VALUES (%s) {REQUEUE}",
                     (pending.doc_id,),
                 )
                 if not (pending.created and attrs.empty):
@@ -637,7 +540,7 @@ class MetaStore:
                     source_id, source_at, keep_dirs = replacing
                     conn.execute(
                         "SELECT memfs.expect(EXISTS (SELECT 1 FROM memory_documents "
-                        f"  WHERE id = %(id)s AND {_SCOPE} AND updated_at = %(at)s "
+                        f"  WHERE id = %(id)s AND {SCOPE} AND updated_at = %(at)s "
                         "  FOR UPDATE), 'source')",
                         self._params(id=source_id, at=source_at),
                     )
@@ -662,7 +565,7 @@ class MetaStore:
         """Lock the row, and fail the transaction (MF001) unless it is as ``known``."""
         conn.execute(
             "SELECT memfs.expect(EXISTS (SELECT 1 FROM memory_documents d "
-            f"{_FOLDER_JOIN} WHERE d.id = %(id)s AND d.user_id = %(user)s "
+            f"{FOLDER_JOIN} WHERE d.id = %(id)s AND d.user_id = %(user)s "
             "  AND d.agent_id IS NOT DISTINCT FROM %(agent)s AND d.path = %(path)s "
             f"  AND d.updated_at = %(at)s AND {_SERVER_HASH} = %(hash)s "
             "  AND md5(d.metadata::text) = %(own)s "
@@ -769,12 +672,12 @@ class MetaStore:
         # missing (inserted by SQL) or stale gets them now.
         if chunks is None:
             conn.execute(
-                f"INSERT INTO memfs.reindex_queue (document_id) VALUES (%s) {_REQUEUE}",
+                f"INSERT INTO memfs.reindex_queue (document_id) VALUES (%s) {REQUEUE}",
                 (pending.doc_id,),
             )
         else:
             indexed = chunks if meta.indexed and not engine else []
-            self._replace_chunks(conn, {pending.doc_id: indexed}, fresh=pending.created)
+            replace_chunks(conn, {pending.doc_id: indexed}, fresh=pending.created)
             pending.chunks = len(indexed)
         if not (pending.created and attrs.empty):  # a new row has no attributes to clear
             self._write_attrs(conn, pending.doc_id, attrs)
@@ -820,7 +723,7 @@ class MetaStore:
         row = conn.execute(
             f"SELECT d.id, {_SERVER_HASH}, d.content = '', d.metadata, f.metadata, "
             "  d.updated_at, md5(d.metadata::text), md5(f.metadata::text) "
-            f"FROM memory_documents d {_FOLDER_JOIN} WHERE d.{where} AND d.user_id = %(user)s "
+            f"FROM memory_documents d {FOLDER_JOIN} WHERE d.{where} AND d.user_id = %(user)s "
             "  AND d.agent_id IS NOT DISTINCT FROM %(agent)s "
             "ORDER BY d.updated_at DESC LIMIT 1 FOR NO KEY UPDATE OF d",
             self._params(configs=folder_config_paths(path), **params),
@@ -869,62 +772,6 @@ class MetaStore:
             {"id": doc_id, "hash": stored_hash, "user": self.scope.user_id},
         )
 
-    def _replace_chunks(
-        self, conn: Conn, chunks_by_doc: dict[UUID, list[str]], *, fresh: bool = False
-    ) -> None:
-        """Make each document's chunks exactly its list, at indexes 0..n-1.
-
-        Writers of one document's chunks exclude each other with an advisory lock of their
-        own (``_lock_chunks``), not the document's row lock, so the reindex worker never
-        holds up a save.  The end state is IronClaw's (delete all,
-        insert 0..n-1) row for row in (document_id, chunk_index, content); only chunks whose
-        text changed are rewritten, so an append to a long document touches its last chunks
-        instead of re-generating every tsvector, and unchanged chunks keep their embedding.
-        A changed chunk's embedding is cleared (NULL, for the embedding backfill).  Whatever
-        the number of documents, this is one query and up to three pipelined batches.
-        """
-        existing: dict[tuple[UUID, int], str] = {}
-        count: dict[UUID, int] = {}  # chunks each document has now
-        _lock_chunks(conn, list(chunks_by_doc))
-        if not fresh:
-            for doc_id, index, digest in conn.execute(
-                "SELECT document_id, chunk_index, md5(content) FROM memory_chunks "
-                "WHERE document_id = ANY(%s)",
-                (list(chunks_by_doc),),
-            ).fetchall():
-                existing[(doc_id, index)] = digest
-                count[doc_id] = max(count.get(doc_id, 0), index + 1)
-        stale: list[tuple[UUID, int]] = []
-        changed: list[tuple[str, UUID, int]] = []
-        added: list[tuple[UUID, int, str]] = []
-        for doc_id, chunks in chunks_by_doc.items():
-            if count.get(doc_id, 0) > len(chunks):
-                stale.append((doc_id, len(chunks)))
-            for i, text in enumerate(chunks):
-                digest = existing.get((doc_id, i))
-                if digest is None:
-                    added.append((doc_id, i, text))
-                elif digest != hashlib.md5(text.encode()).hexdigest():
-                    changed.append((text, doc_id, i))
-        with conn.cursor() as cur:
-            if stale:
-                cur.executemany(
-                    "DELETE FROM memory_chunks WHERE document_id = %s AND chunk_index >= %s",
-                    stale,
-                )
-            if changed:
-                cur.executemany(
-                    "UPDATE memory_chunks SET content = %s, embedding = NULL "
-                    "WHERE document_id = %s AND chunk_index = %s",
-                    changed,
-                )
-            if added:
-                cur.executemany(
-                    "INSERT INTO memory_chunks (document_id, chunk_index, content) "
-                    "VALUES (%s, %s, %s)",
-                    added,
-                )
-
     def _write_attrs(
         self, conn: Conn, doc_id: UUID, attrs: FileAttrs, updated_at: datetime | None = None
     ) -> None:
@@ -947,7 +794,7 @@ class MetaStore:
         trip.  Returns False if the row is gone."""
         with self._transaction() as conn:
             found = conn.execute(
-                f"SELECT 1 FROM memory_documents WHERE id = %(id)s AND {_SCOPE} FOR SHARE",
+                f"SELECT 1 FROM memory_documents WHERE id = %(id)s AND {SCOPE} FOR SHARE",
                 self._params(id=doc_id),
             )
             self._write_attrs(conn, doc_id, attrs)
@@ -999,14 +846,14 @@ class MetaStore:
             # mount (e.g. created behind our back); never leave two rows at one path.
             self._lock_path(conn, new_path)
             conn.execute(
-                f"WITH gone AS (DELETE FROM memory_documents WHERE {_SCOPE} "
+                f"WITH gone AS (DELETE FROM memory_documents WHERE {SCOPE} "
                 "  AND path = %(path)s AND id <> %(id)s RETURNING id) "
                 "DELETE FROM memfs.reindex_queue WHERE document_id IN (SELECT id FROM gone)",
                 self._params(path=new_path, id=doc_id),
             )
             moved = conn.execute(
                 "WITH old AS (SELECT id, updated_at FROM memory_documents "
-                f"  WHERE id = %(id)s AND {_SCOPE} FOR UPDATE) "
+                f"  WHERE id = %(id)s AND {SCOPE} FOR UPDATE) "
                 "UPDATE memory_documents d SET path = %(path)s FROM old WHERE d.id = old.id "
                 "RETURNING d.updated_at, old.updated_at",
                 self._params(path=new_path, id=doc_id),
@@ -1018,7 +865,7 @@ class MetaStore:
             else:
                 conn.execute(
                     "INSERT INTO memfs.reindex_queue (document_id) SELECT id FROM "
-                    f"memory_documents WHERE id = %(id)s AND {_RULES_DIFFER} {_REQUEUE}",
+                    f"memory_documents WHERE id = %(id)s AND {_RULES_DIFFER} {REQUEUE}",
                     self._params(id=doc_id, **_move_params(old_path, new_path)),
                 )
             self._keep_directories(conn, keep_dirs)
@@ -1041,7 +888,7 @@ class MetaStore:
     def _queue_reindex(self, conn: Conn, doc_ids: Sequence[UUID]) -> None:
         conn.execute(
             "INSERT INTO memfs.reindex_queue (document_id) "
-            f"SELECT id FROM memory_documents WHERE id = ANY(%s) {_REQUEUE}",
+            f"SELECT id FROM memory_documents WHERE id = ANY(%s) {REQUEUE}",
             (list(doc_ids),),
         )
 
@@ -1083,7 +930,7 @@ class MetaStore:
             self._tag(conn)
             if content is None:
                 row = conn.execute(
-                    f"SELECT content FROM memory_documents WHERE id = %(id)s AND {_SCOPE} "
+                    f"SELECT content FROM memory_documents WHERE id = %(id)s AND {SCOPE} "
                     "FOR UPDATE",
                     self._params(id=source_id),
                 ).fetchone()
@@ -1128,7 +975,7 @@ class MetaStore:
         rows = conn.execute(
             "WITH moved AS ("
             "  SELECT id, updated_at AS old_at FROM memory_documents "
-            f"  WHERE {_SCOPE} AND path LIKE %(prefix)s ESCAPE '\\' FOR UPDATE"
+            f"  WHERE {SCOPE} AND path LIKE %(prefix)s ESCAPE '\\' FOR UPDATE"
             "), upd AS ("
             "  UPDATE memory_documents d SET path = %(new)s || substr(d.path, %(cut)s) "
             "  FROM moved WHERE d.id = moved.id "
@@ -1148,7 +995,7 @@ class MetaStore:
             # skip_indexing .config above one place and not the other): chunks do not
             # hold the path, so a move under the same rules keeps them as they are.
             "  INSERT INTO memfs.reindex_queue (document_id) SELECT id FROM upd "
-            f"  WHERE {_RULES_DIFFER} {_REQUEUE}"
+            f"  WHERE {_RULES_DIFFER} {REQUEUE}"
             ") SELECT id, updated_at, old_at FROM upd",
             self._params(
                 prefix=old_prefix, new=new_path, cut=cut, **_move_params(old_path, new_path)
@@ -1156,7 +1003,7 @@ class MetaStore:
         )
         conn.execute(
             "UPDATE memfs.directories SET path = %(new)s || substr(path, %(cut)s) "
-            f"WHERE {_SCOPE} AND (path = %(old)s OR path LIKE %(prefix)s ESCAPE '\\')",
+            f"WHERE {SCOPE} AND (path = %(old)s OR path LIKE %(prefix)s ESCAPE '\\')",
             self._params(new=new_path, cut=cut, old=old_path, prefix=old_prefix),
         )
         return rows
@@ -1169,292 +1016,3 @@ class MetaStore:
         with self._transaction() as conn:
             self._drop_directory(conn, path)
             self._keep_directories(conn, keep_dirs)
-
-    # -- search and embeddings -----------------------------------------------------------
-
-    def search_fts(
-        self, query: str, limit: int, users: Sequence[str] | None = None
-    ) -> list[tuple[Any, ...]]:
-        """IronClaw's full-text leg: ``plainto_tsquery('english')`` ranked by ``ts_rank_cd``.
-
-        Rows are (chunk id, document id, path, chunk index, content, user id).  ``users``
-        are the scopes searched together (IronClaw's ``user_id = ANY(...)``; default: this
-        store's).  Ties are ordered by path and chunk index (IronClaw leaves them unordered).
-        """
-        with self.pool.connection() as conn:
-            return conn.execute(
-                "SELECT c.id, c.document_id, d.path, c.chunk_index, c.content, d.user_id "
-                "FROM memory_chunks c JOIN memory_documents d ON d.id = c.document_id, "
-                "  plainto_tsquery('english', %(q)s) AS q "
-                "WHERE d.user_id = ANY(%(users)s) AND d.agent_id IS NOT DISTINCT FROM %(agent)s "
-                "  AND c.content_tsv @@ q "
-                "ORDER BY ts_rank_cd(c.content_tsv, q) DESC, d.path, c.chunk_index "
-                "LIMIT %(limit)s",
-                self._params(q=query, limit=limit, users=self._users(users)),
-            ).fetchall()
-
-    def _users(self, users: Sequence[str] | None) -> list[str]:
-        return list(users) if users else [self.scope.user_id]
-
-    def search_vector(
-        self, embedding: Vector, limit: int, users: Sequence[str] | None = None
-    ) -> list[tuple[Any, ...]]:
-        """IronClaw's vector leg: exact cosine distance over chunks that have an embedding.
-
-        Only embeddings of the query's dimension are compared, so one foreign-dimension
-        chunk cannot make the whole search fail as it does in IronClaw.
-        """
-        with self.pool.connection() as conn:
-            return conn.execute(
-                "SELECT c.id, c.document_id, d.path, c.chunk_index, c.content, d.user_id "
-                "FROM memory_chunks c JOIN memory_documents d ON d.id = c.document_id "
-                "WHERE d.user_id = ANY(%(users)s) AND d.agent_id IS NOT DISTINCT FROM %(agent)s "
-                "  AND c.embedding IS NOT NULL AND vector_dims(c.embedding) = %(dims)s "
-                "ORDER BY c.embedding <=> %(vec)s, d.path, c.chunk_index "
-                "LIMIT %(limit)s",
-                self._params(
-                    vec=embedding,
-                    dims=len(embedding.to_list()),
-                    limit=limit,
-                    users=self._users(users),
-                ),
-            ).fetchall()
-
-    def chunks_missing_embeddings(
-        self,
-        document_ids: Sequence[UUID] | None,
-        limit: int,
-        max_bytes: int,
-        exclude: Sequence[UUID] = (),
-    ) -> list[tuple[UUID, str]]:
-        """Chunks of the workspace (or of some documents) still without an embedding."""
-        only = "AND c.document_id = ANY(%(docs)s) " if document_ids is not None else ""
-        if exclude:
-            only += "AND NOT (c.id = ANY(%(exclude)s)) "
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT c.id, c.content FROM memory_chunks c "
-                "JOIN memory_documents d ON d.id = c.document_id "
-                f"WHERE {_DOC_SCOPE} "
-                f"  AND c.embedding IS NULL AND octet_length(c.content) <= %(max)s {only}"
-                "ORDER BY c.document_id, c.chunk_index LIMIT %(limit)s",
-                self._params(
-                    docs=list(document_ids or []),
-                    limit=limit,
-                    max=max_bytes,
-                    exclude=list(exclude),
-                ),
-            ).fetchall()
-        return [(r[0], r[1]) for r in rows]
-
-    def write_embeddings(self, items: Sequence[tuple[UUID, str, Vector]]) -> int:
-        """Store embeddings for chunks that still exist with the text that was embedded."""
-        if not items:
-            return 0
-        written = 0
-        with self.pool.connection() as conn, conn.transaction():
-            for chunk_id, text, vector in items:
-                cur = conn.execute(
-                    "UPDATE memory_chunks c SET embedding = %(vec)s FROM memory_documents d "
-                    "WHERE c.id = %(id)s AND c.embedding IS NULL AND c.content = %(text)s "
-                    "  AND d.id = c.document_id AND d.user_id = %(user)s "
-                    "  AND d.agent_id IS NOT DISTINCT FROM %(agent)s",
-                    self._params(vec=vector, id=chunk_id, text=text),
-                )
-                written += cur.rowcount
-        return written
-
-    def embedding_dimensions(self) -> list[int]:
-        """The embedding dimensions already present in the workspace."""
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT DISTINCT vector_dims(c.embedding) FROM memory_chunks c "
-                "JOIN memory_documents d ON d.id = c.document_id "
-                f"WHERE {_DOC_SCOPE} "
-                "  AND c.embedding IS NOT NULL ORDER BY 1",
-                self._params(),
-            ).fetchall()
-        return [int(r[0]) for r in rows]
-
-    def count_chunks(self) -> tuple[int, int]:
-        """(chunks, chunks without an embedding) of the workspace."""
-        with self.pool.connection() as conn:
-            row = conn.execute(
-                "SELECT count(*), count(*) FILTER (WHERE c.embedding IS NULL) "
-                "FROM memory_chunks c JOIN memory_documents d ON d.id = c.document_id "
-                f"WHERE {_DOC_SCOPE}",
-                self._params(),
-            ).fetchone()
-        return (int(row[0]), int(row[1])) if row else (0, 0)
-
-    # -- planner statistics --------------------------------------------------------------
-
-    def refresh_statistics(self, min_changes: int = 500) -> list[str]:
-        """ANALYZE the memory tables when their statistics are missing or stale.
-
-        Without statistics (a freshly loaded workspace, before autovacuum gets to it) the
-        planner estimates a handful of rows and joins chunks to documents with a nested
-        loop: a search of 10,000 documents then took 6.5 s instead of 0.14 s.  ANALYZE
-        changes no object; without the privilege to run it this raises InsufficientPrivilege.
-        """
-        stale = []
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT relid::regclass::text, n_live_tup, n_mod_since_analyze, "
-                "  (last_analyze IS NULL AND last_autoanalyze IS NULL) "
-                "FROM pg_stat_user_tables "
-                "WHERE relid IN (to_regclass('memory_documents'), to_regclass('memory_chunks'))"
-            ).fetchall()
-            for table, live, changed, never in rows:
-                if (never and live > 0) or changed > max(min_changes, live // 10):
-                    stale.append(table)
-            for table in stale:
-                conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
-        return stale
-
-    # -- workspace tools -----------------------------------------------------------------
-
-    def find_document(self, path: str) -> tuple[UUID, str, datetime] | None:
-        """(id, content, updated_at) of the document at ``path``, newest if duplicated."""
-        with self.pool.connection() as conn:
-            row = conn.execute(
-                f"SELECT id, content, updated_at FROM memory_documents WHERE {_SCOPE} "
-                "AND path = %(path)s ORDER BY updated_at DESC LIMIT 1",
-                self._params(path=path),
-            ).fetchone()
-        return (row[0], row[1], row[2]) if row else None
-
-    def export_rows(self) -> list[tuple[str, str, datetime, int | None]]:
-        """(path, content, updated_at, client mtime) of every document, for export."""
-        return [row[:4] for row in self.export_rows_with_ids()]
-
-    def reindex_document(self, doc_id: UUID) -> int:
-        """Re-chunk one document as a write would (honouring ``skip_indexing``)."""
-        with self.pool.connection() as conn, conn.transaction():
-            row = conn.execute(
-                f"SELECT path FROM memory_documents WHERE id = %(id)s AND {_SCOPE}",
-                self._params(id=doc_id),
-            ).fetchone()
-            if row is None:
-                return 0
-            locked = self._lock_document(conn, "id = %(id)s", id=doc_id, path=row[0])
-            if locked is None:
-                return 0
-            own, folder = locked[3], locked[4]
-            content = self._stored_content(conn, doc_id)
-            chunks = self._chunks_for(row[0], content, effective_metadata(own, folder))
-            self._replace_chunks(conn, {doc_id: chunks})
-            conn.execute("DELETE FROM memfs.reindex_queue WHERE document_id = %s", (doc_id,))
-            return len(chunks)
-
-    def _chunks_for(self, path: str, content: str, meta: DocumentMetadata) -> list[str]:
-        """The chunks IronClaw would store: none under effective ``skip_indexing`` or at an
-        engine runtime path."""
-        if not meta.indexed or is_engine_runtime_path(path):
-            return []
-        return chunk_document(content, self.chunk_config)
-
-    # -- the reindex queue ---------------------------------------------------------------
-
-    def reindex_queued(self, limit: int = 64) -> ReindexBatch:
-        """Re-chunk up to ``limit`` queued documents of this scope.
-
-        The content is read without locking the rows and chunked outside any transaction,
-        so re-chunking a 50 MB document never keeps a save waiting for its row lock.  The
-        chunks are then written in one transaction that first takes each document's chunk
-        lock (skipping documents another mount is re-chunking) and checks that the content
-        is still what was chunked; a document changed meanwhile keeps its queue entry, as
-        does one queued again since it was read (its ``queued_at`` moved on).
-        """
-        with self.pool.connection() as conn:
-            with conn.pipeline():
-                rows = conn.execute(
-                    f"SELECT d.id, d.path, d.content, d.metadata, q.queued_at, md5(d.content) "
-                    f"{_QUEUED} "
-                    "ORDER BY q.queued_at, d.id LIMIT %(limit)s",
-                    self._params(limit=limit),
-                ).fetchall()
-            if not rows:
-                return ReindexBatch([], 0)
-            configs = sorted({c for r in rows for c in folder_config_paths(r[1])})
-            folders: dict[str, Any] = dict(
-                conn.execute(
-                    f"SELECT path, metadata FROM memory_documents WHERE {_SCOPE} "
-                    "AND path = ANY(%(configs)s) ORDER BY updated_at",
-                    self._params(configs=configs),
-                ).fetchall()
-            )
-            chunks_by_doc: dict[UUID, list[str]] = {}
-            digests: dict[UUID, str] = {}
-            stamps: dict[UUID, datetime] = {}
-            while rows:  # consumed as chunked, so only one document's text is held twice
-                doc_id, path, content, own, queued_at, digest = rows.pop()
-                nearest = next(
-                    (folders[c] for c in folder_config_paths(path) if c in folders), None
-                )
-                meta = effective_metadata(own, nearest)
-                chunks_by_doc[doc_id] = self._chunks_for(path, content, meta)
-                digests[doc_id] = digest
-                stamps[doc_id] = queued_at
-                del content
-            with conn.pipeline(), conn.transaction():
-                current = conn.execute(
-                    # KEY SHARE: no delete between this check and the chunk inserts (saves
-                    # take NO KEY UPDATE, which does not conflict); a row being deleted is
-                    # skipped, its queue entry goes with it.
-                    "SELECT id, md5(content) FROM memory_documents "
-                    "WHERE id = ANY(%s) AND pg_try_advisory_xact_lock(" + _CHUNK_LOCK + ") "
-                    "FOR KEY SHARE SKIP LOCKED",
-                    (list(chunks_by_doc),),
-                ).fetchall()
-                done = [doc_id for doc_id, digest in current if digests.get(doc_id) == digest]
-                self._replace_chunks(conn, {d: chunks_by_doc[d] for d in done})
-                conn.execute(
-                    "DELETE FROM memfs.reindex_queue q USING unnest(%s::uuid[], "
-                    "%s::timestamptz[]) AS r(id, at) WHERE q.document_id = r.id "
-                    "AND q.queued_at = r.at",
-                    (done, [stamps[d] for d in done]),
-                )
-                left = conn.execute(f"SELECT count(*) {_QUEUED}", self._params())
-            return ReindexBatch(done, _count(left))
-
-    def queued_for_reindex(self) -> int:
-        """Documents of this scope waiting in the reindex queue."""
-        with self.pool.connection() as conn:
-            return _count(conn.execute(f"SELECT count(*) {_QUEUED}", self._params()))
-
-    def drop_orphaned_reindex_entries(self) -> int:
-        """Forget queue entries whose document is gone (deleted by IronClaw, say)."""
-        with self.pool.connection() as conn:
-            cur = conn.execute(
-                "DELETE FROM memfs.reindex_queue q WHERE NOT EXISTS "
-                "(SELECT 1 FROM memory_documents d WHERE d.id = q.document_id)"
-            )
-            return cur.rowcount
-
-    def document_ids(self, paths: Sequence[str] | None = None) -> list[tuple[UUID, str]]:
-        with self.pool.connection() as conn:
-            if paths is None:
-                rows = conn.execute(
-                    f"SELECT id, path FROM memory_documents WHERE {_SCOPE} ORDER BY path",
-                    self._params(),
-                ).fetchall()
-            else:
-                rows = conn.execute(
-                    f"SELECT id, path FROM memory_documents WHERE {_SCOPE} "
-                    "AND path = ANY(%(paths)s) ORDER BY path",
-                    self._params(paths=list(paths)),
-                ).fetchall()
-        return [(r[0], r[1]) for r in rows]
-
-    def export_rows_with_ids(self) -> list[tuple[str, str, datetime, int | None, UUID]]:
-        """``export_rows`` plus each row's id (for ``memfs sync``)."""
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT d.path, d.content, d.updated_at, a.mtime_ns, d.id "
-                f"FROM memory_documents d {_ATTRS_JOIN} "
-                f"WHERE {_DOC_SCOPE} "
-                "ORDER BY d.path, d.updated_at DESC",
-                self._params(),
-            ).fetchall()
-        return [(r[0], r[1], r[2], r[3], r[4]) for r in rows]

@@ -11,13 +11,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import trio
 from pgvector import Vector
 
 from memfs.db.calls import RunDb
-from memfs.db.store import MetaStore
+from memfs.db.search_store import ChunkHit, SearchStore
 from memfs.embeddings.client import Embedder
 from memfs.embeddings.providers import EmbeddingError
 from memfs.search.config import SearchConfig
@@ -52,11 +51,18 @@ IDENTITY_FILES = frozenset(
 )
 
 
-def _hits(rows: list[tuple[Any, ...]], primary: str) -> list[Hit]:
+def _hits(rows: list[ChunkHit], primary: str) -> list[Hit]:
     """Ranked hits; a read scope's document is named as the mount shows it, under
     ``.scopes/<user>/``, so its result never clashes with a primary document's path."""
     return [
-        Hit(r[0], r[1], r[2] if r[5] == primary else f".scopes/{r[5]}/{r[2]}", r[3], r[4], rank)
+        Hit(
+            r.chunk_id,
+            r.document_id,
+            r.path if r.user_id == primary else f".scopes/{r.user_id}/{r.path}",
+            r.chunk_index,
+            r.content,
+            rank,
+        )
         for rank, r in enumerate(rows, 1)
     ]
 
@@ -77,7 +83,7 @@ def _secondary_identity(path: str) -> bool:
 class SearchEngine:
     def __init__(
         self,
-        store: MetaStore,
+        store: SearchStore,
         run_db: RunDb,
         *,
         embedder: Embedder | None = None,

@@ -16,10 +16,10 @@ import errno
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
 import trio
@@ -28,14 +28,25 @@ from memfs.buffers import FileBuffer, ScratchBuffer, ScratchSpill
 from memfs.cache import ContentCache
 from memfs.db.calls import DatabaseCalls
 from memfs.db.deferred import Moved
-from memfs.db.store import CommitResult, FileAttrs, MetaStore, folder_config_paths
+from memfs.db.interface import CommitResult, DocumentStore, FileAttrs
+from memfs.db.scoped import folder_config_paths
 from memfs.errors import FsError
 from memfs.kernel import KernelNotifier, RecordingNotifier
 from memfs.paths import loadable_path
 from memfs.recovery import RecoveryArea
-from memfs.reindex import Reindexer
 from memfs.scratch import Kind, ScratchRules
-from memfs.tree import SYNTHETIC, DirNode, FileNode, Node, SymlinkNode, Tree
+from memfs.tree import (
+    SYNTHETIC,
+    DirNode,
+    FileNode,
+    Node,
+    ScopedFile,
+    SymlinkNode,
+    SyntheticDir,
+    Tree,
+)
+from memfs.vfs.extensions import SyntheticTree
+from memfs.vfs.saves import EditorSaves
 
 log = logging.getLogger("memfs.vfs")
 
@@ -90,6 +101,20 @@ class Handle:
     append: bool = False
 
 
+class ReindexRequests(Protocol):
+    """The background re-chunking the model hands its saves to (``memfs.reindex``)."""
+
+    @property
+    def running(self) -> bool:
+        """Whether its worker runs (if not, a save re-chunks in its own transaction)."""
+
+    def request(self, doc_ids: Sequence[UUID]) -> None:
+        """Re-chunk these documents soon."""
+
+    async def finish(self) -> None:
+        """Re-chunk what was requested, before unmount."""
+
+
 def refuse_stale(node: FileNode) -> None:
     """A removed file reached through a name the kernel still caches (a refused new file,
     another writer's delete): ESTALE makes the kernel look the name up again, so
@@ -102,7 +127,7 @@ class FilesystemBase:
 
     def __init__(
         self,
-        store: MetaStore,
+        store: DocumentStore,
         *,
         uid: int | None = None,
         gid: int | None = None,
@@ -113,6 +138,11 @@ class FilesystemBase:
         spill: ScratchSpill | None = None,
         clock: Callable[[], int] = time.time_ns,
         monotonic: Callable[[], float] = time.monotonic,
+        read_only: bool = False,
+        kernel: KernelNotifier | None = None,
+        reindexer: ReindexRequests | None = None,
+        extensions: Sequence[SyntheticTree] = (),
+        on_changed: Callable[[UUID], None] | None = None,
     ) -> None:
         self.store = store
         self.uid = os.getuid() if uid is None else uid
@@ -135,25 +165,23 @@ class FilesystemBase:
         #: each unsaved inode's copy is kept under.
         self.recovery = recovery
         self._kept: dict[int, str] = {}
-        #: Documents renamed to a scratch name, by their original path (vim's ``x -> x~``):
-        #: the next file created at that path takes over the row.
-        self.detached: dict[str, FileNode] = {}
-        #: Tentative scratch files (rsync temporaries or real dotfiles) and when to promote
-        #: them to documents (None while open).
-        self.tentative: dict[int, float | None] = {}
+        #: Renamed-away originals and tentative files (``memfs.vfs.saves``).
+        self.saves = EditorSaves(monotonic)
         #: Version of each file's content the kernel may hold in its page cache.
-        self._kernel_version: dict[int, Any] = {}
-        #: Inodes that directory listings leave out (``.search``).
-        self.unlisted: set[int] = set()
+        self.kernel_version: dict[int, Any] = {}
+        #: Synthetic trees at the mount root (``.search``, ``.scopes``), made at ``load``,
+        #: by the inode of their directory; listings of the root leave those out.
+        self._extensions = list(extensions)
+        self.synthetic_roots: dict[int, SyntheticTree] = {}
         #: A read-only mount refuses every change with EROFS.
-        self.read_only = False
-        #: Where kernel cache invalidations go (the daemon installs a FuseNotifier).
-        self.kernel: KernelNotifier = RecordingNotifier()
-        #: Called with a document id after each content change (the embedding worker).
-        self.commit_listeners: list[Callable[[UUID], None]] = []
+        self.read_only = read_only
+        #: Where kernel cache invalidations go (the daemon passes a FuseNotifier).
+        self.kernel: KernelNotifier = kernel or RecordingNotifier()
+        #: Told each document id whose content changed (the embedding worker).
+        self.on_changed = on_changed
         #: Re-chunks committed documents in the background (the daemon runs one).  While it
         #: runs, commits leave their chunks to it; otherwise they replace them themselves.
-        self.reindexer: Reindexer | None = None
+        self.reindexer = reindexer
         #: Set when a namespace change is left for the background sender (``send_changes``,
         #: ``db.deferred``); without one running, each change is sent at once.
         self._changes_waiting = trio.Event()
@@ -162,12 +190,12 @@ class FilesystemBase:
 
     # -- database access -----------------------------------------------------------------
 
-    async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    async def run_db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a blocking store call in a worker thread, bounded (see ``db.calls``).
 
         A directory rename not sent yet (or not taken in) is settled first: every call of
         the mount then sees the moved rows at their new paths and versions."""
-        if self.store.deferred.moving():
+        if self.store.moving():
             await self.flush_changes()
         return await self.calls(fn, *args, **kwargs)
 
@@ -179,7 +207,7 @@ class FilesystemBase:
 
     def _adopt_moves(self) -> None:
         """Documents moved by a sent directory rename: their rows' new versions."""
-        self._adopt_moved(self.store.deferred.take_moved())
+        self._adopt_moved(self.store.take_moved())
 
     def _adopt_moved(self, moved: dict[UUID, Moved]) -> None:
         """Each moved document's new row version; the mtime shown stays (a rename is not
@@ -201,20 +229,20 @@ class FilesystemBase:
         if node.updated_at != versions.before:
             if node.doc_id is not None:
                 self.cache.drop(node.doc_id)
-            self._kernel_version.pop(node.ino, None)
+            self.kernel_version.pop(node.ino, None)
             self.kernel.inode(node.ino)
             return
         cached = self.cache.get(node.doc_id, node.updated_at) if node.doc_id else None
         if cached is not None and node.doc_id is not None:
             self.cache.put(node.doc_id, versions.after, cached)
-        if self._kernel_version.get(node.ino) == node.updated_at:
-            self._kernel_version[node.ino] = versions.after
+        if self.kernel_version.get(node.ino) == node.updated_at:
+            self.kernel_version[node.ino] = versions.after
         node.updated_at = versions.after
 
     async def load(self) -> None:
         """Load every path and attribute of the workspace into the tree (no content)."""
-        docs = await self._db(self.store.load_documents)
-        dirs = await self._db(self.store.load_directories)
+        docs = await self.run_db(self.store.load_documents)
+        dirs = await self.run_db(self.store.load_directories)
         skipped = 0
         for row in docs:
             if not loadable_path(row.path):
@@ -245,6 +273,11 @@ class FilesystemBase:
         self.tree.settle_dir_times()
         files, directories = self.tree.count()
         log.info("loaded %d documents in %d directories (%d skipped)", files, directories, skipped)
+        for extension in self._extensions:
+            root = self.tree.new_synthetic_dir(extension.name, now)
+            self.tree.attach(self.tree.root, root)
+            self.synthetic_roots[root.ino] = extension
+            await extension.fill(self.tree, root)
 
     # -- names ---------------------------------------------------------------------------
 
@@ -285,7 +318,8 @@ class FilesystemBase:
             log.debug("treating %r as %s (matches a scratch pattern)", name, kind.value)
         return kind
 
-    def _describe(self, node: Node) -> str:
+    def describe_node(self, node: Node) -> str:
+        """A node's path for a log line (or that it was removed)."""
         try:
             return repr(self.tree.path_of(node))
         except FsError:
@@ -294,7 +328,7 @@ class FilesystemBase:
     def describe_inode(self, ino: int) -> str:
         """A file's path for a log line (requests arrive by inode)."""
         node = self.tree.inodes.get(ino)
-        return self._describe(node) if node is not None else f"inode {ino}"
+        return self.describe_node(node) if node is not None else f"inode {ino}"
 
     def describe_entry(self, parent_ino: int, name: str) -> str:
         node = self.tree.inodes.get(parent_ino)
@@ -306,11 +340,11 @@ class FilesystemBase:
 
     def describe_handle(self, fh: int) -> str:
         handle = self.handles.get(fh)
-        return self._describe(handle.node) if handle is not None else f"file handle {fh}"
+        return self.describe_node(handle.node) if handle is not None else f"file handle {fh}"
 
     def _announce(self, doc_id: UUID) -> None:
-        for listener in self.commit_listeners:
-            listener(doc_id)
+        if self.on_changed is not None:
+            self.on_changed(doc_id)
 
     async def _commit_document(
         self,
@@ -325,7 +359,7 @@ class FilesystemBase:
         unconfigured = doc_id is None and not any(
             self.tree.resolve(config) is not None for config in folder_config_paths(path)
         )
-        result = await self._db(
+        result = await self.run_db(
             self.store.commit_document, doc_id, path, text, attrs, expected,
             index_now=not deferred, unconfigured=unconfigured,
         )  # fmt: skip
@@ -343,7 +377,7 @@ class FilesystemBase:
         if self.reindexer is not None and self.reindexer.running:
             self.reindexer.request(doc_ids)
 
-    def _touch_dir(self, directory: DirNode) -> None:
+    def touch_dir(self, directory: DirNode) -> None:
         directory.mtime_ns = directory.ctime_ns = self.clock()
 
     # -- attributes ----------------------------------------------------------------------
@@ -401,11 +435,16 @@ class FilesystemBase:
         return all(h.failed is not None for h in self.handles.values() if h.node is node)
 
     async def lookup(self, parent_ino: int, name: str) -> Node:
-        """Resolve a name and take one kernel reference on the result."""
-        return self._lookup_local(parent_ino, name)
-
-    def _lookup_local(self, parent_ino: int, name: str) -> Node:
+        """Resolve a name and take one kernel reference on the result; a name not there
+        under a synthetic tree is that tree's to make (a ``.search`` query)."""
         parent = self.tree.get_dir(parent_ino)
+        if isinstance(parent, SyntheticDir) and name not in parent.children:
+            extension = self._extension_of(parent)
+            if extension is not None and name not in (".", ".."):
+                made = await extension.make_entry(self.tree, parent, name)
+                if made is not None:
+                    made.lookups += 1
+                    return made
         if name == ".":
             node: Node | None = parent
         elif name == "..":
@@ -417,6 +456,25 @@ class FilesystemBase:
         node.lookups += 1
         return node
 
+    def _extension_of(self, node: Node) -> SyntheticTree | None:
+        """The synthetic tree a node belongs to (None: the workspace's own)."""
+        top: Node | None = node
+        while top is not None and top.parent is not self.tree.root:
+            top = top.parent
+        return self.synthetic_roots.get(top.ino) if top is not None else None
+
+    def volatile_name(self, node: Node) -> bool:
+        """Whether the kernel must not cache this name (a search query's directory)."""
+        if not isinstance(node, SYNTHETIC):
+            return False
+        extension = self._extension_of(node)
+        return extension is not None and extension.volatile(node)
+
+    async def synthetic_content(self, node: ScopedFile) -> bytes:
+        """A lazily read synthetic file's bytes, from the tree that made it."""
+        extension = self._extension_of(node)
+        return await extension.read(node) if extension is not None else b""
+
     def remember(self, node: Node) -> None:
         """Count a kernel reference handed out outside ``lookup`` (READDIRPLUS)."""
         node.lookups += 1
@@ -424,13 +482,13 @@ class FilesystemBase:
     def forget(self, items: list[tuple[int, int]]) -> None:
         for ino, count in items:
             self.tree.forget(ino, count)
-            self._drop_if_freed(ino)
+            self.drop_if_freed(ino)
 
-    def _drop_if_freed(self, ino: int) -> None:
+    def drop_if_freed(self, ino: int) -> None:
         """Forget per-inode state once the inode number is released."""
         if ino not in self.tree.inodes:
-            self._kernel_version.pop(ino, None)
-            self.tentative.pop(ino, None)
+            self.kernel_version.pop(ino, None)
+            self.saves.untrack(ino)
             buffer = self.buffers.get(ino)
             if isinstance(buffer, ScratchBuffer):
                 del self.buffers[ino]
@@ -472,7 +530,9 @@ class FilesystemBase:
 
     def _snapshot(self, ino: int) -> list[tuple[str, Node]]:
         directory = self.tree.get_dir(ino)
-        listed = [item for item in directory.children.items() if item[1].ino not in self.unlisted]
+        listed = [
+            item for item in directory.children.items() if item[1].ino not in self.synthetic_roots
+        ]
         return sorted(listed, key=lambda item: item[0])
 
     def readdir(self, fh: int, start: int) -> Iterator[tuple[int, str, Node]]:

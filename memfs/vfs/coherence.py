@@ -4,7 +4,7 @@ Events come from the LISTEN thread (``memfs.feed``) or, without the trigger, fro
 Each one updates the tree and queues kernel invalidations, so ``ls``, ``stat`` and ``cat``
 show the new state at once, even for pages the kernel had cached.  A file with unsaved
 local changes is never overwritten here: its next commit detects the newer row and keeps
-both (see ``MetaStore.commit_document``).
+both (see ``DocumentStore.commit_document``).
 """
 
 from __future__ import annotations
@@ -17,21 +17,27 @@ from uuid import UUID
 import trio
 
 from memfs.buffers import FileBuffer
-from memfs.db.store import DocRow
+from memfs.db.interface import DocRow
 from memfs.errors import FsError
 from memfs.paths import loadable_path
 from memfs.tree import DirNode, FileNode, to_ns
 from memfs.vfs.base import log
-from memfs.vfs.search_dir import SearchMixin
+from memfs.vfs.namespace import NamespaceMixin
 
 
-class CoherenceMixin(SearchMixin):
-    """Keeps the tree in step with the database."""
+class OtherWriters:
+    """Keeps one mounted filesystem's tree in step with the database."""
 
-    external_changes = 0
+    def __init__(self, fs: NamespaceMixin) -> None:
+        self.fs = fs
+        #: Other writers' changes applied so far.
+        self.external_changes = 0
+        #: The workspace's fingerprint as of ``baseline``, for polling (no trigger).
+        self._fingerprint: tuple[int, str] | None = None
 
     def _mine(self, event: dict[str, Any]) -> bool:
-        scope = self.store.scope
+        fs = self.fs
+        scope = fs.store.scope
         agent = str(scope.agent_id) if scope.agent_id else None
         return event.get("user") == scope.user_id and event.get("agent") == agent
 
@@ -43,6 +49,7 @@ class CoherenceMixin(SearchMixin):
         row separately would make the feed fall seconds behind.  The state applied is each
         document's current row (None: deleted), so only the last event per id matters.
         """
+        fs = self.fs
         if any(event.get("op") == "RESYNC" for event in events):
             await self.resync()
             return
@@ -50,7 +57,7 @@ class CoherenceMixin(SearchMixin):
         for event in events:
             if not self._mine(event):
                 continue
-            if self.store.origin and event.get("origin") == self.store.origin:
+            if fs.store.origin and event.get("origin") == fs.store.origin:
                 continue  # our own write, already in the tree
             doc_id = UUID(str(event["id"]))
             log.debug("change feed: %s %s (%s)", event.get("op"), event.get("path"), doc_id)
@@ -60,8 +67,8 @@ class CoherenceMixin(SearchMixin):
             return
         live = [d for d, event in latest.items() if event.get("op") != "DELETE"]
         before = self._shown(live)
-        rows = await self._db(self.store.document_rows, live) if live else {}
-        async with self.ns_lock:
+        rows = await fs.run_db(fs.store.document_rows, live) if live else {}
+        async with fs.ns_lock:
             await self._reread_changed_here(before, rows)
             for doc_id in latest:
                 self.external_changes += 1
@@ -71,20 +78,19 @@ class CoherenceMixin(SearchMixin):
                 else:
                     await self._external_upsert(row)
 
-    #: The workspace's fingerprint as of the last load, for polling (no trigger).
-    _fingerprint: tuple[int, str] | None = None
-
-    async def load(self) -> None:
-        # Taken before the tree is read: a change made after this point, even before the
-        # first poll, makes the first poll differ (one harmless extra resync at worst).
-        self._fingerprint = await self._db(self.store.fingerprint)
-        await super().load()
+    async def baseline(self) -> None:
+        """Take the workspace's fingerprint; called before the filesystem loads its tree,
+        so a change made after this point, even before the first poll, makes the first
+        poll differ (one harmless extra resync at worst)."""
+        fs = self.fs
+        self._fingerprint = await fs.run_db(fs.store.fingerprint)
 
     async def resync(self) -> None:
         """Reload every path and attribute and reconcile (after a reconnect, or polling)."""
-        before = self._shown(self.tree.docs)
-        rows = await self._db(self.store.load_documents)
-        async with self.ns_lock:
+        fs = self.fs
+        before = self._shown(fs.tree.docs)
+        rows = await fs.run_db(fs.store.load_documents)
+        async with fs.ns_lock:
             by_id = {row.id: row for row in rows}
             if await self._reread_changed_here(before, by_id, everything=True):
                 rows = sorted(by_id.values(), key=lambda row: row.updated_at, reverse=True)
@@ -97,7 +103,7 @@ class CoherenceMixin(SearchMixin):
                 shown.add(row.path)
                 seen.add(row.id)
                 await self._external_upsert(row)
-            for doc_id in [d for d in self.tree.docs if d not in seen]:
+            for doc_id in [d for d in fs.tree.docs if d not in seen]:
                 self._external_delete(doc_id)
         log.debug("resynchronised %d documents", len(rows))
 
@@ -107,10 +113,11 @@ class CoherenceMixin(SearchMixin):
         return {doc_id: self._shown_now(doc_id) for doc_id in doc_ids}
 
     def _shown_now(self, doc_id: UUID) -> tuple[datetime | None, str] | None:
-        node = self.tree.docs.get(doc_id)
+        fs = self.fs
+        node = fs.tree.docs.get(doc_id)
         if node is None or node.parent is None:
             return None
-        return node.updated_at, self.tree.path_of(node)
+        return node.updated_at, fs.tree.path_of(node)
 
     async def _reread_changed_here(
         self,
@@ -130,26 +137,28 @@ class CoherenceMixin(SearchMixin):
         (a resync), documents created here meanwhile count too, or the resync would take
         them for deleted.  Returns whether any row was read again.
         """
+        fs = self.fs
         changed = [d for d, shown in before.items() if self._shown_now(d) != shown]
         if everything:
-            changed += [d for d in self.tree.docs if d not in before]
+            changed += [d for d in fs.tree.docs if d not in before]
         if not changed:
             return False
         log.debug("re-reading %d row(s) changed here while they were read", len(changed))
-        fresh = await self._db(self.store.document_rows, changed)
+        fresh = await fs.run_db(fs.store.document_rows, changed)
         for doc_id in changed:
             rows.pop(doc_id, None)
         rows.update(fresh)
         return True
 
     async def _external_upsert(self, row: DocRow) -> None:
-        node = self.tree.docs.get(row.id)
+        fs = self.fs
+        node = fs.tree.docs.get(row.id)
         if not loadable_path(row.path):
             if node is not None:
                 self._external_delete(row.id)
             return
         if node is None:
-            holder = self.tree.resolve(row.path)
+            holder = fs.tree.resolve(row.path)
             if isinstance(holder, FileNode) and self._older_duplicate(holder, row):
                 # A second row for a shown path (IronClaw's NULL agent_id lets that happen):
                 # show the newest, as a fresh mount and every save (which writes the newest
@@ -160,22 +169,22 @@ class CoherenceMixin(SearchMixin):
                     row.id,
                     holder.doc_id,
                 )
-                self.tree.bind_document(holder, row.id)
-                self.cache.drop(row.id)
+                fs.tree.bind_document(holder, row.id)
+                fs.cache.drop(row.id)
                 await self._external_content(holder, row)
                 return
             if holder is not None:
                 return  # a local file or directory holds that name; its commit decides
-            added = self.tree.load_document(
+            added = fs.tree.load_document(
                 row.id, row.path, row.size, row.created_at, row.updated_at,
                 row.attrs.mode, row.attrs.mtime_ns,
             )  # fmt: skip
             if added is not None and added.parent is not None:
-                self._touch_dir(added.parent)
-                self.kernel.entry(added.parent.ino, added.name)
-                self.kernel.inode(added.parent.ino)
+                fs.touch_dir(added.parent)
+                fs.kernel.entry(added.parent.ino, added.name)
+                fs.kernel.inode(added.parent.ino)
             return
-        old_path = self.tree.path_of(node)
+        old_path = fs.tree.path_of(node)
         if row.path != old_path:
             self._external_move(node, row.path)
         if row.updated_at != node.updated_at:
@@ -183,39 +192,42 @@ class CoherenceMixin(SearchMixin):
 
     def _older_duplicate(self, node: FileNode, row: DocRow) -> bool:
         """Whether ``node`` shows an older row of ``row``'s path and may switch to it."""
+        fs = self.fs
         if node.doc_id is None or node.doc_id == row.id or node.updated_at is None:
             return False
-        buffer = self.buffers.get(node.ino)
+        buffer = fs.buffers.get(node.ino)
         if isinstance(buffer, FileBuffer) and buffer.dirty:
             return False  # its save writes the newest row anyway
         newer: bool = row.updated_at > node.updated_at
         return newer
 
     def _external_move(self, node: FileNode, new_path: str) -> None:
+        fs = self.fs
         parent_path, _, name = new_path.rpartition("/")
-        new_parent = self.tree.ensure_dir(parent_path, self.clock())
+        new_parent = fs.tree.ensure_dir(parent_path, fs.clock())
         if new_parent is None or name in new_parent.children:
             log.warning("cannot show %r moved by another writer: the name is taken", new_path)
             return
         old_parent, old_name = node.parent, node.name
-        self.tree.move(node, new_parent, name)
+        fs.tree.move(node, new_parent, name)
         if old_parent is not None:
-            self.kernel.entry(old_parent.ino, old_name)
-            self.kernel.inode(old_parent.ino)
+            fs.kernel.entry(old_parent.ino, old_name)
+            fs.kernel.inode(old_parent.ino)
             self._prune(old_parent)
-        self.kernel.entry(new_parent.ino, name)
-        self.kernel.inode(new_parent.ino)
+        fs.kernel.entry(new_parent.ino, name)
+        fs.kernel.inode(new_parent.ino)
 
     async def _external_content(self, node: FileNode, row: DocRow) -> None:
-        buffer = self.buffers.get(node.ino)
-        writing = any(h.node is node and h.writable for h in self.handles.values())
+        fs = self.fs
+        buffer = fs.buffers.get(node.ino)
+        writing = any(h.node is node and h.writable for h in fs.handles.values())
         if writing or (isinstance(buffer, FileBuffer) and buffer.dirty):
             # A save through the mount is based on the version the file was opened at;
             # its commit will see the newer row and keep both.
             log.info(
                 "%s changed in the database while open for writing here; both versions are "
                 "kept when it is saved",
-                self._describe(node),
+                fs.describe_node(node),
             )
             return
         node.updated_at = row.updated_at
@@ -225,63 +237,64 @@ class CoherenceMixin(SearchMixin):
         node.ctime_ns = to_ns(row.updated_at)
         if row.attrs.mode is not None:
             node.mode = (node.mode & ~0o7777) | row.attrs.mode
-        self._kernel_version.pop(node.ino, None)
+        fs.kernel_version.pop(node.ino, None)
         if buffer is not None and node.open_count > 0:
             try:
-                fresh = FileBuffer(await self._committed_bytes(node))
+                fresh = FileBuffer(await fs.committed_bytes(node))
             except FsError:
                 fresh = FileBuffer(b"")
-            self._set_buffer(node, fresh)
+            fs.set_buffer(node, fresh)
         else:
-            self.buffers.pop(node.ino, None)
-        self.kernel.inode(node.ino)
+            fs.buffers.pop(node.ino, None)
+        fs.kernel.inode(node.ino)
 
     def _external_delete(self, doc_id: UUID) -> None:
-        for pending in list(self.detached.values()):
-            if pending.origin_doc_id == doc_id:
-                self._forget_detached(pending)
-        node = self.tree.docs.get(doc_id)
+        fs = self.fs
+        fs.saves.row_deleted(doc_id)
+        node = fs.tree.docs.get(doc_id)
         if node is None:
             return
-        self.cache.drop(doc_id)
-        buffer = self.buffers.get(node.ino)
+        fs.cache.drop(doc_id)
+        buffer = fs.buffers.get(node.ino)
         if isinstance(buffer, FileBuffer) and buffer.dirty:
             # Deleted by another writer while edited here: the edit will be saved anew.
             log.info("%s was deleted by another writer; unsaved changes here will recreate it",
-                     self._describe(node))  # fmt: skip
-            self.tree.unbind_document(node)
+                     fs.describe_node(node))  # fmt: skip
+            fs.tree.unbind_document(node)
             return
         parent, name = node.parent, node.name
-        self.tree.detach(node)
+        fs.tree.detach(node)
         if parent is not None:
-            self._touch_dir(parent)
-            self.kernel.entry(parent.ino, name)
-            self.kernel.inode(parent.ino)
+            fs.touch_dir(parent)
+            fs.kernel.entry(parent.ino, name)
+            fs.kernel.inode(parent.ino)
             self._prune(parent)
-        self._drop_if_freed(node.ino)
+        fs.drop_if_freed(node.ino)
 
     def _prune(self, directory: DirNode) -> None:
         """Remove implied directories left with nothing in them (IronClaw's view)."""
+        fs = self.fs
         current: DirNode | None = directory
         while (
             current is not None
-            and current is not self.tree.root
+            and current is not fs.tree.root
             and not current.children
             and not current.explicit
             and not current.scratch
         ):
             parent, name = current.parent, current.name
-            self.tree.detach(current)
+            fs.tree.detach(current)
             if parent is not None:
-                self.kernel.entry(parent.ino, name)
+                fs.kernel.entry(parent.ino, name)
             current = parent
 
     async def poll_changes(self, interval: float = 1.0) -> None:
         """Without the trigger: resync whenever the workspace's fingerprint changes."""
+        fs = self.fs
         last = self._fingerprint
         while True:
             try:
-                current = await self._db(self.store.fingerprint)
+                current = await fs.run_db(fs.store.fingerprint)
                 if current != last:  # None after a failed poll: resync, as the feed does
                     await self.resync()
                 last = current

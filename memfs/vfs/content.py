@@ -13,9 +13,8 @@ import stat
 from uuid import UUID
 
 from memfs.buffers import FileBuffer, ScratchBuffer
-from memfs.db.store import FileAttrs
+from memfs.db.interface import FileAttrs
 from memfs.errors import FsError, WriteRefused
-from memfs.scratch import TENTATIVE_GRACE
 from memfs.tree import SYNTHETIC, FileNode, ScopedFile, SyntheticFile, to_ns
 from memfs.vfs.base import Attributes, Buffer, FilesystemBase, Handle, log, refuse_stale
 
@@ -31,8 +30,7 @@ class ContentMixin(FilesystemBase):
         fh = self._new_fh()
         self.handles[fh] = Handle(node, buffer, writable, append=bool(flags & os.O_APPEND))
         node.open_count += 1
-        if node.ino in self.tentative:
-            self.tentative[node.ino] = None  # not promoted while open
+        self.saves.opened(node.ino)
         return fh
 
     def _handle(self, fh: int) -> Handle:
@@ -41,11 +39,7 @@ class ContentMixin(FilesystemBase):
         except KeyError:
             raise FsError(errno.EBADF) from None
 
-    async def scoped_content(self, node: ScopedFile) -> bytes:
-        """Another scope's content (implemented where scopes are: ``vfs.scopes``)."""
-        raise FsError(errno.ENOENT)
-
-    def _set_buffer(self, node: FileNode, buffer: Buffer) -> None:
+    def set_buffer(self, node: FileNode, buffer: Buffer) -> None:
         """Give a file a new buffer, for every handle that has it open."""
         old = self.buffers.get(node.ino)
         self.buffers[node.ino] = buffer
@@ -55,7 +49,7 @@ class ContentMixin(FilesystemBase):
         if isinstance(old, ScratchBuffer) and old is not buffer:
             old.release()
 
-    async def _committed_bytes(self, node: FileNode) -> bytes:
+    async def committed_bytes(self, node: FileNode) -> bytes:
         """The document's committed content, from the cache or the database."""
         while True:
             assert node.doc_id is not None
@@ -65,7 +59,7 @@ class ContentMixin(FilesystemBase):
             doc_id, shown = node.doc_id, node.updated_at
             neighbours = self._uncached_neighbours(node)
             near = self.tree.path_of(node) if node.parent is not None else None
-            rows = await self._db(self.store.read_contents, [doc_id, *neighbours], near)
+            rows = await self.run_db(self.store.read_contents, [doc_id, *neighbours], near)
             for other, (other_data, other_version) in rows.items():
                 # keyed by version, so never served stale
                 self.cache.put(other, other_version, other_data)
@@ -85,7 +79,7 @@ class ContentMixin(FilesystemBase):
             node.size = len(data)
             if node.client_mtime_ns is None:
                 node.mtime_ns = to_ns(version)
-            self._kernel_version.pop(node.ino, None)
+            self.kernel_version.pop(node.ino, None)
             self.kernel.inode(node.ino)
         return data
 
@@ -123,7 +117,7 @@ class ContentMixin(FilesystemBase):
         if buffer is not None:
             return buffer
         if isinstance(node, ScopedFile):
-            buffer = FileBuffer(await self.scoped_content(node))
+            buffer = FileBuffer(await self.synthetic_content(node))
             node.size = len(buffer)
         elif isinstance(node, SyntheticFile):
             buffer = FileBuffer(node.data)
@@ -134,7 +128,7 @@ class ContentMixin(FilesystemBase):
         elif not load:
             buffer = FileBuffer(b"", dirty=node.size != 0)
         else:
-            data = await self._committed_bytes(node)
+            data = await self.committed_bytes(node)
             existing = self.buffers.get(node.ino)
             if existing is not None:  # another open loaded it while we waited
                 return existing
@@ -162,9 +156,9 @@ class ContentMixin(FilesystemBase):
             node.mtime_ns = node.ctime_ns = self.clock()
         fh = self._open_handle(node, buffer, writable, flags)
         version = node.updated_at
-        known = self._kernel_version.get(ino)
+        known = self.kernel_version.get(ino)
         keep_cache = not truncate and version is not None and known == version
-        self._kernel_version[ino] = version
+        self.kernel_version[ino] = version
         return fh, keep_cache
 
     def read(self, fh: int, offset: int, size: int) -> bytes:
@@ -236,10 +230,10 @@ class ContentMixin(FilesystemBase):
                 self._keep_unsaved(node, exc.reason)
         finally:
             self.tree.release_handle(node)
-            if node.open_count == 0 and node.ino in self.tentative:
-                self.tentative[node.ino] = self.monotonic() + TENTATIVE_GRACE
+            if node.open_count == 0:
+                self.saves.closed(node.ino)
             self._drop_idle_buffer(node)
-            self._drop_if_freed(node.ino)
+            self.drop_if_freed(node.ino)
 
     def _keep_unsaved(self, node: FileNode, reason: str) -> None:
         """A commit failed: keep the content in memory (retried) and on local disk (so a
@@ -250,7 +244,7 @@ class ContentMixin(FilesystemBase):
 
     def _keep_copy(self, node: FileNode, data: bytes | None, reason: str) -> None:
         """Copy content the database did not take to the recovery area (``memfs recover``)."""
-        what = self._describe(node)
+        what = self.describe_node(node)
         if self.recovery is None or data is None or node.parent is None:
             log.error("changes to %s stay in memory until the database is back: %s", what, reason)
             return
@@ -337,7 +331,7 @@ class ContentMixin(FilesystemBase):
             pending = self.buffers.get(node.ino)
             if pending is None or not pending.dirty:
                 attrs = FileAttrs(node.custom_mode, node.client_mtime_ns)
-                await self._db(self.store.set_attrs, node.doc_id, attrs)
+                await self.run_db(self.store.set_attrs, node.doc_id, attrs)
             # else: the pending commit persists them with the new content.
         return self.attributes(node)
 
@@ -392,7 +386,7 @@ class ContentMixin(FilesystemBase):
             else:
                 self.cache.drop(result.doc_id)
             del text
-            self._kernel_version[node.ino] = result.updated_at
+            self.kernel_version[node.ino] = result.updated_at
             if node.client_mtime_ns is None and result.changed:
                 node.mtime_ns = node.ctime_ns = to_ns(result.updated_at)
             buffer.mark_clean(generation)
@@ -412,7 +406,7 @@ class ContentMixin(FilesystemBase):
         The database keeps its previous content and the mount shows that content again; a
         file that never reached the database disappears.  The caller reports ``exc``.
         """
-        what = self._describe(node)
+        what = self.describe_node(node)
         log.error("not saving %s: %s; the database keeps its previous content", what, exc.reason)
         buffer = self.buffers.pop(node.ino, None)
         if isinstance(buffer, FileBuffer):
@@ -435,7 +429,7 @@ class ContentMixin(FilesystemBase):
             return
         # Back to the committed content, so the mount shows what the database holds.
         try:
-            data = await self._committed_bytes(node)
+            data = await self.committed_bytes(node)
         except FsError:
             data = b""
         node.size = len(data)
@@ -445,7 +439,7 @@ class ContentMixin(FilesystemBase):
                 handle.buffer = restored
         if node.open_count > 0:
             self.buffers[node.ino] = restored
-        self._kernel_version.pop(node.ino, None)
+        self.kernel_version.pop(node.ino, None)
 
     async def commit_all(self) -> None:
         """Commit every dirty buffer (at unmount); what fails is kept for recovery."""

@@ -20,12 +20,11 @@ import os
 from datetime import datetime
 from uuid import UUID
 
-import psycopg
 import trio
 
 from memfs.buffers import FileBuffer, ScratchBuffer
 from memfs.db.deferred import Change, Delete, DropDir, KeepDir, MoveDir
-from memfs.db.store import CommitResult, FileAttrs
+from memfs.db.interface import CommitResult, FileAttrs
 from memfs.errors import DatabaseUnavailable, FsError
 from memfs.paths import check_new_name
 from memfs.scratch import REFUSED_NAMES, TENTATIVE_GRACE, Kind
@@ -69,12 +68,6 @@ class NamespaceMixin(ContentMixin):
             return []
         return [self.tree.path_of(parent)]
 
-    def _forget_detached(self, node: FileNode) -> None:
-        for path, pending in list(self.detached.items()):
-            if pending is node:
-                del self.detached[path]
-        node.origin_doc_id = None
-
     # -- creating ------------------------------------------------------------------------
 
     def _new_entry(self, parent_ino: int, name: str) -> tuple[DirNode, str]:
@@ -93,13 +86,13 @@ class NamespaceMixin(ContentMixin):
             if kind is Kind.DOCUMENT and self._deferring():
                 self._defer(KeepDir(path))
             elif kind is Kind.DOCUMENT:
-                await self._db(self.store.create_directory, path)
+                await self.run_db(self.store.create_directory, path)
             node = self.tree.new_dir(name, mode, self.clock())
             node.explicit = kind is Kind.DOCUMENT
             node.scratch = kind is not Kind.DOCUMENT
             self.tree.attach(parent, node)
             node.lookups += 1
-            self._touch_dir(parent)
+            self.touch_dir(parent)
             return node
 
     async def create(self, parent_ino: int, name: str, mode: int, flags: int) -> tuple[int, Node]:
@@ -132,8 +125,8 @@ class NamespaceMixin(ContentMixin):
         buffer: FileBuffer | ScratchBuffer
         if kind is Kind.DOCUMENT:
             buffer = FileBuffer(b"", dirty=True)
-            pending = self.detached.pop(path, None)
-            if pending is not None and pending.origin_doc_id is not None:
+            pending = self.saves.claim(path)
+            if pending is not None:
                 node.doc_id = pending.origin_doc_id
                 node.updated_at = pending.updated_at  # the version this save is based on
                 pending.origin_doc_id = None
@@ -142,10 +135,10 @@ class NamespaceMixin(ContentMixin):
             node.scratch = True
             buffer = ScratchBuffer(self.spill)
             if kind is Kind.TENTATIVE:
-                self.tentative[node.ino] = None
+                self.saves.track(node.ino, idle=False)
         self.tree.attach(parent, node)
         node.lookups += 1
-        self._touch_dir(parent)
+        self.touch_dir(parent)
         self.buffers[node.ino] = buffer
         writable = (flags & 0o3) != 0
         return self._open_handle(node, buffer, writable, flags), node
@@ -159,7 +152,7 @@ class NamespaceMixin(ContentMixin):
             node = self.tree.new_symlink(name, target, self.clock())
             self.tree.attach(parent, node)
             node.lookups += 1
-            self._touch_dir(parent)
+            self.touch_dir(parent)
             return node
 
     async def link(self, ino: int, parent_ino: int, name: str) -> Node:
@@ -173,7 +166,7 @@ class NamespaceMixin(ContentMixin):
                 raise FsError(errno.EPERM, "a document name cannot be a hard link")
             self.tree.add_link(node, parent, name)
             node.lookups += 1
-            self._touch_dir(parent)
+            self.touch_dir(parent)
             return node
 
     # -- removing ------------------------------------------------------------------------
@@ -187,8 +180,8 @@ class NamespaceMixin(ContentMixin):
             if node.scratch:
                 await self._delete_abandoned_origin(node)
                 self.tree.remove_entry(parent, name)
-                self._touch_dir(parent)
-                self._drop_if_freed(node.ino)
+                self.touch_dir(parent)
+                self.drop_if_freed(node.ino)
                 return
             assert isinstance(node, FileNode)
             keep = self._keep_if_emptied(parent, node)
@@ -200,8 +193,8 @@ class NamespaceMixin(ContentMixin):
                 parent.explicit = True
             self._saved(node)
             self.tree.detach(node)
-            self._touch_dir(parent)
-            self._drop_if_freed(node.ino)
+            self.touch_dir(parent)
+            self.drop_if_freed(node.ino)
 
     def _deferring(self) -> bool:
         """Whether namespace changes may ride on the next transaction (``db.deferred``):
@@ -219,11 +212,11 @@ class NamespaceMixin(ContentMixin):
             changes += [DropDir(drop_dir)] if drop_dir is not None else []
             self._defer(*changes, *(KeepDir(path) for path in keep))
         elif doc_id is not None:
-            await self._db(self.store.delete_document, doc_id, keep)
+            await self.run_db(self.store.delete_document, doc_id, keep)
         elif drop_dir is not None:
-            await self._db(self.store.delete_directory, drop_dir, keep)
+            await self.run_db(self.store.delete_directory, drop_dir, keep)
         else:
-            await self._db(self.store.create_directory, keep[0])
+            await self.run_db(self.store.create_directory, keep[0])
 
     def _defer(self, *changes: Change) -> None:
         self.store.defer(*changes)
@@ -261,18 +254,18 @@ class NamespaceMixin(ContentMixin):
             # it mid-save): it is a live document again, not an abandoned original.
             log.info(
                 "%s: the renamed-away original is shown again as %s; keeping it",
-                self._describe(node), self._describe(shown),
+                self.describe_node(node), self.describe_node(shown),
             )  # fmt: skip
-            self._forget_detached(node)
+            self.saves.release(node)
             return
         log.warning(
             "%s was the renamed-away original of a document and no new file took its "
             "place: deleting the document",
-            self._describe(node),
+            self.describe_node(node),
         )
-        await self._db(self.store.delete_document, node.origin_doc_id, [])
+        await self.run_db(self.store.delete_document, node.origin_doc_id, [])
         self.cache.drop(node.origin_doc_id)
-        self._forget_detached(node)
+        self.saves.release(node)
 
     async def rmdir(self, parent_ino: int, name: str) -> None:
         async with self.ns_lock:
@@ -289,7 +282,7 @@ class NamespaceMixin(ContentMixin):
                 if keep:
                     parent.explicit = True
             self.tree.detach(node)
-            self._touch_dir(parent)
+            self.touch_dir(parent)
 
     # -- renaming ------------------------------------------------------------------------
 
@@ -343,29 +336,26 @@ class NamespaceMixin(ContentMixin):
                     old_parent.explicit = True
             if target is not None:
                 self.tree.remove_entry(new_parent, new_name)
-                self._drop_if_freed(target.ino)
+                self.drop_if_freed(target.ino)
             self.tree.rename_entry(old_parent, old_name, new_parent, new_name)
             if isinstance(source, FileNode):
                 if source.scratch and kind is Kind.TENTATIVE:
-                    idle = source.open_count == 0
-                    self.tentative[source.ino] = (
-                        self.monotonic() + TENTATIVE_GRACE if idle else None
-                    )
+                    self.saves.track(source.ino, idle=source.open_count == 0)
                 else:
-                    self.tentative.pop(source.ino, None)
-            self._touch_dir(old_parent)
-            self._touch_dir(new_parent)
+                    self.saves.untrack(source.ino)
+            self.touch_dir(old_parent)
+            self.touch_dir(new_parent)
 
     async def _replace_target(self, target: Node | None) -> None:
         """The database side of a name being replaced by a rename."""
         if isinstance(target, FileNode):
             if not target.scratch and target.doc_id is not None:
-                await self._db(self.store.delete_document, target.doc_id, [])
+                await self.run_db(self.store.delete_document, target.doc_id, [])
                 self.cache.drop(target.doc_id)
             else:
                 await self._delete_abandoned_origin(target)
         elif isinstance(target, DirNode) and target.explicit and not target.scratch:
-            await self._db(self.store.delete_directory, self.tree.path_of(target), [])
+            await self.run_db(self.store.delete_directory, self.tree.path_of(target), [])
 
     async def _rename_file(
         self, source: FileNode, new_path: str, target: Node | None, keep: list[str]
@@ -373,16 +363,16 @@ class NamespaceMixin(ContentMixin):
         replaced = target.doc_id if isinstance(target, FileNode) and not target.scratch else None
         seen = target.updated_at if isinstance(target, FileNode) else None
         if replaced is None:
-            pending = self.detached.get(new_path)
-            if pending is not None and pending.origin_doc_id not in (None, source.doc_id):
+            pending = self.saves.original_at(new_path)
+            if pending is not None and pending.origin_doc_id != source.doc_id:
                 replaced = pending.origin_doc_id  # the renamed-away original is replaced
                 seen = pending.updated_at
-                self._forget_detached(pending)
+                self.saves.release(pending)
         if source.doc_id is None:
             # Not committed yet: its first commit adopts the row at the new path (so a
             # write-temp-then-rename save keeps the target document's identity).
             if keep:
-                await self._db(self.store.create_directory, keep[0])
+                await self.run_db(self.store.create_directory, keep[0])
             return
         attrs = FileAttrs(source.custom_mode, source.mtime_ns)
         if replaced is not None and replaced != source.doc_id:
@@ -391,7 +381,7 @@ class NamespaceMixin(ContentMixin):
                 source, source.doc_id, replaced, new_path, None, keep, seen
             )
             return
-        moved = await self._db(
+        moved = await self.run_db(
             self.store.rename_document, source.doc_id, new_path, replaced, attrs, keep,
             self.tree.path_of(source),
         )  # fmt: skip
@@ -426,7 +416,7 @@ class NamespaceMixin(ContentMixin):
             cached = self.cache.get(source_id, source.updated_at)  # spares a round trip
             if cached is not None:
                 text, source_at = cached.decode("utf-8"), source.updated_at
-        result = await self._db(
+        result = await self.run_db(
             self.store.replace_document, source_id, replaced, new_path, text, attrs, keep,
             index_now=not self._reindex_deferred(), expected=seen, source_at=source_at,
         )  # fmt: skip
@@ -440,17 +430,17 @@ class NamespaceMixin(ContentMixin):
         self._request_reindex(replaced)
         self.cache.drop(replaced)
         if result is None:
-            log.warning("%s vanished from the database during rename", self._describe(source))
+            log.warning("%s vanished from the database during rename", self.describe_node(source))
             return None
         data = self.cache.get(source_id, source.updated_at) if source.doc_id else None
         self.cache.drop(source_id)
-        kernel_current = self._kernel_version.get(source.ino) == source.updated_at
+        kernel_current = self.kernel_version.get(source.ino) == source.updated_at
         self.tree.bind_document(source, result.doc_id)
         source.updated_at = result.updated_at
         if data is not None:
             self.cache.put(result.doc_id, result.updated_at, data)
         if kernel_current:
-            self._kernel_version[source.ino] = result.updated_at
+            self.kernel_version[source.ino] = result.updated_at
         source.client_mtime_ns = source.mtime_ns
         source.ctime_ns = self.clock()
         if not self._reindex_deferred() and result.changed:
@@ -471,11 +461,11 @@ class NamespaceMixin(ContentMixin):
         if self._deferring():
             # The paths of every document below are rewritten with the next transaction;
             # each moved file takes its row's new version from the answer (_adopt_moves),
-            # and no other call of this mount reaches the database before it has (_db).
+            # and no other call of this mount reaches the database before it has (run_db).
             self._defer(MoveDir(old_path, new_path, replaced), *(KeepDir(p) for p in keep))
             source.explicit = source.explicit or (isinstance(target, DirNode) and target.explicit)
             return
-        moved = await self._db(self.store.rename_directory, old_path, new_path, replaced, keep)
+        moved = await self.run_db(self.store.rename_directory, old_path, new_path, replaced, keep)
         self._adopt_moved(moved)
         source.explicit = source.explicit or (isinstance(target, DirNode) and target.explicit)
 
@@ -493,21 +483,20 @@ class NamespaceMixin(ContentMixin):
         if buffer is not None:
             data = buffer.snapshot()
         elif source.doc_id is not None:
-            data = await self._committed_bytes(source)
+            data = await self.committed_bytes(source)
         else:
             data = b""
         await self._replace_target(target)
         if source.doc_id is not None:
-            self.detached[self.tree.path_of(source)] = source
-            source.origin_doc_id = source.doc_id
+            self.saves.detach(self.tree.path_of(source), source)
             self.tree.unbind_document(source)
             log.debug(
                 "%s took a scratch name; its row stays until a new file takes its place",
-                self._describe(source),
+                self.describe_node(source),
             )
         source.scratch = True
         self._saved(source)
-        self._set_buffer(source, ScratchBuffer(self.spill, data))
+        self.set_buffer(source, ScratchBuffer(self.spill, data))
 
     async def _scratch_to_document(self, source: Node, new_path: str, target: Node | None) -> None:
         """A temporary renamed onto a document name: the rename is the commit."""
@@ -520,7 +509,7 @@ class NamespaceMixin(ContentMixin):
             raise FsError(errno.EPERM, "a hard-linked scratch file cannot become a document")
         try:
             data, text = self._scratch_text(
-                source, f"renaming {self._describe(source)} to {new_path!r}"
+                source, f"renaming {self.describe_node(source)} to {new_path!r}"
             )
         except FsError as exc:
             log.error("%s; the file keeps its scratch name", exc.reason)
@@ -533,12 +522,12 @@ class NamespaceMixin(ContentMixin):
             )
             seen = target.updated_at if isinstance(target, FileNode) else None
             if replaced is None:
-                pending = self.detached.get(new_path)
-                if pending is not None and pending.origin_doc_id not in (None, doc_id):
+                pending = self.saves.original_at(new_path)
+                if pending is not None and pending.origin_doc_id != doc_id:
                     replaced = pending.origin_doc_id
                     seen = pending.updated_at
-                    self._forget_detached(pending)
-            self._forget_detached(source)
+                    self.saves.release(pending)
+            self.saves.release(source)
             if replaced is not None and replaced != doc_id:
                 # A renamed-away document moved over another one: IronClaw's write of the
                 # target with this content, then its delete of this row.
@@ -550,7 +539,7 @@ class NamespaceMixin(ContentMixin):
                     return
                 doc_id = None
             else:
-                moved = await self._db(
+                moved = await self.run_db(
                     self.store.rename_document, doc_id, new_path, replaced, attrs, []
                 )
                 self._request_reindex(doc_id)
@@ -558,10 +547,10 @@ class NamespaceMixin(ContentMixin):
         else:
             if isinstance(target, FileNode) and not target.scratch:
                 doc_id = target.doc_id
-            pending = self.detached.get(new_path)
-            if doc_id is None and pending is not None and pending.origin_doc_id is not None:
+            pending = self.saves.original_at(new_path)
+            if doc_id is None and pending is not None:
                 doc_id = pending.origin_doc_id  # e.g. rsync --backup: x -> x~, tmp -> x
-                self._forget_detached(pending)
+                self.saves.release(pending)
         result = await self._commit_document(doc_id, new_path, text, attrs)
         self._become_document(source, result, data)
 
@@ -580,9 +569,9 @@ class NamespaceMixin(ContentMixin):
         if node.client_mtime_ns is None:
             node.mtime_ns = node.ctime_ns = to_ns(result.updated_at)
         self.cache.put(result.doc_id, result.updated_at, data)
-        self._set_buffer(node, FileBuffer(data))
-        self._kernel_version.pop(node.ino, None)
-        self.tentative.pop(node.ino, None)
+        self.set_buffer(node, FileBuffer(data))
+        self.kernel_version.pop(node.ino, None)
+        self.saves.untrack(node.ino)
         self._saved(node)
 
     async def _commit_scratch_dir(
@@ -610,7 +599,7 @@ class NamespaceMixin(ContentMixin):
             for node, path, _, text in files
         ]
         keep = [path for _, path in dirs]
-        results = await self._db(self.store.commit_documents, items, keep)
+        results = await self.run_db(self.store.commit_documents, items, keep)
         for directory, _ in dirs:
             directory.scratch = False
             directory.explicit = True
@@ -624,12 +613,10 @@ class NamespaceMixin(ContentMixin):
     async def promote_due(self, now: float | None = None) -> int:
         """Promote tentative scratch files closed and not renamed for the grace period."""
         moment = self.monotonic() if now is None else now
-        due = [ino for ino, at in self.tentative.items() if at is not None and at <= moment]
         promoted = 0
-        for ino in due:
+        for ino in self.saves.due(moment):
             async with self.ns_lock:
                 node = self.tree.inodes.get(ino)
-                self.tentative.pop(ino, None)
                 if not isinstance(node, FileNode) or not node.scratch or node.parent is None:
                     continue
                 if node.open_count or node.extra_links or node.parent.scratch:
@@ -646,7 +633,7 @@ class NamespaceMixin(ContentMixin):
                 try:
                     result = await self._commit_document(None, path, text, attrs)
                 except DatabaseUnavailable as exc:
-                    self.tentative[ino] = moment + TENTATIVE_GRACE  # tried again later
+                    self.saves.postpone(ino, moment)  # tried again later
                     self._keep_copy(node, data, exc.reason)
                     raise
                 self._become_document(node, result, data)
@@ -659,50 +646,6 @@ class NamespaceMixin(ContentMixin):
                 )
         return promoted
 
-    async def run_maintenance(self, interval: float = 0.5, stats_every: float = 30.0) -> None:
-        """Background task: promote tentative files as they fall due; keep planner
-        statistics fresh so searches never fall back to a pathological plan."""
-        await self.refresh_statistics()
-        last_stats = last_retry = self.monotonic()
-        while True:
-            await trio.sleep(interval)
-            try:
-                await self.promote_due()
-            except FsError as exc:
-                log.error("promoting tentative files failed: %s", exc)
-            if self.unsaved and self.monotonic() - last_retry >= 2.0:
-                last_retry = self.monotonic()
-                await self.retry_unsaved()
-            if self.statistics_allowed and self.monotonic() - last_stats >= stats_every:
-                last_stats = self.monotonic()
-                await self.refresh_statistics()
-
-    statistics_allowed = True
-
-    async def retry_unsaved(self) -> None:
-        """Commit files whose earlier commit failed (the database was down)."""
-        for node in list(self.unsaved.values()):
-            try:
-                await self.commit(node)
-            except FsError as exc:
-                log.debug("still cannot save %s: %s", self._describe(node), exc.reason)
-                return
-            log.info("saved %s now that the database is back", self._describe(node))
-
-    async def refresh_statistics(self) -> None:
-        if not self.statistics_allowed:
-            return
-        try:
-            analyzed = await self._db(self.store.refresh_statistics)
-        except psycopg.errors.InsufficientPrivilege:
-            self.statistics_allowed = False
-            log.info("no privilege to ANALYZE the memory tables; relying on autovacuum")
-        except FsError as exc:
-            log.warning("refreshing planner statistics failed: %s", exc)
-        else:
-            if analyzed:
-                log.info("refreshed planner statistics of %s", ", ".join(analyzed))
-
     async def shutdown(self) -> list[str]:
         """At unmount: promote every tentative file, then commit every dirty document.
 
@@ -712,7 +655,7 @@ class NamespaceMixin(ContentMixin):
             await self.promote_due(math.inf)
         except FsError as exc:
             log.error("promoting tentative files at unmount failed: %s", exc)
-            for ino in list(self.tentative):
+            for ino in self.saves.tentative():
                 node = self.tree.inodes.get(ino)
                 buffer = self.buffers.get(ino)
                 if isinstance(node, FileNode) and isinstance(buffer, ScratchBuffer):
@@ -726,4 +669,4 @@ class NamespaceMixin(ContentMixin):
             await self.reindexer.finish()
         if self.recovery is not None:
             return self.recovery.kept()
-        return [self._describe(node) for node in self.unsaved.values()]
+        return [self.describe_node(node) for node in self.unsaved.values()]

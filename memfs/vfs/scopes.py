@@ -3,20 +3,21 @@
 As with IronClaw's ``WORKSPACE_READ_SCOPES``, a read scope is another ``user_id`` whose
 memory this mount may read but never write; IronClaw's identity files (IDENTITY.md,
 SOUL.md, AGENTS.md, USER.md, TOOLS.md, BOOTSTRAP.md) are never shown from another scope.
-Each scope has its own ``MetaStore`` bound to that user, so no name or id can reach rows
+Each scope has its own document store bound to that user, so no name or id can reach rows
 of a user the mount was not given.  The scopes are loaded at mount and hidden from the
-root listing, like ``.search``.
+root listing, like ``.search`` (a ``SyntheticTree``, ``memfs.vfs.extensions``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
-from memfs.db.store import MetaStore
+from memfs.db.calls import DatabaseCalls
+from memfs.db.interface import DocumentStore
 from memfs.paths import SCOPES_DIR, loadable_path
-from memfs.tree import ScopedFile, SyntheticDir, to_ns
+from memfs.tree import Node, ScopedFile, SyntheticDir, Tree, to_ns
 from memfs.vfs.base import log
-from memfs.vfs.coherence import CoherenceMixin
 
 #: Never shown from another user's scope (IronClaw: primary scope only, exact case).
 IDENTITY_FILES = frozenset(
@@ -25,30 +26,25 @@ IDENTITY_FILES = frozenset(
 SCOPE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
 
-class ScopesMixin(CoherenceMixin):
-    """Adds ``.scopes/`` when read scopes were given."""
+class ScopesTree:
+    """``.scopes/<user>/``: each read scope's documents, loaded at mount, read lazily."""
 
-    scope_stores: list[MetaStore] = []  # noqa: RUF012 - replaced per instance
+    name = SCOPES_DIR
 
-    def add_read_scopes(self, stores: list[MetaStore]) -> None:
+    def __init__(self, stores: Sequence[DocumentStore], calls: DatabaseCalls) -> None:
         for store in stores:
             if not SCOPE_NAME.match(store.scope.user_id):
                 raise ValueError(f"invalid read scope {store.scope.user_id!r}")
-        self.scope_stores = stores
+        self.stores = list(stores)
+        self.calls = calls
 
-    async def load(self) -> None:
-        await super().load()
-        if not self.scope_stores:
-            return
-        now = self.clock()
-        root = self.tree.new_synthetic_dir(SCOPES_DIR, now)
-        self.tree.attach(self.tree.root, root)
-        self.unlisted.add(root.ino)
-        for index, store in enumerate(self.scope_stores):
-            top = self.tree.new_synthetic_dir(store.scope.user_id, now)
-            self.tree.attach(root, top)
+    async def fill(self, tree: Tree, root: SyntheticDir) -> None:
+        now = root.mtime_ns
+        for index, store in enumerate(self.stores):
+            top = tree.new_synthetic_dir(store.scope.user_id, now)
+            tree.attach(root, top)
             shown = 0
-            for row in await self._db(store.load_documents):
+            for row in await self.calls(store.load_documents):
                 if row.path in IDENTITY_FILES or not loadable_path(row.path):
                     continue
                 *dirs, name = row.path.split("/")
@@ -58,21 +54,27 @@ class ScopesMixin(CoherenceMixin):
                     if not isinstance(child, SyntheticDir):
                         if child is not None:
                             break  # a file and a directory share a name: keep the first
-                        child = self.tree.new_synthetic_dir(part, now)
-                        self.tree.attach(parent, child)
+                        child = tree.new_synthetic_dir(part, now)
+                        tree.attach(parent, child)
                     parent = child
                 else:
                     if name in parent.children:
                         continue
-                    node = self.tree.new_scoped_file(name, row.size, to_ns(row.updated_at))
+                    node = tree.new_scoped_file(name, row.size, to_ns(row.updated_at))
                     node.scope_index = index
                     node.source_id = row.id
-                    self.tree.attach(parent, node)
+                    tree.attach(parent, node)
                     shown += 1
             log.info("read scope %r: %d documents, read-only", store.scope.user_id, shown)
 
-    async def scoped_content(self, node: ScopedFile) -> bytes:
-        store = self.scope_stores[node.scope_index]
+    async def make_entry(self, tree: Tree, parent: SyntheticDir, name: str) -> Node | None:
+        return None  # everything it shows is made at mount
+
+    async def read(self, node: ScopedFile) -> bytes:
+        store = self.stores[node.scope_index]
         assert node.source_id is not None
-        row = await self._db(store.read_content, node.source_id)
-        return row[0] if row else b""
+        found = await self.calls(store.read_content, node.source_id)
+        return found.data if found else b""
+
+    def volatile(self, node: Node) -> bool:
+        return False

@@ -21,7 +21,7 @@ import pytest
 import trio
 
 from memfs.tree import ROOT_INODE, FileNode
-from memfs.vfs import Filesystem
+from memfs.vfs import Filesystem, OtherWriters
 from tests.model.test_vfs import WRITE, docs, write_file
 
 
@@ -79,7 +79,7 @@ async def test_a_feed_row_read_before_a_save_here_does_not_roll_the_file_back(
     release = threading.Event()
     monkeypatch.setattr(fs.store, "document_rows", held(fs.store.document_rows, release))
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(fs.apply_changes, [feed_event(node.doc_id, "doc.md")])
+        nursery.start_soon(OtherWriters(fs).apply_changes, [feed_event(node.doc_id, "doc.md")])
         await trio.sleep(0.2)  # the feed has read the agent's row and waits
         mine = b"# shared\nagent 0\nhuman rsync\n"
         with trio.fail_after(10):
@@ -99,7 +99,7 @@ async def test_a_resync_read_before_changes_here_neither_hides_nor_rolls_them_ba
     release = threading.Event()
     monkeypatch.setattr(fs.store, "load_documents", held(fs.store.load_documents, release))
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(fs.resync)
+        nursery.start_soon(OtherWriters(fs).resync)
         await trio.sleep(0.2)  # the resync has read the rows and waits
         with trio.fail_after(10):
             await write_file(fs, ROOT_INODE, "new.md", b"new\n")
@@ -157,7 +157,7 @@ async def test_a_feed_row_read_before_a_removal_or_folder_move_here_is_not_appli
         if sender:
             await nursery.start(fs.send_changes)
         events = [feed_event(d, p) for d, p in zip(ids, ["a/x.md", "gone.md"], strict=True)]
-        nursery.start_soon(fs.apply_changes, events)
+        nursery.start_soon(OtherWriters(fs).apply_changes, events)
         await trio.sleep(0.2)  # the feed has read both rows at their old paths and waits
         with trio.fail_after(10):
             await fs.rename(ROOT_INODE, "a", ROOT_INODE, "b")

@@ -20,10 +20,11 @@ import trio
 
 from memfs.config import Settings
 from memfs.db import Database, Scope, open_database
+from memfs.db.calls import DatabaseCalls
 from memfs.reindex import Reindexer
 from memfs.search import SearchEngine
 from memfs.tree import ROOT_INODE
-from memfs.vfs import Filesystem
+from memfs.vfs import Filesystem, SearchTree
 from tests.netproxy import DelayProxy
 
 WRITE = os.O_WRONLY
@@ -72,12 +73,14 @@ def far_database(database_url: str, proxy: DelayProxy) -> Iterator[Database]:
 
 @pytest.fixture
 async def far_fs(far_database: Database, database: Database) -> AsyncIterator[Filesystem]:
-    filesystem = Filesystem(far_database.store(Scope("default")), uid=1000, gid=1000)
+    nearby = database.reindex_store(Scope("default"))  # the worker's own, unproxied
+    reindexer = Reindexer(nearby, DatabaseCalls(), lambda _: None)
+    filesystem = Filesystem(
+        far_database.store(Scope("default")), uid=1000, gid=1000, reindexer=reindexer
+    )
     await filesystem.load()
-    nearby = database.store(Scope("default"))  # the worker's own, unproxied connections
-    filesystem.reindexer = Reindexer(nearby, filesystem._db, filesystem._announce)
     async with trio.open_nursery() as nursery:
-        await nursery.start(filesystem.reindexer.run)
+        await nursery.start(reindexer.run)
         yield filesystem
         nursery.cancel_scope.cancel()
 
@@ -153,8 +156,12 @@ async def test_round_trips_per_operation(
     await count("rmdir", lambda: fs.rmdir(ROOT_INODE, "empty"))
     await count("unlink", lambda: fs.unlink(ROOT_INODE, "b.md"))
 
-    cold = Filesystem(far_database.store(Scope("default")), uid=1000, gid=1000)
-    cold.attach_search(SearchEngine(cold.store, cold._db))
+    calls = DatabaseCalls()
+    engine = SearchEngine(far_database.search_store(Scope("default")), calls)
+    cold = Filesystem(
+        far_database.store(Scope("default")), uid=1000, gid=1000, calls=calls,
+        extensions=[SearchTree(engine)],
+    )  # fmt: skip
     await cold.load()
     archive = await cold.lookup(ROOT_INODE, "archive")
     target = await cold.lookup(archive.ino, "x.md")

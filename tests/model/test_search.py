@@ -10,13 +10,14 @@ import psycopg
 import pytest
 import trio
 
-from memfs.db import Database, Scope
+from memfs.db import Database, EmbeddingStore, Scope
+from memfs.db.calls import DatabaseCalls
 from memfs.embeddings import Embedder, EmbeddingSettings
 from memfs.embeddings.worker import EmbeddingWorker
 from memfs.ironclaw.numbers import f32
 from memfs.search import SearchEngine
-from memfs.tree import ROOT_INODE
-from memfs.vfs import Filesystem
+from memfs.tree import ROOT_INODE, SyntheticDir
+from memfs.vfs import Filesystem, SearchTree
 from tests.fake_embeddings import FakeEmbeddingServer
 
 DOCS = {
@@ -65,14 +66,15 @@ async def until(check: Any, seconds: float = 10.0) -> None:
 async def world(
     database: Database, server: FakeEmbeddingServer
 ) -> AsyncIterator[tuple[Filesystem, SearchEngine, EmbeddingWorker]]:
-    store = database.store(Scope("default"))
-    fs = Filesystem(store)
+    scope, calls = Scope("default"), DatabaseCalls()
     embedder = Embedder(embedding_settings(server), backoff_base=0.01)
-    engine = SearchEngine(store, fs._db, embedder=embedder)
-    fs.attach_search(engine)
+    engine = SearchEngine(database.search_store(scope), calls, embedder=embedder)
+    worker = EmbeddingWorker(database.embedding_store(scope), embedder, calls)
+    fs = Filesystem(
+        database.store(scope), calls=calls, extensions=[SearchTree(engine)],
+        on_changed=worker.notify,
+    )  # fmt: skip
     await fs.load()
-    worker = EmbeddingWorker(store, embedder, fs._db)
-    fs.commit_listeners.append(worker.notify)
     async with trio.open_nursery() as nursery:
         await nursery.start(worker.run)
         yield fs, engine, worker
@@ -81,7 +83,8 @@ async def world(
 
 
 async def missing(fs: Filesystem) -> int:
-    return (await fs._db(fs.store.count_chunks))[1]
+    chunks = EmbeddingStore(fs.store.pool, fs.store.scope)  # type: ignore[attr-defined]
+    return (await fs.run_db(chunks.count_chunks))[1]
 
 
 async def test_fts_ranking_matches_ts_rank_cd_and_is_scoped(
@@ -95,7 +98,7 @@ async def test_fts_ranking_matches_ts_rank_cd_and_is_scoped(
     other = Filesystem(database.store(Scope("someone-else")))
     await other.load()
     await write(other, "secret.md", "deploy deploy deploy schedule")
-    engine = SearchEngine(store, fs._db)
+    engine = SearchEngine(database.search_store(Scope("default")), fs.calls)
     outcome = await engine.search("deploy schedule")
     expected = sql_conn.execute(
         "SELECT d.path FROM memory_chunks c JOIN memory_documents d ON d.id = c.document_id, "
@@ -180,14 +183,15 @@ async def test_embeddings_are_written_only_for_unchanged_chunks(
     await fs.load()
     await write(fs, "a.md", "first text")
     embedder = Embedder(embedding_settings(server))
-    worker = EmbeddingWorker(store, embedder, fs._db)
-    rows = await fs._db(store.chunks_missing_embeddings, None, 10, 32_000)
+    chunks = database.embedding_store(Scope("default"))
+    worker = EmbeddingWorker(chunks, embedder, fs.calls)
+    rows = await fs.run_db(chunks.chunks_missing_embeddings, None, 10, 32_000)
     vectors = await embedder.embed_many([t for _, t in rows])
     sql_conn.execute("UPDATE memory_chunks SET content = 'changed meanwhile'")
     from pgvector import Vector
 
     items = [(cid, text, Vector(v)) for (cid, text), v in zip(rows, vectors, strict=True) if v]
-    assert await fs._db(store.write_embeddings, items) == 0
+    assert await fs.run_db(chunks.write_embeddings, items) == 0
     assert await worker.drain(None) == 1
     await embedder.aclose()
 
@@ -202,12 +206,12 @@ async def test_dimensions_are_never_mixed(
     sql_conn.execute("UPDATE memory_chunks SET embedding = array_fill(0.1, ARRAY[16])::vector")
     await write(fs, "new.md", "fresh chunk")
     embedder = Embedder(embedding_settings(server))
-    worker = EmbeddingWorker(store, embedder, fs._db)
+    worker = EmbeddingWorker(database.embedding_store(Scope("default")), embedder, fs.calls)
     async with trio.open_nursery() as nursery:
         await nursery.start(worker.run)
     assert not worker.enabled and "16" in (worker.last_error or "")
     assert await missing(fs) == 1  # new.md stays NULL rather than mixing 32 with 16
-    engine = SearchEngine(store, fs._db, embedder=embedder)
+    engine = SearchEngine(database.search_store(Scope("default")), fs.calls, embedder=embedder)
     outcome = await engine.search("fresh chunk")  # the 16-dim chunk is skipped, no error
     assert outcome.mode == "hybrid" and [r.path for r in outcome.results] == ["new.md"]
     await embedder.aclose()
@@ -219,8 +223,8 @@ async def test_search_directory_in_the_model(
     fs, engine, _ = world
     for path, text in DOCS.items():
         await write(fs, path, text)
-    root = fs.search_root
-    assert root is not None and sorted(root.children) == ["README.md"]
+    root = await fs.lookup(ROOT_INODE, ".search")
+    assert isinstance(root, SyntheticDir) and sorted(root.children) == ["README.md"]
     assert ".search" not in [name for _, name, _ in fs.readdir(fs.opendir(ROOT_INODE), 0)]
     before = engine.searches
     query = await fs.lookup(root.ino, "deploy schedule --fts --limit=2")
@@ -250,9 +254,10 @@ async def test_read_scopes_are_searched_as_ironclaw_does(
     stranger = Filesystem(database.store(Scope("stranger")))
     await stranger.load()
     await write(stranger, "MEMORY.md", "deploy schedule secret")
-    alone = await SearchEngine(store, fs._db).search("deploy schedule")
+    searches = database.search_store(Scope("default"))
+    alone = await SearchEngine(searches, fs.calls).search("deploy schedule")
     assert [r.path for r in alone.results] == ["notes.md"]
-    both = await SearchEngine(store, fs._db, read_scopes=["team"]).search("deploy schedule")
+    both = await SearchEngine(searches, fs.calls, read_scopes=["team"]).search("deploy schedule")
     assert sorted(r.path for r in both.results) == [
         ".scopes/team/MEMORY.md",
         ".scopes/team/daily/2026-03-03.md",

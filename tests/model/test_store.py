@@ -11,7 +11,7 @@ import pytest
 
 from memfs.chunker import chunk_document
 from memfs.config import Settings
-from memfs.db import Database, FileAttrs, MetaStore, Scope, open_database
+from memfs.db import Database, FileAttrs, MetaStore, PlannerStatistics, Scope, open_database
 from memfs.db.store import content_hash
 from tests.conftest import apply_ironclaw_migrations
 
@@ -254,7 +254,7 @@ def test_stale_planner_statistics_are_refreshed(
     analyzed_tables: list[str] = []
     deadline = time.monotonic() + 15  # cumulative statistics reach the view asynchronously
     while not analyzed_tables and time.monotonic() < deadline:
-        analyzed_tables = store.refresh_statistics()
+        analyzed_tables = PlannerStatistics(store.pool).refresh() or []
         time.sleep(0.2)
     assert sorted(analyzed_tables) == ["memory_chunks", "memory_documents"]
     analyzed = sql_conn.execute(
@@ -262,4 +262,4 @@ def test_stale_planner_statistics_are_refreshed(
         "('memory_chunks', 'memory_documents') AND last_analyze IS NOT NULL"
     ).fetchone()
     assert analyzed == (2,)
-    assert store.refresh_statistics() == []  # fresh: nothing to do
+    assert PlannerStatistics(store.pool).refresh() == []  # fresh: nothing to do

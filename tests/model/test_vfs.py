@@ -12,7 +12,7 @@ import pytest
 from memfs.db import Database, Scope
 from memfs.errors import FsError
 from memfs.tree import ROOT_INODE, DirNode, FileNode
-from memfs.vfs import Filesystem
+from memfs.vfs import Filesystem, OtherWriters
 
 WRITE = os.O_WRONLY
 TRUNC = os.O_WRONLY | os.O_TRUNC
@@ -345,7 +345,7 @@ async def test_read_ahead_never_serves_an_older_neighbour(
     assert isinstance(b, FileNode) and b.doc_id is not None
     assert cold.cache.holds(b.doc_id, b.updated_at)  # read ahead with a.md
     sql_conn.execute("UPDATE memory_documents SET content = 'b2, longer\n' WHERE path = 'b.md'")
-    await cold.resync()  # what the change feed (or polling) does
+    await OtherWriters(cold).resync()  # what the change feed (or polling) does
     fh, _ = await cold.open(b.ino, os.O_RDONLY)
     assert cold.read(fh, 0, 100) == b"b2, longer\n"
     await cold.release(fh)

@@ -1,0 +1,122 @@
+"""A mount's parts, built from its settings and wired by their constructors.
+
+``assemble`` is the one place where a mount is composed: the document store and the
+narrow stores, the database call runner, the background workers (re-chunking,
+embeddings), the synthetic trees (``.search``, ``.scopes``) and the filesystem model that
+uses them all, then the objects that keep it in step with other writers and tidy.  Nothing
+is attached to the filesystem after it is built.  ``memfs.daemon`` runs what this builds.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from uuid import UUID
+
+from memfs.buffers import ScratchSpill
+from memfs.config import Settings
+from memfs.db import Database, MetaStore, Scope
+from memfs.db.calls import DatabaseCalls
+from memfs.embeddings import Embedder, EmbeddingSettings
+from memfs.embeddings.worker import EmbeddingWorker
+from memfs.kernel import KernelNotifier
+from memfs.recovery import RecoveryArea
+from memfs.reindex import Reindexer
+from memfs.scratch import ScratchRules
+from memfs.search import SearchConfig, SearchEngine
+from memfs.vfs import (
+    Filesystem,
+    Maintenance,
+    OtherWriters,
+    ScopesTree,
+    SearchTree,
+    SyntheticTree,
+)
+
+#: Deadline of the reindex and embedding workers' database calls (seconds): re-chunking a
+#: 50 MB document legitimately takes longer than a request's deadline.
+BACKGROUND_DEADLINE = 300.0
+
+
+@dataclass
+class MountParts:
+    """Everything one mount runs; the daemon starts the workers and serves ``fs``."""
+
+    store: MetaStore
+    calls: DatabaseCalls
+    fs: Filesystem
+    writers: OtherWriters
+    maintenance: Maintenance
+    #: None on a read-only mount (it writes nothing to re-chunk).
+    reindexer: Reindexer | None
+    embedder: Embedder | None
+    #: None without a provider, or on a read-only mount.
+    embeddings: EmbeddingWorker | None
+
+
+def assemble(
+    settings: Settings,
+    database: Database,
+    *,
+    search_config: SearchConfig,
+    embedding_settings: EmbeddingSettings | None,
+    kernel: KernelNotifier,
+    recovery: RecoveryArea,
+) -> MountParts:
+    """Build a mount's parts (call inside the trio run: the workers make trio objects)."""
+    scope = Scope(settings.user_id, settings.agent_id)
+    store = database.store(scope, origin=uuid.uuid4().hex)
+    calls = DatabaseCalls(
+        concurrency=settings.pool_size, deadline=settings.call_deadline, probe=database.ping
+    )
+    background = calls.with_deadline(BACKGROUND_DEADLINE)
+    writes = not settings.read_only
+    embedder = Embedder(embedding_settings) if embedding_settings else None
+    embeddings = (
+        EmbeddingWorker(database.embedding_store(scope), embedder, background)
+        if embedder is not None and writes
+        else None
+    )
+
+    def changed(doc_id: UUID) -> None:
+        """A document's chunks changed: the embedding worker embeds the new ones."""
+        if embeddings is not None:
+            embeddings.notify(doc_id)
+
+    reindexer = Reindexer(database.reindex_store(scope), background, changed) if writes else None
+    engine = SearchEngine(
+        database.search_store(scope), calls, embedder=embedder, config=search_config,
+        read_scopes=settings.read_scopes,
+    )  # fmt: skip
+    settled = reindexer.settled if reindexer is not None else None
+    search = SearchTree(
+        engine, ttl=settings.search_ttl, deadline=settings.search_timeout, settled=settled
+    )
+    extensions: list[SyntheticTree] = [search]
+    if settings.read_scopes:
+        scopes = [database.store(Scope(name)) for name in settings.read_scopes]
+        extensions.append(ScopesTree(scopes, calls))
+    fs = Filesystem(
+        store,
+        calls=calls,
+        recovery=recovery,
+        cache_bytes=settings.cache_bytes,
+        rules=ScratchRules.with_extra(settings.scratch_patterns),
+        spill=ScratchSpill(settings.runtime_dir / f"scratch-{os.getpid()}"),
+        read_only=settings.read_only,
+        kernel=kernel,
+        reindexer=reindexer,
+        extensions=extensions,
+        on_changed=changed,
+    )
+    return MountParts(
+        store=store,
+        calls=calls,
+        fs=fs,
+        writers=OtherWriters(fs),
+        maintenance=Maintenance(fs, calls, database.statistics()),
+        reindexer=reindexer,
+        embedder=embedder,
+        embeddings=embeddings,
+    )

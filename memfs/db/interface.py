@@ -1,0 +1,202 @@
+"""The storage interface of the filesystem model: what ``memfs.vfs`` needs from an engine.
+
+A workspace is a set of documents (UTF-8 text at slash-separated paths) plus directories
+kept empty.  The model asks in filesystem terms (load the tree, read content, commit a
+document, delete, rename a file or a folder, keep a directory, set attributes) and hears of
+other writers through the change-feed hooks.  ``memfs.db.store.MetaStore`` (IronClaw's
+``memory_documents``) is the first engine; an engine keeps IronClaw's write rules
+(versioning, indexing, conflict keeping) behind these calls.
+
+Every method is synchronous and runs in a worker thread (``memfs.db.calls``); errors are
+``memfs.errors`` types or driver errors the call runner turns into them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import NamedTuple, Protocol
+from uuid import UUID
+
+from memfs.db.deferred import Change, Delete, DropDir, KeepDir, Moved, MoveDir
+from memfs.db.scoped import Scope
+
+__all__ = [
+    "Change",
+    "CommitResult",
+    "Content",
+    "Delete",
+    "DocRow",
+    "DocumentStore",
+    "DropDir",
+    "FileAttrs",
+    "KeepDir",
+    "MoveDir",
+    "Moved",
+]
+
+
+@dataclass(frozen=True)
+class FileAttrs:
+    """Client-set attributes to persist beside a document (None = IronClaw's default)."""
+
+    mode: int | None = None
+    mtime_ns: int | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.mode is None and self.mtime_ns is None
+
+
+@dataclass(frozen=True)
+class DocRow:
+    """A document as loaded at mount: no content, only what attributes need."""
+
+    id: UUID
+    path: str
+    size: int
+    created_at: datetime
+    updated_at: datetime
+    attrs: FileAttrs
+
+
+class Content(NamedTuple):
+    """A document's content as UTF-8 bytes, and the row version it was read at."""
+
+    data: bytes
+    version: datetime
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What one write-through transaction did."""
+
+    doc_id: UUID
+    updated_at: datetime
+    created: bool
+    changed: bool
+    chunks: int
+    versioned: bool
+    #: How a concurrent change was kept ("version 3", "copy MEMORY.md.conflict-….md").
+    conflict: str | None = None
+
+
+class DocumentStore(Protocol):
+    """One workspace's documents, as the filesystem model uses them."""
+
+    #: The workspace (its user and agent).
+    scope: Scope
+    #: Tags this mount's writes, so its change feed can skip their echoes (None: untagged).
+    origin: str | None
+
+    # -- the tree --------------------------------------------------------------------------
+
+    def load_documents(self) -> list[DocRow]:
+        """Path and attributes of every document (no content), by path, newest first
+        where two rows share a path."""
+
+    def load_directories(self) -> list[str]:
+        """Directories kept without documents in them (mkdir, emptied folders)."""
+
+    def read_content(self, doc_id: UUID) -> Content | None:
+        """One document's content, or None if it is gone."""
+
+    def read_contents(
+        self, doc_ids: Sequence[UUID], near: str | None = None
+    ) -> dict[UUID, Content]:
+        """Several documents' content in one round trip (those that exist); ``near`` is a
+        path in their folder, whose indexing rules come along for later saves."""
+
+    # -- writes (each one transaction, carrying the deferred changes first) ------------------
+
+    def commit_document(
+        self,
+        doc_id: UUID | None,
+        path: str,
+        content: str,
+        attrs: FileAttrs,
+        expected: datetime | None = None,
+        *,
+        index_now: bool = True,
+        unconfigured: bool = False,
+    ) -> CommitResult:
+        """Save a document (create it when ``doc_id`` is None).  A row changed since
+        ``expected`` is kept (as a version, or a conflict copy) before this content wins."""
+
+    def commit_documents(
+        self,
+        items: Sequence[tuple[UUID | None, str, str, FileAttrs]],
+        keep_dirs: Sequence[str] = (),
+    ) -> list[CommitResult]:
+        """Several saves in one transaction (a directory renamed into place)."""
+
+    def replace_document(
+        self,
+        source_id: UUID,
+        target_id: UUID,
+        path: str,
+        content: str | None,
+        attrs: FileAttrs,
+        keep_dirs: Sequence[str] = (),
+        *,
+        index_now: bool = False,
+        expected: datetime | None = None,
+        source_at: datetime | None = None,
+    ) -> CommitResult | None:
+        """A document renamed over another: the target row takes the source's content
+        (``content``, or the source row's), then the source row is deleted."""
+
+    def rename_document(
+        self,
+        doc_id: UUID,
+        new_path: str,
+        replaced: UUID | None,
+        attrs: FileAttrs,
+        keep_dirs: Sequence[str] = (),
+        old_path: str | None = None,
+    ) -> Moved | None:
+        """Move a document (deleting ``replaced`` first); None if it is gone."""
+
+    def rename_directory(
+        self,
+        old_path: str,
+        new_path: str,
+        replaced_dir: str | None,
+        keep_dirs: Sequence[str] = (),
+    ) -> dict[UUID, Moved]:
+        """Move every document and kept directory below ``old_path``."""
+
+    def delete_document(self, doc_id: UUID, keep_dirs: Sequence[str] = ()) -> bool:
+        """Delete a document (its chunks and versions go with it); False if it was gone."""
+
+    def set_attrs(self, doc_id: UUID, attrs: FileAttrs) -> bool:
+        """Persist mode and mtime against the row's current version; False if gone."""
+
+    def create_directory(self, path: str) -> None:
+        """Keep an empty directory."""
+
+    def delete_directory(self, path: str, keep_dirs: Sequence[str] = ()) -> None:
+        """Stop keeping a directory (keeping ``keep_dirs``, emptied by the removal)."""
+
+    # -- changes left for the next transaction (``memfs.db.deferred``) ---------------------
+
+    def defer(self, *changes: Change) -> None:
+        """Make ``changes`` with the next transaction; reads show them made already."""
+
+    def flush_changes(self) -> bool:
+        """Send the deferred changes now; False if none waited."""
+
+    def moving(self) -> bool:
+        """Whether a deferred directory move is unsent, or its answer not taken."""
+
+    def take_moved(self) -> dict[UUID, Moved]:
+        """The versions of the documents moved by directory moves sent so far."""
+
+    # -- other writers (change-feed hooks) -------------------------------------------------
+
+    def document_rows(self, doc_ids: Sequence[UUID]) -> dict[UUID, DocRow]:
+        """The current rows of documents a change-feed batch named (those that exist)."""
+
+    def fingerprint(self) -> tuple[int, str]:
+        """A value that changes whenever any document of the workspace does (polling)."""

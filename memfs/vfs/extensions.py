@@ -1,0 +1,34 @@
+"""Synthetic trees: read-only directories the mount shows beside the workspace.
+
+``.search`` (queries as directories) and ``.scopes`` (other users' memory) are each a
+``SyntheticTree``, passed to the filesystem when it is built.  The filesystem makes each
+one's directory at the mount root (left out of the root listing, so ``find``, ``grep -r``
+and sync tools never walk into it), and sends it the lookups of names it does not hold yet
+and the reads of its lazily read files: one dispatch, in ``memfs.vfs.base``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from memfs.tree import Node, ScopedFile, SyntheticDir, Tree
+
+
+class SyntheticTree(Protocol):
+    """A read-only tree under ``/<name>`` of the mount."""
+
+    #: Its directory's name at the mount root.
+    name: str
+
+    async def fill(self, tree: Tree, root: SyntheticDir) -> None:
+        """Make what it shows from the start under ``root`` (at mount)."""
+
+    async def make_entry(self, tree: Tree, parent: SyntheticDir, name: str) -> Node | None:
+        """A name under one of its directories that is not there yet (None: no such
+        name).  May raise ``FsError`` with the errno the lookup should fail with."""
+
+    async def read(self, node: ScopedFile) -> bytes:
+        """The bytes of one of its lazily read files."""
+
+    def volatile(self, node: Node) -> bool:
+        """Whether the kernel must not cache this name (its content is decided anew)."""

@@ -1,0 +1,103 @@
+"""Editors' saves: where a document's identity waits while a program saves it.
+
+Two save patterns pass a document through a name that is not a document:
+
+* **Renamed-away originals** (vim and emacs: ``x -> x~``, then a new ``x``).  The row stays
+  untouched in the database and the renamed node remembers it (``origin_doc_id``), listed
+  here under the path it left.  The next file created at that path *claims* the row, so
+  the whole save is one UPDATE of the same document.  Unlinking the backup with no new file
+  deletes the row; renaming it back restores it; if the daemon stops mid-save, the row is
+  as it was.
+* **Tentative names** (rsync's ``.x.AbC123``, other writers' dotfiles): scratch while
+  open; renamed to a document name, the rename is the commit; left closed and not renamed
+  for ``TENTATIVE_GRACE`` seconds, the file was meant to stay and becomes a document.
+
+``EditorSaves`` holds both tables; ``memfs.vfs.namespace`` decides when a save is one of
+these and asks here what waits where.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from uuid import UUID
+
+from memfs.scratch import TENTATIVE_GRACE
+from memfs.tree import FileNode
+
+
+class EditorSaves:
+    """Renamed-away originals by the path they left, and tentative files' deadlines."""
+
+    def __init__(self, monotonic: Callable[[], float]) -> None:
+        self.monotonic = monotonic
+        self._originals: dict[str, FileNode] = {}
+        #: Tentative inodes and when each falls due (None: open, not due).
+        self._tentative: dict[int, float | None] = {}
+
+    # -- renamed-away originals ------------------------------------------------------------
+
+    def detach(self, path: str, node: FileNode) -> None:
+        """``node`` left the document name ``path`` for a scratch name; its row waits."""
+        assert node.doc_id is not None
+        node.origin_doc_id = node.doc_id
+        self._originals[path] = node
+
+    def original_at(self, path: str) -> FileNode | None:
+        """The renamed-away original whose row waits at ``path`` (None: none)."""
+        node = self._originals.get(path)
+        return node if node is not None and node.origin_doc_id is not None else None
+
+    def claim(self, path: str) -> FileNode | None:
+        """A new file at ``path`` takes over the waiting row: the original, now released
+        (the caller copies its ``origin_doc_id`` and version before that is cleared)."""
+        node = self._originals.pop(path, None)
+        return node if node is not None and node.origin_doc_id is not None else None
+
+    def release(self, node: FileNode) -> None:
+        """``node`` no longer stands for a waiting row (restored, deleted, taken over)."""
+        for path, waiting in list(self._originals.items()):
+            if waiting is node:
+                del self._originals[path]
+        node.origin_doc_id = None
+
+    def row_deleted(self, doc_id: UUID) -> None:
+        """Another writer deleted a row: nothing waits for it any more."""
+        for node in list(self._originals.values()):
+            if node.origin_doc_id == doc_id:
+                self.release(node)
+
+    # -- tentative names -------------------------------------------------------------------
+
+    def track(self, ino: int, *, idle: bool) -> None:
+        """A tentative file, created or renamed to a tentative name (due after the grace
+        period if nothing holds it open)."""
+        self._tentative[ino] = self.monotonic() + TENTATIVE_GRACE if idle else None
+
+    def untrack(self, ino: int) -> None:
+        """No longer tentative (became a document, renamed away, or freed)."""
+        self._tentative.pop(ino, None)
+
+    def opened(self, ino: int) -> None:
+        if ino in self._tentative:
+            self._tentative[ino] = None  # never promoted while open
+
+    def closed(self, ino: int) -> None:
+        """Its last descriptor closed: due after the grace period."""
+        if ino in self._tentative:
+            self._tentative[ino] = self.monotonic() + TENTATIVE_GRACE
+
+    def postpone(self, ino: int, moment: float) -> None:
+        """Its promotion failed: tried again a grace period after ``moment``."""
+        self._tentative[ino] = moment + TENTATIVE_GRACE
+
+    def due(self, moment: float) -> list[int]:
+        """Tentative inodes closed and not renamed since before ``moment`` minus the
+        grace period, taken off the table (the caller promotes or postpones them)."""
+        ready = [ino for ino, at in self._tentative.items() if at is not None and at <= moment]
+        for ino in ready:
+            del self._tentative[ino]
+        return ready
+
+    def tentative(self) -> list[int]:
+        """Every tentative inode (unmount promotes them all)."""
+        return list(self._tentative)
