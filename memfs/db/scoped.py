@@ -23,6 +23,8 @@ Pool = ConnectionPool[Conn]
 SCOPE = "user_id = %(user)s AND agent_id IS NOT DISTINCT FROM %(agent)s"
 #: The same filter on ``memory_documents d`` in joins.
 DOC_SCOPE = "d.user_id = %(user)s AND d.agent_id IS NOT DISTINCT FROM %(agent)s"
+#: Several workspaces of one agent searched together (IronClaw's read scopes, ``d``).
+SCOPES = "d.user_id = ANY(%(users)s) AND d.agent_id IS NOT DISTINCT FROM %(agent)s"
 #: A document's client attributes, where they were set against its current version.
 ATTRS_JOIN = "LEFT JOIN memfs.file_attrs a ON a.document_id = d.id AND a.set_against = d.updated_at"
 #: The nearest folder ``.config`` of document ``d`` as ``f`` (its candidates: %(configs)s).

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from pgvector import Vector
 
-from memfs.db.scoped import ScopedStore
+from memfs.db.scoped import SCOPES, ScopedStore
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class SearchStore(ScopedStore):
                 "SELECT c.id, c.document_id, d.path, c.chunk_index, c.content, d.user_id "
                 "FROM memory_chunks c JOIN memory_documents d ON d.id = c.document_id, "
                 "  plainto_tsquery('english', %(q)s) AS q "
-                "WHERE d.user_id = ANY(%(users)s) AND d.agent_id IS NOT DISTINCT FROM %(agent)s "
+                f"WHERE {SCOPES} "
                 "  AND c.content_tsv @@ q "
                 "ORDER BY ts_rank_cd(c.content_tsv, q) DESC, d.path, c.chunk_index "
                 "LIMIT %(limit)s",
@@ -60,7 +60,7 @@ class SearchStore(ScopedStore):
             rows = conn.execute(
                 "SELECT c.id, c.document_id, d.path, c.chunk_index, c.content, d.user_id "
                 "FROM memory_chunks c JOIN memory_documents d ON d.id = c.document_id "
-                "WHERE d.user_id = ANY(%(users)s) AND d.agent_id IS NOT DISTINCT FROM %(agent)s "
+                f"WHERE {SCOPES} "
                 "  AND c.embedding IS NOT NULL AND vector_dims(c.embedding) = %(dims)s "
                 "ORDER BY c.embedding <=> %(vec)s, d.path, c.chunk_index "
                 "LIMIT %(limit)s",

@@ -373,8 +373,7 @@ class MetaStore(ScopedStore):
         with self.pool.connection() as conn:
             row = conn.execute(
                 "SELECT count(*), COALESCE(sum(hashtextextended(id::text || updated_at::text, 0)),"
-                " 0)::text FROM memory_documents WHERE user_id = %(user)s "
-                "AND agent_id IS NOT DISTINCT FROM %(agent)s",
+                f" 0)::text FROM memory_documents WHERE {SCOPE}",
                 self._params(),
             ).fetchone()
         return (int(row[0]), str(row[1])) if row else (0, "0")
@@ -565,8 +564,7 @@ class MetaStore(ScopedStore):
         """Lock the row, and fail the transaction (MF001) unless it is as ``known``."""
         conn.execute(
             "SELECT memfs.expect(EXISTS (SELECT 1 FROM memory_documents d "
-            f"{FOLDER_JOIN} WHERE d.id = %(id)s AND d.user_id = %(user)s "
-            "  AND d.agent_id IS NOT DISTINCT FROM %(agent)s AND d.path = %(path)s "
+            f"{FOLDER_JOIN} WHERE d.id = %(id)s AND {DOC_SCOPE} AND d.path = %(path)s "
             f"  AND d.updated_at = %(at)s AND {_SERVER_HASH} = %(hash)s "
             "  AND md5(d.metadata::text) = %(own)s "
             "  AND md5(f.metadata::text) IS NOT DISTINCT FROM %(folder)s "
@@ -723,8 +721,7 @@ class MetaStore(ScopedStore):
         row = conn.execute(
             f"SELECT d.id, {_SERVER_HASH}, d.content = '', d.metadata, f.metadata, "
             "  d.updated_at, md5(d.metadata::text), md5(f.metadata::text) "
-            f"FROM memory_documents d {FOLDER_JOIN} WHERE d.{where} AND d.user_id = %(user)s "
-            "  AND d.agent_id IS NOT DISTINCT FROM %(agent)s "
+            f"FROM memory_documents d {FOLDER_JOIN} WHERE d.{where} AND {DOC_SCOPE} "
             "ORDER BY d.updated_at DESC LIMIT 1 FOR NO KEY UPDATE OF d",
             self._params(configs=folder_config_paths(path), **params),
         ).fetchone()

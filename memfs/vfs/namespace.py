@@ -125,11 +125,9 @@ class NamespaceMixin(ContentMixin):
         buffer: FileBuffer | ScratchBuffer
         if kind is Kind.DOCUMENT:
             buffer = FileBuffer(b"", dirty=True)
-            pending = self.saves.claim(path)
-            if pending is not None:
-                node.doc_id = pending.origin_doc_id
-                node.updated_at = pending.updated_at  # the version this save is based on
-                pending.origin_doc_id = None
+            claimed = self.saves.claim(path)
+            if claimed is not None:
+                node.doc_id, node.updated_at = claimed  # the version this save is based on
                 log.debug("%r takes over the row of its renamed-away original", path)
         else:
             node.scratch = True
@@ -362,12 +360,8 @@ class NamespaceMixin(ContentMixin):
     ) -> None:
         replaced = target.doc_id if isinstance(target, FileNode) and not target.scratch else None
         seen = target.updated_at if isinstance(target, FileNode) else None
-        if replaced is None:
-            pending = self.saves.original_at(new_path)
-            if pending is not None and pending.origin_doc_id != source.doc_id:
-                replaced = pending.origin_doc_id  # the renamed-away original is replaced
-                seen = pending.updated_at
-                self.saves.release(pending)
+        if replaced is None:  # the renamed-away original waiting there is replaced
+            replaced, seen = self.saves.replaced_by(new_path, source.doc_id) or (None, seen)
         if source.doc_id is None:
             # Not committed yet: its first commit adopts the row at the new path (so a
             # write-temp-then-rename save keeps the target document's identity).
@@ -522,11 +516,7 @@ class NamespaceMixin(ContentMixin):
             )
             seen = target.updated_at if isinstance(target, FileNode) else None
             if replaced is None:
-                pending = self.saves.original_at(new_path)
-                if pending is not None and pending.origin_doc_id != doc_id:
-                    replaced = pending.origin_doc_id
-                    seen = pending.updated_at
-                    self.saves.release(pending)
+                replaced, seen = self.saves.replaced_by(new_path, doc_id) or (None, seen)
             self.saves.release(source)
             if replaced is not None and replaced != doc_id:
                 # A renamed-away document moved over another one: IronClaw's write of the
@@ -547,10 +537,9 @@ class NamespaceMixin(ContentMixin):
         else:
             if isinstance(target, FileNode) and not target.scratch:
                 doc_id = target.doc_id
-            pending = self.saves.original_at(new_path)
-            if doc_id is None and pending is not None:
-                doc_id = pending.origin_doc_id  # e.g. rsync --backup: x -> x~, tmp -> x
-                self.saves.release(pending)
+            if doc_id is None:  # e.g. rsync --backup: x -> x~, tmp -> x
+                claimed = self.saves.claim(new_path)
+                doc_id = claimed[0] if claimed is not None else None
         result = await self._commit_document(doc_id, new_path, text, attrs)
         self._become_document(source, result, data)
 

@@ -19,6 +19,7 @@ these and asks here what waits where.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from uuid import UUID
 
 from memfs.scratch import TENTATIVE_GRACE
@@ -42,16 +43,25 @@ class EditorSaves:
         node.origin_doc_id = node.doc_id
         self._originals[path] = node
 
-    def original_at(self, path: str) -> FileNode | None:
-        """The renamed-away original whose row waits at ``path`` (None: none)."""
-        node = self._originals.get(path)
-        return node if node is not None and node.origin_doc_id is not None else None
-
-    def claim(self, path: str) -> FileNode | None:
-        """A new file at ``path`` takes over the waiting row: the original, now released
-        (the caller copies its ``origin_doc_id`` and version before that is cleared)."""
+    def claim(self, path: str) -> tuple[UUID, datetime | None] | None:
+        """A new document at ``path`` (created, or a temporary renamed there) takes over
+        the row waiting there: its id and the version the save is based on."""
         node = self._originals.pop(path, None)
-        return node if node is not None and node.origin_doc_id is not None else None
+        if node is None or node.origin_doc_id is None:
+            return None
+        claimed = (node.origin_doc_id, node.updated_at)
+        node.origin_doc_id = None
+        return claimed
+
+    def replaced_by(self, path: str, doc_id: UUID | None) -> tuple[UUID, datetime | None] | None:
+        """Another document (``doc_id``) moved to ``path``: the row waiting there, other
+        than its own, is the one the move replaces (its id and the version shown)."""
+        node = self._originals.get(path)
+        if node is None or node.origin_doc_id is None or node.origin_doc_id == doc_id:
+            return None
+        replaced = (node.origin_doc_id, node.updated_at)
+        self.release(node)
+        return replaced
 
     def release(self, node: FileNode) -> None:
         """``node`` no longer stands for a waiting row (restored, deleted, taken over)."""
