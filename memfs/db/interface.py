@@ -13,14 +13,13 @@ Every method is synchronous and runs in a worker thread (``memfs.db.calls``); er
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple, Protocol
 from uuid import UUID
 
 from memfs.db.deferred import Change, Delete, DropDir, KeepDir, Moved, MoveDir
-from memfs.db.scoped import Scope
 
 __all__ = [
     "Change",
@@ -34,6 +33,7 @@ __all__ = [
     "KeepDir",
     "MoveDir",
     "Moved",
+    "WorkspaceScope",
 ]
 
 
@@ -82,11 +82,20 @@ class CommitResult:
     conflict: str | None = None
 
 
+class WorkspaceScope(Protocol):
+    """Whose workspace a store holds (legacy: user and agent; Reborn: and tenant, project)."""
+
+    @property
+    def user_id(self) -> str: ...
+
+
 class DocumentStore(Protocol):
     """One workspace's documents, as the filesystem model uses them."""
 
-    #: The workspace (its user and agent).
-    scope: Scope
+    @property
+    def scope(self) -> WorkspaceScope:
+        """The workspace."""
+
     #: Tags this mount's writes, so its change feed can skip their echoes (None: untagged).
     origin: str | None
 
@@ -194,6 +203,10 @@ class DocumentStore(Protocol):
         """The versions of the documents moved by directory moves sent so far."""
 
     # -- other writers (change-feed hooks) -------------------------------------------------
+
+    def changed_documents(self, events: Sequence[Mapping[str, object]]) -> dict[UUID, bool]:
+        """The documents of this workspace that change-feed events name, in order, True
+        for those gone (this store's own writes, by their origin tag, left out)."""
 
     def document_rows(self, doc_ids: Sequence[UUID]) -> dict[UUID, DocRow]:
         """The current rows of documents a change-feed batch named (those that exist)."""

@@ -30,7 +30,7 @@ IRONCLAW_V1_CHECKSUM = "13924994861355873385"
 #: Advisory lock key that serialises schema set-up between concurrent mounts ("memfs" in hex).
 SCHEMA_LOCK_KEY = 0x6D656D6673
 #: Version of the objects in the ``memfs`` schema.
-MEMFS_SCHEMA_VERSION = 3
+MEMFS_SCHEMA_VERSION = 4
 
 IRONCLAW_TABLES_DDL = r"""
 CREATE EXTENSION IF NOT EXISTS vector;
@@ -166,6 +166,19 @@ CREATE TABLE IF NOT EXISTS memfs.file_attrs (
 CREATE TABLE IF NOT EXISTS memfs.reindex_queue (
     document_id UUID PRIMARY KEY,
     queued_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
+);
+-- Reborn workspaces (root_filesystem_entries, keyed by path): directories a mount keeps,
+-- never as is_dir rows under /memory (they would block IronClaw's writes), and client
+-- attributes, trusted while the row's updated_at equals set_against (schema 4).
+CREATE TABLE IF NOT EXISTS memfs.reborn_directories (
+    path TEXT COLLATE "C" PRIMARY KEY,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT NOW()
+);
+CREATE TABLE IF NOT EXISTS memfs.reborn_attrs (
+    path TEXT COLLATE "C" PRIMARY KEY,
+    mode INTEGER,
+    mtime_ns BIGINT,
+    set_against TIMESTAMPTZ NOT NULL
 );
 -- A one-round-trip save sends every statement at once, guarded by this: if the row (or
 -- the path, for a new document) is not as the mount last saw it, the transaction fails

@@ -17,7 +17,7 @@ import hashlib
 import itertools
 import logging
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -360,6 +360,21 @@ class MetaStore(ScopedStore):
                 stored = _bytes_hash(data)
                 row = KnownRow(path, updated_at, stored, own, own_md5, folder, folder_md5)
                 self.known.remember(doc_id, row, configs)
+        return found
+
+    def changed_documents(self, events: Sequence[Mapping[str, object]]) -> dict[UUID, bool]:
+        """The change feed's events (``memfs.notify_change``) of this scope's documents:
+        True for a deleted one; this store's own writes (its origin tag) left out."""
+        agent = str(self.scope.agent_id) if self.scope.agent_id else None
+        found: dict[UUID, bool] = {}
+        for event in events:
+            if event.get("user") != self.scope.user_id or event.get("agent") != agent:
+                continue
+            if self.origin and event.get("origin") == self.origin:
+                continue  # our own write, already in the tree
+            doc_id = UUID(str(event["id"]))
+            found.pop(doc_id, None)
+            found[doc_id] = event.get("op") == "DELETE"
         return found
 
     def document_rows(self, doc_ids: Sequence[UUID]) -> dict[UUID, DocRow]:

@@ -35,12 +35,6 @@ class OtherWriters:
         #: The workspace's fingerprint as of ``baseline``, for polling (no trigger).
         self._fingerprint: tuple[int, str] | None = None
 
-    def _mine(self, event: dict[str, Any]) -> bool:
-        fs = self.fs
-        scope = fs.store.scope
-        agent = str(scope.agent_id) if scope.agent_id else None
-        return event.get("user") == scope.user_id and event.get("agent") == agent
-
     async def apply_changes(self, events: list[dict[str, Any]]) -> None:
         """Apply a batch of change-feed events (``op``, ``id``, ``path``, ``origin`` ...), in
         order, with one query for all their rows.
@@ -53,19 +47,11 @@ class OtherWriters:
         if any(event.get("op") == "RESYNC" for event in events):
             await self.resync()
             return
-        latest: dict[UUID, dict[str, Any]] = {}
-        for event in events:
-            if not self._mine(event):
-                continue
-            if fs.store.origin and event.get("origin") == fs.store.origin:
-                continue  # our own write, already in the tree
-            doc_id = UUID(str(event["id"]))
-            log.debug("change feed: %s %s (%s)", event.get("op"), event.get("path"), doc_id)
-            latest.pop(doc_id, None)
-            latest[doc_id] = event
+        latest = fs.store.changed_documents(events)
         if not latest:
             return
-        live = [d for d, event in latest.items() if event.get("op") != "DELETE"]
+        log.debug("change feed: %d document(s) changed", len(latest))
+        live = [d for d, gone in latest.items() if not gone]
         before = self._shown(live)
         rows = await fs.run_db(fs.store.document_rows, live) if live else {}
         async with fs.ns_lock:

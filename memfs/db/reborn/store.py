@@ -1,0 +1,755 @@
+"""RebornStore: a workspace of IronClaw's Reborn memory behind ``DocumentStore``.
+
+Documents are ``memory_document`` rows of ``root_filesystem_entries`` under the scope's
+prefix (``layout``), keyed by path; the model keys documents by id, so the store gives
+each path an id (a UUID derived from the path when first seen) and keeps it across renames
+made here.  The version token the model compares is the row's ``updated_at`` (IronClaw sets
+it on every update); the compare-and-swap the database sees is on ``version``, as
+IronClaw's own updates are (reborn facts §4.1, requirement 7).
+
+Every write follows IronClaw v1.3's memory write (§4.2): the document row updated with
+``version = version + 1`` (or inserted at version 1 if nothing lies at or below its path),
+the replaced content kept as a ``.versions/<n>`` sidecar unless ``skip_versioning``, the
+``.chunks/`` rebuilt as its indexer does unless ``skip_indexing``.  Unlike IronClaw, each
+operation is one transaction, and delete and rename (which IronClaw does not offer) move or
+remove the document with its sidecars together (requirement 12).  Directories are never
+``is_dir`` rows under ``/memory`` (requirement 4): kept ones live in memfs's own table,
+as do client attributes.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import json
+import logging
+import threading
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from memfs.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
+from memfs.db.deferred import (
+    Change,
+    ChangeBatch,
+    DeferredChanges,
+    Delete,
+    DropDir,
+    KeepDir,
+    Moved,
+    MoveDir,
+)
+from memfs.db.interface import CommitResult, Content, DocRow, FileAttrs
+from memfs.db.reborn import layout
+from memfs.db.reborn.layout import RebornScope
+from memfs.db.scoped import Conn, Pool
+from memfs.errors import WriteRefused
+from memfs.ironclaw.write_rules import (
+    check_injection,
+    check_schema,
+    effective_metadata,
+    is_system_prompt_file,
+)
+
+log = logging.getLogger(__name__)
+
+#: Namespace of the ids given to paths (stable across mounts until a rename here).
+PATH_IDS = uuid.UUID("0d7b2f5e-6c1a-4b8e-9f3d-52a1c4e7b9a0")
+
+_TABLE = "root_filesystem_entries"
+#: Rows at P or below it (bytewise ranges: '/' is 0x2F, '0' is 0x30), as IronClaw selects.
+_AT_OR_BELOW = "(path = %(p)s OR (path >= %(p)s || '/' AND path < %(p)s || '0'))"
+_BELOW = "(path >= %(p)s || '/' AND path < %(p)s || '0')"
+
+
+@dataclass(frozen=True)
+class _Row:
+    contents: bytes
+    version: int
+    updated_at: datetime
+
+
+class RebornStore:
+    """The documents of one Reborn workspace (``RebornScope``)."""
+
+    def __init__(
+        self,
+        pool: Pool,
+        scope: RebornScope,
+        *,
+        origin: str | None = None,
+        chunk_config: ChunkConfig = DEFAULT_CONFIG,
+    ) -> None:
+        self.pool = pool
+        self.scope = scope
+        self.origin = origin
+        self.chunk_config = chunk_config
+        self.deferred = DeferredChanges()
+        self._lock = threading.Lock()
+        self._ids: dict[str, UUID] = {}
+        self._paths: dict[UUID, str] = {}
+
+    # -- identity ----------------------------------------------------------------------
+
+    def id_of(self, relative: str) -> UUID:
+        """The id the model knows ``relative``'s document by."""
+        with self._lock:
+            found = self._ids.get(relative)
+            if found is None:
+                found = uuid.uuid5(PATH_IDS, self.scope.row(relative))
+                self._ids[relative] = found
+                self._paths[found] = relative
+            return found
+
+    def path_of(self, doc_id: UUID) -> str | None:
+        with self._lock:
+            return self._paths.get(doc_id)
+
+    def _moved_to(self, doc_id: UUID, relative: str) -> None:
+        with self._lock:
+            old = self._paths.get(doc_id)
+            if old is not None and self._ids.get(old) == doc_id:
+                del self._ids[old]
+            self._ids[relative] = doc_id
+            self._paths[doc_id] = relative
+
+    def _forget(self, doc_id: UUID) -> None:
+        with self._lock:
+            old = self._paths.pop(doc_id, None)
+            if old is not None and self._ids.get(old) == doc_id:
+                del self._ids[old]
+
+    def _relative(self, full: str) -> str:
+        return full[len(self.scope.prefix) + 1 :]
+
+    # -- transactions and deferred changes ---------------------------------------------
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Conn]:
+        """One transaction, running the deferred changes first."""
+        changes = self.deferred.take()
+        committed = False
+        moved: dict[UUID, Moved] = {}
+        try:
+            with self.pool.connection() as conn, conn.transaction():
+                if self.origin:
+                    conn.execute("SELECT set_config('memfs.origin', %s, true)", (self.origin,))
+                moved = self._send_changes(conn, changes) if changes else {}
+                yield conn
+            committed = True
+        finally:
+            self.deferred.finish(changes, committed=committed, moved=moved)
+
+    def _send_changes(self, conn: Conn, batch: ChangeBatch) -> dict[UUID, Moved]:
+        moved: dict[UUID, Moved] = {}
+        for kind, run in itertools.groupby(batch.changes, key=type):
+            for change in run:
+                if kind is Delete and isinstance(change, Delete):
+                    self._delete(conn, change.doc_id)
+                elif isinstance(change, KeepDir):
+                    self._keep_directories(conn, [change.path])
+                elif isinstance(change, DropDir):
+                    self._drop_directory(conn, change.path)
+                elif isinstance(change, MoveDir):
+                    moved.update(
+                        self._move_directory(conn, change.old, change.new, change.replaced)
+                    )
+        return moved
+
+    def defer(self, *changes: Change) -> None:
+        self.deferred.add(*changes)
+
+    def flush_changes(self) -> bool:
+        if not self.deferred.pending():
+            return False
+        with self._transaction():
+            pass
+        return True
+
+    def moving(self) -> bool:
+        return self.deferred.moving()
+
+    def take_moved(self) -> dict[UUID, Moved]:
+        return self.deferred.take_moved()
+
+    # -- reading -------------------------------------------------------------------------
+
+    def load_documents(self) -> list[DocRow]:
+        """IronClaw's document list of the scope (§3.3), with memfs's attributes."""
+        hidden = self.deferred.hidden()
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT e.path, octet_length(e.contents), e.created_at, e.updated_at, "
+                "  a.mode, a.mtime_ns "
+                f"FROM {_TABLE} e LEFT JOIN memfs.reborn_attrs a "
+                "  ON a.path = e.path AND a.set_against = e.updated_at "
+                "WHERE e.path >= %(p)s || '/' AND e.path < %(p)s || '0' "
+                "  AND NOT e.is_dir AND e.kind = 'memory_document' ORDER BY e.path",
+                {"p": self.scope.prefix},
+            ).fetchall()
+        found = []
+        for full, size, created, updated, mode, mtime_ns in rows:
+            relative = self._relative(full)
+            if not layout.is_listed(relative):
+                continue
+            doc_id = self.id_of(relative)
+            if doc_id in hidden:
+                continue
+            found.append(
+                DocRow(doc_id, relative, size, created, updated, FileAttrs(mode, mtime_ns))
+            )
+        return found
+
+    def document_rows(self, doc_ids: Sequence[UUID]) -> dict[UUID, DocRow]:
+        wanted = {p: d for d in doc_ids if (p := self.path_of(d)) is not None}
+        if not wanted:
+            return {}
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT e.path, octet_length(e.contents), e.created_at, e.updated_at, "
+                "  a.mode, a.mtime_ns "
+                f"FROM {_TABLE} e LEFT JOIN memfs.reborn_attrs a "
+                "  ON a.path = e.path AND a.set_against = e.updated_at "
+                "WHERE e.path = ANY(%(paths)s) AND NOT e.is_dir AND e.kind = 'memory_document'",
+                {"paths": [self.scope.row(p) for p in wanted]},
+            ).fetchall()
+        hidden = self.deferred.hidden()
+        found = {}
+        for full, size, created, updated, mode, mtime_ns in rows:
+            doc_id = wanted[self._relative(full)]
+            if doc_id not in hidden:
+                found[doc_id] = DocRow(
+                    doc_id, self._relative(full), size, created, updated, FileAttrs(mode, mtime_ns)
+                )
+        return found
+
+    def load_directories(self) -> list[str]:
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT path FROM memfs.reborn_directories "
+                "WHERE path >= %(p)s || '/' AND path < %(p)s || '0' ORDER BY path",
+                {"p": self.scope.prefix},
+            ).fetchall()
+        return sorted(self.deferred.directories({self._relative(r[0]) for r in rows}))
+
+    def read_content(self, doc_id: UUID) -> Content | None:
+        return self.read_contents([doc_id]).get(doc_id)
+
+    def read_contents(
+        self, doc_ids: Sequence[UUID], near: str | None = None
+    ) -> dict[UUID, Content]:
+        wanted = {self.scope.row(p): d for d in doc_ids if (p := self.path_of(d)) is not None}
+        if not wanted:
+            return {}
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                f"SELECT path, contents, updated_at FROM {_TABLE} "
+                "WHERE path = ANY(%(paths)s) AND NOT is_dir AND kind = 'memory_document'",
+                {"paths": list(wanted)},
+                binary=True,
+            ).fetchall()
+        return {wanted[full]: Content(bytes(data), updated) for full, data, updated in rows}
+
+    def fingerprint(self) -> tuple[int, str]:
+        """Changes whenever a row of the scope is inserted, updated or deleted (polling:
+        IronClaw notifies nothing, §4.4)."""
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                "SELECT count(*), COALESCE(sum(hashtextextended(path || ':' || version::text, 0)),"
+                f" 0)::text FROM {_TABLE} WHERE path >= %(p)s || '/' AND path < %(p)s || '0' "
+                "AND kind = 'memory_document'",
+                {"p": self.scope.prefix},
+            ).fetchone()
+        return (int(row[0]), str(row[1])) if row else (0, "0")
+
+    # -- writing -------------------------------------------------------------------------
+
+    def commit_document(
+        self,
+        doc_id: UUID | None,
+        path: str,
+        content: str,
+        attrs: FileAttrs,
+        expected: datetime | None = None,
+        *,
+        index_now: bool = True,
+        unconfigured: bool = False,
+    ) -> CommitResult:
+        """IronClaw's overwrite of ``path`` (§4.2); a row changed since ``expected`` keeps
+        the other writer's content as a version before this content replaces it."""
+        with self._transaction() as conn:
+            result = self._commit(conn, path, content.encode("utf-8"), attrs, expected)
+        self._moved_to(result.doc_id, path)
+        return result
+
+    def commit_documents(
+        self,
+        items: Sequence[tuple[UUID | None, str, str, FileAttrs]],
+        keep_dirs: Sequence[str] = (),
+    ) -> list[CommitResult]:
+        with self._transaction() as conn:
+            results = [self._commit(conn, p, c.encode("utf-8"), a, None) for _, p, c, a in items]
+            self._keep_directories(conn, keep_dirs)
+        for (_, path, _, _), result in zip(items, results, strict=True):
+            self._moved_to(result.doc_id, path)
+        return results
+
+    def _commit(
+        self, conn: Conn, relative: str, data: bytes, attrs: FileAttrs, expected: datetime | None
+    ) -> CommitResult:
+        problem = layout.path_problem(relative)
+        if problem is not None:
+            raise WriteRefused(
+                errno.EINVAL,
+                "IronClaw's path rules",
+                f"{relative!r} {problem}: IronClaw cannot store it",
+            )
+        meta = self._metadata(conn, relative)
+        text = data.decode("utf-8")
+        if is_system_prompt_file(relative):
+            if not text.strip() and relative.lower() != "bootstrap.md":
+                raise WriteRefused(
+                    errno.EINVAL, "IronClaw's protected files", f"{relative!r} may not be empty"
+                )
+            check_injection(relative, text)
+        if meta.schema is not None:
+            check_schema(relative, text, meta.schema)
+        full = self.scope.row(relative)
+        current = self._lock_row(conn, full)
+        conflict = None
+        if current is None:
+            updated_at = self._insert_document(conn, relative, data)
+            created, versioned = True, False
+        else:
+            other_changed = expected is not None and current.updated_at != expected
+            versioned = bool(current.contents) and current.contents != data and meta.versioned
+            if other_changed and not versioned and current.contents != data:
+                conflict = self._keep_as_copy(conn, relative, current.contents)
+            updated_at = self._update_document(conn, full, data, current.version)
+            if versioned:
+                number = self._add_version(conn, relative, current.contents)
+                if other_changed:
+                    conflict = f"version {number}"
+            created = False
+        chunks = self._rebuild_chunks(conn, relative, text, meta.indexed)
+        self._write_attrs(conn, full, attrs, updated_at)
+        return CommitResult(
+            self.id_of(relative), updated_at, created, True, chunks, versioned, conflict
+        )
+
+    def _lock_row(self, conn: Conn, full: str) -> _Row | None:
+        row = conn.execute(
+            f"SELECT contents, version, updated_at, is_dir, kind FROM {_TABLE} "
+            "WHERE path = %(p)s FOR UPDATE",
+            {"p": full},
+            binary=True,
+        ).fetchone()
+        if row is None:
+            return None
+        if row[3] or row[4] != layout.DOCUMENT_KIND:
+            raise WriteRefused(
+                errno.EISDIR,
+                "IronClaw's document layout",
+                f"{self._relative(full)!r} is held by a row that is not a memory document",
+            )
+        return _Row(bytes(row[0]), int(row[1]), row[2])
+
+    def _insert_document(self, conn: Conn, relative: str, data: bytes) -> datetime:
+        """Put "absent": a new row at version 1, only if nothing lies at or below the path
+        and no ancestor is a document."""
+        full = self.scope.row(relative)
+        parts = relative.split("/")
+        ancestors = [self.scope.row("/".join(parts[:i])) for i in range(1, len(parts))]
+        blocked = conn.execute(
+            f"SELECT path FROM {_TABLE} WHERE {_BELOW} OR (path = ANY(%(up)s) AND NOT is_dir "
+            "AND kind = 'memory_document') LIMIT 1",
+            {"p": full, "up": ancestors},
+        ).fetchone()
+        if blocked is not None:
+            raise WriteRefused(
+                errno.EEXIST,
+                "IronClaw's document layout",
+                f"{relative!r} cannot be a document: {self._relative(blocked[0])!r} exists",
+            )
+        row = conn.execute(
+            f"INSERT INTO {_TABLE} (path, contents, content_type, kind, indexed, version) "
+            "VALUES (%(p)s, %(data)s, %(type)s, %(kind)s, %(indexed)s::jsonb, 1) "
+            "RETURNING updated_at",
+            {"p": full, "data": data, "type": layout.RECORD_TYPE,
+             "kind": layout.DOCUMENT_KIND, "indexed": layout.dumps(self.scope.keys())},
+        ).fetchone()  # fmt: skip
+        assert row is not None
+        return row[0]  # type: ignore[no-any-return]
+
+    def _update_document(self, conn: Conn, full: str, data: bytes, version: int) -> datetime:
+        """Put "version v": the compare-and-swap IronClaw's updates are."""
+        row = conn.execute(
+            f"UPDATE {_TABLE} SET contents = %(data)s, content_type = %(type)s, "
+            "  kind = %(kind)s, indexed = %(indexed)s::jsonb, version = version + 1, "
+            "  updated_at = now() "
+            "WHERE path = %(p)s AND NOT is_dir AND version = %(v)s "
+            f"  AND NOT EXISTS (SELECT 1 FROM {_TABLE} WHERE {_BELOW}) "
+            "RETURNING updated_at",
+            {"p": full, "data": data, "type": layout.RECORD_TYPE, "kind": layout.DOCUMENT_KIND,
+             "indexed": layout.dumps(self.scope.keys()), "v": version},
+        ).fetchone()  # fmt: skip
+        if row is None:  # the row is locked: only a row below the path can refuse it
+            raise WriteRefused(
+                errno.EISDIR,
+                "IronClaw's document layout",
+                f"{self._relative(full)!r} has rows below it",
+            )
+        return row[0]  # type: ignore[no-any-return]
+
+    def _add_version(self, conn: Conn, relative: str, old: bytes) -> int:
+        """``R.versions/<max+1>`` keeping ``old`` (no dedup against the latest, §4.2)."""
+        base = self.scope.row(relative) + ".versions"
+        row = conn.execute(
+            "SELECT COALESCE(max((indexed ->> 'version')::bigint), 0) + 1 "
+            f"FROM {_TABLE} WHERE {_BELOW} AND kind = 'memory_document_version'",
+            {"p": base},
+        ).fetchone()
+        number = int(row[0]) if row else 1
+        indexed = {**self.scope.keys(), "doc_relative_path": relative, "version": number}
+        conn.execute(
+            f"INSERT INTO {_TABLE} (path, contents, content_type, kind, indexed, version) "
+            "VALUES (%(p)s, %(data)s, %(type)s, %(kind)s, %(indexed)s::jsonb, 1)",
+            {"p": self.scope.row(layout.version_path(relative, number)),
+             "data": layout.version_body(self.scope, old), "type": layout.RECORD_TYPE,
+             "kind": layout.VERSION_KIND, "indexed": layout.dumps(indexed)},
+        )  # fmt: skip
+        return number
+
+    def _keep_as_copy(self, conn: Conn, relative: str, theirs: bytes) -> str:
+        """Another writer's content that versioning would not keep: a copy beside it."""
+        stamp = datetime.now().strftime("%Y%m%dT%H%M%S")
+        stem, dot, ext = relative.rpartition(".")
+        if dot and "/" not in ext:
+            copy = f"{stem}.conflict-{stamp}.{ext}"
+        else:
+            copy = f"{relative}.conflict-{stamp}"
+        self._insert_document(conn, copy, theirs)
+        return f"copy {copy}"
+
+    def _rebuild_chunks(self, conn: Conn, relative: str, text: str, indexed: bool) -> int:
+        """IronClaw's indexer (§5.1): every chunk row under ``R.chunks/`` replaced by fresh
+        rows 0..n-1 (none under ``skip_indexing`` or for blank content)."""
+        base = self.scope.row(relative) + ".chunks"
+        conn.execute(f"DELETE FROM {_TABLE} WHERE {_BELOW} AND kind = 'memory_chunk'", {"p": base})
+        chunks = chunk_document(text, self.chunk_config) if indexed else []
+        if chunks:
+            keys = self.scope.keys()
+            with conn.cursor() as cur:
+                cur.executemany(
+                    f"INSERT INTO {_TABLE} (path, contents, content_type, kind, indexed, version) "
+                    "VALUES (%s, %s, %s, %s, %s::jsonb, 1)",
+                    [
+                        (self.scope.row(layout.chunk_path(relative, i)), chunk.encode("utf-8"),
+                         layout.RECORD_TYPE, layout.CHUNK_KIND,
+                         layout.dumps({**keys, "chunk_index": i, "content": chunk,
+                                       "doc_relative_path": relative}))
+                        for i, chunk in enumerate(chunks)
+                    ],
+                )  # fmt: skip
+        return len(chunks)
+
+    def _metadata(self, conn: Conn, relative: str) -> Any:
+        """Effective metadata (§3.4): the nearest ``.config``'s ``.meta`` with the
+        document's own ``.meta`` on top."""
+        configs = [c for c in layout.config_candidates(relative) if c != relative]
+        wanted = [layout.meta_path(relative), *configs, *(layout.meta_path(c) for c in configs)]
+        rows: dict[str, Any] = dict(
+            conn.execute(
+                f"SELECT path, contents FROM {_TABLE} WHERE path = ANY(%(paths)s) AND NOT is_dir",
+                {"paths": [self.scope.row(p) for p in wanted]},
+                binary=True,
+            ).fetchall()
+        )
+        found = {self._relative(full): bytes(data) for full, data in rows.items()}
+        folder = next((c for c in configs if c in found), None)
+        folder_meta = self._parse_meta(
+            found.get(layout.meta_path(folder)) if folder else None, folder
+        )
+        own = self._parse_meta(found.get(layout.meta_path(relative)), relative)
+        return effective_metadata(own, folder_meta)
+
+    @staticmethod
+    def _parse_meta(data: bytes | None, owner: str | None) -> Any:
+        if not data or not data.strip():
+            return {}
+        try:
+            return json.loads(data)
+        except ValueError:
+            raise WriteRefused(
+                errno.EIO,
+                "IronClaw's metadata",
+                f"the metadata sidecar of {owner!r} is not JSON: IronClaw refuses every "
+                "write it governs until it is fixed",
+            ) from None
+
+    def _write_attrs(self, conn: Conn, full: str, attrs: FileAttrs, updated_at: datetime) -> None:
+        if attrs.empty:
+            conn.execute("DELETE FROM memfs.reborn_attrs WHERE path = %s", (full,))
+            return
+        conn.execute(
+            "INSERT INTO memfs.reborn_attrs (path, mode, mtime_ns, set_against) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT (path) DO UPDATE SET mode = EXCLUDED.mode, "
+            "mtime_ns = EXCLUDED.mtime_ns, set_against = EXCLUDED.set_against",
+            (full, attrs.mode, attrs.mtime_ns, updated_at),
+        )
+
+    def set_attrs(self, doc_id: UUID, attrs: FileAttrs) -> bool:
+        relative = self.path_of(doc_id)
+        if relative is None:
+            return False
+        full = self.scope.row(relative)
+        with self._transaction() as conn:
+            row = conn.execute(
+                f"SELECT updated_at FROM {_TABLE} WHERE path = %s AND kind = 'memory_document' "
+                "FOR SHARE",
+                (full,),
+            ).fetchone()
+            if row is None:
+                return False
+            self._write_attrs(conn, full, attrs, row[0])
+        return True
+
+    # -- removing and moving (IronClaw has neither: the document goes with its sidecars) --
+
+    def _family(self, relative: str) -> dict[str, str]:
+        """The SQL ranges of a document and its sidecars, by role."""
+        full = self.scope.row(relative)
+        return {"doc": full, "meta": full + ".meta", "chunks": full + ".chunks",
+                "versions": full + ".versions"}  # fmt: skip
+
+    def _delete(self, conn: Conn, doc_id: UUID) -> bool:
+        relative = self.path_of(doc_id)
+        if relative is None:
+            return False
+        family = self._family(relative)
+        cur = conn.execute(
+            f"DELETE FROM {_TABLE} WHERE path = %(doc)s AND kind = 'memory_document' "
+            "AND NOT is_dir",
+            family,
+        )
+        existed = cur.rowcount > 0
+        conn.execute(
+            f"DELETE FROM {_TABLE} WHERE path = %(meta)s "
+            "OR (path >= %(chunks)s || '/' AND path < %(chunks)s || '0' "
+            "    AND kind = 'memory_chunk') "
+            "OR (path >= %(versions)s || '/' AND path < %(versions)s || '0' "
+            "    AND kind = 'memory_document_version')",
+            family,
+        )
+        conn.execute("DELETE FROM memfs.reborn_attrs WHERE path = %(doc)s", family)
+        self._forget(doc_id)
+        return existed
+
+    def delete_document(self, doc_id: UUID, keep_dirs: Sequence[str] = ()) -> bool:
+        with self._transaction() as conn:
+            existed = self._delete(conn, doc_id)
+            self._keep_directories(conn, keep_dirs)
+        return existed
+
+    def rename_document(
+        self,
+        doc_id: UUID,
+        new_path: str,
+        replaced: UUID | None,
+        attrs: FileAttrs,
+        keep_dirs: Sequence[str] = (),
+        old_path: str | None = None,
+    ) -> Moved | None:
+        problem = layout.path_problem(new_path)
+        if problem is not None:
+            raise WriteRefused(
+                errno.EINVAL,
+                "IronClaw's path rules",
+                f"{new_path!r} {problem}: IronClaw cannot store it",
+            )
+        relative = self.path_of(doc_id)
+        if relative is None:
+            return None
+        with self._transaction() as conn:
+            if replaced is not None:
+                self._delete(conn, replaced)
+            target = self.scope.row(new_path)
+            if (
+                conn.execute(
+                    f"SELECT 1 FROM {_TABLE} WHERE {_AT_OR_BELOW} LIMIT 1", {"p": target}
+                ).fetchone()
+                is not None
+            ):
+                raise WriteRefused(
+                    errno.EEXIST,
+                    "IronClaw's document layout",
+                    f"{new_path!r} is taken by a row the mount does not show",
+                )
+            moved = self._move_rows(conn, relative, new_path)
+            if moved is not None:
+                self._write_attrs(conn, target, attrs, moved.after)
+            self._keep_directories(conn, keep_dirs)
+        if moved is not None:
+            self._moved_to(doc_id, new_path)
+        return moved
+
+    def _move_rows(self, conn: Conn, relative: str, new_path: str) -> Moved | None:
+        """Move a document and its sidecars; chunk and version rows learn their new
+        ``doc_relative_path``.  The document row's update bumps its version as IronClaw's
+        updates do (the sidecars are rewritten rows of the same records)."""
+        old_full, new_full = self.scope.row(relative), self.scope.row(new_path)
+        before = conn.execute(
+            f"SELECT updated_at FROM {_TABLE} WHERE path = %s AND kind = 'memory_document' "
+            "FOR UPDATE",
+            (old_full,),
+        ).fetchone()
+        if before is None:
+            return None
+        cut = len(old_full) + 1
+        conn.execute(
+            f"UPDATE {_TABLE} SET path = %(new)s || substr(path, %(cut)s), "
+            "  indexed = CASE WHEN kind IN ('memory_chunk', 'memory_document_version') "
+            "    THEN jsonb_set(indexed, '{doc_relative_path}', to_jsonb(%(rel)s::text)) "
+            "    ELSE indexed END, "
+            "  version = version + 1, updated_at = now() "
+            "WHERE path = %(old)s || '.meta' "
+            "  OR (path >= %(old)s || '.chunks/' AND path < %(old)s || '.chunks0') "
+            "  OR (path >= %(old)s || '.versions/' AND path < %(old)s || '.versions0')",
+            {"new": new_full, "old": old_full, "cut": cut, "rel": new_path},
+        )
+        row = conn.execute(
+            f"UPDATE {_TABLE} SET path = %(new)s, version = version + 1, updated_at = now() "
+            "WHERE path = %(old)s RETURNING updated_at",
+            {"new": new_full, "old": old_full},
+        ).fetchone()
+        assert row is not None
+        conn.execute(
+            "UPDATE memfs.reborn_attrs SET path = %s WHERE path = %s", (new_full, old_full)
+        )
+        return Moved(before[0], row[0])
+
+    def rename_directory(
+        self,
+        old_path: str,
+        new_path: str,
+        replaced_dir: str | None,
+        keep_dirs: Sequence[str] = (),
+    ) -> dict[UUID, Moved]:
+        with self._transaction() as conn:
+            moved = self._move_directory(conn, old_path, new_path, replaced_dir)
+            self._keep_directories(conn, keep_dirs)
+        return moved
+
+    def _move_directory(
+        self, conn: Conn, old_path: str, new_path: str, replaced_dir: str | None
+    ) -> dict[UUID, Moved]:
+        if replaced_dir is not None:
+            self._drop_directory(conn, replaced_dir)
+        old_full = self.scope.row(old_path)
+        docs = conn.execute(
+            f"SELECT path FROM {_TABLE} WHERE {_BELOW} AND kind = 'memory_document' "
+            "AND NOT is_dir ORDER BY path",
+            {"p": old_full},
+        ).fetchall()
+        moved: dict[UUID, Moved] = {}
+        for (full,) in docs:
+            relative = self._relative(full)
+            if not layout.is_listed(relative):
+                continue
+            target = new_path + relative[len(old_path) :]
+            doc_id = self.id_of(relative)
+            result = self._move_rows(conn, relative, target)
+            if result is not None:
+                moved[doc_id] = result
+                self._moved_to(doc_id, target)
+        conn.execute(
+            "UPDATE memfs.reborn_directories SET path = %(new)s || substr(path, %(cut)s) "
+            "WHERE path = %(old)s OR (path >= %(old)s || '/' AND path < %(old)s || '0')",
+            {"new": self.scope.row(new_path), "old": old_full, "cut": len(old_full) + 1},
+        )
+        return moved
+
+    def replace_document(
+        self,
+        source_id: UUID,
+        target_id: UUID,
+        path: str,
+        content: str | None,
+        attrs: FileAttrs,
+        keep_dirs: Sequence[str] = (),
+        *,
+        index_now: bool = False,
+        expected: datetime | None = None,
+        source_at: datetime | None = None,
+    ) -> CommitResult | None:
+        """A document renamed over another: the target takes the source's content as an
+        overwrite (its versions keep the replaced content), then the source goes."""
+        source = self.path_of(source_id)
+        if source is None:
+            return None
+        with self._transaction() as conn:
+            if content is None:
+                row = conn.execute(
+                    f"SELECT contents FROM {_TABLE} WHERE path = %s AND kind = 'memory_document'",
+                    (self.scope.row(source),),
+                    binary=True,
+                ).fetchone()
+                if row is None:
+                    return None
+                content = bytes(row[0]).decode("utf-8")
+            result = self._commit(conn, path, content.encode("utf-8"), attrs, expected)
+            self._delete(conn, source_id)
+            self._keep_directories(conn, keep_dirs)
+        self._moved_to(result.doc_id, path)
+        return result
+
+    # -- directories ---------------------------------------------------------------------
+
+    def _keep_directories(self, conn: Conn, paths: Sequence[str]) -> None:
+        if paths:
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO memfs.reborn_directories (path) VALUES (%s) "
+                    "ON CONFLICT DO NOTHING",
+                    [(self.scope.row(p),) for p in paths],
+                )
+
+    def _drop_directory(self, conn: Conn, path: str) -> None:
+        conn.execute(
+            "DELETE FROM memfs.reborn_directories WHERE path = %s", (self.scope.row(path),)
+        )
+
+    def create_directory(self, path: str) -> None:
+        with self._transaction() as conn:
+            self._keep_directories(conn, [path])
+
+    def delete_directory(self, path: str, keep_dirs: Sequence[str] = ()) -> None:
+        with self._transaction() as conn:
+            self._drop_directory(conn, path)
+            self._keep_directories(conn, keep_dirs)
+
+    # -- change feed -----------------------------------------------------------------------
+
+    def changed_documents(self, events: Sequence[Mapping[str, object]]) -> dict[UUID, bool]:
+        """The documents of this workspace that change-feed events name, True for those
+        deleted (this store's own writes left out)."""
+        found: dict[UUID, bool] = {}
+        prefix = self.scope.prefix + "/"
+        for event in events:
+            if self.origin and event.get("origin") == self.origin:
+                continue
+            for key in ("old_path", "path"):
+                full = event.get(key)
+                if not isinstance(full, str) or not full.startswith(prefix):
+                    continue
+                relative = full[len(prefix) :]
+                if not layout.is_listed(relative):
+                    continue
+                doc_id = self.id_of(relative)
+                found.pop(doc_id, None)
+                found[doc_id] = event.get("op") == "DELETE" or key == "old_path"
+        return found

@@ -1,0 +1,266 @@
+"""The Reborn engine (``memfs.db.reborn``) against IronClaw's rows.
+
+The database is built from ``tests/fixtures/reborn_schema.sql`` (IronClaw's V26-V34 as the
+reborn facts record them, projection trigger included).  Each test performs through the
+store what the facts' conformance examples (§8) perform through IronClaw, and compares
+every row left; every row memfs writes must also pass the validators IronClaw runs on each
+row it reads (§3.2), since one bad row breaks a user's whole memory.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg_pool import ConnectionPool
+
+from memfs.db.interface import FileAttrs
+from memfs.db.reborn.layout import RebornScope
+from memfs.db.reborn.store import RebornStore
+from memfs.db.schema import MEMFS_SCHEMA_DDL
+from memfs.errors import WriteRefused
+
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "reborn_schema.sql"
+A = "/memory/tenants/reborn-cli/users/alice/agents/reborn-cli-agent/projects/_none"
+K = {"tenant_id": "reborn-cli", "user_id": "alice", "agent_id": "reborn-cli-agent"}
+CHANGED_BY = "tenant:reborn-cli:user:alice:agent:reborn-cli-agent:project:_none"
+NO_ATTRS = FileAttrs()
+
+_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_CONTENT_TYPE = re.compile(r"^[A-Za-z0-9/+._-]{1,128}$")
+
+
+def reborn_schema(url: str) -> None:
+    """A database as IronClaw >= 1.1 leaves it, plus memfs's own schema."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(FIXTURE.read_text())  # type: ignore[arg-type]
+        conn.execute(MEMFS_SCHEMA_DDL)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def store(database_url: str) -> Iterator[RebornStore]:
+    reborn_schema(database_url)
+    pool: ConnectionPool[psycopg.Connection[tuple[Any, ...]]] = ConnectionPool(
+        database_url, min_size=1, max_size=2, kwargs={"autocommit": True}, open=True
+    )
+    yield RebornStore(pool, RebornScope("reborn-cli", "alice", "reborn-cli-agent"), origin="t")
+    pool.close()
+
+
+def rows(conn: psycopg.Connection[Any]) -> dict[str, dict[str, Any]]:
+    """Every row of the table, by path relative to scope A where it is under it."""
+    found = {}
+    for path, contents, kind, ctype, indexed, version, is_dir, created, updated in conn.execute(
+        "SELECT path, contents, kind, content_type, indexed, version, is_dir, created_at, "
+        "updated_at FROM root_filesystem_entries ORDER BY path"
+    ):
+        assert_ironclaw_can_read(path, kind, ctype, indexed)
+        assert created <= updated
+        found[path.removeprefix(A + "/")] = {
+            "contents": bytes(contents), "kind": kind, "type": ctype, "indexed": indexed,
+            "version": version, "is_dir": is_dir,
+        }  # fmt: skip
+    return found
+
+
+def assert_ironclaw_can_read(path: str, kind: str | None, ctype: str, indexed: Any) -> None:
+    """IronClaw's validators for every row it reads under a scope (reborn facts §3.2)."""
+    assert isinstance(indexed, dict), (path, indexed)
+    for key, value in indexed.items():
+        assert _KEY.match(key), (path, key)
+        assert isinstance(value, (bool, int, str)) or (
+            isinstance(value, list) and all(isinstance(b, int) and 0 <= b <= 255 for b in value)
+        ), (path, key, value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            assert -(2**63) <= value < 2**63
+    assert kind is None or _KEY.match(kind), (path, kind)
+    assert _CONTENT_TYPE.match(ctype), (path, ctype)
+    assert path.startswith("/") and "\\" not in path
+    assert not any(ord(c) < 0x20 or ord(c) == 0x7F for c in path), path
+    assert ".." not in path.split("/"), path
+
+
+def document(contents: bytes, version: int) -> dict[str, Any]:
+    return {"contents": contents, "kind": "memory_document", "type": "application/json",
+            "indexed": K, "version": version, "is_dir": False}  # fmt: skip
+
+
+def chunk(text: str, index: int, relative: str) -> dict[str, Any]:
+    indexed = {**K, "content": text, "chunk_index": index, "doc_relative_path": relative}
+    return {"contents": text.encode(), "kind": "memory_chunk", "type": "application/json",
+            "indexed": indexed, "version": 1, "is_dir": False}  # fmt: skip
+
+
+def version_row(old: bytes, number: int, relative: str) -> dict[str, Any]:
+    body = (
+        '{"changed_by":"' + CHANGED_BY + '","content":' + json.dumps(old.decode(),
+        ensure_ascii=False) + ',"content_hash":"sha256:' + hashlib.sha256(old).hexdigest() + '"}'
+    )  # fmt: skip
+    indexed = {**K, "doc_relative_path": relative, "version": number}
+    return {"contents": body.encode(), "kind": "memory_document_version",
+            "type": "application/json", "indexed": indexed, "version": 1,
+            "is_dir": False}  # fmt: skip
+
+
+def test_e1_to_e4_writes_leave_ironclaws_rows(
+    store: RebornStore, sql_conn: psycopg.Connection[Any]
+) -> None:
+    first = store.commit_document(None, "notes/a.md", "hello", NO_ATTRS)  # E1
+    assert first.created
+    assert rows(sql_conn) == {
+        "notes/a.md": document(b"hello", 1),
+        "notes/a.md.chunks/0": chunk("hello", 0, "notes/a.md"),
+    }
+    doc_id = first.doc_id
+    store.commit_document(doc_id, "notes/a.md", "helloworld\n", NO_ATTRS, first.updated_at)  # E2
+    after_e2 = rows(sql_conn)
+    assert after_e2 == {
+        "notes/a.md": document(b"helloworld\n", 2),
+        "notes/a.md.chunks/0": chunk("helloworld\n", 0, "notes/a.md"),
+        "notes/a.md.versions/1": version_row(b"hello", 1, "notes/a.md"),
+    }
+    assert after_e2["notes/a.md.versions/1"]["contents"] == (
+        b'{"changed_by":"tenant:reborn-cli:user:alice:agent:reborn-cli-agent:project:_none",'
+        b'"content":"hello","content_hash":"sha256:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7'
+        b'425e73043362938b9824"}'
+    )
+    store.commit_document(doc_id, "notes/a.md", "hello", NO_ATTRS)  # E3
+    third = rows(sql_conn)
+    assert third["notes/a.md"] == document(b"hello", 3)
+    assert third["notes/a.md.versions/2"] == version_row(b"helloworld\n", 2, "notes/a.md")
+    assert json.loads(third["notes/a.md.versions/2"]["contents"])["content_hash"].startswith(
+        "sha256:8cd07f3a"
+    )
+    store.commit_document(doc_id, "notes/a.md", "hello", NO_ATTRS)  # E4: same bytes
+    fourth = rows(sql_conn)
+    assert fourth["notes/a.md"] == document(b"hello", 4)
+    assert sorted(fourth) == sorted(third), "no version row for an identical rewrite"
+
+
+def test_e5_skip_versioning_in_the_meta_sidecar_keeps_no_version(
+    store: RebornStore, sql_conn: psycopg.Connection[Any]
+) -> None:
+    result = store.commit_document(None, "notes/a.md", "hello", NO_ATTRS)
+    sql_conn.execute(  # IronClaw's write with metadata leaves this sidecar (E5)
+        "INSERT INTO root_filesystem_entries (path, contents, version) VALUES (%s, %s, 1)",
+        (A + "/notes/a.md.meta", b'{"skip_versioning":true}'),
+    )
+    store.commit_document(result.doc_id, "notes/a.md", "bye", NO_ATTRS)
+    left = rows(sql_conn)
+    assert left["notes/a.md"] == document(b"bye", 2)
+    assert not [p for p in left if ".versions/" in p], "hello must not be archived"
+    assert left["notes/a.md.meta"]["contents"] == b'{"skip_versioning":true}'  # untouched
+
+
+def test_e6_names_and_places_ironclaw_refuses(store: RebornStore) -> None:
+    store.commit_document(None, "notes/a.md", "hello", NO_ATTRS)
+    cases = [("notes", errno.EEXIST), ("notes/a.md/c.md", errno.EEXIST), ("x.meta", errno.EINVAL),
+             ("a.chunks/b.md", errno.EINVAL), ("v.versions", errno.EINVAL)]  # fmt: skip
+    for path, code in cases:
+        with pytest.raises(WriteRefused) as refused:
+            store.commit_document(None, path, "x", NO_ATTRS)
+        assert refused.value.errno == code, (path, refused.value)
+
+
+def test_e7_a_folder_config_with_skip_indexing_leaves_no_chunks(
+    store: RebornStore, sql_conn: psycopg.Connection[Any]
+) -> None:
+    store.commit_document(None, "private/.config", "", NO_ATTRS)
+    sql_conn.execute(
+        "INSERT INTO root_filesystem_entries (path, contents, version) VALUES (%s, %s, 1)",
+        (A + "/private/.config.meta", b'{"skip_indexing":true}'),
+    )
+    store.commit_document(None, "private/diary.md", "dear diary", NO_ATTRS)
+    left = rows(sql_conn)
+    assert left["private/diary.md"] == document(b"dear diary", 1)
+    assert not [p for p in left if ".chunks/" in p]
+
+
+def test_e10_a_long_document_is_chunked_as_ironclaws_indexer_does(
+    store: RebornStore, sql_conn: psycopg.Connection[Any]
+) -> None:
+    words = [f"w{i}" for i in range(1, 1001)]
+    store.commit_document(None, "long.md", " ".join(words) + "\n", NO_ATTRS)
+    left = rows(sql_conn)
+    assert left["long.md.chunks/0"] == chunk(" ".join(words[:800]), 0, "long.md")
+    assert left["long.md.chunks/1"] == chunk(" ".join(words[680:]), 1, "long.md")
+    assert "long.md.chunks/2" not in left
+
+
+def test_the_listing_is_ironclaws(store: RebornStore, sql_conn: psycopg.Connection[Any]) -> None:
+    """Only memory_document rows at listable paths (§3.3); sidecars, other kinds, NULL
+    kind, directory rows and other scopes stay hidden and untouched."""
+    store.commit_document(None, "MEMORY.md", "remember", NO_ATTRS)
+    for path, kind, is_dir in [
+        (A + "/opaque.bin", None, False),
+        (A + "/thread.json", "thread_record", False),
+        (A + "/emptydir", None, True),
+        ("/memory/tenants/reborn-cli/users/bob/agents/reborn-cli-agent/projects/_none/b.md",
+         "memory_document", False),
+    ]:  # fmt: skip
+        sql_conn.execute(
+            "INSERT INTO root_filesystem_entries (path, kind, is_dir, indexed) "
+            "VALUES (%s, %s, %s, '{}')",
+            (path, kind, is_dir),
+        )
+    assert [row.path for row in store.load_documents()] == ["MEMORY.md"]
+
+
+def test_another_writers_change_is_kept_as_a_version(
+    store: RebornStore, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """A save based on an older version: the row the other writer left becomes a version
+    (IronClaw's own archive of replaced content), then the save is the content."""
+    first = store.commit_document(None, "doc.md", "mine\n", NO_ATTRS)
+    sql_conn.execute(  # the agent's write: a compare-and-swap on version, as IronClaw's is
+        "UPDATE root_filesystem_entries SET contents = 'agent\n', version = version + 1, "
+        "updated_at = now() WHERE path = %s AND version = 1",
+        (A + "/doc.md",),
+    )
+    result = store.commit_document(first.doc_id, "doc.md", "mine, later\n", NO_ATTRS,
+                                   first.updated_at)  # fmt: skip
+    assert result.conflict == "version 1"
+    left = rows(sql_conn)
+    assert left["doc.md"] == document(b"mine, later\n", 3)
+    assert left["doc.md.versions/1"] == version_row(b"agent\n", 1, "doc.md")
+
+
+def test_delete_and_rename_carry_the_sidecars(
+    store: RebornStore, sql_conn: psycopg.Connection[Any]
+) -> None:
+    first = store.commit_document(None, "a/x.md", "one", NO_ATTRS)
+    store.commit_document(first.doc_id, "a/x.md", "two", NO_ATTRS)
+    sql_conn.execute(
+        "INSERT INTO root_filesystem_entries (path, contents, version) VALUES (%s, '{}', 1)",
+        (A + "/a/x.md.meta",),
+    )
+    moved = store.rename_document(first.doc_id, "b/y.md", None, NO_ATTRS)
+    assert moved is not None
+    left = rows(sql_conn)
+    assert sorted(left) == ["b/y.md", "b/y.md.chunks/0", "b/y.md.meta", "b/y.md.versions/1"]
+    assert left["b/y.md.chunks/0"]["indexed"]["doc_relative_path"] == "b/y.md"
+    assert left["b/y.md.versions/1"]["indexed"]["doc_relative_path"] == "b/y.md"
+    assert left["b/y.md"]["contents"] == b"two"
+    assert [row.path for row in store.load_documents()] == ["b/y.md"]
+    assert store.delete_document(first.doc_id)
+    assert rows(sql_conn) == {}, "the document goes with every sidecar"
+
+
+def test_a_folder_rename_moves_every_document_and_sidecar(
+    store: RebornStore, sql_conn: psycopg.Connection[Any]
+) -> None:
+    for name in ("p/1.md", "p/q/2.md"):
+        store.commit_document(None, name, f"text of {name}", NO_ATTRS)
+    moved = store.rename_directory("p", "archive/p", None)
+    assert len(moved) == 2
+    left = rows(sql_conn)
+    assert sorted(left) == ["archive/p/1.md", "archive/p/1.md.chunks/0",
+                            "archive/p/q/2.md", "archive/p/q/2.md.chunks/0"]  # fmt: skip
+    assert left["archive/p/q/2.md.chunks/0"]["indexed"]["doc_relative_path"] == "archive/p/q/2.md"
