@@ -113,7 +113,9 @@ def test_ironclaw_database_is_used_as_is(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'memfs'"
         )
     }
-    assert tables == {"meta", "directories", "file_attrs", "reindex_queue"}
+    assert tables == {
+        "meta", "directories", "file_attrs", "reindex_queue", "reborn_directories", "reborn_attrs"
+    }  # fmt: skip
 
 
 def test_reborn_only_database_is_refused(sql_conn: psycopg.Connection[Any]) -> None:
