@@ -9,6 +9,7 @@ is attached to the filesystem after it is built.  ``memfs.daemon`` runs what thi
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
 from dataclasses import dataclass
@@ -16,8 +17,9 @@ from uuid import UUID
 
 from memfs.buffers import ScratchSpill
 from memfs.config import Settings
-from memfs.db import Database, MetaStore, Scope
+from memfs.db import Database, DocumentStore, RebornStore, Scope, legacy_scope, reborn_scope
 from memfs.db.calls import DatabaseCalls
+from memfs.db.reborn.search_store import RebornSearchStore
 from memfs.embeddings import Embedder, EmbeddingSettings
 from memfs.embeddings.worker import EmbeddingWorker
 from memfs.kernel import KernelNotifier
@@ -25,6 +27,7 @@ from memfs.recovery import RecoveryArea
 from memfs.reindex import Reindexer
 from memfs.scratch import ScratchRules
 from memfs.search import SearchConfig, SearchEngine
+from memfs.search.reborn import RebornSearch
 from memfs.vfs import (
     Filesystem,
     Maintenance,
@@ -43,7 +46,7 @@ BACKGROUND_DEADLINE = 300.0
 class MountParts:
     """Everything one mount runs; the daemon starts the workers and serves ``fs``."""
 
-    store: MetaStore
+    store: DocumentStore
     calls: DatabaseCalls
     fs: Filesystem
     writers: OtherWriters
@@ -65,11 +68,14 @@ def assemble(
     recovery: RecoveryArea,
 ) -> MountParts:
     """Build a mount's parts (call inside the trio run: the workers make trio objects)."""
-    scope = Scope(settings.user_id, settings.agent_id)
-    store = database.store(scope, origin=uuid.uuid4().hex)
     calls = DatabaseCalls(
         concurrency=settings.pool_size, deadline=settings.call_deadline, probe=database.ping
     )
+    origin = uuid.uuid4().hex
+    if database.reborn:
+        return _assemble_reborn(settings, database, calls, kernel=kernel, recovery=recovery)
+    scope = legacy_scope(settings)
+    store = database.store(scope, origin=origin)
     background = calls.with_deadline(BACKGROUND_DEADLINE)
     writes = not settings.read_only
     embedder = Embedder(embedding_settings) if embedding_settings else None
@@ -95,7 +101,7 @@ def assemble(
     )
     extensions: list[SyntheticTree] = [search]
     if settings.read_scopes:
-        scopes = [database.store(Scope(name)) for name in settings.read_scopes]
+        scopes: list[DocumentStore] = [database.store(Scope(n)) for n in settings.read_scopes]
         extensions.append(ScopesTree(scopes, calls))
     fs = Filesystem(
         store,
@@ -119,4 +125,49 @@ def assemble(
         reindexer=reindexer,
         embedder=embedder,
         embeddings=embeddings,
+    )
+
+
+def _assemble_reborn(
+    settings: Settings,
+    database: Database,
+    calls: DatabaseCalls,
+    *,
+    kernel: KernelNotifier,
+    recovery: RecoveryArea,
+) -> MountParts:
+    """A mount of IronClaw's Reborn memory: every write indexes in its own transaction
+    (IronClaw's indexer runs synchronously too), and there are no embeddings to keep."""
+    scope = reborn_scope(settings)
+    store = RebornStore(database.pool, scope, origin=uuid.uuid4().hex)
+    engine = RebornSearch(RebornSearchStore(database.pool, scope), calls, store.id_of)
+    extensions: list[SyntheticTree] = [
+        SearchTree(engine, ttl=settings.search_ttl, deadline=settings.search_timeout)
+    ]
+    if settings.read_scopes:
+        others: list[DocumentStore] = [
+            RebornStore(database.pool, dataclasses.replace(scope, user_id=name))
+            for name in settings.read_scopes
+        ]
+        extensions.append(ScopesTree(others, calls))
+    fs = Filesystem(
+        store,
+        calls=calls,
+        recovery=recovery,
+        cache_bytes=settings.cache_bytes,
+        rules=ScratchRules.with_extra(settings.scratch_patterns),
+        spill=ScratchSpill(settings.runtime_dir / f"scratch-{os.getpid()}"),
+        read_only=settings.read_only,
+        kernel=kernel,
+        extensions=extensions,
+    )
+    return MountParts(
+        store=store,
+        calls=calls,
+        fs=fs,
+        writers=OtherWriters(fs),
+        maintenance=Maintenance(fs, calls, None),
+        reindexer=None,
+        embedder=None,
+        embeddings=None,
     )

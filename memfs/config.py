@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from uuid import UUID
 
 import platformdirs
 
@@ -88,7 +87,11 @@ class Settings:
 
     database_url: str | None = None
     user_id: str = DEFAULT_USER_ID
-    agent_id: UUID | None = None
+    #: As given: a UUID in the legacy layout, an agent name in Reborn.
+    agent_id: str | None = None
+    #: Reborn's scope beyond user and agent (``memfs.db.reborn.layout``).
+    tenant: str | None = None
+    project: str | None = None
     data_dir: Path = field(default_factory=default_data_dir)
     runtime_dir: Path = field(default_factory=default_runtime_dir)
     #: Connections in the pool, and the number of concurrent worker threads using them.
@@ -125,6 +128,8 @@ class Settings:
     #: Extra libfuse/kernel mount options (``-o`` items that are not memfs settings).
     fuse_options: list[str] = field(default_factory=list)
     debug_fuse: bool = False
+    #: Names of the options set by the environment, ``-o`` or a flag (not defaults).
+    given: set[str] = field(default_factory=set)
     #: The daemon's log file (None: one per mount point in the state directory).
     log_file: Path | None = None
 
@@ -143,6 +148,7 @@ class Settings:
         for name, value in values.items():
             if value is None:
                 continue
+            self.given.add(name)
             current = getattr(self, name)
             if isinstance(current, list):
                 setattr(self, name, current + [v for v in value if v not in current])

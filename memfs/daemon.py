@@ -28,7 +28,7 @@ import trio
 from memfs import systemd
 from memfs.assembly import assemble
 from memfs.config import Settings
-from memfs.db import open_database
+from memfs.db import open_database, reborn_scope
 from memfs.embeddings import EmbeddingSettings
 from memfs.errors import EXIT_FAILED, MountError
 from memfs.failures import describe_failure
@@ -111,12 +111,18 @@ def serve(
     with contextlib.suppress(FileNotFoundError):
         result_file(pidfile).unlink()  # an earlier run's report nobody collected
     try:
-        has_trigger = database.has_change_feed()
+        has_trigger = not database.reborn and database.has_change_feed()
         use_feed = not settings.no_trigger and has_trigger and database.listen_url is not None
         attr_timeout = settings.attr_timeout
         if attr_timeout is None:
             attr_timeout = FEED_ATTR_TIMEOUT if use_feed else POLL_ATTR_TIMEOUT
-        if use_feed:
+        if database.reborn:
+            log.info(
+                "IronClaw Reborn memory (root_filesystem_entries), %s; IronClaw notifies no "
+                "changes: polling for other writers every second",
+                reborn_scope(settings).describe(),
+            )
+        elif use_feed:
             log.info("watching other writers through the change-feed trigger")
         elif has_trigger and not settings.no_trigger:
             log.warning(
@@ -180,8 +186,7 @@ def serve(
                 )
                 log.info("mounted workspace %r at %s", settings.user_id, mountpoint)
                 if on_ready is not None:
-                    tools = database.tool_store(store.scope)
-                    on_ready(await trio.to_thread.run_sync(tools.count_documents))
+                    on_ready(len(fs.tree.docs))
                 systemd.notify(f"READY=1\nSTATUS=memory of {settings.user_id!r} at {mountpoint}")
                 unmounted = False
                 notifier.start()

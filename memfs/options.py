@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from uuid import UUID
 
 
 class SettingError(ValueError):
@@ -76,11 +75,19 @@ def parse_user_id(text: str) -> str:
     return value
 
 
-def parse_uuid(text: str) -> UUID:
-    try:
-        return UUID(text.strip())
-    except ValueError:
-        raise SettingError("expected an agent UUID, e.g. 6f1c2a9e-…") from None
+def parse_agent(text: str) -> str:
+    """An agent id: a UUID in the legacy layout, a name in Reborn (checked per layout)."""
+    value = text.strip()
+    if not value:
+        raise SettingError("expected an agent id (a UUID, or a Reborn agent name)")
+    return value
+
+
+def parse_scope_segment(text: str) -> str:
+    value = text.strip()
+    if not value:
+        raise SettingError("expected an id, e.g. reborn-cli")
+    return value
 
 
 def parse_path(text: str) -> Path:
@@ -151,11 +158,17 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     Option("database_url", "PostgreSQL URL or key=value DSN (default: the embedded server)",
            env=("MEMFS_DATABASE_URL", "DATABASE_URL"), database=True, metavar="URL"),
-    Option("user_id", "workspace owner, as IronClaw's owner id (default: 'default')",
-           parse_user_id, env=("MEMFS_USER_ID", "IRONCLAW_OWNER_ID"), database=True,
-           metavar="ID"),
-    Option("agent_id", "agent UUID (default: none; IronClaw writes agent_id NULL)",
-           parse_uuid, env=("MEMFS_AGENT_ID",), database=True, metavar="UUID"),
+    Option("user_id", "workspace owner, as IronClaw's owner id (default: 'default'; "
+           "Reborn: 'reborn-cli')", parse_user_id,
+           env=("MEMFS_USER_ID", "IRONCLAW_OWNER_ID", "IRONCLAW_REBORN_WEBUI_USER_ID"),
+           database=True, metavar="ID"),
+    Option("agent_id", "agent: a UUID in the legacy layout (default: none, agent_id NULL), "
+           "a name in Reborn (default: 'reborn-cli-agent'; 'none' for no agent)",
+           parse_agent, env=("MEMFS_AGENT_ID",), database=True, metavar="ID"),
+    Option("tenant", "Reborn tenant (default: 'reborn-cli')", parse_scope_segment,
+           env=("MEMFS_TENANT",), database=True, metavar="ID"),
+    Option("project", "Reborn project (default: none)", parse_scope_segment,
+           env=("MEMFS_PROJECT",), database=True, metavar="ID"),
     Option("data_dir", "where the embedded PostgreSQL keeps its data "
            "(default: ~/.local/share/memfs)", parse_path, env=("MEMFS_DATA_DIR",),
            database=True, metavar="DIR"),

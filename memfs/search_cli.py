@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import trio
 
 from memfs.config import Settings
-from memfs.db import Scope, open_database
+from memfs.db import legacy_scope, open_database
 from memfs.embeddings import Embedder, EmbeddingSettings
 from memfs.errors import EXIT_USAGE, CommandError
 from memfs.search import SearchConfig, SearchEngine, SearchOutcome
@@ -26,6 +26,7 @@ async def _in_thread(fn: Callable[..., T], *args: Any) -> T:
 def run_search(settings: Settings, query: str, *, limit: int, mode: str) -> SearchOutcome:
     """Run one search against the workspace and return its outcome."""
     database = open_database(settings, read_only=True)
+    database.require_legacy()
     try:
         ironclaw_settings = database.ironclaw_settings(settings.user_id)
         config = SearchConfig.resolve(ironclaw_settings)
@@ -36,7 +37,7 @@ def run_search(settings: Settings, query: str, *, limit: int, mode: str) -> Sear
                 "settings; see `memfs status`), or search without --vector",
                 EXIT_USAGE,
             )
-        store = database.search_store(Scope(settings.user_id, settings.agent_id))
+        store = database.search_store(legacy_scope(settings))
 
         async def go() -> SearchOutcome:
             embedder = Embedder(embedding) if embedding else None

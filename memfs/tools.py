@@ -19,7 +19,16 @@ from typing import Any, TypeVar
 import psycopg
 
 from memfs.config import Settings, default_log_dir, redacted
-from memfs.db import Database, FileAttrs, MetaStore, Scope, ToolStore, open_database
+from memfs.db import (
+    Database,
+    FileAttrs,
+    MetaStore,
+    RebornStore,
+    ToolStore,
+    legacy_scope,
+    open_database,
+    reborn_scope,
+)
 from memfs.db.tool_store import StoredDocument
 from memfs.embeddings.config import EmbeddingSettings
 from memfs.errors import Refused
@@ -91,7 +100,8 @@ class Report:
 def with_store(settings: Settings) -> tuple[Database, MetaStore, ToolStore]:
     """The database, the workspace's documents (writes) and its whole-document reads."""
     database = open_database(settings)
-    scope = Scope(settings.user_id, settings.agent_id)
+    database.require_legacy()
+    scope = legacy_scope(settings)
     return database, database.store(scope), database.tool_store(scope)
 
 
@@ -161,8 +171,10 @@ def effective_settings(database: Database, owner: str) -> dict[str, dict[str, An
 def status(settings: Settings) -> dict[str, Any]:
     """What ``memfs status`` shows; read-only (``open_database(read_only=True)``)."""
     database = open_database(settings, read_only=True)
-    scope = Scope(settings.user_id, settings.agent_id)
     try:
+        if database.reborn:
+            return _reborn_status(database, settings)
+        scope = legacy_scope(settings)
         chunks, pending = database.embedding_store(scope).count_chunks()
         return {
             "settings": effective_settings(database, settings.user_id),
@@ -182,6 +194,27 @@ def status(settings: Settings) -> dict[str, Any]:
         database.close()
 
 
+def _reborn_status(database: Database, settings: Settings) -> dict[str, Any]:
+    """Status of a Reborn workspace: its scope, IronClaw's document list, chunk rows."""
+    scope = reborn_scope(settings)
+    documents, chunks = RebornStore(database.pool, scope).counts()
+    return {
+        "settings": {},
+        "mounts": mounts_of(settings),
+        "database": redacted(database.url),
+        "embedded": database.embedded is not None,
+        "schema": database.schema.describe(),
+        "change_feed": False,
+        "user_id": scope.user_id,
+        "agent_id": scope.agent,
+        "scope": scope.prefix,
+        "documents": documents,
+        "chunks": chunks,
+        "embeddings_pending": 0,
+        "last_errors": last_errors(),
+    }
+
+
 def print_status(info: dict[str, Any], as_json: bool) -> None:
     if as_json:
         json.dump(info, sys.stdout, indent=2)
@@ -197,6 +230,8 @@ def print_status(info: dict[str, Any], as_json: bool) -> None:
     feed = "trigger installed" if info["change_feed"] else "none (mounts poll)"
     print(f"change feed:        {feed}")
     print(f"workspace:          user {info['user_id']!r}, agent {info['agent_id'] or 'none'}")
+    if "scope" in info:
+        print(f"reborn scope:       {info['scope']}")
     print(f"documents:          {info['documents']}")
     print(f"chunks:             {info['chunks']} ({info['embeddings_pending']} without embedding)")
     for name, item in info.get("settings", {}).items():

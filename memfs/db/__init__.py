@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from typing import Any
+from uuid import UUID
 
 import psycopg
 from pgvector.psycopg import register_vector
@@ -21,6 +22,8 @@ from memfs.db.embedded import release_embedded, start_embedded
 from memfs.db.embedding_store import EmbeddingStore
 from memfs.db.interface import CommitResult, DocRow, DocumentStore, FileAttrs
 from memfs.db.ironclaw_settings import read_ironclaw_settings
+from memfs.db.reborn.layout import DEFAULT_AGENT, DEFAULT_USER, RebornScope
+from memfs.db.reborn.store import RebornStore
 from memfs.db.reindex_store import ReindexStore
 from memfs.db.schema import (
     SchemaInfo,
@@ -35,6 +38,7 @@ from memfs.db.statistics import PlannerStatistics
 from memfs.db.store import MetaStore
 from memfs.db.tool_store import ToolStore
 from memfs.errors import DatabaseError
+from memfs.options import SettingError
 
 __all__ = [
     "CommitResult",
@@ -45,18 +49,49 @@ __all__ = [
     "FileAttrs",
     "MetaStore",
     "PlannerStatistics",
+    "RebornScope",
+    "RebornStore",
     "ReindexStore",
     "SchemaInfo",
     "Scope",
     "SearchStore",
     "ToolStore",
+    "legacy_scope",
     "open_database",
+    "reborn_scope",
 ]
 
 log = logging.getLogger(__name__)
 
 #: Seconds a pooled connection beyond the first may stay idle before it is closed.
 IDLE_CONNECTION_SECONDS = 30.0
+
+
+def legacy_scope(settings: Settings) -> Scope:
+    """The ``memory_documents`` workspace the settings name (the agent is a UUID there)."""
+    agent = settings.agent_id
+    if agent is None or agent.lower() == "none":
+        return Scope(settings.user_id, None)
+    try:
+        return Scope(settings.user_id, UUID(agent))
+    except ValueError:
+        raise SettingError(
+            f"--agent-id {agent!r}: this database keeps memory in memory_documents, whose "
+            "agent ids are UUIDs"
+        ) from None
+
+
+def reborn_scope(settings: Settings) -> RebornScope:
+    """The Reborn workspace the settings name, with IronClaw's defaults for what is not
+    given (reborn facts §3.1)."""
+    user = settings.user_id if "user_id" in settings.given else DEFAULT_USER
+    agent: str | None = settings.agent_id or DEFAULT_AGENT
+    if agent is not None and agent.lower() == "none":
+        agent = None
+    try:
+        return RebornScope(settings.tenant or "reborn-cli", user, agent, settings.project)
+    except ValueError as exc:
+        raise SettingError(f"Reborn scope: {exc}") from None
 
 
 @dataclass
@@ -93,8 +128,29 @@ class Database:
         with self.pool.connection() as conn:
             return read_ironclaw_settings(conn, owner)
 
+    @property
+    def reborn(self) -> bool:
+        """Whether the agent's memory is IronClaw's Reborn layout here (v1.1+)."""
+        return self.schema.kind == "reborn"
+
+    def require_legacy(self) -> None:
+        """Refuse (closing the database) a command that handles only memory_documents."""
+        if self.reborn:
+            self.close()
+            raise DatabaseError(
+                "this database keeps IronClaw's Reborn memory (root_filesystem_entries): "
+                "this command handles only the legacy layout so far; `memfs mount` and "
+                "`memfs status` handle Reborn"
+            )
+
+    def documents(self, settings: Settings, origin: str | None = None) -> DocumentStore:
+        """The workspace the settings name, in whichever layout is the live one."""
+        if self.reborn:
+            return RebornStore(self.pool, reborn_scope(settings), origin=origin)
+        return self.store(legacy_scope(settings), origin=origin)
+
     def store(self, scope: Scope, origin: str | None = None) -> MetaStore:
-        """The workspace's documents (the filesystem model's engine, and writes)."""
+        """A legacy workspace's documents (the filesystem model's engine, and writes)."""
         return MetaStore(
             self.pool, scope, self.schema, origin=origin, settings=self.transaction_settings
         )

@@ -99,6 +99,10 @@ class DocumentStore(Protocol):
     #: Tags this mount's writes, so its change feed can skip their echoes (None: untagged).
     origin: str | None
 
+    def path_problem(self, path: str) -> str | None:
+        """Why the engine cannot store a document (or folder) at ``path``, beyond the
+        rules every engine shares (``memfs.paths``); None: it can."""
+
     # -- the tree --------------------------------------------------------------------------
 
     def load_documents(self) -> list[DocRow]:

@@ -257,11 +257,13 @@ def has_change_feed(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
 class SchemaInfo:
     """What the connected database holds, as far as memfs cares."""
 
-    kind: str  # "ironclaw", "compatible" or "created"
+    kind: str  # "ironclaw", "compatible", "created" or "reborn"
     has_versions: bool
     has_escape_like: bool
 
     def describe(self) -> str:
+        if self.kind == "reborn":
+            return "IronClaw Reborn memory (root_filesystem_entries, v1.1 and later)"
         extras = []
         if self.has_versions:
             extras.append("document versions")
@@ -328,21 +330,16 @@ def reborn_is_live(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
 def inspect(conn: psycopg.Connection[tuple[object, ...]]) -> SchemaInfo | None:
     """Describe the database's memory schema, or None if it has none yet."""
     has_docs = _exists(conn, "memory_documents")
-    if has_docs and reborn_is_live(conn):
-        raise SchemaError(
-            "IronClaw >= 1.1 has taken this database over: the agent's memory now lives in "
-            "root_filesystem_entries, and memory_documents is the frozen copy IronClaw no "
-            "longer reads, so edits there would never reach the agent. memfs does not mount "
-            "the Reborn layout yet; until it does, keep this database unmounted (or point "
-            "memfs at an IronClaw <= 1.0 database)."
-        )
-    if not has_docs:
-        if _exists(conn, "root_filesystem_entries"):
-            raise SchemaError(
-                "this database has IronClaw's Reborn layout (root_filesystem_entries) but no "
-                "memory_documents table: IronClaw >= 1.1 keeps memory elsewhere, so a mount "
-                "would not be shared with the agent. Point memfs at an IronClaw <= 1.0 database."
+    reborn = reborn_is_live(conn) or (not has_docs and _exists(conn, "root_filesystem_entries"))
+    if reborn:
+        if has_docs:
+            log.info(
+                "IronClaw >= 1.1 keeps this database's memory in root_filesystem_entries; "
+                "memory_documents is the frozen copy it no longer reads (left untouched; "
+                "`memfs migrate` copies it over)"
             )
+        return SchemaInfo(kind="reborn", has_versions=True, has_escape_like=False)
+    if not has_docs:
         return None
     for needed in ("memory_chunks",):
         if not _exists(conn, needed):

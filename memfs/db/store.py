@@ -274,6 +274,10 @@ class MetaStore(ScopedStore):
         ``deferred.take_moved`` once sent)."""
         self.deferred.add(*changes)
 
+    def path_problem(self, path: str) -> str | None:
+        """None: ``memory_documents`` takes every path ``memfs.paths`` accepts."""
+        return None
+
     def moving(self) -> bool:
         """Whether a directory move is not sent yet, or its answer not taken."""
         return self.deferred.moving()

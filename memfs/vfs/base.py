@@ -307,6 +307,13 @@ class FilesystemBase:
             raise FsError(errno.ENOENT)
         return parent, node
 
+    def _check_storable(self, path: str) -> None:
+        """EINVAL (and a log line naming it) for a document path the engine cannot store."""
+        problem = self.store.path_problem(path)
+        if problem is not None:
+            log.warning("refusing %r: it %s", path, problem)
+            raise FsError(errno.EINVAL, f"{path!r} {problem}")
+
     def _kind(self, parent: DirNode, name: str, *, is_dir: bool = False) -> Kind:
         """What a name in ``parent`` is: below a scratch directory everything is scratch."""
         if parent.scratch:

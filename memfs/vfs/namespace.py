@@ -83,6 +83,8 @@ class NamespaceMixin(ContentMixin):
         async with self.ns_lock:
             parent, path = self._new_entry(parent_ino, name)
             kind = self._kind(parent, name, is_dir=True)
+            if kind is Kind.DOCUMENT:
+                self._check_storable(path)
             if kind is Kind.DOCUMENT and self._deferring():
                 self._defer(KeepDir(path))
             elif kind is Kind.DOCUMENT:
@@ -121,6 +123,8 @@ class NamespaceMixin(ContentMixin):
         """A new file (or scratch file) and its handle; the caller holds ``ns_lock``."""
         parent, path = self._new_entry(parent_ino, name)
         kind = self._kind(parent, name)
+        if kind is Kind.DOCUMENT:
+            self._check_storable(path)
         node = self.tree.new_file(name, mode, self.clock())
         buffer: FileBuffer | ScratchBuffer
         if kind is Kind.DOCUMENT:
@@ -317,6 +321,8 @@ class NamespaceMixin(ContentMixin):
             elif isinstance(target, DirNode):
                 raise FsError(errno.EISDIR)
             kind = self._kind(new_parent, new_name, is_dir=source.is_dir)
+            if kind is Kind.DOCUMENT:
+                self._check_storable(new_path)
             if source.scratch and kind is not Kind.DOCUMENT:
                 await self._replace_target(target)
             elif source.scratch:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import time
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import trio
 
@@ -26,12 +27,20 @@ from memfs.search.directory import (
     render_result,
     result_name,
 )
-from memfs.search.engine import SearchEngine
+from memfs.search.engine import SearchOutcome
 from memfs.tree import FileNode, Node, ScopedFile, SyntheticDir, Tree
 from memfs.vfs.base import log
 
 #: How long results are kept when re-chunking had not caught up.
 INCOMPLETE_TTL = 2.0
+
+
+class Searcher(Protocol):
+    """What answers ``.search`` queries: IronClaw's legacy hybrid search, or Reborn's."""
+
+    async def search(
+        self, query: str, *, limit: int | None = None, mode: str = "hybrid"
+    ) -> SearchOutcome: ...
 
 
 class SearchTree:
@@ -41,7 +50,7 @@ class SearchTree:
 
     def __init__(
         self,
-        engine: SearchEngine,
+        engine: Searcher,
         *,
         ttl: float = 30.0,
         deadline: float = 10.0,

@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from tests.conftest import apply_ironclaw_migrations
+from tests.conftest import FIXTURES, apply_ironclaw_migrations
 from tests.fake_embeddings import FakeEmbeddingServer
 from tests.mounting import memfs_env
 
@@ -20,6 +20,9 @@ SETTINGS_DDL = (
     "CREATE TABLE settings (user_id TEXT NOT NULL, key TEXT NOT NULL, value JSONB NOT NULL, "
     "updated_at TIMESTAMPTZ NOT NULL DEFAULT NOW(), PRIMARY KEY (user_id, key))"
 )
+
+
+REBORN_FIXTURE = FIXTURES / "reborn_schema.sql"
 
 
 def memfs(work_dir: Path, url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -52,35 +55,41 @@ def test_seed_on_memfs_database_says_ironclaw_keeps_them(
 
 
 def _take_over_by_reborn(conn: psycopg.Connection[Any], *, live: bool) -> None:
-    conn.execute(
-        'CREATE TABLE root_filesystem_entries (path TEXT COLLATE "C" PRIMARY KEY '
-        "CHECK (path LIKE '/%'), contents BYTEA NOT NULL DEFAULT ''::bytea, "
-        "kind TEXT, version BIGINT NOT NULL DEFAULT 0)"
-    )
+    """IronClaw's Reborn tables as v0.28-1.0 created them (V26-V32: no V33 table) and,
+    with ``live``, a memory document a Reborn process wrote."""
+    ddl = REBORN_FIXTURE.read_text().split("-- V33")[0]
+    conn.execute(ddl)  # type: ignore[arg-type]
     if live:
         conn.execute(
-            "INSERT INTO root_filesystem_entries (path, contents, kind, version) VALUES "
-            "('/memory/tenants/default/users/default/agents/_none/projects/_none/MEMORY.md', "
-            "'x', 'memory_document', 1)"
+            "INSERT INTO root_filesystem_entries (path, contents, kind, content_type, indexed, "
+            "version) VALUES ('/memory/tenants/reborn-cli/users/reborn-cli/agents/"
+            "reborn-cli-agent/projects/_none/MEMORY.md', 'live', 'memory_document', "
+            "'application/json', '{}', 1)"
         )
 
 
-def test_legacy_database_taken_over_by_reborn_is_refused(
+def test_legacy_database_taken_over_by_reborn_mounts_the_live_layout(
     database_url: str, sql_conn: psycopg.Connection[Any], work_dir: Path
 ) -> None:
+    """v0.28-1.0 create the Reborn tables but keep memory in memory_documents; once a
+    Reborn process wrote memory, memory_documents is the frozen copy: status says which
+    layout is live, and the legacy-only commands refuse in one line."""
     apply_ironclaw_migrations(database_url)
     sql_conn.execute("INSERT INTO memory_documents (user_id, path, content) VALUES "
                      "('default', 'MEMORY.md', 'frozen')")  # fmt: skip
-    _take_over_by_reborn(sql_conn, live=False)  # v0.28-1.0 create the table, keep no memory
-    assert memfs(work_dir, database_url, "status").returncode == 0
-    sql_conn.execute("INSERT INTO root_filesystem_entries (path, contents, kind, version) VALUES "
-                     "('/memory/tenants/default/users/default/agents/_none/projects/_none/"
-                     "MEMORY.md', 'x', 'memory_document', 1)")  # fmt: skip
-    for args in (("status",), ("export", str(work_dir / "out"))):
-        result = memfs(work_dir, database_url, *args)
-        assert result.returncode == 3  # EXIT_DATABASE
-        assert "IronClaw >= 1.1 has taken this database over" in result.stderr
-        assert "Traceback" not in result.stderr
+    _take_over_by_reborn(sql_conn, live=False)
+    legacy = memfs(work_dir, database_url, "status")
+    assert legacy.returncode == 0 and "Reborn" not in legacy.stdout
+    _take_over_by_reborn(sql_conn, live=True)
+    status = memfs(work_dir, database_url, "status")
+    assert status.returncode == 0, status.stderr
+    assert "IronClaw Reborn memory" in status.stdout and "documents:          1" in status.stdout
+    result = memfs(work_dir, database_url, "export", str(work_dir / "out"))
+    assert result.returncode == 3  # EXIT_DATABASE
+    assert "handles only the legacy layout" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    frozen = sql_conn.execute("SELECT content FROM memory_documents").fetchall()
+    assert frozen == [("frozen",)], "the legacy copy is left as it was"
 
 
 def test_v33_table_alone_marks_a_takeover(
@@ -93,7 +102,7 @@ def test_v33_table_alone_marks_a_takeover(
         "PRIMARY KEY (index_name, path))"
     )
     result = memfs(work_dir, database_url, "status")
-    assert result.returncode == 3 and "taken this database over" in result.stderr
+    assert result.returncode == 0 and "IronClaw Reborn memory" in result.stdout
 
 
 def test_settings_table_configures_embeddings(

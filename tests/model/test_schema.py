@@ -10,7 +10,6 @@ import pytest
 from memfs.config import Settings
 from memfs.db import open_database
 from memfs.db.schema import ensure_schema
-from memfs.errors import SchemaError
 from tests.conftest import apply_ironclaw_migrations
 
 CATALOG_QUERIES = {
@@ -118,9 +117,8 @@ def test_ironclaw_database_is_used_as_is(
     }  # fmt: skip
 
 
-def test_reborn_only_database_is_refused(sql_conn: psycopg.Connection[Any]) -> None:
+def test_reborn_only_database_is_mounted_as_reborn(sql_conn: psycopg.Connection[Any]) -> None:
     sql_conn.execute("CREATE TABLE root_filesystem_entries (path TEXT PRIMARY KEY, contents BYTEA)")
-    with pytest.raises(SchemaError, match="Reborn"):
-        ensure_schema(sql_conn)
+    assert ensure_schema(sql_conn).kind == "reborn"
     created = sql_conn.execute("SELECT to_regclass('memory_documents')").fetchone()
     assert created == (None,)

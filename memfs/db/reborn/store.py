@@ -160,6 +160,11 @@ class RebornStore:
                     )
         return moved
 
+    def path_problem(self, path: str) -> str | None:
+        """IronClaw's rules for a document path (reborn facts §6): no segment ending in
+        ``.meta``, ``.chunks`` or ``.versions`` (its sidecars), among others."""
+        return layout.path_problem(path)
+
     def defer(self, *changes: Change) -> None:
         self.deferred.add(*changes)
 
@@ -203,6 +208,22 @@ class RebornStore:
                 DocRow(doc_id, relative, size, created, updated, FileAttrs(mode, mtime_ns))
             )
         return found
+
+    def counts(self) -> tuple[int, int]:
+        """(documents IronClaw lists, chunk rows) of the scope; reads IronClaw's table
+        only (``memfs status`` creates nothing, memfs's own tables included)."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                f"SELECT path, kind FROM {_TABLE} WHERE path >= %(p)s || '/' "
+                "AND path < %(p)s || '0' AND NOT is_dir "
+                "AND kind IN ('memory_document', 'memory_chunk')",
+                {"p": self.scope.prefix},
+            ).fetchall()
+        documents = sum(
+            1 for full, kind in rows
+            if kind == layout.DOCUMENT_KIND and layout.is_listed(self._relative(full))
+        )  # fmt: skip
+        return documents, sum(1 for _, kind in rows if kind == layout.CHUNK_KIND)
 
     def document_rows(self, doc_ids: Sequence[UUID]) -> dict[UUID, DocRow]:
         wanted = {p: d for d in doc_ids if (p := self.path_of(d)) is not None}

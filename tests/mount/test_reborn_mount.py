@@ -1,0 +1,126 @@
+"""A real mount of IronClaw's Reborn memory, driven by real programs.
+
+The database is IronClaw >= 1.1's (``tests/fixtures/reborn_schema.sql``) with memory
+written as IronClaw writes it; the mount must detect the layout, show IronClaw's document
+list, and leave rows IronClaw reads back: after each real save, the document keeps its
+path, its ``version`` went up by one per write, the replaced content is a version sidecar,
+the chunks are rebuilt, and no scratch name (swap file, backup, temporary) became a row.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.model.test_reborn_store import A, reborn_schema, rows
+from tests.mounting import Mount
+from tests.savers import SAVERS, client_env, missing_programs
+
+pytestmark = pytest.mark.mount
+
+
+@pytest.fixture
+def reborn_url(database_url: str) -> str:
+    reborn_schema(database_url)
+    return database_url
+
+
+@pytest.fixture
+def alice(reborn_url: str, mount_factory: Any) -> Mount:
+    """A mount of user alice's memory in IronClaw's default tenant and agent."""
+    mount: Mount = mount_factory(reborn_url, extra_args=["--user-id", "alice"])
+    return mount
+
+
+def documents(conn: psycopg.Connection[Any]) -> dict[str, dict[str, Any]]:
+    return {p: r for p, r in rows(conn).items() if r["kind"] == "memory_document"}
+
+
+def test_the_mount_says_it_is_reborn_and_shows_ironclaws_list(
+    reborn_url: str, sql_conn: psycopg.Connection[Any], mount_factory: Any
+) -> None:
+    sql_conn.execute(
+        "INSERT INTO root_filesystem_entries (path, contents, kind, content_type, indexed, "
+        "version) VALUES (%s, 'from the agent\n', 'memory_document', 'application/json', "
+        "%s, 1), (%s, '{}', NULL, 'application/octet-stream', '{}', 1)",
+        (A + "/MEMORY.md", '{"tenant_id":"reborn-cli","user_id":"alice",'
+         '"agent_id":"reborn-cli-agent"}', A + "/MEMORY.md.meta"),
+    )  # fmt: skip
+    mount = mount_factory(reborn_url, extra_args=["--user-id", "alice"])
+    assert "IronClaw Reborn memory" in mount.log()
+    assert sorted(os.listdir(mount.path())) == ["MEMORY.md"]
+    assert (mount.path() / "MEMORY.md").read_text() == "from the agent\n"
+
+
+@pytest.mark.parametrize("saver", sorted(SAVERS))
+def test_real_saves_leave_rows_ironclaw_reads(
+    alice: Mount, sql_conn: psycopg.Connection[Any], work_dir: Path, saver: str
+) -> None:
+    missing = missing_programs()
+    if missing:
+        pytest.skip(f"not installed: {', '.join(missing)} (scripts/setup installs them)")
+    mnt = alice.path()
+    (mnt / "doc.md").write_text("# shared\n")
+    assert documents(sql_conn)["doc.md"]["version"] == 1
+    env = client_env(work_dir / f"reborn-home-{saver.replace(' ', '-')}")
+    SAVERS[saver](mnt, "doc.md", f"saved by {saver}", env)
+    left = rows(sql_conn)
+    doc = left["doc.md"]
+    assert doc["contents"] == f"# shared\nsaved by {saver}\n".encode()
+    assert doc["kind"] == "memory_document" and doc["type"] == "application/json"
+    assert doc["version"] >= 2
+    versions = [p for p in left if p.startswith("doc.md.versions/")]
+    assert versions, "the replaced content is kept as a version sidecar"
+    assert left["doc.md.versions/1"]["indexed"]["doc_relative_path"] == "doc.md"
+    assert left["doc.md.chunks/0"]["contents"] == doc["contents"]
+    stray = [p for p in left if not p.startswith("doc.md")]
+    assert stray == [], f"{saver} left rows that are not doc.md's: {stray}"
+
+
+def test_shell_tools_and_renames_carry_sidecars(
+    alice: Mount, sql_conn: psycopg.Connection[Any]
+) -> None:
+    mnt = alice.path()
+    (mnt / "notes").mkdir()
+    (mnt / "notes" / "a.md").write_text("alpha deploy\n")
+    (mnt / "notes" / "a.md").write_text("alpha deploy, edited\n")
+    assert sorted(documents(sql_conn)) == ["notes/a.md"]
+    assert not any(r["is_dir"] for r in rows(sql_conn).values()), "no is_dir rows in /memory"
+    grep = subprocess.run(
+        ["grep", "-r", "deploy", "."],
+        cwd=mnt, capture_output=True, text=True, timeout=30, check=True,
+    )  # fmt: skip
+    assert grep.stdout == "./notes/a.md:alpha deploy, edited\n"
+    os.rename(mnt / "notes", mnt / "archive")
+    assert os.listdir(mnt / "archive") == ["a.md"]
+    alice.barrier()
+    assert sorted(rows(sql_conn)) == [
+        "archive/a.md", "archive/a.md.chunks/0", "archive/a.md.versions/1"
+    ]  # fmt: skip
+    os.unlink(mnt / "archive" / "a.md")
+    alice.barrier()
+    assert rows(sql_conn) == {}, "the document went with every sidecar"
+
+
+def test_names_ironclaw_refuses_fail_with_einval(alice: Mount) -> None:
+    mnt = alice.path()
+    for name in ("x.meta", "y.chunks", "z.versions"):
+        with pytest.raises(OSError) as refused:
+            (mnt / name).write_text("nope\n")
+        assert refused.value.errno == 22, name
+    assert "refusing 'x.meta'" in alice.log()
+
+
+def test_search_ranks_as_ironclaw_v1_3(alice: Mount) -> None:
+    mnt = alice.path()
+    (mnt / "MEMORY.md").write_text("The user likes green tea.\n")
+    (mnt / "other.md").write_text("Coffee only.\n")
+    results = os.listdir(mnt / ".search" / "What tea does the user like?")
+    assert results == ["01-MEMORY.md"]
+    text = (mnt / ".search" / "What tea does the user like?" / "01-MEMORY.md").read_text()
+    assert "score: 1.000000" in text and "The user likes green tea." in text
