@@ -78,8 +78,16 @@ def parse_user_id(text: str) -> str:
 def parse_agent(text: str) -> str:
     """An agent id: a UUID in the legacy layout, a name in Reborn (checked per layout)."""
     value = text.strip()
-    if not value:
-        raise SettingError("expected an agent id (a UUID, or a Reborn agent name)")
+    if (
+        not value
+        or value in (".", "..")
+        or any(c in value for c in ":/\\")
+        or any(ord(c) < 32 or ord(c) == 127 for c in value)
+    ):
+        raise SettingError(
+            "expected an agent id: a UUID (legacy layout), or a Reborn agent name "
+            "without ':', '/', '\\' or control characters"
+        )
     return value
 
 

@@ -91,7 +91,7 @@ def test_every_mount_setting_has_an_environment_variable() -> None:
         (["search", "--limit", "-5", "q"], ["--limit"]),
         (["search", "--limit=500", "q"], ["--limit", "1 to 100"]),
         (["mount", "x", "--attr-timeout", "soon"], ["--attr-timeout", "seconds"]),
-        (["status", "--agent-id", "nope"], ["--agent-id", "UUID"]),
+        (["status", "--agent-id", "no/pe"], ["--agent-id", "UUID", "Reborn agent name"]),
         (["frobnicate"], ["invalid choice"]),
     ],
 )
@@ -114,7 +114,7 @@ def test_log_level_is_accepted_after_the_command(work_dir: Path, database_url: s
         ({"MEMFS_CACHE_BYTES": "lots"}, ["MEMFS_CACHE_BYTES='lots'", "64M"]),
         ({"MEMFS_ATTR_TIMEOUT": "-1"}, ["MEMFS_ATTR_TIMEOUT"]),
         ({"MEMFS_READ_ONLY": "perhaps"}, ["MEMFS_READ_ONLY", "true or false"]),
-        ({"MEMFS_AGENT_ID": "x"}, ["MEMFS_AGENT_ID", "UUID"]),
+        ({"MEMFS_AGENT_ID": "x:y"}, ["MEMFS_AGENT_ID", "UUID"]),
         ({"MEMFS_LOG_LEVEL": "loud"}, ["MEMFS_LOG_LEVEL", "debug"]),
         ({"DATABASE_URL": "garbage"}, ["--database-url", "not a PostgreSQL URL"]),
     ],
