@@ -1,13 +1,16 @@
 """Real editors and sync tools on a real mount; afterwards SQL shows exactly the expected rows.
 
-Every test checks: the expected paths and contents, that document ids survived the save,
-how many statements the save ran against ``memory_documents``, and that no scratch name
-(swap file, backup, temporary) reached the database or its chunks.
+Every test runs against both storage engines (IronClaw's legacy ``memory_documents`` and its
+Reborn ``root_filesystem_entries``, ``tests/engines.py``) and checks: the expected paths and
+contents, that each document's identity survived the save, how many statements the save ran
+on the document rows, and that no scratch name (swap file, backup, temporary) reached the
+database or its chunks.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,6 +24,7 @@ import pytest
 
 from memfs.scratch import Kind, ScratchRules
 from tests.conftest import StatementLog
+from tests.engines import ENGINES, Engine
 from tests.mounting import Mount
 from tests.savers import client_env
 
@@ -33,40 +37,51 @@ def needs(*programs: str) -> None:
         pytest.skip(f"not installed: {', '.join(missing)} (scripts/setup installs them)")
 
 
-def rows(conn: psycopg.Connection[Any]) -> dict[str, tuple[Any, str]]:
-    """path -> (id, content) of the mounted user's documents."""
-    return {
-        r[0]: (r[1], r[2])
-        for r in conn.execute(
-            "SELECT path, id, content FROM memory_documents WHERE user_id = 'default'"
-        )
-    }
+@pytest.fixture(params=ENGINES, ids=str)
+def engine(request: pytest.FixtureRequest, database_url: str) -> Engine:
+    """Each real-client test runs against both storage engines."""
+    chosen: Engine = request.param
+    chosen.prepare(database_url)
+    return chosen
 
 
-def assert_no_scratch(conn: psycopg.Connection[Any]) -> None:
+@pytest.fixture
+def mounted(engine: Engine, database_url: str, mount_factory: Any) -> Mount:
+    mount: Mount = mount_factory(database_url)
+    return mount
+
+
+@pytest.fixture
+def statements(engine: Engine, sql_conn: psycopg.Connection[Any]) -> StatementLog:
+    return engine.statement_log(sql_conn)
+
+
+def assert_no_scratch(engine: Engine, conn: psycopg.Connection[Any]) -> None:
     rules = ScratchRules()
-    for path in rows(conn):
+    for path in engine.rows(conn):
         for segment in path.split("/"):
             assert rules.classify(segment) is Kind.DOCUMENT, f"scratch name stored: {path}"
-    leaked = conn.execute(
-        "SELECT count(*) FROM memory_chunks WHERE content LIKE '%b0VIM%' "
-        "OR content LIKE '%unison.tmp%'"
-    ).fetchone()
-    assert leaked == (0,)
+    assert engine.chunks_containing(conn, "b0VIM", "unison.tmp") == 0
 
 
 @pytest.fixture
 def env(work_dir: Path, request: pytest.FixtureRequest) -> dict[str, str]:
-    return client_env(work_dir / f"home-{request.node.name[:30]}-{time.monotonic_ns()}")
+    # Letters only in $HOME: vim expands "~/" in its 'backupdir' as a pattern, and a test id
+    # such as "[legacy-auto]" is a bad character range there (vim stops at a prompt).
+    name = re.sub(r"[^A-Za-z0-9]+", "-", request.node.name)[:40]
+    return client_env(work_dir / f"home-{name}-{time.monotonic_ns()}")
 
 
-def seed(mounted: Mount, conn: psycopg.Connection[Any], name: str, text: str) -> Any:
+def seed(
+    engine: Engine, mounted: Mount, conn: psycopg.Connection[Any], name: str, text: str
+) -> Any:
     (mounted.path() / name).write_text(text)
-    return rows(conn)[name][0]
+    return engine.rows(conn)[name][0]
 
 
 @pytest.mark.parametrize("backupcopy", ["auto", "yes", "no"])
 def test_vim_saves(
+    engine: Engine,
     mounted: Mount,
     sql_conn: psycopg.Connection[Any],
     statements: StatementLog,
@@ -74,7 +89,7 @@ def test_vim_saves(
     backupcopy: str,
 ) -> None:
     needs("vim")
-    doc_id = seed(mounted, sql_conn, "MEMORY.md", "# Memory\n")
+    doc_id = seed(engine, mounted, sql_conn, "MEMORY.md", "# Memory\n")
     statements.take()
     mounted.run(
         "vim", "--clean", "-c", f"set backupcopy={backupcopy}",
@@ -82,30 +97,38 @@ def test_vim_saves(
         env=env,
     )  # fmt: skip
     assert statements.take() == ["UPDATE"]
-    assert rows(sql_conn) == {"MEMORY.md": (doc_id, "# Memory\nappended by vim\n")}
-    assert_no_scratch(sql_conn)
+    assert engine.rows(sql_conn) == {"MEMORY.md": (doc_id, "# Memory\nappended by vim\n")}
+    assert_no_scratch(engine, sql_conn)
     assert sorted(os.listdir(mounted.path())) == ["MEMORY.md"]
 
 
 def test_neovim_save(
-    mounted: Mount, sql_conn: psycopg.Connection[Any], statements: StatementLog, env: dict[str, str]
+    engine: Engine,
+    mounted: Mount,
+    sql_conn: psycopg.Connection[Any],
+    statements: StatementLog,
+    env: dict[str, str],
 ) -> None:
     needs("nvim")
-    doc_id = seed(mounted, sql_conn, "notes.md", "one\n")
+    doc_id = seed(engine, mounted, sql_conn, "notes.md", "one\n")
     statements.take()
     mounted.run(
         "nvim", "--clean", "--headless", "-c", "normal! Gotwo", "-c", "wq", "notes.md", env=env
     )
     assert statements.take() == ["UPDATE"]
-    assert rows(sql_conn) == {"notes.md": (doc_id, "one\ntwo\n")}
-    assert_no_scratch(sql_conn)
+    assert engine.rows(sql_conn) == {"notes.md": (doc_id, "one\ntwo\n")}
+    assert_no_scratch(engine, sql_conn)
 
 
 def test_emacs_batch_save(
-    mounted: Mount, sql_conn: psycopg.Connection[Any], statements: StatementLog, env: dict[str, str]
+    engine: Engine,
+    mounted: Mount,
+    sql_conn: psycopg.Connection[Any],
+    statements: StatementLog,
+    env: dict[str, str],
 ) -> None:
     needs("emacs")
-    doc_id = seed(mounted, sql_conn, "em.md", "emacs\n")
+    doc_id = seed(engine, mounted, sql_conn, "em.md", "emacs\n")
     statements.take()
     mounted.run(
         "emacs", "--batch", "em.md", "--eval",
@@ -113,17 +136,21 @@ def test_emacs_batch_save(
         env=env,
     )  # fmt: skip
     assert statements.take() == ["UPDATE"]
-    assert rows(sql_conn) == {"em.md": (doc_id, "emacs\nsaved by emacs\n")}
-    assert_no_scratch(sql_conn)
+    assert engine.rows(sql_conn) == {"em.md": (doc_id, "emacs\nsaved by emacs\n")}
+    assert_no_scratch(engine, sql_conn)
     # Emacs keeps its backup; it lives only in the daemon.
     assert (mounted.path() / "em.md~").read_text() == "emacs\n"
 
 
 def test_nano_save_through_tmux(
-    mounted: Mount, sql_conn: psycopg.Connection[Any], statements: StatementLog, env: dict[str, str]
+    engine: Engine,
+    mounted: Mount,
+    sql_conn: psycopg.Connection[Any],
+    statements: StatementLog,
+    env: dict[str, str],
 ) -> None:
     needs("nano", "tmux")
-    doc_id = seed(mounted, sql_conn, "na.md", "nano\n")
+    doc_id = seed(engine, mounted, sql_conn, "na.md", "nano\n")
     statements.take()
     session = f"memfs-nano-{os.getpid()}"
     tmux = ["tmux", "-L", session]
@@ -144,7 +171,7 @@ def test_nano_save_through_tmux(
         time.sleep(0.3)
         subprocess.run([*tmux, "send-keys", "-t", session, "Enter"], check=True, timeout=30)
         deadline = time.monotonic() + 20
-        while rows(sql_conn)["na.md"][1] == "nano\n" and time.monotonic() < deadline:
+        while engine.rows(sql_conn)["na.md"][1] == "nano\n" and time.monotonic() < deadline:
             time.sleep(0.05)
         subprocess.run([*tmux, "send-keys", "-t", session, "C-x"], check=True, timeout=30)
         deadline = time.monotonic() + 20
@@ -153,16 +180,16 @@ def test_nano_save_through_tmux(
     finally:
         subprocess.run([*tmux, "kill-server"], check=False, timeout=30)
     assert statements.take() == ["UPDATE"]
-    assert rows(sql_conn) == {"na.md": (doc_id, "nano\ntyped in nano\n")}
-    assert_no_scratch(sql_conn)
+    assert engine.rows(sql_conn) == {"na.md": (doc_id, "nano\ntyped in nano\n")}
+    assert_no_scratch(engine, sql_conn)
     assert not (mounted.path() / ".na.md.swp").exists()
 
 
 def test_vscode_style_saves_from_node(
-    mounted: Mount, sql_conn: psycopg.Connection[Any], statements: StatementLog
+    engine: Engine, mounted: Mount, sql_conn: psycopg.Connection[Any], statements: StatementLog
 ) -> None:
     needs("node")
-    doc_id = seed(mounted, sql_conn, "settings.md", "v0\n")
+    doc_id = seed(engine, mounted, sql_conn, "settings.md", "v0\n")
     statements.take()
     script = textwrap.dedent(
         """
@@ -178,8 +205,8 @@ def test_vscode_style_saves_from_node(
     )
     mounted.run("node", "-e", script)
     assert statements.take() == ["UPDATE", "UPDATE"]
-    assert rows(sql_conn) == {"settings.md": (doc_id, "v2 atomic\n")}
-    assert_no_scratch(sql_conn)
+    assert engine.rows(sql_conn) == {"settings.md": (doc_id, "v2 atomic\n")}
+    assert_no_scratch(engine, sql_conn)
 
 
 def make_source(root: Path) -> dict[str, str]:
@@ -204,7 +231,11 @@ def transferred(rsync_stats: str) -> int:
 
 
 def test_rsync_archive_twice_inplace_and_delete(
-    mounted: Mount, sql_conn: psycopg.Connection[Any], statements: StatementLog, work_dir: Path
+    engine: Engine,
+    mounted: Mount,
+    sql_conn: psycopg.Connection[Any],
+    statements: StatementLog,
+    work_dir: Path,
 ) -> None:
     needs("rsync")
     src = work_dir / "rsync-src"
@@ -212,8 +243,8 @@ def test_rsync_archive_twice_inplace_and_delete(
     dst = f"{mounted.path()}/"
     first = mounted.run("rsync", "-a", "--stats", f"{src}/", dst).stdout.decode()
     assert transferred(first) == len(files)
-    assert {p: c for p, (_, c) in rows(sql_conn).items()} == files
-    ids = {p: i for p, (i, _) in rows(sql_conn).items()}
+    assert {p: c for p, (_, c) in engine.rows(sql_conn).items()} == files
+    ids = {p: i for p, (i, _) in engine.rows(sql_conn).items()}
     statements.take()
     second = mounted.run("rsync", "-a", "--stats", f"{src}/", dst).stdout.decode()
     assert transferred(second) == 0
@@ -222,42 +253,42 @@ def test_rsync_archive_twice_inplace_and_delete(
     (src / "MEMORY.md").write_text("memory, changed\n")
     mounted.run("rsync", "-a", f"{src}/", dst)
     assert statements.take() == ["UPDATE"]
-    assert rows(sql_conn)["MEMORY.md"] == (ids["MEMORY.md"], "memory, changed\n")
+    assert engine.rows(sql_conn)["MEMORY.md"] == (ids["MEMORY.md"], "memory, changed\n")
     # --inplace writes into the existing file.
     (src / "daily/2026-03-03.md").write_text("[09:00:00] log\n[10:00:00] more\n")
     mounted.run("rsync", "-a", "--inplace", f"{src}/", dst)
-    assert rows(sql_conn)["daily/2026-03-03.md"] == (
+    assert engine.rows(sql_conn)["daily/2026-03-03.md"] == (
         ids["daily/2026-03-03.md"],
         "[09:00:00] log\n[10:00:00] more\n",
     )
     # --delete removes what the source no longer has.
     (src / "projects/alpha/notes.md").unlink()
     mounted.run("rsync", "-a", "--delete", f"{src}/", dst)
-    assert "projects/alpha/notes.md" not in rows(sql_conn)
-    assert set(rows(sql_conn)) == {"MEMORY.md", "daily/2026-03-03.md", ".config"}
-    assert_no_scratch(sql_conn)
+    assert "projects/alpha/notes.md" not in engine.rows(sql_conn)
+    assert set(engine.rows(sql_conn)) == {"MEMORY.md", "daily/2026-03-03.md", ".config"}
+    assert_no_scratch(engine, sql_conn)
 
 
 def test_rclone_sync_twice(
-    mounted: Mount, sql_conn: psycopg.Connection[Any], statements: StatementLog, work_dir: Path,
-    env: dict[str, str],
+    engine: Engine, mounted: Mount, sql_conn: psycopg.Connection[Any], statements: StatementLog,
+    work_dir: Path, env: dict[str, str],
 ) -> None:  # fmt: skip
     needs("rclone")
     src = work_dir / "rclone-src"
     files = make_source(src)
     rclone = ["rclone", "--config", "/dev/null", "sync", "-v", str(src), str(mounted.path())]
     mounted.run(*rclone, env=env)
-    assert {p: c for p, (_, c) in rows(sql_conn).items()} == files
+    assert {p: c for p, (_, c) in engine.rows(sql_conn).items()} == files
     statements.take()
     second = mounted.run(*rclone, env=env).stderr.decode()
     assert "Copied" not in second, second
     assert statements.take() == []
-    assert_no_scratch(sql_conn)
+    assert_no_scratch(engine, sql_conn)
 
 
 def test_unison_twice(
-    mounted: Mount, sql_conn: psycopg.Connection[Any], statements: StatementLog, work_dir: Path,
-    env: dict[str, str],
+    engine: Engine, mounted: Mount, sql_conn: psycopg.Connection[Any], statements: StatementLog,
+    work_dir: Path, env: dict[str, str],
 ) -> None:  # fmt: skip
     needs("unison")
     src = work_dir / "unison-src"
@@ -265,39 +296,43 @@ def test_unison_twice(
     unison = ["unison", str(src), str(mounted.path()), "-batch", "-auto", "-times", "-ui", "text"]
     first = mounted.run(*unison, env=env, check=False)
     assert first.returncode == 0, first.stdout.decode() + first.stderr.decode()
-    assert {p: c for p, (_, c) in rows(sql_conn).items()} == files
+    assert {p: c for p, (_, c) in engine.rows(sql_conn).items()} == files
     statements.take()
     second = mounted.run(*unison, env=env, check=False)
     output = second.stdout.decode() + second.stderr.decode()
     assert second.returncode == 0, output
     assert "Nothing to do" in output, output
     assert statements.take() == []
-    assert_no_scratch(sql_conn)
+    assert_no_scratch(engine, sql_conn)
 
 
 def test_git_fails_cleanly_and_creates_no_rows(
-    mounted: Mount, sql_conn: psycopg.Connection[Any], env: dict[str, str]
+    engine: Engine, mounted: Mount, sql_conn: psycopg.Connection[Any], env: dict[str, str]
 ) -> None:
     needs("git")
     (mounted.path() / "notes.md").write_text("n\n")
-    before = rows(sql_conn)
+    before = engine.rows(sql_conn)
     init = mounted.run("git", "init", env=env, check=False)
     assert init.returncode != 0
     assert b"Operation not permitted" in init.stderr
     add = mounted.run("git", "add", "notes.md", env=env, check=False)
     assert add.returncode != 0
-    assert rows(sql_conn) == before
+    assert engine.rows(sql_conn) == before
     assert "'.git' is refused" in mounted.log()
 
 
 def test_sed_tar_cp_keep_identity(
-    mounted: Mount, sql_conn: psycopg.Connection[Any], statements: StatementLog, work_dir: Path
+    engine: Engine,
+    mounted: Mount,
+    sql_conn: psycopg.Connection[Any],
+    statements: StatementLog,
+    work_dir: Path,
 ) -> None:
-    doc_id = seed(mounted, sql_conn, "s.md", "deploy on Friday\n")
+    doc_id = seed(engine, mounted, sql_conn, "s.md", "deploy on Friday\n")
     statements.take()
     mounted.run("sed", "-i", "s/Friday/Monday/", "s.md")
     assert statements.take() == ["UPDATE"]
-    assert rows(sql_conn)["s.md"] == (doc_id, "deploy on Monday\n")
+    assert engine.rows(sql_conn)["s.md"] == (doc_id, "deploy on Monday\n")
     src = work_dir / "tar-src"
     files = make_source(src)
     archive = work_dir / "src.tar"
@@ -309,7 +344,7 @@ def test_sed_tar_cp_keep_identity(
     # has returned (SEMANTICS: "bash's pre-write flush"): give `.config` that moment.
     expected = [f"{prefix}/{rel}" for prefix in ("untarred", "copied") for rel in files]
     deadline = time.monotonic() + 5
-    while not all(path in rows(sql_conn) for path in expected):
+    while not all(path in engine.rows(sql_conn) for path in expected):
         assert time.monotonic() < deadline, "cp -a's files did not all reach the database"
         time.sleep(0.01)
     # tar's format keeps whole seconds; cp -a keeps nanoseconds.
@@ -318,13 +353,13 @@ def test_sed_tar_cp_keep_identity(
         ("copied", 1_700_000_000_123_456_789),
     ):
         for rel, text in files.items():
-            assert rows(sql_conn)[f"{prefix}/{rel}"][1] == text
+            assert engine.rows(sql_conn)[f"{prefix}/{rel}"][1] == text
             assert (mounted.path() / prefix / rel).stat().st_mtime_ns == mtime
-    assert_no_scratch(sql_conn)
+    assert_no_scratch(engine, sql_conn)
 
 
 def test_concurrent_appenders_lose_no_lines(
-    mounted: Mount, sql_conn: psycopg.Connection[Any]
+    engine: Engine, mounted: Mount, sql_conn: psycopg.Connection[Any]
 ) -> None:
     target = mounted.path() / "log.md"
     target.write_text("")
@@ -342,7 +377,7 @@ def test_concurrent_appenders_lose_no_lines(
     ]
     for proc in procs:
         assert proc.wait(timeout=60) == 0
-    lines = rows(sql_conn)["log.md"][1].splitlines()
+    lines = engine.rows(sql_conn)["log.md"][1].splitlines()
     assert len(lines) == 600
     assert sorted(lines) == sorted(f"{t} {i}" for t in "ab" for i in range(300))
     # Two descriptors of one file share one buffer.
@@ -353,15 +388,15 @@ def test_concurrent_appenders_lose_no_lines(
 
 
 def test_real_dotfile_matching_rsync_pattern_is_promoted(
-    mounted: Mount, sql_conn: psycopg.Connection[Any]
+    engine: Engine, mounted: Mount, sql_conn: psycopg.Connection[Any]
 ) -> None:
     """`.github.action` looks like an rsync temporary; closed and left alone, it is saved."""
     (mounted.path() / ".github.action").write_text("name: ci\n")
-    assert ".github.action" not in rows(sql_conn)
+    assert ".github.action" not in engine.rows(sql_conn)
     deadline = time.monotonic() + 15
-    while ".github.action" not in rows(sql_conn) and time.monotonic() < deadline:
+    while ".github.action" not in engine.rows(sql_conn) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert rows(sql_conn)[".github.action"][1] == "name: ci\n"
+    assert engine.rows(sql_conn)[".github.action"][1] == "name: ci\n"
     while "saved as a document" not in mounted.log():  # logged just after the commit
         assert time.monotonic() < deadline, "promotion was not logged"
         time.sleep(0.05)

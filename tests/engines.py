@@ -1,0 +1,108 @@
+"""The two storage engines as tests see them: how to prepare a database for each, how to
+mount it, and what its rows say, in one shape so the same real-client test runs on both.
+
+``rows`` answers path -> (identity, content) for the mounted workspace's documents. The
+identity is what a save must keep: the legacy row's ``id``, the Reborn row's ``created_at``
+(its path is its key, so a delete and re-insert would show as a new ``created_at``).
+``statement_log`` counts what saves do to document rows: every statement on
+``memory_documents``; on Reborn every row change of a ``memory_document`` row (sidecars, whose
+number follows from the content, are checked by the Reborn tests themselves).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from memfs.config import Settings
+from memfs.db import open_database
+from tests.conftest import StatementLog
+
+#: Where the test mounts (``--user-id default``, IronClaw's default tenant and agent) write.
+REBORN_DEFAULT = "/memory/tenants/reborn-cli/users/default/agents/reborn-cli-agent/projects/_none"
+
+REBORN_STATEMENT_LOG_SQL = """
+CREATE TABLE test_statement_log (op TEXT NOT NULL, at TIMESTAMPTZ DEFAULT clock_timestamp());
+CREATE FUNCTION test_log_document_row() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF (CASE WHEN TG_OP = 'DELETE' THEN OLD.kind ELSE NEW.kind END) = 'memory_document' THEN
+        INSERT INTO test_statement_log (op) VALUES (TG_OP);
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER test_count_document_rows
+    AFTER INSERT OR UPDATE OR DELETE ON root_filesystem_entries
+    FOR EACH ROW EXECUTE FUNCTION test_log_document_row();
+"""
+
+
+class RebornRowLog(StatementLog):
+    """Row changes of Reborn document rows, in order (a save is one UPDATE of one row)."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+        conn.execute(REBORN_STATEMENT_LOG_SQL)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+    def prepare(self, url: str) -> None:
+        """Make the database this engine mounts (before any mount starts)."""
+        if self.name == "reborn":
+            from tests.model.test_reborn_store import reborn_schema
+
+            reborn_schema(url)
+        else:
+            open_database(Settings(database_url=url)).close()
+
+    def rows(self, conn: psycopg.Connection[Any]) -> dict[str, tuple[Any, str]]:
+        """path -> (identity, content) of the mounted workspace's documents."""
+        if self.name == "legacy":
+            return {
+                r[0]: (r[1], r[2])
+                for r in conn.execute(
+                    "SELECT path, id, content FROM memory_documents WHERE user_id = 'default'"
+                )
+            }
+        from tests.model.test_reborn_store import assert_ironclaw_can_read
+
+        found = {}
+        for path, created, contents, kind, ctype, indexed in conn.execute(
+            "SELECT path, created_at, contents, kind, content_type, indexed "
+            "FROM root_filesystem_entries WHERE path LIKE %s ORDER BY path",
+            (REBORN_DEFAULT + "/%",),
+        ):
+            assert_ironclaw_can_read(path, kind, ctype, indexed)
+            relative = path.removeprefix(REBORN_DEFAULT + "/")
+            if kind == "memory_document" and not any(
+                s.endswith((".meta", ".chunks", ".versions")) for s in relative.split("/")
+            ):
+                found[relative] = (created, bytes(contents).decode())
+        return found
+
+    def chunks_containing(self, conn: psycopg.Connection[Any], *needles: str) -> int:
+        """How many chunk rows hold any of ``needles`` (scratch content that leaked)."""
+        patterns = [f"%{n}%" for n in needles]
+        if self.name == "legacy":
+            query = "SELECT count(*) FROM memory_chunks WHERE content LIKE ANY(%s)"
+        else:
+            query = (
+                "SELECT count(*) FROM root_filesystem_entries WHERE kind = 'memory_chunk' "
+                "AND convert_from(contents, 'UTF8') LIKE ANY(%s)"
+            )
+        row = conn.execute(query, (patterns,)).fetchone()  # type: ignore[arg-type]
+        assert row is not None
+        return int(row[0])
+
+    def statement_log(self, conn: psycopg.Connection[Any]) -> StatementLog:
+        return RebornRowLog(conn) if self.name == "reborn" else StatementLog(conn)
+
+
+ENGINES = [Engine("legacy"), Engine("reborn")]
