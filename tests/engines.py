@@ -11,10 +11,13 @@ number follows from the content, are checked by the Reborn tests themselves).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from memfs.config import Settings
 from memfs.db import open_database
@@ -86,6 +89,36 @@ class Engine:
             ):
                 found[relative] = (created, bytes(contents).decode())
         return found
+
+    def contents(self, conn: psycopg.Connection[Any]) -> dict[str, str]:
+        """path -> content of the mounted workspace's documents."""
+        return {path: text for path, (_, text) in self.rows(conn).items()}
+
+    def agent_writes(self, conn: psycopg.Connection[Any], url: str, docs: dict[str, str]) -> None:
+        """Documents written behind memfs's back, chunked, as the agent leaves them (each
+        under 800 words: one chunk holding the whole text, as both IronClaw layouts do)."""
+        if self.name == "legacy":
+            for path, text in docs.items():
+                conn.execute(
+                    "INSERT INTO memory_documents (user_id, path, content) "
+                    "VALUES ('default', %s, %s)",
+                    (path, text),
+                )
+            subprocess.run(
+                [sys.executable, "-m", "memfs", "reindex", "--database-url", url],
+                check=True, timeout=60, capture_output=True,
+            )  # fmt: skip
+            return
+        keys = {"agent_id": "reborn-cli-agent", "tenant_id": "reborn-cli", "user_id": "default"}
+        for path, text in docs.items():
+            chunk = {**keys, "chunk_index": 0, "content": text, "doc_relative_path": path}
+            conn.execute(
+                "INSERT INTO root_filesystem_entries (path, contents, kind, content_type, "
+                "indexed, version) VALUES (%s, %s, 'memory_document', 'application/json', %s, 1),"
+                " (%s, %s, 'memory_chunk', 'application/json', %s, 1)",
+                (f"{REBORN_DEFAULT}/{path}", text.encode(), Jsonb(keys),
+                 f"{REBORN_DEFAULT}/{path}.chunks/0", text.encode(), Jsonb(chunk)),
+            )  # fmt: skip
 
     def chunks_containing(self, conn: psycopg.Connection[Any], *needles: str) -> int:
         """How many chunk rows hold any of ``needles`` (scratch content that leaked)."""

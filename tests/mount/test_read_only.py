@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import errno
 import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,27 +11,23 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.conftest import StatementLog
+from tests.engines import ENGINES, Engine
 from tests.mounting import Mount
 
 pytestmark = pytest.mark.mount
 
 
+@pytest.mark.parametrize("engine", ENGINES, ids=str)
 def test_read_only_mount_refuses_every_change(
+    engine: Engine,
     database_url: str,
     sql_conn: psycopg.Connection[Any],
-    statements: StatementLog,
     mount_factory: Any,
 ) -> None:
-    sql_conn.execute(
-        "INSERT INTO memory_documents (user_id, path, content) VALUES "
-        "('default', 'MEMORY.md', 'remember this\n'), ('default', 'd/x.md', 'x\n')"
-    )
-    subprocess.run(  # chunk the rows written behind memfs's back, so search finds them
-        [sys.executable, "-m", "memfs", "reindex", "--database-url", database_url],
-        check=True, timeout=60, capture_output=True,
-    )  # fmt: skip
-    statements.take()
+    engine.prepare(database_url)
+    written = {"MEMORY.md": "remember this\n", "d/x.md": "x\n"}
+    engine.agent_writes(sql_conn, database_url, written)
+    statements = engine.statement_log(sql_conn)
     mount: Mount = mount_factory(database_url, extra_args=["--read-only"])
     mnt = mount.path()
     assert (mnt / "MEMORY.md").read_text() == "remember this\n"
@@ -58,8 +52,7 @@ def test_read_only_mount_refuses_every_change(
             action()
         assert info.value.errno == errno.EROFS, (action, info.value)
     assert statements.take() == []
-    rows = dict(sql_conn.execute("SELECT path, content FROM memory_documents").fetchall())
-    assert rows == {"MEMORY.md": "remember this\n", "d/x.md": "x\n"}
+    assert engine.contents(sql_conn) == written
     mounts = Path("/proc/self/mounts").read_text().splitlines()
     options = [line.split()[3].split(",") for line in mounts if str(mnt) in line]
     assert options and "ro" in options[0]
