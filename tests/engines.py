@@ -23,8 +23,11 @@ from memfs.config import Settings
 from memfs.db import open_database
 from tests.conftest import StatementLog
 
-#: Where the test mounts (``--user-id default``, IronClaw's default tenant and agent) write.
-REBORN_DEFAULT = "/memory/tenants/reborn-cli/users/default/agents/reborn-cli-agent/projects/_none"
+
+def reborn_prefix(user: str) -> str:
+    """Where a test mount of ``user`` (IronClaw's default tenant and agent) writes."""
+    return f"/memory/tenants/reborn-cli/users/{user}/agents/reborn-cli-agent/projects/_none"
+
 
 REBORN_STATEMENT_LOG_SQL = """
 CREATE TABLE test_statement_log (op TEXT NOT NULL, at TIMESTAMPTZ DEFAULT clock_timestamp());
@@ -65,59 +68,64 @@ class Engine:
         else:
             open_database(Settings(database_url=url)).close()
 
-    def rows(self, conn: psycopg.Connection[Any]) -> dict[str, tuple[Any, str]]:
-        """path -> (identity, content) of the mounted workspace's documents."""
+    def rows(
+        self, conn: psycopg.Connection[Any], user: str = "default"
+    ) -> dict[str, tuple[Any, str]]:
+        """path -> (identity, content) of ``user``'s documents."""
         if self.name == "legacy":
             return {
                 r[0]: (r[1], r[2])
                 for r in conn.execute(
-                    "SELECT path, id, content FROM memory_documents WHERE user_id = 'default'"
+                    "SELECT path, id, content FROM memory_documents WHERE user_id = %s", (user,)
                 )
             }
+        prefix = reborn_prefix(user)
         from tests.model.test_reborn_store import assert_ironclaw_can_read
 
         found = {}
         for path, created, contents, kind, ctype, indexed in conn.execute(
             "SELECT path, created_at, contents, kind, content_type, indexed "
             "FROM root_filesystem_entries WHERE path LIKE %s ORDER BY path",
-            (REBORN_DEFAULT + "/%",),
+            (prefix + "/%",),
         ):
             assert_ironclaw_can_read(path, kind, ctype, indexed)
-            relative = path.removeprefix(REBORN_DEFAULT + "/")
+            relative = path.removeprefix(prefix + "/")
             if kind == "memory_document" and not any(
                 s.endswith((".meta", ".chunks", ".versions")) for s in relative.split("/")
             ):
                 found[relative] = (created, bytes(contents).decode())
         return found
 
-    def contents(self, conn: psycopg.Connection[Any]) -> dict[str, str]:
-        """path -> content of the mounted workspace's documents."""
-        return {path: text for path, (_, text) in self.rows(conn).items()}
+    def contents(self, conn: psycopg.Connection[Any], user: str = "default") -> dict[str, str]:
+        """path -> content of ``user``'s documents."""
+        return {path: text for path, (_, text) in self.rows(conn, user).items()}
 
-    def agent_writes(self, conn: psycopg.Connection[Any], url: str, docs: dict[str, str]) -> None:
-        """Documents written behind memfs's back, chunked, as the agent leaves them (each
-        under 800 words: one chunk holding the whole text, as both IronClaw layouts do)."""
+    def agent_writes(
+        self, conn: psycopg.Connection[Any], url: str, docs: dict[str, str], user: str = "default"
+    ) -> None:
+        """Documents of ``user`` written behind memfs's back, chunked, as the agent leaves
+        them (each under 800 words: one chunk holding the whole text, as both layouts do)."""
         if self.name == "legacy":
             for path, text in docs.items():
                 conn.execute(
-                    "INSERT INTO memory_documents (user_id, path, content) "
-                    "VALUES ('default', %s, %s)",
-                    (path, text),
+                    "INSERT INTO memory_documents (user_id, path, content) VALUES (%s, %s, %s)",
+                    (user, path, text),
                 )
             subprocess.run(
                 [sys.executable, "-m", "memfs", "reindex", "--database-url", url],
                 check=True, timeout=60, capture_output=True,
             )  # fmt: skip
             return
-        keys = {"agent_id": "reborn-cli-agent", "tenant_id": "reborn-cli", "user_id": "default"}
+        keys = {"agent_id": "reborn-cli-agent", "tenant_id": "reborn-cli", "user_id": user}
+        prefix = reborn_prefix(user)
         for path, text in docs.items():
             chunk = {**keys, "chunk_index": 0, "content": text, "doc_relative_path": path}
             conn.execute(
                 "INSERT INTO root_filesystem_entries (path, contents, kind, content_type, "
                 "indexed, version) VALUES (%s, %s, 'memory_document', 'application/json', %s, 1),"
                 " (%s, %s, 'memory_chunk', 'application/json', %s, 1)",
-                (f"{REBORN_DEFAULT}/{path}", text.encode(), Jsonb(keys),
-                 f"{REBORN_DEFAULT}/{path}.chunks/0", text.encode(), Jsonb(chunk)),
+                (f"{prefix}/{path}", text.encode(), Jsonb(keys),
+                 f"{prefix}/{path}.chunks/0", text.encode(), Jsonb(chunk)),
             )  # fmt: skip
 
     def chunks_containing(self, conn: psycopg.Connection[Any], *needles: str) -> int:

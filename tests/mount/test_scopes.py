@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 from memfs.db import Database
+from tests.engines import ENGINES, Engine
 from tests.mounting import memfs_env
 
 pytestmark = pytest.mark.mount
@@ -45,11 +46,15 @@ def snapshot(conn: psycopg.Connection[Any], user: str) -> list[tuple[Any, ...]]:
     ).fetchall()
 
 
+@pytest.mark.parametrize("engine", ENGINES, ids=str)
 def test_read_scope_is_read_only_and_limited_to_what_was_given(
-    database: Database, database_url: str, sql_conn: psycopg.Connection[Any], mount_factory: Any
+    engine: Engine, database_url: str, sql_conn: psycopg.Connection[Any], mount_factory: Any
 ) -> None:
-    seed_rows(sql_conn)
-    bob_before, carol_before = snapshot(sql_conn, "bob"), snapshot(sql_conn, "carol")
+    engine.prepare(database_url)
+    for user in ("alice", "bob", "carol"):
+        docs = {path: text for owner, path, text in ROWS if owner == user}
+        engine.agent_writes(sql_conn, database_url, docs, user=user)
+    bob_before, carol_before = engine.rows(sql_conn, "bob"), engine.rows(sql_conn, "carol")
     mount = mount_factory(database_url, user_id="alice", extra_args=["--read-scope", "bob"])
     mnt = mount.path()
     assert sorted(os.listdir(mnt)) == ["MEMORY.md"]  # .scopes is not listed
@@ -82,10 +87,9 @@ def test_read_scope_is_read_only_and_limited_to_what_was_given(
     # Reading is allowed, so a copy into alice's own workspace is alice's document.
     shutil.copy(bob / "MEMORY.md", mnt / "copied-from-bob.md")
     (mnt / "MEMORY.md").write_text("alice, edited\n")
-    assert snapshot(sql_conn, "bob") == bob_before
-    assert snapshot(sql_conn, "carol") == carol_before
-    alice = {r[1]: r[2] for r in snapshot(sql_conn, "alice")}
-    assert alice == {
+    assert engine.rows(sql_conn, "bob") == bob_before
+    assert engine.rows(sql_conn, "carol") == carol_before
+    assert engine.contents(sql_conn, "alice") == {
         "MEMORY.md": "alice, edited\n",
         "copied-from-bob.md": "bob remembers the launch date\n",
     }
