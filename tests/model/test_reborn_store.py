@@ -13,6 +13,7 @@ import errno
 import hashlib
 import json
 import re
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,11 @@ from psycopg_pool import ConnectionPool
 
 from memfs.db.interface import FileAttrs
 from memfs.db.reborn.layout import RebornScope
+from memfs.db.reborn.search_store import RebornSearchStore
 from memfs.db.reborn.store import RebornStore
 from memfs.db.schema import MEMFS_SCHEMA_DDL
 from memfs.errors import WriteRefused
+from memfs.search.reborn import RebornSearch
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "reborn_schema.sql"
 A = "/memory/tenants/reborn-cli/users/alice/agents/reborn-cli-agent/projects/_none"
@@ -264,3 +267,99 @@ def test_a_folder_rename_moves_every_document_and_sidecar(
     assert sorted(left) == ["archive/p/1.md", "archive/p/1.md.chunks/0",
                             "archive/p/q/2.md", "archive/p/q/2.md.chunks/0"]  # fmt: skip
     assert left["archive/p/q/2.md.chunks/0"]["indexed"]["doc_relative_path"] == "archive/p/q/2.md"
+
+
+def test_e8_the_bootstrap_clear_keeps_the_text_as_a_version(
+    store: RebornStore, sql_conn: psycopg.Connection[Any]
+) -> None:
+    first = store.commit_document(None, "BOOTSTRAP.md", "# Bootstrap\nask the name\n", NO_ATTRS)
+    store.commit_document(first.doc_id, "BOOTSTRAP.md", "", NO_ATTRS)  # `: > BOOTSTRAP.md`
+    assert rows(sql_conn) == {
+        "BOOTSTRAP.md": document(b"", 2),
+        "BOOTSTRAP.md.versions/1": version_row(b"# Bootstrap\nask the name\n", 1, "BOOTSTRAP.md"),
+    }, "empty: no chunks; the cleared text is version 1"
+
+
+def test_e9_a_profile_in_the_agentless_scope(
+    database_url: str, store: RebornStore, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """profile_set twice: the second write keeps the first as a version; indexed holds only
+    tenant and user, and changed_by has no agent part (facts §3.2)."""
+    agentless = RebornStore(store.pool, RebornScope("reborn-cli", "alice", None), origin="t")
+    first = agentless.commit_document(
+        None, "context/profile.json", '{"timezone":"Europe/Berlin"}', NO_ATTRS
+    )
+    agentless.commit_document(
+        first.doc_id, "context/profile.json",
+        '{"locale":"de-DE","timezone":"Europe/Berlin"}', NO_ATTRS,
+    )  # fmt: skip
+    prefix = "/memory/tenants/reborn-cli/users/alice/agents/_none/projects/_none/"
+    keys = {"tenant_id": "reborn-cli", "user_id": "alice"}
+    left = {path.removeprefix(prefix): row for path, row in rows(sql_conn).items()}
+    assert sorted(left) == [
+        "context/profile.json", "context/profile.json.chunks/0",
+        "context/profile.json.versions/1",
+    ]  # fmt: skip
+    doc = left["context/profile.json"]
+    assert doc["contents"] == b'{"locale":"de-DE","timezone":"Europe/Berlin"}'
+    assert doc["version"] == 2 and doc["indexed"] == keys
+    version = left["context/profile.json.versions/1"]
+    assert version["indexed"] == {**keys, "doc_relative_path": "context/profile.json", "version": 1}
+    assert json.loads(version["contents"]) == {
+        "changed_by": "tenant:reborn-cli:user:alice:project:_none",
+        "content": '{"timezone":"Europe/Berlin"}',
+        "content_hash": "sha256:" + hashlib.sha256(b'{"timezone":"Europe/Berlin"}').hexdigest(),
+    }
+    assert left["context/profile.json.chunks/0"]["indexed"]["chunk_index"] == 0
+
+
+def _f32(value: float) -> float:
+    return float(struct.unpack("f", struct.pack("f", value))[0])
+
+
+async def _direct(fn: Any, *args: Any) -> Any:
+    return fn(*args)
+
+
+async def test_e11_search_ranks_and_scores_as_ironclaw(
+    store: RebornStore, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """Terms tea, user, like (any may match), ts_rank order, per-document fusion in f32:
+    rank 1 scores 1.0 and rank 2 scores (1/62) / (1/61) = 61/62 as f32."""
+    store.commit_document(
+        None, "threads/2026-03-03.md",
+        "User: do you like tea? I like tea. Tea is what the user likes.\n", NO_ATTRS,
+    )  # fmt: skip
+    store.commit_document(None, "MEMORY.md", "The user drinks green tea.\n", NO_ATTRS)
+    store.commit_document(None, "other.md", "Coffee, black, no sugar.\n", NO_ATTRS)
+    engine = RebornSearch(RebornSearchStore(store.pool, store.scope), _direct, store.id_of)
+    outcome = await engine.search("What tea does the user like?")
+    assert [(r.path, r.fts_rank) for r in outcome.results] == [
+        ("threads/2026-03-03.md", 1), ("MEMORY.md", 2),
+    ]  # fmt: skip
+    assert outcome.results[0].score == 1.0
+    assert outcome.results[1].score == _f32(_f32(1 / 62) / _f32(1 / 61))
+    assert abs(outcome.results[1].score - 0.98387) < 1e-5
+    # memfs creates no per-scope GIN index (facts §5.4 allows none; a name off by one
+    # character would be a second index IronClaw never uses): no spec row, no index.
+    assert sql_conn.execute("SELECT count(*) FROM root_filesystem_index_specs").fetchone() == (0,)
+    assert sql_conn.execute(
+        "SELECT count(*) FROM pg_indexes WHERE indexname LIKE 'idx_rfs_%'"
+    ).fetchone() == (0,)
+
+
+async def test_e12_a_deleted_document_leaves_nothing_search_could_find(
+    store: RebornStore, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """IronClaw has no delete; a delete of the path alone would orphan the sidecars, and
+    orphan chunks would still be found under the vanished path. memfs's removes them all."""
+    first = store.commit_document(None, "notes/a.md", "the launch is on Monday", NO_ATTRS)
+    store.commit_document(first.doc_id, "notes/a.md", "the launch is on Tuesday", NO_ATTRS)
+    sql_conn.execute(
+        "INSERT INTO root_filesystem_entries (path, contents, version) VALUES (%s, '{}', 1)",
+        (A + "/notes/a.md.meta",),
+    )
+    assert store.delete_document(first.doc_id)
+    assert rows(sql_conn) == {}
+    engine = RebornSearch(RebornSearchStore(store.pool, store.scope), _direct, store.id_of)
+    assert (await engine.search("launch")).results == []
