@@ -20,6 +20,7 @@ from memfs.config import Settings, check_database_url
 from memfs.errors import (
     EXIT_DATABASE,
     EXIT_FAILED,
+    EXIT_OK,
     CommandError,
     MountError,
 )
@@ -126,6 +127,8 @@ def _run(parser: Parser, args: argparse.Namespace, level: str) -> int:
         return _search(args, settings)
     if command == "sync":
         return _sync(args, settings)
+    if command == "migrate":
+        return _migrate(args, settings)
     from memfs.tool_commands import run_tool
 
     return run_tool(args, settings)
@@ -244,6 +247,16 @@ def _sync(args: argparse.Namespace, settings: Settings) -> int:
     finally:
         database.close()
     return 0
+
+
+def _migrate(args: argparse.Namespace, settings: Settings) -> int:
+    from memfs.migrate import migrate, target_from
+
+    if args.to_database_url:
+        check_database_url(args.to_database_url, "--to-database-url")
+    report = migrate(settings, target_from(args), dry_run=args.dry_run)
+    report.emit(args.json)
+    return EXIT_FAILED if report.counts.get("refused") else EXIT_OK
 
 
 def _install_unit(args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 from memfs import __version__
 from memfs.errors import EXIT_USAGE, CommandError
-from memfs.options import LOG_LEVELS, OPTIONS, SettingError, parse_level
+from memfs.options import LOG_LEVELS, OPTIONS, SettingError, parse_level, parse_scope_segment
 
 PROG = "memfs"
 
@@ -231,6 +231,42 @@ memfs import ~/notes --overwrite --json""",
     _database_flags(imp)
     imp.add_argument("--overwrite", action="store_true", help="replace existing documents")
     imp.add_argument("--json", action="store_true", help="machine-readable output")
+
+    migrate = _command(
+        sub,
+        "migrate",
+        "copy a legacy workspace into IronClaw's Reborn layout (v1.1 and later)",
+        """
+Copies the workspace's documents from memory_documents into root_filesystem_entries, each
+with every version it had (as version sidecars), its metadata (as a .meta sidecar) and
+chunks rebuilt as IronClaw's indexer builds them, one document per transaction. The legacy
+rows are only read. A second run copies what the first did not (stopped, or new since);
+documents already there with the same content and versions are counted as present, and
+any other document found at a path is left as it is and listed. The target database must
+hold IronClaw's Reborn tables (IronClaw >= 1.1 creates them when it starts). Without --to-*
+options the copy goes where IronClaw >= 1.1 reads by default: tenant reborn-cli, agent
+reborn-cli-agent, and user reborn-cli for the legacy default user 'default' (any other
+user keeps its id). Exits 1 if some documents could not be copied.""",
+        """
+memfs migrate --dry-run
+memfs migrate
+memfs migrate --user-id alice --to-user alice --json
+memfs migrate --database-url postgresql://old/db --to-database-url postgresql://new/db""",
+        common,
+    )
+    _database_flags(migrate)
+    migrate.add_argument("--to-database-url", metavar="URL",
+                         help="the database to copy into (default: the same one)")  # fmt: skip
+    for flag, role in (("tenant", "tenant (default: reborn-cli)"),
+                       ("user", "user (default: reborn-cli for 'default', else the same id)"),
+                       ("agent", "agent (default: reborn-cli-agent; 'none' for no agent)"),
+                       ("project", "project (default: none)")):  # fmt: skip
+        migrate.add_argument(f"--to-{flag}", dest=f"to_{flag}", metavar="ID",
+                             type=_flag_type(parse_scope_segment),
+                             help=f"the target {role}")  # fmt: skip
+    migrate.add_argument("--dry-run", action="store_true",
+                         help="report what would be copied; write nothing")  # fmt: skip
+    migrate.add_argument("--json", action="store_true", help="machine-readable output")
 
     daily = _command(
         sub,

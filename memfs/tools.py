@@ -43,9 +43,11 @@ from memfs.tree import to_ns
 T = TypeVar("T")
 
 
-def progress(items: list[T], label: str) -> Iterator[T]:
+def progress(items: Iterable[T], label: str, total: int | None = None) -> Iterator[T]:
     """Yield items, drawing a progress bar on stderr when it is a terminal."""
-    total = len(items)
+    if total is None:
+        items = list(items)
+        total = len(items)
     show = sys.stderr.isatty() and total > 20
     for index, item in enumerate(items, 1):
         yield item
@@ -66,6 +68,8 @@ class Report:
     problems: list[str] = field(default_factory=list)
     #: One record per thing the command lists (JSON objects; one line each as text).
     items: list[dict[str, Any]] = field(default_factory=list)
+    #: What the counts are about ("to": where a copy went), one line each before the items.
+    details: dict[str, str] = field(default_factory=dict)
 
     def add(self, key: str, n: int = 1) -> None:
         self.counts[key] = self.counts.get(key, 0) + n
@@ -79,6 +83,7 @@ class Report:
         if as_json:
             payload = {
                 "command": self.action,
+                **({"details": self.details} if self.details else {}),
                 "counts": self.counts,
                 "items": self.items,
                 "problems": self.problems,
@@ -91,6 +96,8 @@ class Report:
             or "nothing to do"
         )
         print(f"memfs {self.action}: {summary}")
+        for key, value in self.details.items():
+            print(f"  {key}: {value}")
         for item in self.items:
             print("  " + "  ".join(str(value) for value in item.values()))
         for problem in self.problems:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 from uuid import UUID
 
 from memfs.db.deferred import Change, Delete, DropDir, KeepDir, Moved, MoveDir
@@ -80,6 +80,46 @@ class CommitResult:
     versioned: bool
     #: How a concurrent change was kept ("version 3", "copy MEMORY.md.conflict-….md").
     conflict: str | None = None
+
+
+@dataclass(frozen=True)
+class PastVersion:
+    """A content a document had, as IronClaw kept it when it was replaced."""
+
+    number: int
+    content: str
+    changed_by: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class DocumentHistory:
+    """A whole document to copy between engines: content, metadata, times, versions."""
+
+    path: str
+    content: str
+    metadata: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    versions: tuple[PastVersion, ...]
+    #: Other rows at the same path (a legacy duplicate; the newest is this one).
+    duplicates: int = 0
+
+
+@dataclass(frozen=True)
+class ImportOutcome:
+    """What copying one ``DocumentHistory`` did (or, in a dry run, would do).
+
+    ``action``: ``copied``; ``present`` (the same content and as many versions are there
+    already: a re-run); ``differs`` (another document is there: left as it is); ``refused``
+    (the target cannot hold this path; ``reason`` says why).
+    """
+
+    action: str
+    versions: int = 0
+    chunks: int = 0
+    meta: bool = False
+    reason: str = ""
 
 
 class WorkspaceScope(Protocol):

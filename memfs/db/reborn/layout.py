@@ -155,10 +155,11 @@ def content_hash(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def version_body(scope: RebornScope, old: bytes) -> bytes:
-    """The contents of a version sidecar keeping ``old``."""
+def version_body(scope: RebornScope, old: bytes, changed_by: str | None = None) -> bytes:
+    """The contents of a version sidecar keeping ``old`` (written by ``changed_by``,
+    by default whoever writes through ``scope``)."""
     body = {
-        "changed_by": scope.changed_by,
+        "changed_by": changed_by or scope.changed_by,
         "content": old.decode("utf-8"),
         "content_hash": content_hash(old),
     }

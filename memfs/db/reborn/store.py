@@ -43,7 +43,14 @@ from memfs.db.deferred import (
     Moved,
     MoveDir,
 )
-from memfs.db.interface import CommitResult, Content, DocRow, FileAttrs
+from memfs.db.interface import (
+    CommitResult,
+    Content,
+    DocRow,
+    DocumentHistory,
+    FileAttrs,
+    ImportOutcome,
+)
 from memfs.db.reborn import layout
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.scoped import Conn, Pool
@@ -362,6 +369,79 @@ class RebornStore:
             self.id_of(relative), updated_at, created, True, chunks, versioned, conflict
         )
 
+    # -- copying a whole history in (memfs migrate) ----------------------------------------
+
+    def import_history(self, doc: DocumentHistory, *, dry_run: bool = False) -> ImportOutcome:
+        """``doc`` with every version, in one transaction: the document row at version
+        (last version + 1) with the source's times, a ``.meta`` for non-empty metadata, each
+        version as ``R.versions/<n>`` with IronClaw's body (its own ``changed_by`` where the
+        source kept one), and chunks built as IronClaw's indexer would.  A path already
+        holding this content and as many versions is ``present`` (a re-run); any other
+        row there is left alone (``differs``)."""
+        problem = layout.path_problem(doc.path)
+        if problem is not None:
+            return ImportOutcome("refused", reason=f"IronClaw's path rules: it {problem}")
+        full = self.scope.row(doc.path)
+        data = doc.content.encode("utf-8")
+        with self.pool.connection() as conn, conn.transaction():
+            current = conn.execute(
+                f"SELECT contents, is_dir, kind FROM {_TABLE} WHERE path = %(p)s",
+                {"p": full},
+                binary=True,
+            ).fetchone()
+            if current is not None:
+                if current[1] or current[2] != layout.DOCUMENT_KIND:
+                    return ImportOutcome("refused", reason="a row that is not a document is there")
+                kept = conn.execute(
+                    f"SELECT count(*) FROM {_TABLE} WHERE {_BELOW} "
+                    "AND kind = 'memory_document_version'",
+                    {"p": full + ".versions"},
+                ).fetchone()
+                versions = int(kept[0]) if kept is not None else 0
+                if bytes(current[0]) == data and versions == len(doc.versions):
+                    return ImportOutcome("present")
+                return ImportOutcome("differs", reason="the target holds another content there")
+            try:
+                self._check_place(conn, doc.path)
+            except WriteRefused as refused:
+                return ImportOutcome("refused", reason=refused.reason)
+            meta = bool(doc.metadata)
+            indexed = self._metadata(conn, doc.path, own=doc.metadata).indexed
+            if dry_run:
+                chunks = len(chunk_document(doc.content, self.chunk_config)) if indexed else 0
+                return ImportOutcome("copied", len(doc.versions), chunks, meta)
+            self._insert_history(conn, doc, data)
+            chunks = self._rebuild_chunks(conn, doc.path, doc.content, indexed)
+        return ImportOutcome("copied", len(doc.versions), chunks, meta)
+
+    def _insert_history(self, conn: Conn, doc: DocumentHistory, data: bytes) -> None:
+        keys = self.scope.keys()
+        last = max((v.number for v in doc.versions), default=0)
+        rows: list[tuple[str, bytes, str, str | None, str, int, datetime, datetime]] = [
+            (self.scope.row(doc.path), data, layout.RECORD_TYPE, layout.DOCUMENT_KIND,
+             layout.dumps(keys), last + 1, doc.created_at, max(doc.created_at, doc.updated_at))
+        ]  # fmt: skip
+        if doc.metadata:
+            rows.append(
+                (self.scope.row(layout.meta_path(doc.path)), layout.dumps(doc.metadata).encode(),
+                 layout.META_TYPE, None, "{}", 1, doc.updated_at, doc.updated_at)
+            )  # fmt: skip
+        for version in doc.versions:
+            old = version.content.encode("utf-8")
+            body = layout.version_body(self.scope, old, version.changed_by)
+            indexed = {**keys, "doc_relative_path": doc.path, "version": version.number}
+            rows.append(
+                (self.scope.row(layout.version_path(doc.path, version.number)), body,
+                 layout.RECORD_TYPE, layout.VERSION_KIND, layout.dumps(indexed), 1,
+                 version.created_at, version.created_at)
+            )  # fmt: skip
+        with conn.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO {_TABLE} (path, contents, content_type, kind, indexed, version, "
+                "created_at, updated_at) VALUES (%s, %s, %s, %s, %s::jsonb, %s, %s, %s)",
+                rows,
+            )
+
     def _lock_row(self, conn: Conn, full: str) -> _Row | None:
         row = conn.execute(
             f"SELECT contents, version, updated_at, is_dir, kind FROM {_TABLE} "
@@ -383,19 +463,7 @@ class RebornStore:
         """Put "absent": a new row at version 1, only if nothing lies at or below the path
         and no ancestor is a document."""
         full = self.scope.row(relative)
-        parts = relative.split("/")
-        ancestors = [self.scope.row("/".join(parts[:i])) for i in range(1, len(parts))]
-        blocked = conn.execute(
-            f"SELECT path FROM {_TABLE} WHERE {_BELOW} OR (path = ANY(%(up)s) AND NOT is_dir "
-            "AND kind = 'memory_document') LIMIT 1",
-            {"p": full, "up": ancestors},
-        ).fetchone()
-        if blocked is not None:
-            raise WriteRefused(
-                errno.EEXIST,
-                "IronClaw's document layout",
-                f"{relative!r} cannot be a document: {self._relative(blocked[0])!r} exists",
-            )
+        self._check_place(conn, relative)
         row = conn.execute(
             f"INSERT INTO {_TABLE} (path, contents, content_type, kind, indexed, version) "
             "VALUES (%(p)s, %(data)s, %(type)s, %(kind)s, %(indexed)s::jsonb, 1) "
@@ -405,6 +473,23 @@ class RebornStore:
         ).fetchone()  # fmt: skip
         assert row is not None
         return row[0]  # type: ignore[no-any-return]
+
+    def _check_place(self, conn: Conn, relative: str) -> None:
+        """A new document may go at ``relative`` only if nothing lies below it and no
+        ancestor is a document (IronClaw's put "absent")."""
+        parts = relative.split("/")
+        ancestors = [self.scope.row("/".join(parts[:i])) for i in range(1, len(parts))]
+        blocked = conn.execute(
+            f"SELECT path FROM {_TABLE} WHERE {_BELOW} OR (path = ANY(%(up)s) AND NOT is_dir "
+            "AND kind = 'memory_document') LIMIT 1",
+            {"p": self.scope.row(relative), "up": ancestors},
+        ).fetchone()
+        if blocked is not None:
+            raise WriteRefused(
+                errno.EEXIST,
+                "IronClaw's document layout",
+                f"{relative!r} cannot be a document: {self._relative(blocked[0])!r} exists",
+            )
 
     def _update_document(self, conn: Conn, full: str, data: bytes, version: int) -> datetime:
         """Put "version v": the compare-and-swap IronClaw's updates are."""
@@ -478,9 +563,9 @@ class RebornStore:
                 )  # fmt: skip
         return len(chunks)
 
-    def _metadata(self, conn: Conn, relative: str) -> Any:
+    def _metadata(self, conn: Conn, relative: str, own: Any = None) -> Any:
         """Effective metadata (§3.4): the nearest ``.config``'s ``.meta`` with the
-        document's own ``.meta`` on top."""
+        document's own ``.meta`` (or ``own``, about to be written) on top."""
         configs = [c for c in layout.config_candidates(relative) if c != relative]
         wanted = [layout.meta_path(relative), *configs, *(layout.meta_path(c) for c in configs)]
         rows: dict[str, Any] = dict(
@@ -495,7 +580,8 @@ class RebornStore:
         folder_meta = self._parse_meta(
             found.get(layout.meta_path(folder)) if folder else None, folder
         )
-        own = self._parse_meta(found.get(layout.meta_path(relative)), relative)
+        if own is None:
+            own = self._parse_meta(found.get(layout.meta_path(relative)), relative)
         return effective_metadata(own, folder_meta)
 
     @staticmethod
