@@ -9,8 +9,10 @@ the chunks are rebuilt, and no scratch name (swap file, backup, temporary) becam
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -124,3 +126,52 @@ def test_search_ranks_as_ironclaw_v1_3(alice: Mount) -> None:
     assert results == ["01-MEMORY.md"]
     text = (mnt / ".search" / "What tea does the user like?" / "01-MEMORY.md").read_text()
     assert "score: 1.000000" in text and "The user likes green tea." in text
+
+
+def _wait_for(condition: Any, what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_the_agents_writes_show_up_and_a_stale_save_keeps_them(
+    alice: Mount, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """IronClaw notifies nothing: the mount polls. The agent's update (a compare-and-swap
+    on version), a new document and a removal show up; a file opened before the agent's
+    change and saved after it keeps the agent's content as a version (nothing lost)."""
+    mnt = alice.path()
+    (mnt / "MEMORY.md").write_text("mine\n")
+    held = open(mnt / "MEMORY.md", "r+")  # noqa: SIM115 - an editor holding the file
+    try:
+        held.read()
+        keys = '{"agent_id":"reborn-cli-agent","tenant_id":"reborn-cli","user_id":"alice"}'
+        sql_conn.execute(
+            "UPDATE root_filesystem_entries SET contents = 'the agent wrote this\n', "
+            "version = version + 1, updated_at = now() WHERE path = %s",
+            (A + "/MEMORY.md",),
+        )
+        sql_conn.execute(
+            "INSERT INTO root_filesystem_entries (path, contents, kind, content_type, indexed, "
+            "version) VALUES (%s, 'from the agent\n', 'memory_document', 'application/json', "
+            "%s, 1)",
+            (A + "/daily/2026-11-24.md", keys),
+        )
+        _wait_for((mnt / "daily").exists, "the agent's new document")
+        assert (mnt / "daily" / "2026-11-24.md").read_text() == "from the agent\n"
+        held.seek(0)
+        held.truncate()
+        held.write("mine, saved late\n")
+    finally:
+        held.close()
+    left = rows(sql_conn)
+    assert left["MEMORY.md"]["contents"] == b"mine, saved late\n"
+    kept = [json.loads(r["contents"])["content"] for p, r in left.items()
+            if p.startswith("MEMORY.md.versions/")]  # fmt: skip
+    assert "the agent wrote this\n" in kept, "the agent's content is kept as a version"
+    sql_conn.execute(
+        "DELETE FROM root_filesystem_entries WHERE path = %s OR path LIKE %s",
+        (A + "/daily/2026-11-24.md", A + "/daily/2026-11-24.md.%"),
+    )
+    _wait_for(lambda: not (mnt / "daily" / "2026-11-24.md").exists(), "the removal")
