@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, TypeVar
+from uuid import UUID
 
 import psycopg
 
@@ -29,9 +30,10 @@ from memfs.db import (
     open_database,
     reborn_scope,
 )
+from memfs.db.interface import DocRow, DocumentStore
 from memfs.db.tool_store import StoredDocument
 from memfs.embeddings.config import EmbeddingSettings
-from memfs.errors import Refused
+from memfs.errors import Refused, WriteRefused
 from memfs.ironclaw.settings import ConfigError, resolve_embeddings, resolve_search
 from memfs.mountpoint import FSTYPE, mount_at
 from memfs.paths import loadable_path
@@ -343,33 +345,56 @@ def daily_log(settings: Settings, text: str, tz_offset_minutes: int | None = Non
 
 
 def export_tree(settings: Settings, target: Path) -> Report:
+    """Every document of the workspace (either layout) as a file under ``target``, with
+    its mtime; contents are read a batch at a time."""
     report = Report("export")
-    database, _, reads = with_store(settings)
+    database = open_database(settings)
     try:
-        rows = reads.export_rows()
+        store = database.documents(settings)
+        rows = store.load_documents()
+        seen: set[str] = set()
+        target.mkdir(parents=True, exist_ok=True)
+        batch: list[DocRow] = []
+        for row in progress(rows, "exporting"):
+            if row.path in seen or not loadable_path(row.path):
+                report.problems.append(f"skipped {row.path!r} (duplicate row or unusable path)")
+                report.add("skipped")
+                continue
+            seen.add(row.path)
+            batch.append(row)
+            if len(batch) == EXPORT_BATCH or row is rows[-1]:
+                _export_batch(store, batch, target, report)
+                batch = []
+        if batch:
+            _export_batch(store, batch, target, report)
     finally:
         database.close()
-    seen: set[str] = set()
-    target.mkdir(parents=True, exist_ok=True)
-    for row in progress(rows, "exporting"):
-        path, content = row.path, row.content
-        if path in seen or not loadable_path(path):
-            report.problems.append(f"skipped {path!r} (duplicate row or unusable path)")
+    return report
+
+
+#: Documents whose contents one round trip of ``memfs export`` reads.
+EXPORT_BATCH = 200
+
+
+def _export_batch(store: DocumentStore, rows: list[DocRow], target: Path, report: Report) -> None:
+    contents = store.read_contents([row.id for row in rows])
+    for row in rows:
+        found = contents.get(row.id)
+        if found is None:
+            report.problems.append(f"skipped {row.path!r}: removed while exporting")
             report.add("skipped")
             continue
-        seen.add(path)
-        destination = target / path
+        destination = target / row.path
         try:
             destination.parent.mkdir(parents=True, exist_ok=True)
-            destination.write_text(content, encoding="utf-8")
+            destination.write_bytes(found.data)
         except (NotADirectoryError, IsADirectoryError, FileExistsError):
-            report.problems.append(f"skipped {path!r}: a file and a directory share its path")
+            report.problems.append(f"skipped {row.path!r}: a file and a directory share its path")
             report.add("skipped")
             continue
-        stamp = row.mtime_ns if row.mtime_ns is not None else to_ns(row.updated_at)
+        stamp = row.attrs.mtime_ns if row.attrs.mtime_ns is not None else to_ns(row.updated_at)
         os.utime(destination, ns=(stamp, stamp))
         report.add("exported")
-    return report
 
 
 def _files(root: Path, rules: ScratchRules) -> Iterable[tuple[str, Path]]:
@@ -386,8 +411,12 @@ def import_tree(settings: Settings, source: Path, *, overwrite: bool) -> Report:
         raise FileNotFoundError(f"{source} is not a directory")
     report = Report("import")
     rules = ScratchRules()
-    database, store, reads = with_store(settings)
+    database = open_database(settings)
     try:
+        store = database.documents(settings)
+        existing_ids: dict[str, UUID] = {}
+        for row in store.load_documents():  # newest first where a path is duplicated
+            existing_ids.setdefault(row.path, row.id)
         files = list(_files(source, rules))
         for rel, full in progress(files, "importing"):
             if rules.classify(full.name) is not Kind.DOCUMENT or not loadable_path(rel):
@@ -405,13 +434,18 @@ def import_tree(settings: Settings, source: Path, *, overwrite: bool) -> Report:
                 report.problems.append(f"{rel}: not UTF-8 text, not imported")
                 report.add("skipped_not_text")
                 continue
-            existing = reads.find_document(rel)
-            if existing is not None and not overwrite:
+            doc_id = existing_ids.get(rel)
+            if doc_id is not None and not overwrite:
                 report.add("skipped_existing")
                 continue
             mtime = full.stat().st_mtime_ns
-            doc_id = existing.id if existing else None
-            result = store.commit_document(doc_id, rel, text, FileAttrs(None, mtime))
+            try:
+                result = store.commit_document(doc_id, rel, text, FileAttrs(None, mtime))
+            except WriteRefused as refused:
+                report.problems.append(f"{rel}: {refused.reason}, not imported")
+                report.add("refused")
+                continue
+            existing_ids[rel] = result.doc_id
             report.add("created" if result.created else "overwritten")
     finally:
         database.close()

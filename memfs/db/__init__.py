@@ -139,8 +139,8 @@ class Database:
             self.close()
             raise DatabaseError(
                 "this database keeps IronClaw's Reborn memory (root_filesystem_entries): "
-                "this command handles only the legacy layout so far; `memfs mount` and "
-                "`memfs status` handle Reborn"
+                "this command handles only the legacy layout so far; `memfs mount`, `status`, "
+                "`export`, `import` and `migrate` handle Reborn"
             )
 
     def documents(self, settings: Settings, origin: str | None = None) -> DocumentStore:
@@ -246,7 +246,8 @@ def open_database(settings: Settings, *, read_only: bool = False) -> Database:
             min_size=1,
             max_size=settings.pool_size,
             kwargs=kwargs,
-            configure=_configure_connection,
+            # Reborn memory has no embeddings: no vector type to teach (nor to miss).
+            configure=None if schema.kind == "reborn" else _configure_connection,
             timeout=settings.statement_timeout_ms / 1000,
             # At rest a mount holds one connection: those opened for a burst close after
             # half a minute idle (a shared server's connection limit is shared by all).

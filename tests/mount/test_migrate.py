@@ -253,3 +253,38 @@ def test_migrate_draws_progress_on_a_terminal(database_url: str) -> None:
     assert result.returncode == 1  # odd.meta/x.md is refused
     assert "memfs migrate: 46 documents read" in result.stdout
     assert b"memfs migrate [" in drawn and b"] 46/46" in drawn
+
+
+def test_export_and_import_work_on_a_reborn_database(
+    database_url: str, sql_conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    """export and import go through the storage interface: on Reborn, rows as IronClaw
+    writes them; a name the layout refuses is reported, not imported, and not fatal."""
+    reborn_schema(database_url)
+    source = tmp_path / "notes"
+    (source / "daily").mkdir(parents=True)
+    (source / "MEMORY.md").write_text("remember ✓\n")
+    (source / "daily" / "2026-11-24.md").write_text("[09:00:00] standup\n")
+    (source / "bad.chunks").write_text("IronClaw cannot hold this name\n")
+    os.utime(source / "MEMORY.md", ns=(1_700_000_000_000_000_000,) * 2)
+    run = [sys.executable, "-m", "memfs"]
+    where = ["--database-url", database_url, "--user-id", "alice", "--json"]
+    imported = subprocess.run([*run, "import", str(source), *where], capture_output=True,
+                              text=True, timeout=120, env=env(), check=False)  # fmt: skip
+    assert imported.returncode == 1, imported.stderr  # bad.chunks: said, exit 1
+    report = json.loads(imported.stdout)
+    assert report["counts"] == {"created": 2, "refused": 1}
+    assert [p for p in report["problems"] if "bad.chunks" in p] == report["problems"]
+    assert imported.stderr == "", "nothing about vectors: Reborn memory has none"
+    left = rows(sql_conn)
+    assert left["MEMORY.md"]["contents"] == "remember ✓\n".encode()
+    assert left["MEMORY.md"]["kind"] == "memory_document"
+    assert left["daily/2026-11-24.md.chunks/0"]["kind"] == "memory_chunk"
+    out = tmp_path / "out"
+    exported = subprocess.run([*run, "export", str(out), *where], capture_output=True,
+                              text=True, timeout=120, env=env(), check=False)  # fmt: skip
+    assert exported.returncode == 0, exported.stderr
+    assert json.loads(exported.stdout)["counts"] == {"exported": 2}
+    assert (out / "MEMORY.md").read_text() == "remember ✓\n"
+    assert (out / "daily" / "2026-11-24.md").read_text() == "[09:00:00] standup\n"
+    assert (out / "MEMORY.md").stat().st_mtime_ns == 1_700_000_000_000_000_000
