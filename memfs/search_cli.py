@@ -11,10 +11,12 @@ from typing import Any, TypeVar
 import trio
 
 from memfs.config import Settings
-from memfs.db import legacy_scope, open_database
+from memfs.db import Database, RebornStore, legacy_scope, open_database, reborn_scope
+from memfs.db.reborn.search_store import RebornSearchStore
 from memfs.embeddings import Embedder, EmbeddingSettings
 from memfs.errors import EXIT_USAGE, CommandError
 from memfs.search import SearchConfig, SearchEngine, SearchOutcome
+from memfs.search.reborn import RebornSearch
 
 T = TypeVar("T")
 
@@ -26,7 +28,11 @@ async def _in_thread(fn: Callable[..., T], *args: Any) -> T:
 def run_search(settings: Settings, query: str, *, limit: int, mode: str) -> SearchOutcome:
     """Run one search against the workspace and return its outcome."""
     database = open_database(settings, read_only=True)
-    database.require_legacy()
+    if database.reborn:
+        try:
+            return _reborn_search(database, settings, query, limit=limit, mode=mode)
+        finally:
+            database.close()
     try:
         ironclaw_settings = database.ironclaw_settings(settings.user_id)
         config = SearchConfig.resolve(ironclaw_settings)
@@ -56,6 +62,21 @@ def run_search(settings: Settings, query: str, *, limit: int, mode: str) -> Sear
         return trio.run(go)
     finally:
         database.close()
+
+
+def _reborn_search(
+    database: Database, settings: Settings, query: str, *, limit: int, mode: str
+) -> SearchOutcome:
+    """IronClaw v1.3's ranking of a Reborn workspace (full-text only: it has no vectors)."""
+    if mode == "vector":
+        raise CommandError(
+            "--vector: IronClaw's Reborn memory keeps no embeddings; search without --vector",
+            EXIT_USAGE,
+        )
+    scope = reborn_scope(settings)
+    documents = RebornStore(database.pool, scope)
+    engine = RebornSearch(RebornSearchStore(database.pool, scope), _in_thread, documents.id_of)
+    return trio.run(functools.partial(engine.search, query, limit=limit, mode=mode))
 
 
 def print_outcome(outcome: SearchOutcome, *, as_json: bool) -> None:

@@ -255,7 +255,7 @@ def test_migrate_draws_progress_on_a_terminal(database_url: str) -> None:
     assert b"memfs migrate [" in drawn and b"] 46/46" in drawn
 
 
-def test_export_and_import_work_on_a_reborn_database(
+def test_export_import_and_search_work_on_a_reborn_database(
     database_url: str, sql_conn: psycopg.Connection[Any], tmp_path: Path
 ) -> None:
     """export and import go through the storage interface: on Reborn, rows as IronClaw
@@ -288,3 +288,10 @@ def test_export_and_import_work_on_a_reborn_database(
     assert (out / "MEMORY.md").read_text() == "remember ✓\n"
     assert (out / "daily" / "2026-11-24.md").read_text() == "[09:00:00] standup\n"
     assert (out / "MEMORY.md").stat().st_mtime_ns == 1_700_000_000_000_000_000
+    searched = subprocess.run([*run, "search", "what", "to", "remember", *where],
+                              capture_output=True, text=True, timeout=120, env=env(),
+                              check=False)  # fmt: skip
+    assert searched.returncode == 0, searched.stderr
+    found = json.loads(searched.stdout)
+    assert [(r["path"], r["score"]) for r in found["results"]] == [("MEMORY.md", 1.0)]
+    assert found["fusion"] == "per-document RRF (IronClaw v1.3)"
