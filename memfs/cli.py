@@ -212,7 +212,7 @@ def _sync(args: argparse.Namespace, settings: Settings) -> int:
     import uuid
 
     from memfs import sync
-    from memfs.db import legacy_scope, open_database
+    from memfs.db import open_database
     from memfs.mountpoint import containing_memfs_mount
 
     directory = args.directory.expanduser().absolute()
@@ -225,10 +225,9 @@ def _sync(args: argparse.Namespace, settings: Settings) -> int:
     _check_embedded(settings)
     directory.mkdir(parents=True, exist_ok=True)
     database = open_database(settings)
-    database.require_legacy()
     # Watching, the change feed skips this command's own writes by their origin tag.
     origin = None if args.once else uuid.uuid4().hex
-    store = database.store(legacy_scope(settings), origin=origin)
+    store = database.documents(settings, origin=origin)
 
     def show(report: sync.SyncReport) -> None:
         if args.json:

@@ -30,6 +30,7 @@ from typing import Any
 from uuid import UUID
 
 from memfs.db import FileAttrs, MetaStore, ToolStore
+from memfs.db.interface import DocumentStore
 from memfs.paths import loadable_path
 from memfs.scratch import Kind, ScratchRules
 from memfs.tree import to_ns
@@ -37,6 +38,8 @@ from memfs.tree import to_ns
 log = logging.getLogger(__name__)
 
 STATE_FILE = ".memfs-sync.json"
+#: Documents whose contents one round trip reads (the Reborn layout's remote side).
+READ_BATCH = 200
 #: Forces the store to keep the database side of a conflict (never equals a real version).
 CONFLICT = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -76,16 +79,19 @@ class DirectorySync:
 
     def __init__(
         self,
-        store: MetaStore,
+        store: DocumentStore,
         root: Path,
         rules: ScratchRules | None = None,
         *,
         reads: ToolStore | None = None,
     ) -> None:
-        #: Writes go through the document store, as a mount's do; reads of every document
-        #: at once through the tools' store (on the same pool unless given).
+        #: Writes go through the document store, as a mount's do.  Reads of every document
+        #: at once: on the legacy layout through the tools' store (on the same pool unless
+        #: given), in one query; on Reborn through the document store, a batch at a time.
         self.store = store
-        self.reads = reads or ToolStore(store.pool, store.scope)
+        if reads is None and isinstance(store, MetaStore):
+            reads = ToolStore(store.pool, store.scope)
+        self.reads = reads
         self.root = root
         self.rules = rules or ScratchRules()
         self.state_path = root / STATE_FILE
@@ -129,9 +135,21 @@ class DirectorySync:
 
     def _remote(self) -> dict[str, tuple[UUID, bytes, datetime, int | None]]:
         rows: dict[str, tuple[UUID, bytes, datetime, int | None]] = {}
-        for row in self.reads.export_rows():
-            if loadable_path(row.path) and row.path not in rows:
-                rows[row.path] = (row.id, row.content.encode("utf-8"), row.updated_at, row.mtime_ns)
+        if self.reads is not None:
+            for row in self.reads.export_rows():
+                if loadable_path(row.path) and row.path not in rows:
+                    rows[row.path] = (
+                        row.id, row.content.encode("utf-8"), row.updated_at, row.mtime_ns
+                    )  # fmt: skip
+            return rows
+        docs = [d for d in self.store.load_documents() if loadable_path(d.path)]
+        for start in range(0, len(docs), READ_BATCH):
+            batch = docs[start : start + READ_BATCH]
+            contents = self.store.read_contents([d.id for d in batch])
+            for doc in batch:
+                found = contents.get(doc.id)
+                if found is not None and doc.path not in rows:
+                    rows[doc.path] = (doc.id, found.data, found.version, doc.attrs.mtime_ns)
         return rows
 
     # -- one pass ------------------------------------------------------------------------
@@ -247,7 +265,7 @@ class DirectorySync:
         return {"hash": digest(data), "id": str(doc_id)}
 
 
-def watch(store: MetaStore, root: Path, *, database: Any, on_pass: Any) -> None:
+def watch(store: DocumentStore, root: Path, *, database: Any, on_pass: Any) -> None:
     """Continuous mode: a pass at start, then after every change on either side."""
     import functools
     import math
@@ -297,7 +315,9 @@ def watch(store: MetaStore, root: Path, *, database: Any, on_pass: Any) -> None:
         listener = None
         async with trio.open_nursery() as nursery:
             nursery.start_soon(stop_on_signal, nursery.cancel_scope)
-            if database.has_change_feed() and database.listen_url is not None:
+            # IronClaw's Reborn memory notifies nothing: poll its version fingerprint.
+            feed = not database.reborn and database.has_change_feed()
+            if feed and database.listen_url is not None:
                 listener = ChangeListener(
                     database.listen_url, database.listen_kwargs, from_feed,
                     trio.lowlevel.current_trio_token(),

@@ -2,7 +2,8 @@
 
 They write through the same document store as the mount (one transaction each, IronClaw's
 write and reindex rules), so a document written by ``memfs import`` is exactly what a
-``cp`` into the mount would have made; they read through ``memfs.db.ToolStore``.
+``cp`` into the mount would have made.  They work on the live layout (``Workspace``):
+legacy reads go through ``memfs.db.ToolStore``, Reborn ones through its document store.
 """
 
 from __future__ import annotations
@@ -23,9 +24,7 @@ from memfs.config import Settings, default_log_dir, redacted
 from memfs.db import (
     Database,
     FileAttrs,
-    MetaStore,
     RebornStore,
-    ToolStore,
     legacy_scope,
     open_database,
     reborn_scope,
@@ -106,12 +105,30 @@ class Report:
             sys.stderr.write(f"memfs {self.action}: {problem}\n")
 
 
-def with_store(settings: Settings) -> tuple[Database, MetaStore, ToolStore]:
-    """The database, the workspace's documents (writes) and its whole-document reads."""
-    database = open_database(settings)
-    database.require_legacy()
-    scope = legacy_scope(settings)
-    return database, database.store(scope), database.tool_store(scope)
+class Workspace:
+    """The settings' workspace in whichever layout is live: the database, its documents
+    (the storage interface, written as a mount writes) and whole-document look-ups."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.database = open_database(settings)
+        self.store: DocumentStore = self.database.documents(settings)
+        self._reads = (
+            None if self.database.reborn else self.database.tool_store(legacy_scope(settings))
+        )
+
+    def find(self, path: str) -> StoredDocument | None:
+        """The document at ``path`` (the newest row of a duplicated legacy path)."""
+        if self._reads is not None:
+            return self._reads.find_document(path)
+        assert isinstance(self.store, RebornStore)
+        doc_id = self.store.id_of(path)
+        found = self.store.read_content(doc_id)
+        if found is None:
+            return None
+        return StoredDocument(doc_id, found.data.decode("utf-8"), found.version)
+
+    def close(self) -> None:
+        self.database.close()
 
 
 # -- status ------------------------------------------------------------------------------
@@ -260,27 +277,27 @@ def seed(settings: Settings) -> Report:
     IronClaw's own from ever being created.  So on IronClaw's database this refuses.
     """
     report = Report("seed")
-    database, store, reads = with_store(settings)
+    workspace = Workspace(settings)
     try:
-        if database.schema.kind == "ironclaw":
+        if workspace.database.schema.kind in ("ironclaw", "reborn"):
             raise Refused(
                 "this is IronClaw's database: IronClaw writes its own identity files "
                 "(AGENTS.md, SOUL.md, BOOTSTRAP.md, ...) at its next start and never replaces "
                 "an existing one, so memfs seeds nothing here"
             )
-        missing = {p for p in [*SEEDS, BOOTSTRAP[0]] if reads.find_document(p) is None}
+        missing = {p for p in [*SEEDS, BOOTSTRAP[0]] if workspace.find(p) is None}
         wanted = dict(SEEDS)
-        profile = reads.find_document("context/profile.json")
+        profile = workspace.find("context/profile.json")
         if all(m in missing for m in FRESH_MARKERS) and not _valid_json(profile):
             wanted[BOOTSTRAP[0]] = BOOTSTRAP[1]
         for path, text in wanted.items():
             if path in missing:
-                store.commit_document(None, path, text, FileAttrs())
+                workspace.store.commit_document(None, path, text, FileAttrs())
                 report.add("created")
             else:
                 report.add("already present")
     finally:
-        database.close()
+        workspace.close()
     return report
 
 
@@ -296,18 +313,27 @@ def _valid_json(row: StoredDocument | None) -> bool:
 
 def reindex(settings: Settings, paths: list[str] | None) -> Report:
     report = Report("reindex")
-    database, _, reads = with_store(settings)
+    workspace = Workspace(settings)
     try:
-        docs = reads.document_ids(paths)
-        indexer = database.reindex_store(reads.scope)
+        store = workspace.store
+        if isinstance(store, RebornStore):
+            rows = store.load_documents()
+            docs = [(row.id, row.path) for row in rows if not paths or row.path in paths]
+        else:
+            scope = legacy_scope(settings)
+            docs = workspace.database.tool_store(scope).document_ids(paths)
+            indexer = workspace.database.reindex_store(scope)
         if paths:
             found = {p for _, p in docs}
             report.problems += [f"no document at {p!r}" for p in paths if p not in found]
-        for doc_id, _ in progress(docs, "reindexing"):
-            report.add("chunks", indexer.reindex_document(doc_id))
+        for doc_id, path in progress(docs, "reindexing"):
+            if isinstance(store, RebornStore):
+                report.add("chunks", store.reindex_document(path))
+            else:
+                report.add("chunks", indexer.reindex_document(doc_id))
             report.add("documents")
     finally:
-        database.close()
+        workspace.close()
     return report
 
 
@@ -325,9 +351,10 @@ def daily_log(settings: Settings, text: str, tz_offset_minutes: int | None = Non
         now = datetime.now(timezone(timedelta(minutes=tz_offset_minutes)))
     path = f"daily/{now:%Y-%m-%d}.md"
     entry = f"[{now:%H:%M:%S}] {text}\n"
-    database, store, reads = with_store(settings)
+    workspace = Workspace(settings)
     try:
-        existing = reads.find_document(path)
+        existing = workspace.find(path)
+        store = workspace.store
         if existing is None:
             store.commit_document(None, path, entry, FileAttrs())
         else:
@@ -337,7 +364,7 @@ def daily_log(settings: Settings, text: str, tz_offset_minutes: int | None = Non
                 existing.id, path, content + joiner + entry, FileAttrs(), existing.updated_at
             )
     finally:
-        database.close()
+        workspace.close()
     return path
 
 
@@ -495,7 +522,8 @@ def recover(settings: Settings, action: str, *, force: bool = False) -> Report:
     if not pending:
         report.add("restored", 0)
         return report
-    database, store, reads = with_store(settings)
+    workspace = Workspace(settings)
+    store = workspace.store
     try:
         for item in pending:
             try:
@@ -504,7 +532,7 @@ def recover(settings: Settings, action: str, *, force: bool = False) -> Report:
                 continue  # removed meanwhile (discarded by another `memfs recover`)
             try:
                 text = data.decode("utf-8")
-                existing = reads.find_document(item.path)
+                existing = workspace.find(item.path)
                 kept_at = datetime.fromisoformat(item.kept_at)
                 if existing and not force and existing.updated_at > kept_at:
                     # Saved again after this copy was kept (by a later mount, or the agent):
@@ -526,5 +554,5 @@ def recover(settings: Settings, action: str, *, force: bool = False) -> Report:
             area.remove(item)
             report.add("restored")
     finally:
-        database.close()
+        workspace.close()
     return report

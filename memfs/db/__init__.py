@@ -133,16 +133,6 @@ class Database:
         """Whether the agent's memory is IronClaw's Reborn layout here (v1.1+)."""
         return self.schema.kind == "reborn"
 
-    def require_legacy(self) -> None:
-        """Refuse (closing the database) a command that handles only memory_documents."""
-        if self.reborn:
-            self.close()
-            raise DatabaseError(
-                "this database keeps IronClaw's Reborn memory (root_filesystem_entries): "
-                "this command handles only the legacy layout so far; `memfs mount`, `status`, "
-                "`export`, `import` and `migrate` handle Reborn"
-            )
-
     def documents(self, settings: Settings, origin: str | None = None) -> DocumentStore:
         """The workspace the settings name, in whichever layout is the live one."""
         if self.reborn:

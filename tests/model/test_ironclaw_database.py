@@ -73,8 +73,8 @@ def test_legacy_database_taken_over_by_reborn_mounts_the_live_layout(
 ) -> None:
     """v0.28-1.0 create the Reborn tables but keep memory in memory_documents; once a
     Reborn process wrote memory, memory_documents is the frozen copy: status says which
-    layout is live, export reads the live layout, and the legacy-only commands refuse in one
-    line."""
+    layout is live, the workspace commands work on the live layout, and memfs seeds nothing
+    (IronClaw seeds its own files)."""
     apply_ironclaw_migrations(database_url)
     sql_conn.execute("INSERT INTO memory_documents (user_id, path, content) VALUES "
                      "('default', 'MEMORY.md', 'frozen')")  # fmt: skip
@@ -88,9 +88,9 @@ def test_legacy_database_taken_over_by_reborn_mounts_the_live_layout(
     exported = memfs(work_dir, database_url, "export", str(work_dir / "out"))
     assert exported.returncode == 0, exported.stderr
     assert (work_dir / "out" / "MEMORY.md").read_text() == "live", "the live layout's memory"
-    result = memfs(work_dir, database_url, "reindex")
-    assert result.returncode == 3  # EXIT_DATABASE
-    assert "handles only the legacy layout" in result.stderr
+    result = memfs(work_dir, database_url, "seed")
+    assert result.returncode != 0  # IronClaw seeds its own files, in either layout
+    assert "IronClaw writes its own identity files" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
     frozen = sql_conn.execute("SELECT content FROM memory_documents").fetchall()
     assert frozen == [("frozen",)], "the legacy copy is left as it was"

@@ -369,6 +369,21 @@ class RebornStore:
             self.id_of(relative), updated_at, created, True, chunks, versioned, conflict
         )
 
+    def reindex_document(self, relative: str) -> int:
+        """The document's chunks rebuilt from its content, as IronClaw's indexer does after
+        a write (``memfs reindex``); the number written (0: gone, or not indexed)."""
+        with self.pool.connection() as conn, conn.transaction():
+            row = conn.execute(
+                f"SELECT contents FROM {_TABLE} WHERE path = %(p)s AND NOT is_dir "
+                "AND kind = 'memory_document' FOR UPDATE",
+                {"p": self.scope.row(relative)},
+                binary=True,
+            ).fetchone()
+            if row is None:
+                return 0
+            indexed = self._metadata(conn, relative).indexed
+            return self._rebuild_chunks(conn, relative, bytes(row[0]).decode("utf-8"), indexed)
+
     # -- copying a whole history in (memfs migrate) ----------------------------------------
 
     def import_history(self, doc: DocumentHistory, *, dry_run: bool = False) -> ImportOutcome:
