@@ -279,7 +279,13 @@ def seed(settings: Settings) -> Report:
     report = Report("seed")
     workspace = Workspace(settings)
     try:
-        if workspace.database.schema.kind in ("ironclaw", "reborn"):
+        if workspace.database.reborn:
+            raise Refused(
+                "this is IronClaw's Reborn memory: IronClaw >= 1.1 seeds nothing and takes its "
+                "identity from its own system prompt file, so starter files here would be "
+                "plain documents; memfs seeds nothing"
+            )
+        if workspace.database.schema.kind == "ironclaw":
             raise Refused(
                 "this is IronClaw's database: IronClaw writes its own identity files "
                 "(AGENTS.md, SOUL.md, BOOTSTRAP.md, ...) at its next start and never replaces "

@@ -89,8 +89,8 @@ def test_legacy_database_taken_over_by_reborn_mounts_the_live_layout(
     assert exported.returncode == 0, exported.stderr
     assert (work_dir / "out" / "MEMORY.md").read_text() == "live", "the live layout's memory"
     result = memfs(work_dir, database_url, "seed")
-    assert result.returncode != 0  # IronClaw seeds its own files, in either layout
-    assert "IronClaw writes its own identity files" in result.stderr
+    assert result.returncode != 0  # IronClaw >= 1.1 takes no identity from memory
+    assert "IronClaw >= 1.1 seeds nothing" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
     frozen = sql_conn.execute("SELECT content FROM memory_documents").fetchall()
     assert frozen == [("frozen",)], "the legacy copy is left as it was"

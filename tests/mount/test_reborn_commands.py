@@ -90,7 +90,7 @@ def test_log_reindex_and_seed_on_a_reborn_database(
     chunk = rows(sql_conn)[f"{daily[0]}.chunks/0"]
     assert chunk["contents"] == doc["contents"] and chunk["indexed"]["chunk_index"] == 0
     seeded = memfs("seed")
-    assert seeded.returncode != 0 and "IronClaw writes its own identity files" in seeded.stderr
+    assert seeded.returncode != 0 and "IronClaw >= 1.1 seeds nothing" in seeded.stderr
     assert seeded.stderr.count("\n") == 1
 
 

@@ -116,6 +116,11 @@ def test_names_ironclaw_refuses_fail_with_einval(alice: Mount) -> None:
             (mnt / name).write_text("nope\n")
         assert refused.value.errno == 22, name
     assert "refusing 'x.meta'" in alice.log()
+    # Names the layout holds but IronClaw's agent cannot write: stored, with a warning.
+    (mnt / "a..b.md").write_text("kept\n")
+    assert (mnt / "a..b.md").read_text() == "kept\n"
+    warning = "'a..b.md' is stored, but IronClaw's agent cannot write it"
+    _wait_for(lambda: warning in alice.log(), "the warning")
 
 
 def test_search_ranks_as_ironclaw_v1_3(alice: Mount) -> None:

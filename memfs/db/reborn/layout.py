@@ -119,6 +119,17 @@ def path_problem(relative: str) -> str | None:
     return None
 
 
+def agent_cannot_write(relative: str) -> str | None:
+    """Why IronClaw's memory tools refuse to write ``relative`` although its layout holds
+    it (reborn facts §6), or None: they refuse ``..`` anywhere in a target, and keep
+    ``threads/`` for the conversation recorder."""
+    if ".." in relative:
+        return "cannot write it (its memory tools refuse '..' anywhere in a path)"
+    if relative.lower().startswith("threads/"):
+        return "never writes it (threads/ is kept for IronClaw's conversation recorder)"
+    return None
+
+
 def is_listed(relative: str) -> bool:
     """Whether a ``memory_document`` row at ``relative`` is one IronClaw lists (§3.3)."""
     return path_problem(relative) is None

@@ -352,6 +352,9 @@ class RebornStore:
         if current is None:
             updated_at = self._insert_document(conn, relative, data)
             created, versioned = True, False
+            unwritable = layout.agent_cannot_write(relative)
+            if unwritable is not None:
+                log.warning("%r is stored, but IronClaw's agent %s", relative, unwritable)
         else:
             other_changed = expected is not None and current.updated_at != expected
             versioned = bool(current.contents) and current.contents != data and meta.versioned
