@@ -19,6 +19,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from memfs.chunker import chunk_document
 from memfs.config import Settings
 from memfs.db import open_database
 from tests.conftest import StatementLog
@@ -127,6 +128,31 @@ class Engine:
                 (f"{prefix}/{path}", text.encode(), Jsonb(keys),
                  f"{prefix}/{path}.chunks/0", text.encode(), Jsonb(chunk)),
             )  # fmt: skip
+
+    def assert_chunked(self, conn: psycopg.Connection[Any], user: str = "default") -> None:
+        """Every document's chunks are exactly IronClaw's chunker output for its content
+        (legacy: once the reindex queue is empty; Reborn: chunked in the save), and no
+        chunk belongs to a document that is not there."""
+        if self.name == "legacy":
+            from tests.mount.test_mount import assert_reindexed
+
+            assert_reindexed(conn, user)
+            return
+        prefix = reborn_prefix(user)
+        docs = self.contents(conn, user)
+        chunks: dict[str, list[tuple[int, str]]] = {}
+        for indexed, contents in conn.execute(
+            "SELECT indexed, contents FROM root_filesystem_entries "
+            "WHERE kind = 'memory_chunk' AND path LIKE %s",
+            (prefix + "/%",),
+        ):
+            chunks.setdefault(indexed["doc_relative_path"], []).append(
+                (indexed["chunk_index"], bytes(contents).decode())
+            )
+        assert set(chunks) <= set(docs), f"orphan chunks: {set(chunks) - set(docs)}"
+        for path, content in docs.items():
+            stored = [text for _, text in sorted(chunks.get(path, []))]
+            assert stored == chunk_document(content), f"chunks of {path!r} are stale"
 
     def chunks_containing(self, conn: psycopg.Connection[Any], *needles: str) -> int:
         """How many chunk rows hold any of ``needles`` (scratch content that leaked)."""

@@ -24,7 +24,7 @@ import pytest
 
 from memfs.scratch import Kind, ScratchRules
 from tests.conftest import StatementLog
-from tests.engines import ENGINES, Engine
+from tests.engines import Engine
 from tests.mounting import Mount
 from tests.savers import client_env
 
@@ -37,18 +37,10 @@ def needs(*programs: str) -> None:
         pytest.skip(f"not installed: {', '.join(missing)} (scripts/setup installs them)")
 
 
-@pytest.fixture(params=ENGINES, ids=str)
-def engine(request: pytest.FixtureRequest, database_url: str) -> Engine:
-    """Each real-client test runs against both storage engines."""
-    chosen: Engine = request.param
-    chosen.prepare(database_url)
-    return chosen
-
-
 @pytest.fixture
-def mounted(engine: Engine, database_url: str, mount_factory: Any) -> Mount:
-    mount: Mount = mount_factory(database_url)
-    return mount
+def mounted(engine_mount: Mount) -> Mount:
+    """Each real-client test runs against both storage engines (``engine``)."""
+    return engine_mount
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ import pytest
 
 from memfs.chunker import chunk_document
 from tests.conftest import apply_ironclaw_migrations
+from tests.engines import Engine
 from tests.mounting import Mount, wait_reindex_queue_empty
 
 pytestmark = pytest.mark.mount
@@ -109,7 +110,10 @@ def test_issue_walkthrough(
     assert mounted.umount() == 0
 
 
-def test_o_trunc_and_in_place_edits(mounted: Mount, sql_conn: psycopg.Connection[Any]) -> None:
+def test_o_trunc_and_in_place_edits(
+    engine: Engine, engine_mount: Mount, sql_conn: psycopg.Connection[Any]
+) -> None:
+    mounted, docs = engine_mount, engine.contents
     mnt = mounted.path()
     (mnt / "long.md").write_text("a much longer original line\n")
     mounted.shell("echo hi > long.md")  # O_TRUNC through open(): no stale tail
@@ -130,12 +134,13 @@ def test_o_trunc_and_in_place_edits(mounted: Mount, sql_conn: psycopg.Connection
         os.close(fd)  # the abandoned save is reported again at close
     assert info.value.errno == errno.EILSEQ
     assert docs(sql_conn)["utf.md"] == "naïve cafè\n"
-    assert_reindexed(sql_conn)
+    engine.assert_chunked(sql_conn)
 
 
 def test_sed_cp_tar_and_os_replace(
-    mounted: Mount, sql_conn: psycopg.Connection[Any], work_dir: Path
+    engine: Engine, engine_mount: Mount, sql_conn: psycopg.Connection[Any], work_dir: Path
 ) -> None:
+    mounted, docs = engine_mount, engine.contents
     mnt = mounted.path()
     src = work_dir / "cp-a-src"
     files = make_tree(src)
@@ -164,10 +169,13 @@ def test_sed_cp_tar_and_os_replace(
     os.replace(temp, target)
     assert docs(sql_conn)["copy/projects/alpha/todo.md"] == "- [x] shipped\n"
     assert "copy/projects/alpha/.todo.tmp" not in docs(sql_conn)
-    assert_reindexed(sql_conn)
+    engine.assert_chunked(sql_conn)
 
 
-def test_errnos_through_the_kernel(mounted: Mount, sql_conn: psycopg.Connection[Any]) -> None:
+def test_errnos_through_the_kernel(
+    engine: Engine, engine_mount: Mount, sql_conn: psycopg.Connection[Any]
+) -> None:
+    mounted, docs = engine_mount, engine.contents
     mnt = mounted.path()
     (mnt / "MEMORY.md").write_text("keep me\n")
     fd = os.open(mnt / "MEMORY.md", os.O_WRONLY | os.O_TRUNC)
@@ -246,8 +254,9 @@ def test_ironclaw_database_without_versions_table(
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_signal_commits_open_files_and_unmounts(
-    mounted: Mount, sql_conn: psycopg.Connection[Any], signum: int
+    engine: Engine, engine_mount: Mount, sql_conn: psycopg.Connection[Any], signum: int
 ) -> None:
+    mounted, docs = engine_mount, engine.contents
     handle = open(mounted.path("open.md"), "w")  # noqa: SIM115 - left open on purpose
     handle.write("written but never closed\n")
     handle.flush()  # reaches the daemon's buffer, not the database
