@@ -11,6 +11,7 @@ number follows from the content, are checked by the Reborn tests themselves).
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -153,6 +154,82 @@ class Engine:
         for path, content in docs.items():
             stored = [text for _, text in sorted(chunks.get(path, []))]
             assert stored == chunk_document(content), f"chunks of {path!r} are stale"
+
+    def identity(self, conn: psycopg.Connection[Any], path: str) -> tuple[Any, ...]:
+        """What a save must keep of the one row at ``path``: legacy id, created_at and
+        metadata; Reborn created_at and the ``.meta`` sidecar."""
+        if self.name == "legacy":
+            found = conn.execute(
+                "SELECT id, created_at, metadata FROM memory_documents "
+                "WHERE user_id = 'default' AND path = %s",
+                (path,),
+            ).fetchall()
+        else:
+            full = f"{reborn_prefix('default')}/{path}"
+            found = conn.execute(
+                "SELECT d.created_at, convert_from(m.contents, 'UTF8') "
+                "FROM root_filesystem_entries d LEFT JOIN root_filesystem_entries m "
+                "ON m.path = d.path || '.meta' WHERE d.path = %s AND d.kind = 'memory_document'",
+                (full,),
+            ).fetchall()
+        assert len(found) == 1, f"{len(found)} rows at {path}"
+        return tuple(found[0])
+
+    def set_metadata(self, conn: psycopg.Connection[Any], path: str, meta: dict[str, Any]) -> None:
+        """Metadata as the agent leaves it (legacy column; Reborn ``.meta`` sidecar)."""
+        if self.name == "legacy":
+            conn.execute(
+                "UPDATE memory_documents SET metadata = %s WHERE path = %s", (Jsonb(meta), path)
+            )
+            return
+        conn.execute(
+            "INSERT INTO root_filesystem_entries (path, contents, content_type, indexed, "
+            "version) VALUES (%s, %s, 'application/octet-stream', '{}', 1) ON CONFLICT (path) "
+            "DO UPDATE SET contents = EXCLUDED.contents, version = "
+            "root_filesystem_entries.version + 1",
+            (f"{reborn_prefix('default')}/{path}.meta",
+             json.dumps(meta, separators=(",", ":"), sort_keys=True).encode()),
+        )  # fmt: skip
+
+    def versions(self, conn: psycopg.Connection[Any], path: str) -> list[str]:
+        """The kept contents of the document at ``path``, oldest first."""
+        if self.name == "legacy":
+            return [
+                r[0]
+                for r in conn.execute(
+                    "SELECT v.content FROM memory_document_versions v JOIN memory_documents d "
+                    "ON d.id = v.document_id WHERE d.path = %s ORDER BY v.version",
+                    (path,),
+                )
+            ]
+        base = f"{reborn_prefix('default')}/{path}.versions/"
+        found = conn.execute(
+            "SELECT (indexed ->> 'version')::int, contents FROM root_filesystem_entries "
+            "WHERE kind = 'memory_document_version' AND left(path, length(%s)) = %s",
+            (base, base),
+        ).fetchall()
+        return [json.loads(bytes(body))["content"] for _, body in sorted(found)]
+
+    def chunk_texts(self, conn: psycopg.Connection[Any], user: str = "default") -> list[str]:
+        """Every chunk's text in the workspace, by document path and chunk index."""
+        if self.name == "legacy":
+            return [
+                r[0]
+                for r in conn.execute(
+                    "SELECT c.content FROM memory_chunks c JOIN memory_documents d "
+                    "ON d.id = c.document_id WHERE d.user_id = %s ORDER BY d.path, c.chunk_index",
+                    (user,),
+                )
+            ]
+        return [
+            bytes(r[0]).decode()
+            for r in conn.execute(
+                "SELECT contents FROM root_filesystem_entries WHERE kind = 'memory_chunk' "
+                "AND path LIKE %s ORDER BY indexed ->> 'doc_relative_path', "
+                "(indexed ->> 'chunk_index')::int",
+                (reborn_prefix(user) + "/%",),
+            )
+        ]
 
     def chunks_containing(self, conn: psycopg.Connection[Any], *needles: str) -> int:
         """How many chunk rows hold any of ``needles`` (scratch content that leaked)."""
