@@ -61,6 +61,11 @@ class Engine:
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def table(self) -> str:
+        """The table holding the documents' rows."""
+        return "memory_documents" if self.name == "legacy" else "root_filesystem_entries"
+
     def prepare(self, url: str) -> None:
         """Make the database this engine mounts (before any mount starts)."""
         if self.name == "reborn":

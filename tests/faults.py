@@ -12,17 +12,27 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+
 #: A full disk, injected: every write of a document fails as PostgreSQL's ENOSPC would.
-DISK_FULL = """
+def disk_full(table: str = "memory_documents") -> str:
+    """A trigger making every write of ``table``'s rows fail as a full disk does."""
+    return f"""
 CREATE OR REPLACE FUNCTION test_disk_full() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     RAISE EXCEPTION 'could not extend file: No space left on device (injected)'
         USING ERRCODE = 'disk_full';
 END $$;
-CREATE TRIGGER test_disk_full BEFORE INSERT OR UPDATE ON memory_documents
+CREATE TRIGGER test_disk_full BEFORE INSERT OR UPDATE ON {table}
     FOR EACH ROW EXECUTE FUNCTION test_disk_full();
 """
-DISK_FREED = "DROP TRIGGER test_disk_full ON memory_documents"
+
+
+def disk_freed(table: str = "memory_documents") -> str:
+    return f"DROP TRIGGER test_disk_full ON {table}"
+
+
+DISK_FULL = disk_full()
+DISK_FREED = disk_freed()
 
 
 def server_pids(pgdata: Path) -> list[int]:

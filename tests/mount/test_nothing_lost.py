@@ -15,7 +15,8 @@ import psycopg
 import pytest
 
 from memfs.config import Settings
-from tests.faults import DISK_FREED, DISK_FULL, timed, write_file
+from tests.engines import Engine
+from tests.faults import DISK_FREED, disk_freed, disk_full, timed, write_file
 from tests.mounting import (
     COMMAND_TIMEOUT,
     MOUNT_TIMEOUT,
@@ -24,6 +25,8 @@ from tests.mounting import (
 )
 
 pytestmark = pytest.mark.mount
+
+LEGACY = Engine("legacy")
 
 
 def memfs(mount: Mount, *args: str) -> subprocess.CompletedProcess[str]:
@@ -53,11 +56,13 @@ def kept_files(mount: Mount) -> dict[str, str]:
     return found
 
 
-def fail_two_saves(mount: Mount, sql_conn: psycopg.Connection[Any]) -> None:
+def fail_two_saves(
+    mount: Mount, sql_conn: psycopg.Connection[Any], engine: Engine = LEGACY
+) -> None:
     """a.md holds v1 in the database; then the disk 'fills' and two saves get EIO."""
     mnt = mount.path()
     (mnt / "a.md").write_text("v1\n")
-    sql_conn.execute(DISK_FULL)  # type: ignore[arg-type]
+    sql_conn.execute(disk_full(engine.table))  # type: ignore[arg-type]
     for name, mode, text in (("a.md", "a", "v2\n"), ("new.md", "w", "new\n")):
         outcome = timed(write_file(name, mode, text), cwd=mnt, limit=30)
         assert outcome.returncode not in (0, None) and "Errno 5" in outcome.stderr, outcome
@@ -71,10 +76,10 @@ def documents(sql_conn: psycopg.Connection[Any]) -> dict[str, str]:
 
 
 def test_unmount_with_unsaved_changes_keeps_them_and_says_so(
-    database_url: str, sql_conn: psycopg.Connection[Any], mount_factory: Any
+    engine: Engine, engine_mount: Mount, sql_conn: psycopg.Connection[Any]
 ) -> None:
-    mount = mount_factory(database_url)
-    fail_two_saves(mount, sql_conn)
+    mount, documents = engine_mount, engine.contents
+    fail_two_saves(mount, sql_conn, engine)
     result = memfs(mount, "umount", str(mount.mountpoint))
     assert result.returncode == 1
     assert "could not save 2 file(s): a.md, new.md" in result.stderr
@@ -89,25 +94,22 @@ def test_unmount_with_unsaved_changes_keeps_them_and_says_so(
     assert "2 kept" in listed.stdout and "  a.md  6  " in listed.stdout
     refused = memfs(mount, "recover", "--restore", *workspace_args(mount))
     assert refused.returncode == 1 and "still kept" in refused.stdout  # the disk is still full
-    sql_conn.execute(DISK_FREED)
+    sql_conn.execute(disk_freed(engine.table))  # type: ignore[arg-type]
     restored = memfs(mount, "recover", "--restore", *workspace_args(mount))
     assert restored.returncode == 0, restored.stdout + restored.stderr
     assert "2 restored" in restored.stdout
     assert documents(sql_conn) == {"a.md": "v1\nv2\n", "new.md": "new\n"}
-    versions = sql_conn.execute(
-        "SELECT v.content FROM memory_document_versions v JOIN memory_documents d "
-        "ON d.id = v.document_id WHERE d.path = 'a.md'"
-    ).fetchall()
-    assert versions == [("v1\n",)]  # the restore is an ordinary save
+    assert engine.versions(sql_conn, "a.md") == ["v1\n"]  # the restore is an ordinary save
     assert kept_files(mount) == {}
     assert "0 kept" in memfs(mount, "recover", *workspace_args(mount)).stdout
 
 
 def test_sigterm_and_sigkill_with_unsaved_changes_lose_nothing(
-    database_url: str, sql_conn: psycopg.Connection[Any], mount_factory: Any
-) -> None:
-    mount = mount_factory(database_url)
-    fail_two_saves(mount, sql_conn)
+    engine: Engine, engine_mount: Mount, database_url: str, sql_conn: psycopg.Connection[Any],
+    mount_factory: Any,
+) -> None:  # fmt: skip
+    mount = engine_mount
+    fail_two_saves(mount, sql_conn, engine)
     mount.proc.send_signal(signal.SIGKILL)
     mount.proc.wait(timeout=MOUNT_TIMEOUT)
     mount.kill()
