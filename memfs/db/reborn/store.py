@@ -25,12 +25,15 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
+
+import psycopg
+from psycopg.pq import TransactionStatus
 
 from memfs.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
 from memfs.db.deferred import (
@@ -53,7 +56,7 @@ from memfs.db.interface import (
 )
 from memfs.db.reborn import layout
 from memfs.db.reborn.layout import RebornScope
-from memfs.db.scoped import Conn, Pool
+from memfs.db.scoped import Conn, Cursor, Pool
 from memfs.errors import WriteRefused
 from memfs.ironclaw.write_rules import (
     check_injection,
@@ -68,6 +71,8 @@ log = logging.getLogger(__name__)
 PATH_IDS = uuid.UUID("0d7b2f5e-6c1a-4b8e-9f3d-52a1c4e7b9a0")
 
 _TABLE = "root_filesystem_entries"
+#: SQLSTATE of ``memfs.expect`` (memfs's schema): a guarded statement found no row.
+GUARD_FAILED = "MF001"
 #: Rows at P or below it (bytewise ranges: '/' is 0x2F, '0' is 0x30), as IronClaw selects.
 _AT_OR_BELOW = "(path = %(p)s OR (path >= %(p)s || '/' AND path < %(p)s || '0'))"
 _BELOW = "(path >= %(p)s || '/' AND path < %(p)s || '0')"
@@ -142,12 +147,28 @@ class RebornStore:
         committed = False
         moved: dict[UUID, Moved] = {}
         try:
-            with self.pool.connection() as conn, conn.transaction():
-                if self.origin:
-                    conn.execute("SELECT set_config('memfs.origin', %s, true)", (self.origin,))
-                moved = self._send_changes(conn, changes) if changes else {}
-                yield conn
+            # Pipeline mode, with BEGIN and COMMIT sent as statements: whatever is not read
+            # before the commit travels together (a save is two round trips: BEGIN with its
+            # reads, then its writes with COMMIT; their answers are read afterwards).  No
+            # origin tag is set: nothing of memfs's watches this table (writers are polled).
+            with self.pool.connection() as conn:
+                try:
+                    with conn.pipeline():
+                        conn.execute("BEGIN")
+                        moved = self._send_changes(conn, changes) if changes else {}
+                        yield conn
+                        conn.execute("COMMIT")
+                except BaseException:
+                    if conn.info.transaction_status != TransactionStatus.IDLE:
+                        conn.execute("ROLLBACK")
+                    raise
             committed = True
+        except psycopg.Error as failed:
+            if failed.sqlstate != GUARD_FAILED:
+                raise
+            raise WriteRefused(
+                errno.EISDIR, "IronClaw's document layout", str(failed).split("\n")[0]
+            ) from None
         finally:
             self.deferred.finish(changes, committed=committed, moved=moved)
 
@@ -310,7 +331,8 @@ class RebornStore:
         """IronClaw's overwrite of ``path`` (§4.2); a row changed since ``expected`` keeps
         the other writer's content as a version before this content replaces it."""
         with self._transaction() as conn:
-            result = self._commit(conn, path, content.encode("utf-8"), attrs, expected)
+            finish = self._commit(conn, path, content.encode("utf-8"), attrs, expected)
+        result = finish()
         self._moved_to(result.doc_id, path)
         return result
 
@@ -320,15 +342,18 @@ class RebornStore:
         keep_dirs: Sequence[str] = (),
     ) -> list[CommitResult]:
         with self._transaction() as conn:
-            results = [self._commit(conn, p, c.encode("utf-8"), a, None) for _, p, c, a in items]
+            finishes = [self._commit(conn, p, c.encode("utf-8"), a, None) for _, p, c, a in items]
             self._keep_directories(conn, keep_dirs)
+        results = [finish() for finish in finishes]
         for (_, path, _, _), result in zip(items, results, strict=True):
             self._moved_to(result.doc_id, path)
         return results
 
     def _commit(
         self, conn: Conn, relative: str, data: bytes, attrs: FileAttrs, expected: datetime | None
-    ) -> CommitResult:
+    ) -> Callable[[], CommitResult]:
+        """Send one document's save (its reads are answered here, its writes are not):
+        the answer is read, once the transaction is committed, by calling the result."""
         problem = layout.path_problem(relative)
         if problem is not None:
             raise WriteRefused(
@@ -336,7 +361,12 @@ class RebornStore:
                 "IronClaw's path rules",
                 f"{relative!r} {problem}: IronClaw cannot store it",
             )
-        meta = self._metadata(conn, relative)
+        full = self.scope.row(relative)
+        # The reads go together (one round trip, with BEGIN): the row, locked; what its
+        # metadata is made of; whether a new document may go there.
+        lock, place = self._lock_query(conn, full), self._place_query(conn, relative)
+        meta = self._metadata_from(self._metadata_query(conn, relative), relative)
+        current = self._locked_row(lock, full)
         text = data.decode("utf-8")
         if is_system_prompt_file(relative):
             if not text.strip() and relative.lower() != "bootstrap.md":
@@ -346,12 +376,13 @@ class RebornStore:
             check_injection(relative, text)
         if meta.schema is not None:
             check_schema(relative, text, meta.schema)
-        full = self.scope.row(relative)
-        current = self._lock_row(conn, full)
+        # The writes go together with the COMMIT; their answers are read after it.
         conflict = None
+        version: Cursor | None = None
         if current is None:
-            updated_at = self._insert_document(conn, relative, data)
-            created, versioned = True, False
+            self._place_from(place, relative)
+            written = self._insert_query(conn, relative, data)
+            created, versioned, other_changed = True, False, False
             unwritable = layout.agent_cannot_write(relative)
             if unwritable is not None:
                 log.warning("%r is stored, but IronClaw's agent %s", relative, unwritable)
@@ -360,17 +391,29 @@ class RebornStore:
             versioned = bool(current.contents) and current.contents != data and meta.versioned
             if other_changed and not versioned and current.contents != data:
                 conflict = self._keep_as_copy(conn, relative, current.contents)
-            updated_at = self._update_document(conn, full, data, current.version)
+            written = self._update_query(conn, full, data, current.version)
             if versioned:
-                number = self._add_version(conn, relative, current.contents)
-                if other_changed:
-                    conflict = f"version {number}"
+                version = self._version_query(conn, relative, current.contents)
             created = False
         chunks = self._rebuild_chunks(conn, relative, text, meta.indexed)
-        self._write_attrs(conn, full, attrs, updated_at)
-        return CommitResult(
-            self.id_of(relative), updated_at, created, True, chunks, versioned, conflict
-        )
+        self._write_attrs(conn, full, attrs, None)
+
+        def finish() -> CommitResult:
+            updated_at = self._written_at(written, full)
+            kept = conflict
+            if version is not None and other_changed:
+                kept = f"version {int(self._one(version)[0])}"
+            return CommitResult(
+                self.id_of(relative), updated_at, created, True, chunks, versioned, kept
+            )
+
+        return finish
+
+    @staticmethod
+    def _one(cursor: Cursor) -> tuple[Any, ...]:
+        row = cursor.fetchone()
+        assert row is not None
+        return row
 
     def reindex_document(self, relative: str) -> int:
         """The document's chunks rebuilt from its content, as IronClaw's indexer does after
@@ -461,12 +504,18 @@ class RebornStore:
             )
 
     def _lock_row(self, conn: Conn, full: str) -> _Row | None:
-        row = conn.execute(
+        return self._locked_row(self._lock_query(conn, full), full)
+
+    def _lock_query(self, conn: Conn, full: str) -> Cursor:
+        return conn.execute(
             f"SELECT contents, version, updated_at, is_dir, kind FROM {_TABLE} "
             "WHERE path = %(p)s FOR UPDATE",
             {"p": full},
             binary=True,
-        ).fetchone()
+        )
+
+    def _locked_row(self, cursor: Cursor, full: str) -> _Row | None:
+        row = cursor.fetchone()
         if row is None:
             return None
         if row[3] or row[4] != layout.DOCUMENT_KIND:
@@ -478,30 +527,36 @@ class RebornStore:
         return _Row(bytes(row[0]), int(row[1]), row[2])
 
     def _insert_document(self, conn: Conn, relative: str, data: bytes) -> datetime:
-        """Put "absent": a new row at version 1, only if nothing lies at or below the path
+        """Put "absent": a new row at version 1, only if nothing lies at or below its path
         and no ancestor is a document."""
-        full = self.scope.row(relative)
         self._check_place(conn, relative)
-        row = conn.execute(
+        return self._written_at(self._insert_query(conn, relative, data), relative)
+
+    def _insert_query(self, conn: Conn, relative: str, data: bytes) -> Cursor:
+        return conn.execute(
             f"INSERT INTO {_TABLE} (path, contents, content_type, kind, indexed, version) "
             "VALUES (%(p)s, %(data)s, %(type)s, %(kind)s, %(indexed)s::jsonb, 1) "
             "RETURNING updated_at",
-            {"p": full, "data": data, "type": layout.RECORD_TYPE,
+            {"p": self.scope.row(relative), "data": data, "type": layout.RECORD_TYPE,
              "kind": layout.DOCUMENT_KIND, "indexed": layout.dumps(self.scope.keys())},
-        ).fetchone()  # fmt: skip
-        assert row is not None
-        return row[0]  # type: ignore[no-any-return]
+        )  # fmt: skip
 
     def _check_place(self, conn: Conn, relative: str) -> None:
         """A new document may go at ``relative`` only if nothing lies below it and no
         ancestor is a document (IronClaw's put "absent")."""
+        self._place_from(self._place_query(conn, relative), relative)
+
+    def _place_query(self, conn: Conn, relative: str) -> Cursor:
         parts = relative.split("/")
         ancestors = [self.scope.row("/".join(parts[:i])) for i in range(1, len(parts))]
-        blocked = conn.execute(
+        return conn.execute(
             f"SELECT path FROM {_TABLE} WHERE {_BELOW} OR (path = ANY(%(up)s) AND NOT is_dir "
             "AND kind = 'memory_document') LIMIT 1",
             {"p": self.scope.row(relative), "up": ancestors},
-        ).fetchone()
+        )
+
+    def _place_from(self, cursor: Cursor, relative: str) -> None:
+        blocked = cursor.fetchone()
         if blocked is not None:
             raise WriteRefused(
                 errno.EEXIST,
@@ -509,19 +564,25 @@ class RebornStore:
                 f"{relative!r} cannot be a document: {self._relative(blocked[0])!r} exists",
             )
 
-    def _update_document(self, conn: Conn, full: str, data: bytes, version: int) -> datetime:
-        """Put "version v": the compare-and-swap IronClaw's updates are."""
-        row = conn.execute(
-            f"UPDATE {_TABLE} SET contents = %(data)s, content_type = %(type)s, "
+    def _update_query(self, conn: Conn, full: str, data: bytes, version: int) -> Cursor:
+        """Put "version v": the compare-and-swap IronClaw's updates are.  Sent with the
+        writes that follow it, so it fails the transaction (``memfs.expect``) rather than
+        update nothing: the row is locked, so only a row below the path can refuse it."""
+        return conn.execute(
+            f"WITH u AS (UPDATE {_TABLE} SET contents = %(data)s, content_type = %(type)s, "
             "  kind = %(kind)s, indexed = %(indexed)s::jsonb, version = version + 1, "
             "  updated_at = now() "
             "WHERE path = %(p)s AND NOT is_dir AND version = %(v)s "
-            f"  AND NOT EXISTS (SELECT 1 FROM {_TABLE} WHERE {_BELOW}) "
-            "RETURNING updated_at",
+            f"  AND NOT EXISTS (SELECT 1 FROM {_TABLE} WHERE {_BELOW}) RETURNING updated_at) "
+            "SELECT (SELECT updated_at FROM u), "
+            "  memfs.expect(EXISTS (SELECT 1 FROM u), 'path (it has rows below it) ' || %(p)s)",
             {"p": full, "data": data, "type": layout.RECORD_TYPE, "kind": layout.DOCUMENT_KIND,
              "indexed": layout.dumps(self.scope.keys()), "v": version},
-        ).fetchone()  # fmt: skip
-        if row is None:  # the row is locked: only a row below the path can refuse it
+        )  # fmt: skip
+
+    def _written_at(self, cursor: Cursor, full: str) -> datetime:
+        row = cursor.fetchone()
+        if row is None or row[0] is None:
             raise WriteRefused(
                 errno.EISDIR,
                 "IronClaw's document layout",
@@ -529,24 +590,21 @@ class RebornStore:
             )
         return row[0]  # type: ignore[no-any-return]
 
-    def _add_version(self, conn: Conn, relative: str, old: bytes) -> int:
-        """``R.versions/<max+1>`` keeping ``old`` (no dedup against the latest, §4.2)."""
+    def _version_query(self, conn: Conn, relative: str, old: bytes) -> Cursor:
+        """``R.versions/<max+1>`` keeping ``old`` (no dedup against the latest, §4.2),
+        numbered by the server; answers the number."""
         base = self.scope.row(relative) + ".versions"
-        row = conn.execute(
-            "SELECT COALESCE(max((indexed ->> 'version')::bigint), 0) + 1 "
-            f"FROM {_TABLE} WHERE {_BELOW} AND kind = 'memory_document_version'",
-            {"p": base},
-        ).fetchone()
-        number = int(row[0]) if row else 1
-        indexed = {**self.scope.keys(), "doc_relative_path": relative, "version": number}
-        conn.execute(
+        indexed = {**self.scope.keys(), "doc_relative_path": relative}
+        return conn.execute(
             f"INSERT INTO {_TABLE} (path, contents, content_type, kind, indexed, version) "
-            "VALUES (%(p)s, %(data)s, %(type)s, %(kind)s, %(indexed)s::jsonb, 1)",
-            {"p": self.scope.row(layout.version_path(relative, number)),
-             "data": layout.version_body(self.scope, old), "type": layout.RECORD_TYPE,
+            "SELECT %(p)s || '/' || n, %(data)s, %(type)s, %(kind)s, "
+            "  %(indexed)s::jsonb || jsonb_build_object('version', n), 1 "
+            "FROM (SELECT COALESCE(max((indexed ->> 'version')::bigint), 0) + 1 AS n "
+            f"  FROM {_TABLE} WHERE {_BELOW} AND kind = 'memory_document_version') AS next "
+            "RETURNING (indexed ->> 'version')::bigint",
+            {"p": base, "data": layout.version_body(self.scope, old), "type": layout.RECORD_TYPE,
              "kind": layout.VERSION_KIND, "indexed": layout.dumps(indexed)},
         )  # fmt: skip
-        return number
 
     def _keep_as_copy(self, conn: Conn, relative: str, theirs: bytes) -> str:
         """Another writer's content that versioning would not keep: a copy beside it."""
@@ -567,8 +625,8 @@ class RebornStore:
         chunks = chunk_document(text, self.chunk_config) if indexed else []
         if chunks:
             keys = self.scope.keys()
-            with conn.cursor() as cur:
-                cur.executemany(
+            # Not closed here: closing a cursor in pipeline mode waits for its answers.
+            conn.cursor().executemany(
                     f"INSERT INTO {_TABLE} (path, contents, content_type, kind, indexed, version) "
                     "VALUES (%s, %s, %s, %s, %s::jsonb, 1)",
                     [
@@ -584,15 +642,21 @@ class RebornStore:
     def _metadata(self, conn: Conn, relative: str, own: Any = None) -> Any:
         """Effective metadata (§3.4): the nearest ``.config``'s ``.meta`` with the
         document's own ``.meta`` (or ``own``, about to be written) on top."""
+        return self._metadata_from(self._metadata_query(conn, relative), relative, own)
+
+    def _metadata_query(self, conn: Conn, relative: str) -> Cursor:
+        """The rows effective metadata is made of (sent, not yet read)."""
         configs = [c for c in layout.config_candidates(relative) if c != relative]
         wanted = [layout.meta_path(relative), *configs, *(layout.meta_path(c) for c in configs)]
-        rows: dict[str, Any] = dict(
-            conn.execute(
-                f"SELECT path, contents FROM {_TABLE} WHERE path = ANY(%(paths)s) AND NOT is_dir",
-                {"paths": [self.scope.row(p) for p in wanted]},
-                binary=True,
-            ).fetchall()
+        return conn.execute(
+            f"SELECT path, contents FROM {_TABLE} WHERE path = ANY(%(paths)s) AND NOT is_dir",
+            {"paths": [self.scope.row(p) for p in wanted]},
+            binary=True,
         )
+
+    def _metadata_from(self, cursor: Cursor, relative: str, own: Any = None) -> Any:
+        configs = [c for c in layout.config_candidates(relative) if c != relative]
+        rows: dict[str, Any] = dict(cursor.fetchall())
         found = {self._relative(full): bytes(data) for full, data in rows.items()}
         folder = next((c for c in configs if c in found), None)
         folder_meta = self._parse_meta(
@@ -616,14 +680,19 @@ class RebornStore:
                 "write it governs until it is fixed",
             ) from None
 
-    def _write_attrs(self, conn: Conn, full: str, attrs: FileAttrs, updated_at: datetime) -> None:
+    def _write_attrs(
+        self, conn: Conn, full: str, attrs: FileAttrs, updated_at: datetime | None
+    ) -> None:
+        """Client attributes, trusted while the row's ``updated_at`` is ``updated_at``
+        (None: the one this transaction gives it, ``now()``)."""
         if attrs.empty:
             conn.execute("DELETE FROM memfs.reborn_attrs WHERE path = %s", (full,))
             return
         conn.execute(
             "INSERT INTO memfs.reborn_attrs (path, mode, mtime_ns, set_against) "
-            "VALUES (%s, %s, %s, %s) ON CONFLICT (path) DO UPDATE SET mode = EXCLUDED.mode, "
-            "mtime_ns = EXCLUDED.mtime_ns, set_against = EXCLUDED.set_against",
+            "VALUES (%s, %s, %s, COALESCE(%s, now())) ON CONFLICT (path) DO UPDATE "
+            "SET mode = EXCLUDED.mode, mtime_ns = EXCLUDED.mtime_ns, "
+            "set_against = EXCLUDED.set_against",
             (full, attrs.mode, attrs.mtime_ns, updated_at),
         )
 
@@ -632,16 +701,24 @@ class RebornStore:
         if relative is None:
             return False
         full = self.scope.row(relative)
-        with self._transaction() as conn:
-            row = conn.execute(
-                f"SELECT updated_at FROM {_TABLE} WHERE path = %s AND kind = 'memory_document' "
-                "FOR SHARE",
-                (full,),
-            ).fetchone()
-            if row is None:
-                return False
-            self._write_attrs(conn, full, attrs, row[0])
-        return True
+        with self._transaction() as conn:  # one statement: answered after the commit
+            if attrs.empty:
+                found = conn.execute(
+                    f"SELECT 1 FROM {_TABLE} WHERE path = %(p)s AND kind = 'memory_document'",
+                    {"p": full},
+                )
+                conn.execute("DELETE FROM memfs.reborn_attrs WHERE path = %(p)s", {"p": full})
+            else:
+                found = conn.execute(
+                    "INSERT INTO memfs.reborn_attrs (path, mode, mtime_ns, set_against) "
+                    f"SELECT path, %(mode)s, %(mtime)s, updated_at FROM {_TABLE} "
+                    "WHERE path = %(p)s AND kind = 'memory_document' "
+                    "ON CONFLICT (path) DO UPDATE SET mode = EXCLUDED.mode, "
+                    "mtime_ns = EXCLUDED.mtime_ns, set_against = EXCLUDED.set_against "
+                    "RETURNING 1",
+                    {"p": full, "mode": attrs.mode, "mtime": attrs.mtime_ns},
+                )
+        return found.fetchone() is not None
 
     # -- removing and moving (IronClaw has neither: the document goes with its sidecars) --
 
@@ -651,17 +728,18 @@ class RebornStore:
         return {"doc": full, "meta": full + ".meta", "chunks": full + ".chunks",
                 "versions": full + ".versions"}  # fmt: skip
 
-    def _delete(self, conn: Conn, doc_id: UUID) -> bool:
+    def _delete(self, conn: Conn, doc_id: UUID) -> Callable[[], bool]:
+        """Send the removal of a document with every sidecar; whether the document was
+        there is read (after the commit) by calling the result."""
         relative = self.path_of(doc_id)
         if relative is None:
-            return False
+            return lambda: False
         family = self._family(relative)
-        cur = conn.execute(
+        removed = conn.execute(
             f"DELETE FROM {_TABLE} WHERE path = %(doc)s AND kind = 'memory_document' "
-            "AND NOT is_dir",
+            "AND NOT is_dir RETURNING path",
             family,
         )
-        existed = cur.rowcount > 0
         conn.execute(
             f"DELETE FROM {_TABLE} WHERE path = %(meta)s "
             "OR (path >= %(chunks)s || '/' AND path < %(chunks)s || '0' "
@@ -672,13 +750,13 @@ class RebornStore:
         )
         conn.execute("DELETE FROM memfs.reborn_attrs WHERE path = %(doc)s", family)
         self._forget(doc_id)
-        return existed
+        return lambda: removed.fetchone() is not None
 
     def delete_document(self, doc_id: UUID, keep_dirs: Sequence[str] = ()) -> bool:
         with self._transaction() as conn:
             existed = self._delete(conn, doc_id)
             self._keep_directories(conn, keep_dirs)
-        return existed
+        return existed()
 
     def rename_document(
         self,
@@ -703,59 +781,69 @@ class RebornStore:
             if replaced is not None:
                 self._delete(conn, replaced)
             target = self.scope.row(new_path)
-            if (
-                conn.execute(
-                    f"SELECT 1 FROM {_TABLE} WHERE {_AT_OR_BELOW} LIMIT 1", {"p": target}
-                ).fetchone()
-                is not None
-            ):
+            taken = conn.execute(
+                f"SELECT 1 FROM {_TABLE} WHERE {_AT_OR_BELOW} LIMIT 1", {"p": target}
+            )
+            before = self._locked_times(conn, [relative])
+            if taken.fetchone() is not None:
                 raise WriteRefused(
                     errno.EEXIST,
                     "IronClaw's document layout",
                     f"{new_path!r} is taken by a row the mount does not show",
                 )
-            moved = self._move_rows(conn, relative, new_path)
-            if moved is not None:
-                self._write_attrs(conn, target, attrs, moved.after)
+            found = before.fetchone()
+            after = None
+            if found is not None:
+                after = self._move_query(conn, [(relative, new_path)])
+                self._write_attrs(conn, target, attrs, None)
             self._keep_directories(conn, keep_dirs)
-        if moved is not None:
-            self._moved_to(doc_id, new_path)
+        if found is None or after is None:
+            return None
+        moved = Moved(found[1], self._one(after)[1])
+        self._moved_to(doc_id, new_path)
         return moved
 
-    def _move_rows(self, conn: Conn, relative: str, new_path: str) -> Moved | None:
-        """Move a document and its sidecars; chunk and version rows learn their new
-        ``doc_relative_path``.  The document row's update bumps its version as IronClaw's
-        updates do (the sidecars are rewritten rows of the same records)."""
-        old_full, new_full = self.scope.row(relative), self.scope.row(new_path)
-        before = conn.execute(
-            f"SELECT updated_at FROM {_TABLE} WHERE path = %s AND kind = 'memory_document' "
-            "FOR UPDATE",
-            (old_full,),
-        ).fetchone()
-        if before is None:
-            return None
-        cut = len(old_full) + 1
-        conn.execute(
-            f"UPDATE {_TABLE} SET path = %(new)s || substr(path, %(cut)s), "
-            "  indexed = CASE WHEN kind IN ('memory_chunk', 'memory_document_version') "
-            "    THEN jsonb_set(indexed, '{doc_relative_path}', to_jsonb(%(rel)s::text)) "
-            "    ELSE indexed END, "
-            "  version = version + 1, updated_at = now() "
-            "WHERE path = %(old)s || '.meta' "
-            "  OR (path >= %(old)s || '.chunks/' AND path < %(old)s || '.chunks0') "
-            "  OR (path >= %(old)s || '.versions/' AND path < %(old)s || '.versions0')",
-            {"new": new_full, "old": old_full, "cut": cut, "rel": new_path},
+    def _locked_times(self, conn: Conn, relatives: Sequence[str]) -> Cursor:
+        """The documents' rows locked, answering (path, updated_at) each (sent, not read)."""
+        return conn.execute(
+            f"SELECT path, updated_at FROM {_TABLE} WHERE path = ANY(%s) "
+            "AND kind = 'memory_document' AND NOT is_dir ORDER BY path FOR UPDATE",
+            ([self.scope.row(r) for r in relatives],),
         )
-        row = conn.execute(
-            f"UPDATE {_TABLE} SET path = %(new)s, version = version + 1, updated_at = now() "
-            "WHERE path = %(old)s RETURNING updated_at",
-            {"new": new_full, "old": old_full},
-        ).fetchone()
-        assert row is not None
+
+    def _move_query(self, conn: Conn, moves: Sequence[tuple[str, str]]) -> Cursor:
+        """Send the moves of documents (old relative path, new) with their sidecars, in
+        three statements whatever their number; chunk and version rows learn their new
+        ``doc_relative_path``, and every moved row's version goes up by one as IronClaw's
+        updates do.  The cursor answers (new path, updated_at) per document moved."""
+        olds = [self.scope.row(old) for old, _ in moves]
+        news = [self.scope.row(new) for _, new in moves]
+        rels = [new for _, new in moves]
+        pairs = {"olds": olds, "news": news, "rels": rels}
         conn.execute(
-            "UPDATE memfs.reborn_attrs SET path = %s WHERE path = %s", (new_full, old_full)
+            f"UPDATE {_TABLE} t SET path = m.new || substr(t.path, length(m.old) + 1), "
+            "  indexed = CASE WHEN t.kind IN ('memory_chunk', 'memory_document_version') "
+            "    THEN jsonb_set(t.indexed, '{doc_relative_path}', to_jsonb(m.rel)) "
+            "    ELSE t.indexed END, "
+            "  version = t.version + 1, updated_at = now() "
+            "FROM unnest(%(olds)s::text[], %(news)s::text[], %(rels)s::text[]) AS m(old, new, rel) "
+            "WHERE t.path = m.old || '.meta' "
+            "  OR (t.path >= m.old || '.chunks/' AND t.path < m.old || '.chunks0') "
+            "  OR (t.path >= m.old || '.versions/' AND t.path < m.old || '.versions0')",
+            pairs,
         )
-        return Moved(before[0], row[0])
+        moved = conn.execute(
+            f"UPDATE {_TABLE} t SET path = m.new, version = t.version + 1, updated_at = now() "
+            "FROM unnest(%(olds)s::text[], %(news)s::text[]) AS m(old, new) "
+            "WHERE t.path = m.old AND t.kind = 'memory_document' RETURNING t.path, t.updated_at",
+            pairs,
+        )
+        conn.execute(
+            "UPDATE memfs.reborn_attrs a SET path = m.new "
+            "FROM unnest(%(olds)s::text[], %(news)s::text[]) AS m(old, new) WHERE a.path = m.old",
+            pairs,
+        )
+        return moved
 
     def rename_directory(
         self,
@@ -775,27 +863,31 @@ class RebornStore:
         if replaced_dir is not None:
             self._drop_directory(conn, replaced_dir)
         old_full = self.scope.row(old_path)
-        docs = conn.execute(
-            f"SELECT path FROM {_TABLE} WHERE {_BELOW} AND kind = 'memory_document' "
-            "AND NOT is_dir ORDER BY path",
+        locked = conn.execute(
+            f"SELECT path, updated_at FROM {_TABLE} WHERE {_BELOW} AND kind = 'memory_document' "
+            "AND NOT is_dir ORDER BY path FOR UPDATE",
             {"p": old_full},
         ).fetchall()
-        moved: dict[UUID, Moved] = {}
-        for (full,) in docs:
-            relative = self._relative(full)
-            if not layout.is_listed(relative):
-                continue
-            target = new_path + relative[len(old_path) :]
-            doc_id = self.id_of(relative)
-            result = self._move_rows(conn, relative, target)
-            if result is not None:
-                moved[doc_id] = result
-                self._moved_to(doc_id, target)
+        before = {
+            self._relative(full): at
+            for full, at in locked
+            if layout.is_listed(self._relative(full))
+        }
+        moves = [(rel, new_path + rel[len(old_path) :]) for rel in before]
+        after = self._move_query(conn, moves).fetchall() if moves else []
         conn.execute(
             "UPDATE memfs.reborn_directories SET path = %(new)s || substr(path, %(cut)s) "
             "WHERE path = %(old)s OR (path >= %(old)s || '/' AND path < %(old)s || '0')",
             {"new": self.scope.row(new_path), "old": old_full, "cut": len(old_full) + 1},
         )
+        moved: dict[UUID, Moved] = {}
+        moved_at: dict[str, datetime] = dict(after)
+        for old_rel, new_rel in moves:
+            doc_id = self.id_of(old_rel)
+            at = moved_at.get(self.scope.row(new_rel))
+            if at is not None:
+                moved[doc_id] = Moved(before[old_rel], at)
+                self._moved_to(doc_id, new_rel)
         return moved
 
     def replace_document(
@@ -826,9 +918,10 @@ class RebornStore:
                 if row is None:
                     return None
                 content = bytes(row[0]).decode("utf-8")
-            result = self._commit(conn, path, content.encode("utf-8"), attrs, expected)
+            finish = self._commit(conn, path, content.encode("utf-8"), attrs, expected)
             self._delete(conn, source_id)
             self._keep_directories(conn, keep_dirs)
+        result = finish()
         self._moved_to(result.doc_id, path)
         return result
 
