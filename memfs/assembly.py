@@ -35,6 +35,7 @@ from memfs.vfs import (
     ScopesTree,
     SearchTree,
     SyntheticTree,
+    VersionsTree,
 )
 
 #: Deadline of the reindex and embedding workers' database calls (seconds): re-chunking a
@@ -99,7 +100,8 @@ def assemble(
     search = SearchTree(
         engine, ttl=settings.search_ttl, deadline=settings.search_timeout, settled=settled
     )
-    extensions: list[SyntheticTree] = [search]
+    versions = VersionsTree(database.version_store(settings), store, calls)
+    extensions: list[SyntheticTree] = [search, versions]
     if settings.read_scopes:
         scopes: list[DocumentStore] = [database.store(Scope(n)) for n in settings.read_scopes]
         extensions.append(ScopesTree(scopes, calls))
@@ -142,7 +144,8 @@ def _assemble_reborn(
     store = RebornStore(database.pool, scope, origin=uuid.uuid4().hex)
     engine = RebornSearch(RebornSearchStore(database.pool, scope), calls, store.id_of)
     extensions: list[SyntheticTree] = [
-        SearchTree(engine, ttl=settings.search_ttl, deadline=settings.search_timeout)
+        SearchTree(engine, ttl=settings.search_ttl, deadline=settings.search_timeout),
+        VersionsTree(database.version_store(settings), store, calls),
     ]
     if settings.read_scopes:
         others: list[DocumentStore] = [

@@ -34,7 +34,9 @@ NAME_MAX = 255
 SEARCH_DIR = ".search"
 #: Other users' read-only workspaces (``--read-scope``) at the mount root.
 SCOPES_DIR = ".scopes"
-RESERVED_ROOT_NAMES = frozenset({SEARCH_DIR, SCOPES_DIR})
+#: Every document's kept versions, read-only, at the mount root.
+VERSIONS_DIR = ".versions"
+RESERVED_ROOT_NAMES = frozenset({SEARCH_DIR, SCOPES_DIR, VERSIONS_DIR})
 
 
 def rust_trim(text: str) -> str:

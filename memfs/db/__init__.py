@@ -20,10 +20,11 @@ from memfs.config import Settings
 from memfs.db.deadline import WatchedPool
 from memfs.db.embedded import release_embedded, start_embedded
 from memfs.db.embedding_store import EmbeddingStore
-from memfs.db.interface import CommitResult, DocRow, DocumentStore, FileAttrs
+from memfs.db.interface import CommitResult, DocRow, DocumentStore, FileAttrs, VersionStore
 from memfs.db.ironclaw_settings import read_ironclaw_settings
 from memfs.db.reborn.layout import DEFAULT_AGENT, DEFAULT_USER, RebornScope
 from memfs.db.reborn.store import RebornStore
+from memfs.db.reborn.version_store import RebornVersionStore
 from memfs.db.reindex_store import ReindexStore
 from memfs.db.schema import (
     SchemaInfo,
@@ -37,6 +38,7 @@ from memfs.db.search_store import SearchStore
 from memfs.db.statistics import PlannerStatistics
 from memfs.db.store import MetaStore
 from memfs.db.tool_store import ToolStore
+from memfs.db.version_store import LegacyVersionStore
 from memfs.errors import DatabaseError
 from memfs.options import SettingError
 
@@ -143,6 +145,14 @@ class Database:
         """A legacy workspace's documents (the filesystem model's engine, and writes)."""
         return MetaStore(
             self.pool, scope, self.schema, origin=origin, settings=self.transaction_settings
+        )
+
+    def version_store(self, settings: Settings) -> VersionStore:
+        """The versions kept of the workspace the settings name, in the live layout."""
+        if self.reborn:
+            return RebornVersionStore(self.pool, reborn_scope(settings))
+        return LegacyVersionStore(
+            self.pool, legacy_scope(settings), available=self.schema.has_versions
         )
 
     def search_store(self, scope: Scope) -> SearchStore:

@@ -122,6 +122,30 @@ class ImportOutcome:
     reason: str = ""
 
 
+@dataclass(frozen=True)
+class VersionInfo:
+    """One kept content of a document, without the content."""
+
+    number: int
+    created_at: datetime
+    changed_by: str | None
+    #: The content's length in bytes (UTF-8).
+    size: int
+
+
+class VersionStore(Protocol):
+    """The versions IronClaw keeps of a workspace's documents (either layout)."""
+
+    #: Whether this database keeps versions at all (IronClaw < 0.25 did not).
+    available: bool
+
+    def versions(self, path: str) -> list[VersionInfo]:
+        """The document's kept versions, oldest first (none if it has none, or is gone)."""
+
+    def version_content(self, path: str, number: int) -> bytes | None:
+        """One version's content (None: there is no such version)."""
+
+
 class WorkspaceScope(Protocol):
     """Whose workspace a store holds (legacy: user and agent; Reborn: and tenant, project)."""
 

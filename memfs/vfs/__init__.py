@@ -10,7 +10,8 @@ The core is one state machine in three layers: ``base`` (state, attributes, list
 ``content`` (buffers and commits), ``namespace`` (names, renames, the scratch overlay).
 Around it, each built separately and passed in or handed the filesystem: ``saves``
 (editors' save patterns), ``extensions`` (``.search`` in ``search_dir``, ``.scopes`` in
-``scopes``), ``coherence`` (other writers' changes), ``maintenance`` (background upkeep).
+``scopes``, ``.versions`` in ``versions_dir``), ``coherence`` (other writers' changes),
+``maintenance`` (background upkeep).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from memfs.vfs.maintenance import Maintenance
 from memfs.vfs.namespace import NamespaceMixin
 from memfs.vfs.scopes import ScopesTree
 from memfs.vfs.search_dir import SearchTree
+from memfs.vfs.versions_dir import VersionsTree
 
 __all__ = [
     "Attributes",
@@ -34,6 +36,7 @@ __all__ = [
     "SearchTree",
     "StatFs",
     "SyntheticTree",
+    "VersionsTree",
 ]
 
 

@@ -445,9 +445,11 @@ class FilesystemBase:
         """Resolve a name and take one kernel reference on the result; a name not there
         under a synthetic tree is that tree's to make (a ``.search`` query)."""
         parent = self.tree.get_dir(parent_ino)
-        if isinstance(parent, SyntheticDir) and name not in parent.children:
+        if isinstance(parent, SyntheticDir) and name not in (".", ".."):
+            existing = parent.children.get(name)
             extension = self._extension_of(parent)
-            if extension is not None and name not in (".", ".."):
+            # A name it does not hold yet, or one it decides anew at each lookup.
+            if extension is not None and (existing is None or extension.volatile(existing)):
                 made = await extension.make_entry(self.tree, parent, name)
                 if made is not None:
                     made.lookups += 1

@@ -1,6 +1,7 @@
 """Synthetic trees: read-only directories the mount shows beside the workspace.
 
-``.search`` (queries as directories) and ``.scopes`` (other users' memory) are each a
+``.search`` (queries as directories), ``.scopes`` (other users' memory) and ``.versions``
+(every document's kept versions) are each a
 ``SyntheticTree``, passed to the filesystem when it is built.  The filesystem makes each
 one's directory at the mount root (left out of the root listing, so ``find``, ``grep -r``
 and sync tools never walk into it), and sends it the lookups of names it does not hold yet
@@ -24,8 +25,9 @@ class SyntheticTree(Protocol):
         """Make what it shows from the start under ``root`` (at mount)."""
 
     async def make_entry(self, tree: Tree, parent: SyntheticDir, name: str) -> Node | None:
-        """A name under one of its directories that is not there yet (None: no such
-        name).  May raise ``FsError`` with the errno the lookup should fail with."""
+        """A name under one of its directories that is not there yet, or whose node is
+        ``volatile`` (None: no such name, or the node that is there).  May raise
+        ``FsError`` with the errno the lookup should fail with."""
 
     async def read(self, node: ScopedFile) -> bytes:
         """The bytes of one of its lazily read files."""
