@@ -189,6 +189,8 @@ class MemfsOperations(pyfuse3.Operations):
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         for next_id, name, node in self.fs.readdir(fh, start_id):
             entry = self._entry(self.fs.attributes(node))
+            if self.fs.volatile_name(node):  # READDIRPLUS entries are cached like lookups
+                entry.entry_timeout = entry.attr_timeout = 0
             if not pyfuse3.readdir_reply(token, name.encode("utf-8"), entry, next_id):
                 break
             if name not in (".", ".."):  # READDIRPLUS counts no lookup for these two

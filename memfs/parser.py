@@ -284,6 +284,38 @@ memfs log --tz-offset 60 "standup notes" """,
     daily.add_argument("--tz-offset", type=int, default=None, metavar="MINUTES",
                        help="minutes east of UTC (default: local time)")  # fmt: skip
 
+    versions = _command(
+        sub,
+        "versions",
+        "list the versions IronClaw keeps of a document",
+        """
+Oldest first: number, time (UTC), who wrote it, size; then the current content. The same
+versions a mount shows under .versions/PATH/. PATH may be a file inside a mount.""",
+        """
+memfs versions MEMORY.md
+memfs versions ~/memory/daily/2026-03-03.md --json""",
+        common,
+    )
+    versions.add_argument("path", help="the document's workspace path")
+    _database_flags(versions)
+    versions.add_argument("--json", action="store_true", help="machine-readable output")
+
+    restore = _command(
+        sub,
+        "restore",
+        "put a kept version back as the document's content",
+        """
+An ordinary save of that version's content: the content it replaces is kept as a version
+in turn (where the document keeps versions), so a restore can itself be undone.""",
+        """
+memfs restore MEMORY.md 3""",
+        common,
+    )
+    restore.add_argument("path", help="the document's workspace path")
+    restore.add_argument("version", type=_flag_type(_version_number), help="the version number")
+    _database_flags(restore)
+    restore.add_argument("--json", action="store_true", help="machine-readable output")
+
     sync = _command(
         sub,
         "sync",
@@ -403,6 +435,16 @@ def _limit(text: str) -> int:
     if not 1 <= value <= 100:
         raise SettingError("expected a whole number from 1 to 100")
     return value
+
+
+def _version_number(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        raise SettingError("expected a version number (1, 2, …; see `memfs versions`)") from None
+    if number < 1:
+        raise SettingError("version numbers start at 1")
+    return number
 
 
 def _subparser(parser: argparse.ArgumentParser, name: str | None) -> argparse.ArgumentParser:

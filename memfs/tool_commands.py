@@ -27,7 +27,7 @@ def workspace_path(argument: str, cwd: Path | None = None) -> str:
 
 
 def run_tool(args: argparse.Namespace, settings: Settings) -> int:
-    """status, seed, reindex, export, import, log and recover."""
+    """status, seed, reindex, export, import, versions, restore, log and recover."""
     command = args.command
     if command == "status":
         tools.print_status(tools.status(settings), args.json)
@@ -54,6 +54,10 @@ def run_tool(args: argparse.Namespace, settings: Settings) -> int:
         report = tools.reindex(settings, paths or None)
     elif command == "export":
         report = tools.export_tree(settings, args.directory.expanduser())
+    elif command == "versions":
+        report = tools.list_versions(settings, workspace_path(args.path))
+    elif command == "restore":
+        report = tools.restore_version(settings, workspace_path(args.path), args.version)
     elif command == "import":
         source = args.directory.expanduser()
         if not source.is_dir():

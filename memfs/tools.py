@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 from uuid import UUID
@@ -32,7 +32,7 @@ from memfs.db import (
 from memfs.db.interface import DocRow, DocumentStore
 from memfs.db.tool_store import StoredDocument
 from memfs.embeddings.config import EmbeddingSettings
-from memfs.errors import Refused, WriteRefused
+from memfs.errors import EXIT_FAILED, CommandError, Refused, WriteRefused
 from memfs.ironclaw.settings import ConfigError, resolve_embeddings, resolve_search
 from memfs.mountpoint import FSTYPE, mount_at
 from memfs.paths import loadable_path
@@ -372,6 +372,68 @@ def daily_log(settings: Settings, text: str, tz_offset_minutes: int | None = Non
     finally:
         workspace.close()
     return path
+
+
+# -- versions ------------------------------------------------------------------------------
+
+
+def list_versions(settings: Settings, path: str) -> Report:
+    """The versions kept of ``path``, oldest first, then its current content."""
+    report = Report(f"versions {path}")
+    workspace = Workspace(settings)
+    try:
+        store = workspace.database.version_store(settings)
+        current = workspace.find(path)
+        if current is None:
+            raise CommandError(f"no document at {path!r}", EXIT_FAILED)
+        if not store.available:
+            report.problems.append(
+                "this database keeps no versions (no memory_document_versions table)"
+            )
+        for version in store.versions(path):
+            report.items.append(
+                {
+                    "version": version.number,
+                    "created_at": version.created_at.astimezone(UTC).isoformat(),
+                    "changed_by": version.changed_by or "",
+                    "bytes": version.size,
+                }
+            )
+        report.add("versions", len(report.items))
+        report.items.append(
+            {
+                "version": "current",
+                "created_at": current.updated_at.astimezone(UTC).isoformat(),
+                "changed_by": "",
+                "bytes": len(current.content.encode("utf-8")),
+            }
+        )
+    finally:
+        workspace.close()
+    return report
+
+
+def restore_version(settings: Settings, path: str, number: int) -> Report:
+    """Save version ``number``'s content as ``path``'s content (an ordinary save)."""
+    report = Report(f"restore {path}")
+    workspace = Workspace(settings)
+    try:
+        content = workspace.database.version_store(settings).version_content(path, number)
+        current = workspace.find(path)
+        if content is None or current is None:
+            raise CommandError(
+                f"{path!r} has no version {number} (`memfs versions {path}` lists them)",
+                EXIT_FAILED,
+            )
+        result = workspace.store.commit_document(
+            current.id, path, content.decode("utf-8"), FileAttrs(), current.updated_at
+        )
+        report.add("restored")
+        report.add("kept_as_version", int(result.versioned))
+        report.items.append({"path": path, "from_version": number})
+    finally:
+        workspace.close()
+    return report
 
 
 # -- export / import ---------------------------------------------------------------------

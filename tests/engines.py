@@ -11,6 +11,7 @@ number follows from the content, are checked by the Reborn tests themselves).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -235,6 +236,56 @@ class Engine:
                 (reborn_prefix(user) + "/%",),
             )
         ]
+
+    def agent_overwrites(self, conn: psycopg.Connection[Any], path: str, text: str) -> None:
+        """The agent replaces ``path``'s content, keeping the old one as IronClaw does (the
+        next version number, its hash; chunks left to the next reindex)."""
+        if self.name == "legacy":
+            conn.execute(
+                "WITH d AS (SELECT id, content FROM memory_documents WHERE user_id = 'default' "
+                "  AND agent_id IS NULL AND path = %(p)s) "
+                "INSERT INTO memory_document_versions (document_id, version, content, "
+                "  content_hash, changed_by) "
+                "SELECT d.id, COALESCE((SELECT max(version) FROM memory_document_versions v "
+                "  WHERE v.document_id = d.id), 0) + 1, d.content, "
+                "  'sha256:' || encode(sha256(convert_to(d.content, 'UTF8')), 'hex'), 'agent' "
+                "FROM d",
+                {"p": path},
+            )
+            conn.execute(
+                "UPDATE memory_documents SET content = %s WHERE user_id = 'default' "
+                "AND agent_id IS NULL AND path = %s",
+                (text, path),
+            )
+            return
+        full = f"{reborn_prefix('default')}/{path}"
+        (old,) = conn.execute(
+            "SELECT contents FROM root_filesystem_entries WHERE path = %s", (full,)
+        ).fetchone() or (b"",)
+        (number,) = conn.execute(
+            "SELECT COALESCE(max((indexed ->> 'version')::int), 0) + 1 FROM "
+            "root_filesystem_entries WHERE path LIKE %s AND kind = 'memory_document_version'",
+            (full + ".versions/%",),
+        ).fetchone() or (1,)
+        keys = {"agent_id": "reborn-cli-agent", "tenant_id": "reborn-cli", "user_id": "default"}
+        content = bytes(old).decode()
+        body = json.dumps(
+            {"changed_by": "tenant:reborn-cli:user:default:agent:reborn-cli-agent:project:_none",
+             "content": content,
+             "content_hash": "sha256:" + hashlib.sha256(bytes(old)).hexdigest()},
+            ensure_ascii=False, separators=(",", ":"), sort_keys=True,
+        )  # fmt: skip
+        conn.execute(
+            "UPDATE root_filesystem_entries SET contents = %s, version = version + 1, "
+            "updated_at = now() WHERE path = %s",
+            (text.encode(), full),
+        )
+        conn.execute(
+            "INSERT INTO root_filesystem_entries (path, contents, kind, content_type, indexed, "
+            "version) VALUES (%s, %s, 'memory_document_version', 'application/json', %s, 1)",
+            (f"{full}.versions/{number}", body.encode(),
+             Jsonb({**keys, "doc_relative_path": path, "version": number})),
+        )  # fmt: skip
 
     def chunks_containing(self, conn: psycopg.Connection[Any], *needles: str) -> int:
         """How many chunk rows hold any of ``needles`` (scratch content that leaked)."""
