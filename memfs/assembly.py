@@ -20,6 +20,7 @@ from memfs.config import Settings
 from memfs.db import Database, DocumentStore, RebornStore, Scope, legacy_scope, reborn_scope
 from memfs.db.calls import DatabaseCalls
 from memfs.db.reborn.search_store import RebornSearchStore
+from memfs.db.tool_file_store import ToolFileStore
 from memfs.embeddings import Embedder, EmbeddingSettings
 from memfs.embeddings.worker import EmbeddingWorker
 from memfs.kernel import KernelNotifier
@@ -35,6 +36,7 @@ from memfs.vfs import (
     ScopesTree,
     SearchTree,
     SyntheticTree,
+    ToolFolders,
     VersionsTree,
 )
 
@@ -110,13 +112,14 @@ def assemble(
         calls=calls,
         recovery=recovery,
         cache_bytes=settings.cache_bytes,
-        rules=ScratchRules.with_extra(settings.scratch_patterns),
+        rules=ScratchRules.with_extra(settings.scratch_patterns, settings.tool_folders),
         spill=ScratchSpill(settings.runtime_dir / f"scratch-{os.getpid()}"),
         read_only=settings.read_only,
         kernel=kernel,
         reindexer=reindexer,
         extensions=extensions,
         on_changed=changed,
+        tools=ToolFolders(ToolFileStore(database.pool, _legacy_key(scope)), calls),
     )
     return MountParts(
         store=store,
@@ -128,6 +131,11 @@ def assemble(
         embedder=embedder,
         embeddings=embeddings,
     )
+
+
+def _legacy_key(scope: Scope) -> str:
+    """The workspace a legacy mount's tool files belong to (``memfs.tool_files``)."""
+    return f"legacy/{scope.user_id}/{scope.agent_id or '-'}"
 
 
 def _assemble_reborn(
@@ -158,11 +166,12 @@ def _assemble_reborn(
         calls=calls,
         recovery=recovery,
         cache_bytes=settings.cache_bytes,
-        rules=ScratchRules.with_extra(settings.scratch_patterns),
+        rules=ScratchRules.with_extra(settings.scratch_patterns, settings.tool_folders),
         spill=ScratchSpill(settings.runtime_dir / f"scratch-{os.getpid()}"),
         read_only=settings.read_only,
         kernel=kernel,
         extensions=extensions,
+        tools=ToolFolders(ToolFileStore(database.pool, scope.prefix), calls),
     )
     return MountParts(
         store=store,

@@ -106,6 +106,8 @@ class Settings:
     cache_bytes: int = 64 * 1024 * 1024
     #: Extra scratch-name patterns (regular expressions matched against one name).
     scratch_patterns: list[str] = field(default_factory=list)
+    #: Extra tool folders (besides ``memfs.scratch.DEFAULT_TOOL_FOLDERS``).
+    tool_folders: list[str] = field(default_factory=list)
     #: Seconds a ``.search`` query's results are kept (so ``ls`` then ``cat`` agree).
     search_ttl: float = 30.0
     #: Seconds a ``.search`` lookup may take in all before it fails with ETIMEDOUT.

@@ -119,6 +119,13 @@ def parse_pattern(text: str) -> str:
     return text
 
 
+def parse_tool_folder(text: str) -> str:
+    value = text.strip()
+    if not value or "/" in value or value in (".", "..", ".git") or "\x00" in value:
+        raise SettingError("expected a folder name at the mount's root, e.g. .obsidian")
+    return value
+
+
 def parse_level(text: str) -> str:
     value = text.strip().lower()
     if value not in LOG_LEVELS:
@@ -188,6 +195,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("scratch_patterns", "extra file-name pattern kept out of the database "
            "(repeatable; see SEMANTICS.md)", parse_pattern, env=("MEMFS_SCRATCH_PATTERNS",),
            repeated=True, separator="\n", metavar="REGEX"),
+    Option("tool_folders", "another top-level folder whose files persist in memfs's own "
+           "schema but are never memory (repeatable; besides .obsidian, .trash, .vscode, "
+           ".idea; see SEMANTICS.md)", parse_tool_folder, env=("MEMFS_TOOL_FOLDERS",),
+           repeated=True, metavar="NAME"),
     Option("no_trigger", "poll for other writers every second instead of LISTEN",
            env=("MEMFS_NO_TRIGGER",), switch=True),
     Option("pooler", "the database URL is a transaction-mode pooler (PgBouncer, a managed "
@@ -229,6 +240,7 @@ BY_NAME: dict[str, Option] = {option.name: option for option in OPTIONS}
 _ALIASES = {option.name.replace("_", "-"): option.name for option in OPTIONS}
 _ALIASES.update({"read_scope": "read_scopes", "read-scope": "read_scopes",
                  "scratch_pattern": "scratch_patterns", "scratch-pattern": "scratch_patterns",
+                 "tool_folder": "tool_folders", "tool-folder": "tool_folders",
                  "ro": "read_only"})  # fmt: skip
 
 #: mount(8) and fstab options that are for mount itself, never for the filesystem.

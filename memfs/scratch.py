@@ -63,6 +63,16 @@ DEFAULT_TENTATIVE_PATTERNS: tuple[tuple[str, str], ...] = (
 #: at unmount with all its history.
 REFUSED_NAMES = frozenset({".git"})
 
+#: Top-level folders where tools keep their own state: never memory (not chunked, not
+#: searched, not in the agent's tables), yet kept across mounts in memfs's own schema
+#: (``memfs.vfs.tool_folders``).  Extend with ``--tool-folder``.
+DEFAULT_TOOL_FOLDERS: tuple[tuple[str, str], ...] = (
+    (".obsidian", "Obsidian's vault settings, themes and plugins"),
+    (".trash", "Obsidian's deleted notes (its 'move to vault trash' setting)"),
+    (".vscode", "VS Code's workspace settings"),
+    (".idea", "JetBrains IDEs' project settings"),
+)
+
 
 def _compile(patterns: Iterable[str]) -> re.Pattern[str] | None:
     parts = [f"(?:{p})" for p in patterns]
@@ -75,15 +85,17 @@ class ScratchRules:
 
     scratch: list[str] = field(default_factory=lambda: [p for p, _ in DEFAULT_SCRATCH_PATTERNS])
     tentative: list[str] = field(default_factory=lambda: [p for p, _ in DEFAULT_TENTATIVE_PATTERNS])
+    tool_folders: frozenset[str] = frozenset(name for name, _ in DEFAULT_TOOL_FOLDERS)
 
     def __post_init__(self) -> None:
         self._scratch = _compile(self.scratch)
         self._tentative = _compile(self.tentative)
 
     @classmethod
-    def with_extra(cls, extra: Iterable[str]) -> ScratchRules:
+    def with_extra(cls, extra: Iterable[str], tools: Iterable[str] = ()) -> ScratchRules:
         rules = cls()
         rules.scratch = rules.scratch + list(extra)
+        rules.tool_folders = rules.tool_folders | frozenset(tools)
         rules.__post_init__()
         return rules
 

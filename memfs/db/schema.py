@@ -30,7 +30,7 @@ IRONCLAW_V1_CHECKSUM = "13924994861355873385"
 #: Advisory lock key that serialises schema set-up between concurrent mounts ("memfs" in hex).
 SCHEMA_LOCK_KEY = 0x6D656D6673
 #: Version of the objects in the ``memfs`` schema.
-MEMFS_SCHEMA_VERSION = 4
+MEMFS_SCHEMA_VERSION = 5
 
 IRONCLAW_TABLES_DDL = r"""
 CREATE EXTENSION IF NOT EXISTS vector;
@@ -179,6 +179,17 @@ CREATE TABLE IF NOT EXISTS memfs.reborn_attrs (
     mode INTEGER,
     mtime_ns BIGINT,
     set_against TIMESTAMPTZ NOT NULL
+);
+-- Files of tool folders (.obsidian, .trash, …): kept across mounts, never memory (schema 5).
+-- ``workspace`` names the workspace (legacy user and agent, or a Reborn scope prefix).
+CREATE TABLE IF NOT EXISTS memfs.tool_files (
+    workspace TEXT NOT NULL,
+    path TEXT COLLATE "C" NOT NULL,
+    is_dir BOOLEAN NOT NULL DEFAULT false,
+    content BYTEA NOT NULL DEFAULT ''::bytea,
+    mode INTEGER NOT NULL,
+    mtime_ns BIGINT NOT NULL,
+    PRIMARY KEY (workspace, path)
 );
 -- A one-round-trip save sends every statement at once, guarded by this: if the row (or
 -- the path, for a new document) is not as the mount last saw it, the transaction fails

@@ -16,13 +16,19 @@ Around it, each built separately and passed in or handed the filesystem: ``saves
 
 from __future__ import annotations
 
-from memfs.vfs.base import Attributes, Handle, ReindexRequests, StatFs
+import errno
+from typing import Any
+
+from memfs.errors import FsError
+from memfs.tree import FileNode, Node
+from memfs.vfs.base import Attributes, Handle, ReindexRequests, StatFs, log
 from memfs.vfs.coherence import OtherWriters
 from memfs.vfs.extensions import SyntheticTree
 from memfs.vfs.maintenance import Maintenance
 from memfs.vfs.namespace import NamespaceMixin
 from memfs.vfs.scopes import ScopesTree
 from memfs.vfs.search_dir import SearchTree
+from memfs.vfs.tool_folders import ToolFolders
 from memfs.vfs.versions_dir import VersionsTree
 
 __all__ = [
@@ -36,9 +42,98 @@ __all__ = [
     "SearchTree",
     "StatFs",
     "SyntheticTree",
+    "ToolFolders",
     "VersionsTree",
 ]
 
 
 class Filesystem(NamespaceMixin):
-    """A workspace seen as a POSIX directory tree, built complete by its constructor."""
+    """A workspace seen as a POSIX directory tree, built complete by its constructor.
+
+    Here the operations that can change a tool folder are followed by writing what changed
+    in it (``ToolFolders.sync``), so neither ``content`` nor ``namespace`` has to know.
+    """
+
+    async def load(self) -> None:
+        await super().load()
+        if self.tools is not None:
+            await self.tools.load(self)
+
+    async def _sync_tools(self) -> bool:
+        """Write what changed in the tool folders; False (and a log line) if it failed:
+        what was not written stays in memory and goes with the next operation's write."""
+        if self.tools is None or self.read_only:
+            return True
+        try:
+            await self.tools.sync(self)
+        except FsError as exc:
+            log.error("tool folders: changes not kept yet (%s); retried later", exc.reason)
+            return False
+        return True
+
+    async def release(self, fh: int) -> None:
+        await super().release(fh)
+        await self._sync_tools()
+
+    async def fsync(self, fh: int) -> None:
+        await super().fsync(fh)
+        if not await self._sync_tools():
+            raise FsError(errno.EIO, "tool folder files could not be kept")
+
+    async def mkdir(self, parent_ino: int, name: str, mode: int) -> Node:
+        node = await super().mkdir(parent_ino, name, mode)
+        await self._sync_tools()
+        return node
+
+    async def unlink(self, parent_ino: int, name: str) -> None:
+        await super().unlink(parent_ino, name)
+        await self._sync_tools()
+
+    async def rmdir(self, parent_ino: int, name: str) -> None:
+        await super().rmdir(parent_ino, name)
+        await self._sync_tools()
+
+    async def setattr(self, ino: int, **changes: Any) -> Attributes:
+        attributes = await super().setattr(ino, **changes)
+        await self._sync_tools()
+        return attributes
+
+    async def rename(
+        self,
+        old_parent_ino: int,
+        old_name: str,
+        new_parent_ino: int,
+        new_name: str,
+        *,
+        noreplace: bool = False,
+        exchange: bool = False,
+    ) -> None:
+        """A document moved into a tool folder (Obsidian's delete to ``.trash``) leaves
+        memory: kept as a tool file first, then its row is deleted."""
+        source = self._attached_dir(old_parent_ino).children.get(old_name)
+        leaving = isinstance(source, FileNode) and not source.scratch and source.doc_id is not None
+        await super().rename(
+            old_parent_ino, old_name, new_parent_ino, new_name,
+            noreplace=noreplace, exchange=exchange,
+        )  # fmt: skip
+        kept = await self._sync_tools()
+        if (
+            leaving
+            and kept
+            and isinstance(source, FileNode)
+            and source.origin_doc_id is not None
+            and self.tools is not None
+            and self.tools.top(self, source) is not None
+        ):
+            doc_id = source.origin_doc_id
+            await self.run_db(self.store.delete_document, doc_id, [])
+            self.cache.drop(doc_id)
+            self.saves.release(source)
+            log.info(
+                "%s moved into a tool folder: kept there, no longer memory",
+                self.describe_node(source),
+            )
+
+    async def shutdown(self) -> list[str]:
+        await self._sync_tools()
+        return await super().shutdown()

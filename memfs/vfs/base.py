@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from uuid import UUID
 
 import trio
@@ -46,6 +46,9 @@ from memfs.tree import (
     Tree,
 )
 from memfs.vfs.extensions import SyntheticTree
+
+if TYPE_CHECKING:
+    from memfs.vfs.tool_folders import ToolFolders
 from memfs.vfs.saves import EditorSaves
 
 log = logging.getLogger("memfs.vfs")
@@ -143,8 +146,11 @@ class FilesystemBase:
         reindexer: ReindexRequests | None = None,
         extensions: Sequence[SyntheticTree] = (),
         on_changed: Callable[[UUID], None] | None = None,
+        tools: ToolFolders | None = None,
     ) -> None:
         self.store = store
+        #: Tool folders' files, kept in memfs's own schema (``memfs.vfs.tool_folders``).
+        self.tools = tools
         self.uid = os.getuid() if uid is None else uid
         self.gid = os.getgid() if gid is None else gid
         self.clock = clock
@@ -318,6 +324,8 @@ class FilesystemBase:
         """What a name in ``parent`` is: below a scratch directory everything is scratch."""
         if parent.scratch:
             return Kind.SCRATCH
+        if parent is self.tree.root and name in self.rules.tool_folders:
+            return Kind.SCRATCH  # kept in memfs's own schema, never memory (tool_folders)
         kind = self.rules.classify(name)
         if is_dir and kind is Kind.TENTATIVE:
             return Kind.DOCUMENT  # rsync makes no temporary directories

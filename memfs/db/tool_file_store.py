@@ -1,0 +1,57 @@
+"""Files of tool folders (``.obsidian``, ``.trash``, …) in ``memfs.tool_files``: any bytes,
+kept for every mount of a workspace, never in the agent's tables (``memfs.vfs.tool_folders``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from memfs.db.scoped import Pool
+
+
+@dataclass(frozen=True)
+class ToolFile:
+    """A file (or, with ``is_dir``, a folder) of a tool folder, by its mount path."""
+
+    path: str
+    is_dir: bool
+    content: bytes
+    mode: int
+    mtime_ns: int
+
+
+class ToolFileStore:
+    """One workspace's tool files."""
+
+    def __init__(self, pool: Pool, workspace: str) -> None:
+        self.pool = pool
+        self.workspace = workspace
+
+    def load(self) -> list[ToolFile]:
+        """Every tool file and folder, parents before children."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT path, is_dir, content, mode, mtime_ns FROM memfs.tool_files "
+                "WHERE workspace = %s ORDER BY path",
+                (self.workspace,),
+                binary=True,
+            ).fetchall()
+        return [ToolFile(p, d, bytes(c), m, t) for p, d, c, m, t in rows]
+
+    def apply(self, upserts: Sequence[ToolFile], removed: Sequence[str]) -> None:
+        """Write what changed since the last call, in one transaction."""
+        with self.pool.connection() as conn, conn.transaction():
+            if removed:
+                conn.execute(
+                    "DELETE FROM memfs.tool_files WHERE workspace = %s AND path = ANY(%s)",
+                    (self.workspace, list(removed)),
+                )
+            if upserts:
+                conn.cursor().executemany(
+                    "INSERT INTO memfs.tool_files (workspace, path, is_dir, content, mode, "
+                    "mtime_ns) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (workspace, path) "
+                    "DO UPDATE SET is_dir = EXCLUDED.is_dir, content = EXCLUDED.content, "
+                    "mode = EXCLUDED.mode, mtime_ns = EXCLUDED.mtime_ns",
+                    [(self.workspace, f.path, f.is_dir, f.content, f.mode, f.mtime_ns)
+                     for f in upserts],
+                )  # fmt: skip

@@ -1,0 +1,96 @@
+"""Tool folders (``.obsidian``, ``.trash``, …) on real mounts of both engines: what
+Obsidian does to a vault survives unmount and remount, is shared by the workspace's next
+mount, and never becomes memory (no document row, no chunk, no search hit)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.engines import Engine
+from tests.mounting import Mount
+
+pytestmark = pytest.mark.mount
+
+#: What Obsidian does to its vault, as system calls (its config writes go through a
+#: temporary renamed over the file; "move to vault trash" renames a note into .trash/).
+OBSIDIAN = textwrap.dedent(
+    """
+    import os
+    os.makedirs(".obsidian/plugins/calendar", exist_ok=True)
+    def save_json(path, text):
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    save_json(".obsidian/app.json", '{"alwaysUpdateLinks": true}')
+    save_json(".obsidian/app.json", '{"alwaysUpdateLinks": true, "vimMode": true}')
+    save_json(".obsidian/workspace.json", '{"main": {"id": "a1"}}')
+    with open(".obsidian/plugins/calendar/data.bin", "wb") as f:
+        f.write(bytes(range(256)))
+    os.makedirs(".trash", exist_ok=True)
+    os.rename("deleted note.md", ".trash/deleted note.md")
+    """
+)
+
+
+def test_obsidian_vault_state_persists_and_never_becomes_memory(
+    engine: Engine, database_url: str, sql_conn: psycopg.Connection[Any], mount_factory: Any
+) -> None:
+    first: Mount = mount_factory(database_url)
+    mnt = first.path()
+    (mnt / "deleted note.md").write_text("the launch code is in the drawer\n")
+    (mnt / "kept.md").write_text("a note that stays\n")
+    assert engine.contents(sql_conn).keys() == {"deleted note.md", "kept.md"}
+    first.run(sys.executable, "-c", OBSIDIAN)
+    assert engine.contents(sql_conn) == {"kept.md": "a note that stays\n"}, (
+        "only real notes are memory; the trashed note left it"
+    )
+    assert not any("launch code" in text for text in engine.chunk_texts(sql_conn))
+    assert sorted(os.listdir(mnt)) == [".obsidian", ".trash", "kept.md"]
+    search = os.listdir(mnt / ".search" / "alwaysUpdateLinks")
+    assert search == [], "tool files are never searched"
+    assert first.umount() == 0
+
+    second: Mount = mount_factory(database_url, name="again")
+    again = second.path()
+    assert (again / ".obsidian" / "app.json").read_text() == (
+        '{"alwaysUpdateLinks": true, "vimMode": true}'
+    )
+    assert (again / ".obsidian" / "workspace.json").read_text() == '{"main": {"id": "a1"}}'
+    assert (again / ".obsidian" / "plugins" / "calendar" / "data.bin").read_bytes() == bytes(
+        range(256)
+    )
+    assert (again / ".trash" / "deleted note.md").read_text() == (
+        "the launch code is in the drawer\n"
+    )
+    assert not (again / ".obsidian" / "app.json.tmp").exists()
+    # Restoring from the trash makes it memory again; emptying the trash forgets it.
+    os.rename(again / ".trash" / "deleted note.md", again / "restored.md")
+    os.unlink(again / ".obsidian" / "workspace.json")
+    deadline = time.monotonic() + 10
+    while "restored.md" not in engine.contents(sql_conn):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert engine.contents(sql_conn)["restored.md"] == "the launch code is in the drawer\n"
+    assert second.umount() == 0
+    third: Mount = mount_factory(database_url, name="third")
+    assert sorted(os.listdir(third.path() / ".trash")) == []
+    assert sorted(os.listdir(third.path() / ".obsidian")) == ["app.json", "plugins"]
+    kept = [r[0] for r in sql_conn.execute("SELECT path FROM memfs.tool_files ORDER BY path")]
+    assert kept == [".obsidian", ".obsidian/app.json", ".obsidian/plugins",
+                    ".obsidian/plugins/calendar", ".obsidian/plugins/calendar/data.bin",
+                    ".trash"]  # fmt: skip
+    # Not so for git: refused as before.
+    git = subprocess.run(["mkdir", str(third.path() / ".git")], capture_output=True,
+                         text=True, timeout=30, check=False)  # fmt: skip
+    assert git.returncode != 0
