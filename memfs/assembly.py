@@ -10,6 +10,7 @@ is attached to the filesystem after it is built.  ``memfs.daemon`` runs what thi
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import uuid
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from memfs.vfs import (
     Filesystem,
     Maintenance,
     OtherWriters,
+    PromptFile,
     ScopesTree,
     SearchTree,
     SyntheticTree,
@@ -120,6 +122,9 @@ def assemble(
         extensions=extensions,
         on_changed=changed,
         tools=ToolFolders(ToolFileStore(database.pool, _legacy_key(scope)), calls),
+        prompt=PromptFile(
+            store, calls, onboarded=functools.partial(database.onboarding_completed, scope.user_id)
+        ),
     )
     return MountParts(
         store=store,

@@ -36,7 +36,9 @@ SEARCH_DIR = ".search"
 SCOPES_DIR = ".scopes"
 #: Every document's kept versions, read-only, at the mount root.
 VERSIONS_DIR = ".versions"
-RESERVED_ROOT_NAMES = frozenset({SEARCH_DIR, SCOPES_DIR, VERSIONS_DIR})
+#: The system prompt IronClaw assembles from the workspace, read-only, at the mount root.
+PROMPT_FILE = ".prompt"
+RESERVED_ROOT_NAMES = frozenset({SEARCH_DIR, SCOPES_DIR, VERSIONS_DIR, PROMPT_FILE})
 
 
 def rust_trim(text: str) -> str:

@@ -21,7 +21,7 @@ from memfs.db.deadline import WatchedPool
 from memfs.db.embedded import release_embedded, start_embedded
 from memfs.db.embedding_store import EmbeddingStore
 from memfs.db.interface import CommitResult, DocRow, DocumentStore, FileAttrs, VersionStore
-from memfs.db.ironclaw_settings import read_ironclaw_settings
+from memfs.db.ironclaw_settings import onboarding_completed, read_ironclaw_settings
 from memfs.db.reborn.layout import DEFAULT_AGENT, DEFAULT_USER, RebornScope
 from memfs.db.reborn.store import RebornStore
 from memfs.db.reborn.version_store import RebornVersionStore
@@ -124,6 +124,11 @@ class Database:
         """One round trip to the server (the call breaker's probe)."""
         with self.pool.connection() as conn:
             conn.execute("SELECT 1")
+
+    def onboarding_completed(self, owner: str) -> bool:
+        """IronClaw's ``profile_onboarding_completed`` setting for ``owner``."""
+        with self.pool.connection() as conn:
+            return onboarding_completed(conn, owner)
 
     def ironclaw_settings(self, owner: str) -> dict[str, Any]:
         """IronClaw's settings-table values for ``owner`` (they win over the environment)."""

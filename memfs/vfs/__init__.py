@@ -26,6 +26,7 @@ from memfs.vfs.coherence import OtherWriters
 from memfs.vfs.extensions import SyntheticTree
 from memfs.vfs.maintenance import Maintenance
 from memfs.vfs.namespace import NamespaceMixin
+from memfs.vfs.prompt_file import PromptFile
 from memfs.vfs.scopes import ScopesTree
 from memfs.vfs.search_dir import SearchTree
 from memfs.vfs.tool_folders import ToolFolders
@@ -37,6 +38,7 @@ __all__ = [
     "Handle",
     "Maintenance",
     "OtherWriters",
+    "PromptFile",
     "ReindexRequests",
     "ScopesTree",
     "SearchTree",

@@ -32,7 +32,7 @@ from memfs.db.interface import CommitResult, DocumentStore, FileAttrs
 from memfs.db.scoped import folder_config_paths
 from memfs.errors import FsError
 from memfs.kernel import KernelNotifier, RecordingNotifier
-from memfs.paths import loadable_path
+from memfs.paths import PROMPT_FILE, loadable_path
 from memfs.recovery import RecoveryArea
 from memfs.scratch import Kind, ScratchRules
 from memfs.tree import (
@@ -48,6 +48,7 @@ from memfs.tree import (
 from memfs.vfs.extensions import SyntheticTree
 
 if TYPE_CHECKING:
+    from memfs.vfs.prompt_file import PromptFile
     from memfs.vfs.tool_folders import ToolFolders
 from memfs.vfs.saves import EditorSaves
 
@@ -147,10 +148,13 @@ class FilesystemBase:
         extensions: Sequence[SyntheticTree] = (),
         on_changed: Callable[[UUID], None] | None = None,
         tools: ToolFolders | None = None,
+        prompt: PromptFile | None = None,
     ) -> None:
         self.store = store
         #: Tool folders' files, kept in memfs's own schema (``memfs.vfs.tool_folders``).
         self.tools = tools
+        #: ``.prompt``, the system prompt IronClaw assembles (``memfs.vfs.prompt_file``).
+        self.prompt = prompt
         self.uid = os.getuid() if uid is None else uid
         self.gid = os.getgid() if gid is None else gid
         self.clock = clock
@@ -453,6 +457,10 @@ class FilesystemBase:
         """Resolve a name and take one kernel reference on the result; a name not there
         under a synthetic tree is that tree's to make (a ``.search`` query)."""
         parent = self.tree.get_dir(parent_ino)
+        if parent is self.tree.root and name == PROMPT_FILE and self.prompt is not None:
+            prompt = await self.prompt.lookup(self.tree)
+            prompt.lookups += 1
+            return prompt
         if isinstance(parent, SyntheticDir) and name not in (".", ".."):
             existing = parent.children.get(name)
             extension = self._extension_of(parent)
@@ -482,6 +490,8 @@ class FilesystemBase:
 
     def volatile_name(self, node: Node) -> bool:
         """Whether the kernel must not cache this name (a search query's directory)."""
+        if self.prompt is not None and self.prompt.shows(node):
+            return True
         if not isinstance(node, SYNTHETIC):
             return False
         extension = self._extension_of(node)

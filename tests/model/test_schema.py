@@ -113,7 +113,8 @@ def test_ironclaw_database_is_used_as_is(
         )
     }
     assert tables == {
-        "meta", "directories", "file_attrs", "reindex_queue", "reborn_directories", "reborn_attrs"
+        "meta", "directories", "file_attrs", "reindex_queue", "reborn_directories", "reborn_attrs",
+        "tool_files",
     }  # fmt: skip
 
 
