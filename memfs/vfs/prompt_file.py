@@ -12,11 +12,13 @@ part only if its document is non-empty, parts joined by a line ``---`` between b
 3. ``MEMORY.md`` "Long-Term Memory" (IronClaw leaves it out of group chats only);
 4. today's and yesterday's ``daily/YYYY-MM-DD.md``, "Today's Notes" and "Yesterday's
    Notes" (dates in UTC, IronClaw's default when it is given no time zone);
-5. ``context/assistant-directives.md`` as it is.
+5. the "Interaction Style" and "Personalization" sections derived from
+   ``context/profile.json`` (``memfs.ironclaw.profile``);
+6. ``context/assistant-directives.md`` as it is.
 
 Each heading is a level-2 Markdown heading followed by a blank line and the content.  Left
 out, and said so in SEMANTICS.md: the admin instructions of multi-tenant deployments, and
-the sections IronClaw derives from its psychographic profile (``context/profile.json``).
+the profile-analysis instructions IronClaw adds during onboarding (its own text).
 
 The file is built when looked up and rebuilt when one of its inputs changed (a save here,
 or another writer's seen by the change feed); the kernel is told not to cache its name.
@@ -33,6 +35,7 @@ from uuid import UUID
 
 from memfs.db.calls import RunDb
 from memfs.db.interface import DocumentStore
+from memfs.ironclaw.profile import profile_sections
 from memfs.paths import PROMPT_FILE
 from memfs.tree import FileNode, Node, SyntheticFile, Tree
 
@@ -45,6 +48,7 @@ IDENTITY_PARTS = (
     ("TOOLS.md", "Tool Notes"),
 )
 MEMORY = "MEMORY.md"
+PROFILE = "context/profile.json"
 DIRECTIVES = "context/assistant-directives.md"
 SEPARATOR = "\n\n---\n\n"
 
@@ -62,11 +66,14 @@ def inputs(today: date) -> list[str]:
         MEMORY,
         daily_path(today),
         daily_path(yesterday),
+        PROFILE,
         DIRECTIVES,
     ]
 
 
-def assemble_prompt(contents: dict[str, str], today: date, *, onboarded: bool) -> str:
+def assemble_prompt(
+    contents: dict[str, str], today: date, *, onboarded: bool, now: datetime | None = None
+) -> str:
     """IronClaw's system prompt from the documents' contents (absent: not a key)."""
     parts: list[str] = []
 
@@ -82,6 +89,8 @@ def assemble_prompt(contents: dict[str, str], today: date, *, onboarded: bool) -
     add(MEMORY, "Long-Term Memory")
     add(daily_path(today), "Today's Notes")
     add(daily_path(today - timedelta(days=1)), "Yesterday's Notes")
+    if contents.get(PROFILE):
+        parts.extend(profile_sections(contents[PROFILE], now))
     add(DIRECTIVES, None)
     return SEPARATOR.join(parts)
 

@@ -85,7 +85,7 @@ class SearchTree:
     def volatile(self, node: Node) -> bool:
         """A query directory: the kernel must not cache its name (the daemon decides how
         long results live, and an incomplete result must not stick)."""
-        return self.root is not None and node.parent is self.root
+        return self.root is not None and node.parent is self.root and node.is_dir
 
     async def _query_dir(self, tree: Tree, name: str) -> SyntheticDir:
         assert self.root is not None

@@ -4,6 +4,7 @@ real mount: its order and headings, rebuilt when an input changes, hidden from l
 from __future__ import annotations
 
 import errno
+import json
 import os
 import time
 from datetime import UTC, datetime, timedelta
@@ -17,6 +18,24 @@ from tests.mounting import Mount
 
 pytestmark = pytest.mark.mount
 
+#: A profile IronClaw parses (confidence too low for the Personalization section).
+PROFILE = {
+    "version": 2, "preferred_name": "Alice",
+    "personality": dict.fromkeys(("empathy", "problem_solving", "emotional_intelligence",
+                                  "adaptability", "communication"), 50),
+    "communication": {"detail_level": "concise", "formality": "casual", "tone": "warm",
+                      "learning_style": "visual", "social_energy": "ambivert",
+                      "decision_making": "unknown", "pace": "fast"},
+    "cohort": "student",
+    "behavior": {"frictions": [], "desired_outcomes": [], "time_wasters": [],
+                 "pain_points": [], "strengths": []},
+    "friendship": {"style": "few_close", "values": [], "support_style": "listener"},
+    "assistance": {"proactivity": "high", "formality": "casual", "focus_areas": [],
+                   "routines": [], "goals": [], "interaction_style": "direct"},
+    "context": {"profession": None, "interests": [], "challenges": []},
+    "confidence": 0.3, "created_at": "2026-03-01T09:00:00Z", "updated_at": "2026-03-01T09:00:00Z",
+}  # fmt: skip
+
 
 def test_the_prompt_in_ironclaws_order_and_headings() -> None:
     today = datetime(2026, 3, 3, tzinfo=UTC).date()
@@ -26,6 +45,7 @@ def test_the_prompt_in_ironclaws_order_and_headings() -> None:
         "MEMORY.md": "likes tea", daily_path(today): "[09:00:00] standup",
         "daily/2026-03-02.md": "[17:00:00] shipped", "daily/2026-03-01.md": "too old",
         "context/assistant-directives.md": "Be direct.",
+        "context/profile.json": json.dumps(PROFILE),
     }  # fmt: skip
     assert assemble_prompt(contents, today, onboarded=False) == (
         "## First-Run Bootstrap\n\nask the user's name\n\n---\n\n"
@@ -36,7 +56,8 @@ def test_the_prompt_in_ironclaws_order_and_headings() -> None:
         "## Long-Term Memory\n\nlikes tea\n\n---\n\n"
         "## Today's Notes\n\n[09:00:00] standup\n\n---\n\n"
         "## Yesterday's Notes\n\n[17:00:00] shipped\n\n---\n\n"
-        "Be direct."
+        "## Interaction Style\n\nstudent | warm tone | concise detail | high proactivity"
+        "\n\n---\n\nBe direct."
     )  # empty TOOLS.md is skipped; the day before yesterday is not included
     assert not assemble_prompt(contents, today, onboarded=True).startswith("## First-Run")
     assert assemble_prompt({}, today, onboarded=False) == ""
