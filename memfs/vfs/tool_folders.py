@@ -15,21 +15,28 @@ from __future__ import annotations
 
 import logging
 import stat
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import trio
 
-from memfs.buffers import ScratchBuffer
+from memfs.buffers import FileBuffer, ScratchBuffer, ScratchSpill
 from memfs.db.calls import RunDb
 from memfs.db.tool_file_store import ToolFile, ToolFileStore
-from memfs.tree import DirNode, FileNode, Node
-
-if TYPE_CHECKING:
-    from memfs.vfs.base import FilesystemBase
+from memfs.scratch import ScratchRules
+from memfs.tree import DirNode, FileNode, Node, Tree
 
 log = logging.getLogger("memfs.vfs")
 
 Signature = tuple[object, ...]
+
+
+class ToolHost(Protocol):
+    """What of the filesystem model tool folders read and add to."""
+
+    tree: Tree
+    buffers: dict[int, FileBuffer | ScratchBuffer]
+    spill: ScratchSpill
+    rules: ScratchRules
 
 
 class ToolFolders:
@@ -45,7 +52,7 @@ class ToolFolders:
     # -- what the mount shows --------------------------------------------------------------
 
     @staticmethod
-    def top(fs: FilesystemBase, node: Node) -> str | None:
+    def top(fs: ToolHost, node: Node) -> str | None:
         """The tool folder ``node`` lies in (None: it is not in one)."""
         current: Node | None = node
         while current is not None and current.parent is not fs.tree.root:
@@ -54,7 +61,7 @@ class ToolFolders:
             return None
         return current.name if current.name in fs.rules.tool_folders else None
 
-    def _current(self, fs: FilesystemBase) -> dict[str, tuple[Node, Signature]]:
+    def _current(self, fs: ToolHost) -> dict[str, tuple[Node, Signature]]:
         found: dict[str, tuple[Node, Signature]] = {}
         for name in sorted(fs.rules.tool_folders):
             top = fs.tree.root.children.get(name)
@@ -76,7 +83,7 @@ class ToolFolders:
 
     # -- loading and writing -------------------------------------------------------------
 
-    async def load(self, fs: FilesystemBase) -> None:
+    async def load(self, fs: ToolHost) -> None:
         """Make the kept tool files and folders (each folder before what is in it)."""
         rows = await self.calls(self.store.load)
         shown = 0
@@ -107,7 +114,7 @@ class ToolFolders:
         if rows:
             log.info("tool folders: %d files kept from earlier mounts", shown)
 
-    async def sync(self, fs: FilesystemBase) -> None:
+    async def sync(self, fs: ToolHost) -> None:
         """Write every tool file and folder that changed since the last write (one
         transaction), and remove those that went."""
         async with self.lock:
