@@ -68,6 +68,13 @@ class Filesystem(NamespaceMixin):
             return True
         try:
             await self.tools.sync(self)
+            # Documents a move took into a tool folder leave memory once it has them.
+            while self.leaving_memory:
+                await self._delete_later(self.leaving_memory[0], [])
+                self.leaving_memory.pop(0)
+            while self.leaving_dirs:
+                await self._delete_later(None, [], self.leaving_dirs[0])
+                self.leaving_dirs.pop(0)
         except FsError as exc:
             log.error("tool folders: changes not kept yet (%s); retried later", exc.reason)
             return False

@@ -196,6 +196,10 @@ class FilesystemBase:
         #: ``db.deferred``); without one running, each change is sent at once.
         self._changes_waiting = trio.Event()
         self._sending_changes = False
+        #: Documents and kept directories a move into a tool folder took out of memory:
+        #: removed from the database once the tool folder has them (``Filesystem.rename``).
+        self.leaving_memory: list[UUID] = []
+        self.leaving_dirs: list[str] = []
         self._next_fh = 1
 
     # -- database access -----------------------------------------------------------------

@@ -328,7 +328,10 @@ class NamespaceMixin(ContentMixin):
             elif source.scratch:
                 await self._scratch_to_document(source, new_path, target)
             elif kind is not Kind.DOCUMENT:
-                await self._document_to_scratch(source, target)
+                if isinstance(source, DirNode) and self._into_tool_folder(new_parent, new_name):
+                    await self._folder_leaves_memory(source, target)
+                else:
+                    await self._document_to_scratch(source, target)
             else:
                 keep = [] if old_parent is new_parent else self._keep_if_emptied(old_parent, source)
                 if isinstance(source, DirNode):
@@ -497,6 +500,49 @@ class NamespaceMixin(ContentMixin):
         source.scratch = True
         self._saved(source)
         self.set_buffer(source, ScratchBuffer(self.spill, data))
+
+    def _into_tool_folder(self, parent: DirNode, name: str) -> bool:
+        """Whether ``name`` in ``parent`` is inside (or is) a tool folder."""
+        if self.tools is None:
+            return False
+        if parent is self.tree.root:
+            return name in self.rules.tool_folders
+        top: Node = parent
+        while top.parent is not None and top.parent is not self.tree.root:
+            top = top.parent
+        return top.scratch and top.name in self.rules.tool_folders
+
+    async def _folder_leaves_memory(self, source: DirNode, target: Node | None) -> None:
+        """A folder of documents moved into a tool folder (Obsidian's delete to ``.trash``):
+        every document below becomes a tool file with its content; the rows go once the
+        tool folder has kept them (``leaving_memory``, sent by ``Filesystem.rename``)."""
+        await self._replace_target(target)
+        for node in list(self.tree.iter_files(source)):
+            if node.scratch:
+                continue
+            await self.commit(node)  # pending changes reach the row first
+            buffer = self.buffers.get(node.ino)
+            if buffer is not None:
+                data = buffer.snapshot()
+            elif node.doc_id is not None:
+                data = await self.committed_bytes(node)
+            else:
+                data = b""
+            if node.doc_id is not None:
+                self.leaving_memory.append(node.doc_id)
+                self.cache.drop(node.doc_id)
+                self.tree.unbind_document(node)
+            node.scratch = True
+            self._saved(node)
+            self.set_buffer(node, ScratchBuffer(self.spill, data))
+        folders: list[DirNode] = [source]
+        while folders:
+            folder = folders.pop()
+            if folder.explicit:
+                self.leaving_dirs.append(self.tree.path_of(folder))
+            folder.scratch, folder.explicit = True, False
+            folders.extend(c for c in folder.children.values() if isinstance(c, DirNode))
+        log.info("%s moved into a tool folder with its documents", self.describe_node(source))
 
     async def _scratch_to_document(self, source: Node, new_path: str, target: Node | None) -> None:
         """A temporary renamed onto a document name: the rename is the commit."""

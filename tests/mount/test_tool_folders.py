@@ -39,6 +39,7 @@ OBSIDIAN = textwrap.dedent(
         f.write(bytes(range(256)))
     os.makedirs(".trash", exist_ok=True)
     os.rename("deleted note.md", ".trash/deleted note.md")
+    os.rename("old project", ".trash/old project")  # a deleted folder goes there whole
     """
 )
 
@@ -50,10 +51,16 @@ def test_obsidian_vault_state_persists_and_never_becomes_memory(
     mnt = first.path()
     (mnt / "deleted note.md").write_text("the launch code is in the drawer\n")
     (mnt / "kept.md").write_text("a note that stays\n")
-    assert engine.contents(sql_conn).keys() == {"deleted note.md", "kept.md"}
+    (mnt / "old project" / "drafts").mkdir(parents=True)
+    (mnt / "old project" / "plan.md").write_text("the old plan\n")
+    (mnt / "old project" / "drafts" / "idea.md").write_text("an old idea\n")
+    assert engine.contents(sql_conn).keys() == {
+        "deleted note.md", "kept.md", "old project/plan.md", "old project/drafts/idea.md"
+    }  # fmt: skip
     first.run(sys.executable, "-c", OBSIDIAN)
+    first.barrier()  # the folder's rows go with the next transaction
     assert engine.contents(sql_conn) == {"kept.md": "a note that stays\n"}, (
-        "only real notes are memory; the trashed note left it"
+        "only real notes are memory; the trashed notes left it"
     )
     assert not any("launch code" in text for text in engine.chunk_texts(sql_conn))
     assert sorted(os.listdir(mnt)) == [".obsidian", ".trash", "kept.md"]
@@ -74,6 +81,10 @@ def test_obsidian_vault_state_persists_and_never_becomes_memory(
         "the launch code is in the drawer\n"
     )
     assert not (again / ".obsidian" / "app.json.tmp").exists()
+    assert (again / ".trash" / "old project" / "drafts" / "idea.md").read_text() == (
+        "an old idea\n"
+    )
+    assert sorted(os.listdir(again)) == [".obsidian", ".trash", "kept.md"]
     # Restoring from the trash makes it memory again; emptying the trash forgets it.
     os.rename(again / ".trash" / "deleted note.md", again / "restored.md")
     os.unlink(again / ".obsidian" / "workspace.json")
@@ -84,12 +95,14 @@ def test_obsidian_vault_state_persists_and_never_becomes_memory(
     assert engine.contents(sql_conn)["restored.md"] == "the launch code is in the drawer\n"
     assert second.umount() == 0
     third: Mount = mount_factory(database_url, name="third")
-    assert sorted(os.listdir(third.path() / ".trash")) == []
+    assert sorted(os.listdir(third.path() / ".trash")) == ["old project"]
     assert sorted(os.listdir(third.path() / ".obsidian")) == ["app.json", "plugins"]
     kept = [r[0] for r in sql_conn.execute("SELECT path FROM memfs.tool_files ORDER BY path")]
     assert kept == [".obsidian", ".obsidian/app.json", ".obsidian/plugins",
                     ".obsidian/plugins/calendar", ".obsidian/plugins/calendar/data.bin",
-                    ".trash"]  # fmt: skip
+                    ".trash", ".trash/old project", ".trash/old project/drafts",
+                    ".trash/old project/drafts/idea.md",
+                    ".trash/old project/plan.md"]  # fmt: skip
     # Not so for git: refused as before.
     git = subprocess.run(["mkdir", str(third.path() / ".git")], capture_output=True,
                          text=True, timeout=30, check=False)  # fmt: skip
