@@ -237,6 +237,25 @@ class Engine:
             )
         ]
 
+    def agent_appends(self, conn: psycopg.Connection[Any], path: str, line: str) -> bool:
+        """The agent appends ``line`` in one statement (Reborn: a compare-and-swap step,
+        ``version + 1``); False if there was no such document."""
+        if self.name == "legacy":
+            query = (
+                "UPDATE memory_documents SET content = content || %s, updated_at = now() "
+                "WHERE user_id = 'default' AND agent_id IS NULL AND path = %s"
+            )
+            return conn.execute(query, (line, path)).rowcount > 0
+        return (
+            conn.execute(
+                "UPDATE root_filesystem_entries SET contents = contents || %s, "
+                "version = version + 1, updated_at = now() WHERE path = %s "
+                "AND kind = 'memory_document'",
+                (line.encode(), f"{reborn_prefix('default')}/{path}"),
+            ).rowcount
+            > 0
+        )
+
     def agent_overwrites(self, conn: psycopg.Connection[Any], path: str, text: str) -> None:
         """The agent replaces ``path``'s content, keeping the old one as IronClaw does (the
         next version number, its hash; chunks left to the next reindex)."""

@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.engines import Engine
 from tests.mounting import Mount
 from tests.savers import SAVERS, client_env, missing_programs
 
@@ -25,25 +26,24 @@ pytestmark = pytest.mark.mount
 ROUNDS = 2
 
 
-def agent_appends(url: str, stop: threading.Event, rng: random.Random, done: list[str]) -> None:
+def agent_appends(
+    engine: Engine, url: str, stop: threading.Event, rng: random.Random, done: list[str]
+) -> None:
     """IronClaw's agent writing ``doc.md``: an append in one statement, at random moments."""
     with psycopg.connect(url, autocommit=True) as conn:
         n = 0
         while not stop.wait(rng.uniform(0.005, 0.15)):
             line = f"agent {n}"
-            updated = conn.execute(
-                "UPDATE memory_documents SET content = content || %s, updated_at = now() "
-                "WHERE user_id = 'default' AND path = 'doc.md'",
-                (line + "\n",),
-            ).rowcount
-            if updated:
+            if engine.agent_appends(conn, "doc.md", line + "\n"):
                 done.append(line)
                 n += 1
 
 
 def test_real_saves_racing_an_sql_agent_lose_nothing_and_delete_nothing(
-    mounted: Mount, sql_conn: psycopg.Connection[Any], database_url: str, work_dir: Path
-) -> None:
+    engine: Engine, engine_mount: Mount, sql_conn: psycopg.Connection[Any], database_url: str,
+    work_dir: Path,
+) -> None:  # fmt: skip
+    mounted = engine_mount
     missing = missing_programs()
     if missing:
         pytest.skip(f"not installed: {', '.join(missing)} (scripts/setup installs them)")
@@ -52,13 +52,14 @@ def test_real_saves_racing_an_sql_agent_lose_nothing_and_delete_nothing(
     rng = random.Random(seed)
     mnt = mounted.path()
     (mnt / "doc.md").write_text("# shared\n")
-    (doc_id,) = sql_conn.execute("SELECT id FROM memory_documents").fetchone()  # type: ignore[misc]
+    doc_id = engine.identity(sql_conn, "doc.md")
     env = client_env(work_dir / f"race-home-{seed}")
     agent_lines: list[str] = []
     human_lines: list[str] = []
     stop = threading.Event()
     agent = threading.Thread(
-        target=agent_appends, args=(database_url, stop, random.Random(seed + 1), agent_lines)
+        target=agent_appends,
+        args=(engine, database_url, stop, random.Random(seed + 1), agent_lines),
     )
     agent.start()
     try:
@@ -69,29 +70,25 @@ def test_real_saves_racing_an_sql_agent_lose_nothing_and_delete_nothing(
                 line = f"human {round_} {name}"
                 SAVERS[name](mnt, "doc.md", line, env)
                 human_lines.append(line)
-                rows = sql_conn.execute(
-                    "SELECT id, content FROM memory_documents WHERE path = 'doc.md'"
-                ).fetchall()
-                assert [r[0] for r in rows] == [doc_id], (
-                    f"after {name} (seed {seed}): rows {rows}\n{mounted.log()[-5000:]}"
-                )
+                assert engine.identity(sql_conn, "doc.md") == doc_id, (
+                    f"after {name} (seed {seed}): {engine.contents(sql_conn)}\n"
+                    f"{mounted.log()[-5000:]}"
+                )  # one row, the same one
                 # The agent only appends, so a finished save's line is in the content now.
-                assert line in rows[0][1], (
-                    f"{name}'s save is not in the content (seed {seed}): {rows[0][1]!r}\n"
+                content = engine.contents(sql_conn)["doc.md"]
+                assert line in content, (
+                    f"{name}'s save is not in the content (seed {seed}): {content!r}\n"
                     f"{mounted.log()[-8000:]}"
                 )
     finally:
         stop.set()
         agent.join(timeout=30)
     assert agent_lines, "the agent never wrote"
-    final = sql_conn.execute("SELECT content FROM memory_documents WHERE path = 'doc.md'")
-    content = final.fetchone()[0]  # type: ignore[index]
-    versions = [r[0] for r in sql_conn.execute("SELECT content FROM memory_document_versions")]
-    kept = content + "".join(versions)
+    content = engine.contents(sql_conn)["doc.md"]
+    kept = content + "".join(engine.versions(sql_conn, "doc.md"))
     lost_human = [line for line in human_lines if line not in content]
     lost_agent = [line for line in agent_lines if line not in kept]
     assert not lost_human, f"seed {seed}: saves lost {lost_human}"
     assert not lost_agent, f"seed {seed}: agent lines lost {lost_agent}"
-    documents = sql_conn.execute("SELECT path FROM memory_documents ORDER BY path").fetchall()
-    conflicts = [p for (p,) in documents if p != "doc.md"]
-    assert conflicts == [], f"only doc.md should exist (versions keep changes): {documents}"
+    documents = sorted(engine.contents(sql_conn))
+    assert documents == ["doc.md"], f"only doc.md should exist (versions keep changes): {documents}"
