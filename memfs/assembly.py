@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import os
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -123,7 +124,10 @@ def assemble(
         on_changed=changed,
         tools=ToolFolders(ToolFileStore(database.pool, _legacy_key(scope)), calls),
         prompt=PromptFile(
-            store, calls, onboarded=functools.partial(database.onboarding_completed, scope.user_id)
+            store,
+            calls,
+            onboarded=functools.partial(database.onboarding_completed, scope.user_id),
+            shared=_lent_by(database, settings),
         ),
     )
     return MountParts(
@@ -136,6 +140,25 @@ def assemble(
         embedder=embedder,
         embeddings=embeddings,
     )
+
+
+def _lent_by(
+    database: Database, settings: Settings
+) -> Callable[[Sequence[str]], dict[str, str]] | None:
+    """For ``.prompt``: documents the read scopes have, first scope first (None: none)."""
+    stores = [database.tool_store(Scope(user)) for user in settings.read_scopes]
+    if not stores:
+        return None
+
+    def lent(paths: Sequence[str]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for store in stores:
+            for path in paths:
+                if path not in found and (document := store.find_document(path)) is not None:
+                    found[path] = document.content
+        return found
+
+    return lent
 
 
 def _legacy_key(scope: Scope) -> str:

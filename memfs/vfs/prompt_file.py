@@ -8,7 +8,8 @@ part only if its document is non-empty, parts joined by a line ``---`` between b
    was completed (``profile_onboarding_completed``);
 2. ``AGENTS.md`` "Agent Instructions", ``SOUL.md`` "Core Values", ``USER.md`` "User
    Context", ``IDENTITY.md`` "Identity", ``TOOLS.md`` "Tool Notes", all from the mount's own
-   workspace (never a read scope);
+   workspace (never a read scope; the other parts come from the first read scope that has
+   them when the workspace has none);
 3. ``MEMORY.md`` "Long-Term Memory" (IronClaw leaves it out of group chats only);
 4. today's and yesterday's ``daily/YYYY-MM-DD.md``, "Today's Notes" and "Yesterday's
    Notes" (dates in UTC, IronClaw's default when it is given no time zone);
@@ -48,6 +49,8 @@ IDENTITY_PARTS = (
     ("TOOLS.md", "Tool Notes"),
 )
 MEMORY = "MEMORY.md"
+#: Read from the mount's own workspace only, never lent by a read scope.
+PRIMARY_ONLY = frozenset({BOOTSTRAP, *(path for path, _ in IDENTITY_PARTS)})
 PROFILE = "context/profile.json"
 DIRECTIVES = "context/assistant-directives.md"
 SEPARATOR = "\n\n---\n\n"
@@ -104,6 +107,7 @@ class PromptFile:
         calls: RunDb,
         *,
         onboarded: Callable[[], bool] | None = None,
+        shared: Callable[[Sequence[str]], dict[str, str]] | None = None,
         today: Callable[[], date] = lambda: datetime.now(UTC).date(),
         clock: Callable[[], int] = time.time_ns,
     ) -> None:
@@ -111,6 +115,10 @@ class PromptFile:
         self.calls = calls
         #: Whether IronClaw's settings say onboarding is done (a database read).
         self.onboarded = onboarded
+        #: The contents of the paths given, from the read scopes in order (the first that
+        #: has each): IronClaw reads everything but the identity files there too when the
+        #: workspace itself has none.
+        self.shared = shared
         self.today = today
         self.clock = clock
         self.node: SyntheticFile | None = None
@@ -126,17 +134,26 @@ class PromptFile:
             node = tree.resolve(path)
             if isinstance(node, FileNode) and node.doc_id is not None and not node.scratch:
                 found[path] = node
-        key = (today, tuple((p, n.doc_id, n.updated_at, n.size) for p, n in found.items()))
+        # Decided anew at each lookup (rare): onboarding, and what read scopes lend.
+        onboarded = bool(await self.calls(self.onboarded)) if self.onboarded else False
+        lent: dict[str, str] = {}
+        missing = [p for p in inputs(today) if p not in found and p not in PRIMARY_ONLY]
+        if self.shared is not None and missing:
+            lent = await self.calls(self.shared, missing)
+        key = (
+            today, onboarded, tuple(sorted(lent.items())),
+            tuple((p, n.doc_id, n.updated_at, n.size) for p, n in found.items()),
+        )  # fmt: skip
         if self.node is not None and key == self._key and self.node.ino in tree.inodes:
             return self.node
         ids: Sequence[UUID] = [n.doc_id for n in found.values() if n.doc_id is not None]
         read = await self.calls(self.documents.read_contents, ids) if ids else {}
-        contents = {
-            path: read[node.doc_id].data.decode("utf-8")
+        contents = dict(lent)
+        contents.update(
+            (path, read[node.doc_id].data.decode("utf-8"))
             for path, node in found.items()
             if node.doc_id in read
-        }
-        onboarded = bool(await self.calls(self.onboarded)) if self.onboarded else False
+        )
         text = assemble_prompt(contents, today, onboarded=onboarded)
         mtime = max((n.mtime_ns for n in found.values()), default=self.clock())
         node = tree.new_synthetic_file(PROMPT_FILE, text.encode("utf-8"), mtime)

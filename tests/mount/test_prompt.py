@@ -94,3 +94,24 @@ def test_prompt_file_follows_its_inputs_and_stays_hidden(
     assert refused.value.errno in (errno.EROFS, errno.EACCES, errno.EPERM)
     found = mounted.run("grep", "-r", "likes", ".").stdout.decode()
     assert found == "./MEMORY.md:likes green tea\n", "grep -r never sees .prompt"
+
+
+def test_a_read_scope_lends_memory_but_never_identity(
+    database_url: str, sql_conn: psycopg.Connection[Any], mount_factory: Any
+) -> None:
+    """IronClaw reads MEMORY.md and the daily logs from a read scope when the workspace
+    has none; identity files only ever from the workspace itself."""
+    mount = mount_factory(database_url, user_id="alice", extra_args=["--read-scope", "bob"])
+    sql_conn.execute(
+        "INSERT INTO memory_documents (user_id, path, content) VALUES "
+        "('bob', 'MEMORY.md', 'bob remembers the launch'), ('bob', 'SOUL.md', 'bob''s soul')"
+    )
+    (mount.path() / "SOUL.md").write_text("alice's soul")
+    prompt = (mount.path() / ".prompt").read_text()
+    assert prompt == (
+        "## Core Values\n\nalice's soul\n\n---\n\n## Long-Term Memory\n\nbob remembers the launch"
+    )
+    (mount.path() / "MEMORY.md").write_text("alice's own memory")
+    assert (
+        (mount.path() / ".prompt").read_text().endswith("## Long-Term Memory\n\nalice's own memory")
+    )
