@@ -189,8 +189,11 @@ CREATE TABLE IF NOT EXISTS memfs.tool_files (
     content BYTEA NOT NULL DEFAULT ''::bytea,
     mode INTEGER NOT NULL,
     mtime_ns BIGINT NOT NULL,
+    changed_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (workspace, path)
 );
+ALTER TABLE memfs.tool_files
+    ADD COLUMN IF NOT EXISTS changed_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp();
 -- A one-round-trip save sends every statement at once, guarded by this: if the row (or
 -- the path, for a new document) is not as the mount last saw it, the transaction fails
 -- with SQLSTATE MF001 and the mount saves again the careful way (schema 3).

@@ -38,6 +38,35 @@ class ToolFileStore:
             ).fetchall()
         return [ToolFile(p, d, bytes(c), m, t) for p, d, c, m, t in rows]
 
+    def fingerprint(self) -> tuple[int, object]:
+        """Changes by any mount show as a new (count, last change) pair."""
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                "SELECT count(*), max(changed_at) FROM memfs.tool_files WHERE workspace = %s",
+                (self.workspace,),
+            ).fetchone()
+        return (int(row[0]), row[1]) if row else (0, None)
+
+    def digests(self) -> dict[str, tuple[bool, int, int, str]]:
+        """Path -> (is a folder, mode, mtime, MD5 of the content), without the contents."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT path, is_dir, mode, mtime_ns, md5(content) FROM memfs.tool_files "
+                "WHERE workspace = %s ORDER BY path",
+                (self.workspace,),
+            ).fetchall()
+        return {path: (d, m, t, h) for path, d, m, t, h in rows}
+
+    def contents(self, paths: Sequence[str]) -> dict[str, bytes]:
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT path, content FROM memfs.tool_files WHERE workspace = %s "
+                "AND path = ANY(%s)",
+                (self.workspace, list(paths)),
+                binary=True,
+            ).fetchall()
+        return {path: bytes(content) for path, content in rows}
+
     def apply(self, upserts: Sequence[ToolFile], removed: Sequence[str]) -> None:
         """Write what changed since the last call, in one transaction."""
         with self.pool.connection() as conn, conn.transaction():
@@ -51,7 +80,8 @@ class ToolFileStore:
                     "INSERT INTO memfs.tool_files (workspace, path, is_dir, content, mode, "
                     "mtime_ns) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (workspace, path) "
                     "DO UPDATE SET is_dir = EXCLUDED.is_dir, content = EXCLUDED.content, "
-                    "mode = EXCLUDED.mode, mtime_ns = EXCLUDED.mtime_ns",
+                    "mode = EXCLUDED.mode, mtime_ns = EXCLUDED.mtime_ns, "
+                    "changed_at = clock_timestamp()",
                     [(self.workspace, f.path, f.is_dir, f.content, f.mode, f.mtime_ns)
                      for f in upserts],
                 )  # fmt: skip

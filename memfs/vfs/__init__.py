@@ -61,25 +61,6 @@ class Filesystem(NamespaceMixin):
         if self.tools is not None:
             await self.tools.load(self)
 
-    async def _sync_tools(self) -> bool:
-        """Write what changed in the tool folders; False (and a log line) if it failed:
-        what was not written stays in memory and goes with the next operation's write."""
-        if self.tools is None or self.read_only:
-            return True
-        try:
-            await self.tools.sync(self)
-            # Documents a move took into a tool folder leave memory once it has them.
-            while self.leaving_memory:
-                await self._delete_later(self.leaving_memory[0], [])
-                self.leaving_memory.pop(0)
-            while self.leaving_dirs:
-                await self._delete_later(None, [], self.leaving_dirs[0])
-                self.leaving_dirs.pop(0)
-        except FsError as exc:
-            log.error("tool folders: changes not kept yet (%s); retried later", exc.reason)
-            return False
-        return True
-
     async def release(self, fh: int) -> None:
         await super().release(fh)
         await self._sync_tools()

@@ -13,6 +13,8 @@ from memfs.errors import FsError
 from memfs.vfs.base import log
 from memfs.vfs.namespace import NamespaceMixin
 
+#: Seconds between looks at other mounts' changes to the tool folders.
+TOOLS_EVERY = 1.0
 #: Seconds between retries of saves that failed while the database was down.
 RETRY_EVERY = 2.0
 
@@ -37,13 +39,16 @@ class Maintenance:
         """Promote tentative files as they fall due; retry unsaved files; keep planner
         statistics fresh so searches never fall back to a pathological plan."""
         await self.refresh_statistics()
-        last_stats = last_retry = self.monotonic()
+        last_stats = last_retry = last_tools = self.monotonic()
         while True:
             await trio.sleep(interval)
             try:
                 await self.fs.promote_due()
             except FsError as exc:
                 log.error("promoting tentative files failed: %s", exc)
+            if self.monotonic() - last_tools >= TOOLS_EVERY:
+                last_tools = self.monotonic()
+                await self.fs.refresh_tools()
             if self.fs.unsaved and self.monotonic() - last_retry >= RETRY_EVERY:
                 last_retry = self.monotonic()
                 await self.retry_unsaved()

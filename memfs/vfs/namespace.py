@@ -649,6 +649,39 @@ class NamespaceMixin(ContentMixin):
             if result.changed:  # commit_documents re-chunked them in its transaction
                 self._announce(result.doc_id)
 
+    # -- tool folders (memfs.vfs.tool_folders) ---------------------------------------------
+
+    async def _sync_tools(self) -> bool:
+        """Write what changed in the tool folders; False (and a log line) if it failed:
+        what was not written stays in memory and goes with the next operation's write."""
+        if self.tools is None or self.read_only:
+            return True
+        try:
+            await self.tools.sync(self)
+            # Documents a move took into a tool folder leave memory once it has them.
+            while self.leaving_memory:
+                await self._delete_later(self.leaving_memory[0], [])
+                self.leaving_memory.pop(0)
+            while self.leaving_dirs:
+                await self._delete_later(None, [], self.leaving_dirs[0])
+                self.leaving_dirs.pop(0)
+        except FsError as exc:
+            log.error("tool folders: changes not kept yet (%s); retried later", exc.reason)
+            return False
+        return True
+
+    async def refresh_tools(self) -> int:
+        """Take in other mounts' changes to the tool folders (the upkeep loop's call)."""
+        if self.tools is None:
+            return 0
+        if self.leaving_memory or self.leaving_dirs or not self.tools.persisted_all(self):
+            await self._sync_tools()  # a write that failed earlier goes first
+        try:
+            return await self.tools.refresh(self)
+        except FsError as exc:
+            log.warning("tool folders: other mounts' changes not read (%s)", exc.reason)
+            return 0
+
     # -- tentative scratch -----------------------------------------------------------------
 
     async def promote_due(self, now: float | None = None) -> int:

@@ -13,6 +13,7 @@ rule of its own, whatever pattern a tool saves with.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import stat
 from typing import Protocol
@@ -22,12 +23,15 @@ import trio
 from memfs.buffers import FileBuffer, ScratchBuffer, ScratchSpill
 from memfs.db.calls import RunDb
 from memfs.db.tool_file_store import ToolFile, ToolFileStore
+from memfs.kernel import KernelNotifier
 from memfs.scratch import ScratchRules
 from memfs.tree import DirNode, FileNode, Node, Tree
 
 log = logging.getLogger("memfs.vfs")
 
 Signature = tuple[object, ...]
+#: What the table holds for a path: (is a folder, mode, mtime, MD5 of the content).
+Digest = tuple[bool, int, int, str]
 
 
 class ToolHost(Protocol):
@@ -37,6 +41,12 @@ class ToolHost(Protocol):
     buffers: dict[int, FileBuffer | ScratchBuffer]
     spill: ScratchSpill
     rules: ScratchRules
+    kernel: KernelNotifier
+    ns_lock: trio.Lock
+
+
+def _digest(is_dir: bool, mode: int, mtime_ns: int, content: bytes) -> Digest:
+    return (is_dir, mode, mtime_ns, hashlib.md5(content, usedforsecurity=False).hexdigest())
 
 
 class ToolFolders:
@@ -45,8 +55,11 @@ class ToolFolders:
     def __init__(self, store: ToolFileStore, calls: RunDb) -> None:
         self.store = store
         self.calls = calls
-        #: What was last written, by path.
+        #: What was last written, by path (signatures of the mount's own nodes).
         self.persisted: dict[str, Signature] = {}
+        #: What the table holds as far as this mount knows, and its fingerprint then.
+        self.remote: dict[str, Digest] = {}
+        self.seen: object = None
         self.lock = trio.Lock()
 
     # -- what the mount shows --------------------------------------------------------------
@@ -111,6 +124,8 @@ class ToolFolders:
             node.scratch = True
             fs.tree.attach(parent, node)
         self.persisted = {path: signature for path, (_, signature) in self._current(fs).items()}
+        self.remote = {r.path: _digest(r.is_dir, r.mode, r.mtime_ns, r.content) for r in rows}
+        self.seen = await self.calls(self.store.fingerprint)
         if rows:
             log.info("tool folders: %d files kept from earlier mounts", shown)
 
@@ -139,6 +154,101 @@ class ToolFolders:
             await self.calls(self.store.apply, upserts, removed)
             for path in removed:
                 del self.persisted[path]
+                self.remote.pop(path, None)
             for path, (_, signature) in changed.items():
                 self.persisted[path] = signature
+            for written in upserts:
+                self.remote[written.path] = _digest(
+                    written.is_dir, written.mode, written.mtime_ns, written.content
+                )
             log.debug("tool folders: %d written, %d removed", len(upserts), len(removed))
+
+    def persisted_all(self, fs: ToolHost) -> bool:
+        """Whether everything shown is written (a failed write leaves differences)."""
+        current = self._current(fs)
+        return current.keys() == self.persisted.keys() and all(
+            self.persisted[path] == signature for path, (_, signature) in current.items()
+        )
+
+    # -- other mounts' changes -----------------------------------------------------------
+
+    async def refresh(self, fs: ToolHost) -> int:
+        """Take in what other mounts of the workspace changed in the tool folders since
+        this mount last looked (one query when nothing did).  A file changed here and not
+        written yet, or open, keeps this mount's content (it is written next: the last
+        writer wins).  Returns how many paths changed here."""
+        fingerprint = await self.calls(self.store.fingerprint)
+        if fingerprint == self.seen:
+            return 0
+        async with self.lock:
+            digests = await self.calls(self.store.digests)
+            current = self._current(fs)
+
+            def untouched(path: str) -> bool:
+                node, signature = current[path]
+                busy = isinstance(node, FileNode) and node.open_count > 0
+                return not busy and self.persisted.get(path) == signature
+
+            arrived = [
+                path for path, digest in digests.items()
+                if self.remote.get(path) != digest and (path not in current or untouched(path))
+            ]  # fmt: skip
+            gone = [
+                path for path in self.remote
+                if path not in digests and path in current and untouched(path)
+            ]  # fmt: skip
+            wanted = [p for p in arrived if not digests[p][0]]
+            contents = await self.calls(self.store.contents, wanted) if wanted else {}
+            async with fs.ns_lock:
+                for path in sorted(arrived):
+                    self._take(fs, path, digests[path], contents.get(path, b""))
+                for path in sorted(gone, reverse=True):  # what is in a folder before it
+                    self._drop(fs, path)
+            for path, (_, signature) in self._current(fs).items():
+                if path in arrived:
+                    self.persisted[path] = signature
+            for path in gone:
+                self.persisted.pop(path, None)
+            self.remote = dict(digests)
+            self.seen = fingerprint
+        if arrived or gone:
+            log.info("tool folders: %d changed by another mount", len(arrived) + len(gone))
+        return len(arrived) + len(gone)
+
+    def _take(self, fs: ToolHost, path: str, digest: Digest, content: bytes) -> None:
+        is_dir, mode, mtime_ns, _ = digest
+        parent_path, _, name = path.rpartition("/")
+        parent = fs.tree.resolve(parent_path) if parent_path else fs.tree.root
+        if not isinstance(parent, DirNode) or (parent is not fs.tree.root and not parent.scratch):
+            return
+        node = parent.children.get(name)
+        if node is None:
+            made: Node = (
+                fs.tree.new_dir(name, mode, mtime_ns)
+                if is_dir
+                else fs.tree.new_file(name, mode, mtime_ns)
+            )
+            made.scratch = True
+            if isinstance(made, FileNode):
+                made.size = len(content)
+                fs.buffers[made.ino] = ScratchBuffer(fs.spill, content)
+            fs.tree.attach(parent, made)
+            fs.kernel.entry(parent.ino, name)
+        elif isinstance(node, FileNode) and not is_dir and node.scratch:
+            fs.buffers[node.ino] = ScratchBuffer(fs.spill, content)
+            node.size = len(content)
+            node.mode = stat.S_IFREG | mode
+            node.mtime_ns = mtime_ns
+            fs.kernel.inode(node.ino)
+
+    def _drop(self, fs: ToolHost, path: str) -> None:
+        node = fs.tree.resolve(path)
+        if node is None or node.parent is None or not node.scratch:
+            return
+        if isinstance(node, DirNode) and node.children:
+            return
+        parent = node.parent
+        fs.tree.detach(node)
+        if node.ino not in fs.tree.inodes:  # freed: nothing holds it open
+            fs.buffers.pop(node.ino, None)
+        fs.kernel.entry(parent.ino, node.name)

@@ -107,3 +107,26 @@ def test_obsidian_vault_state_persists_and_never_becomes_memory(
     git = subprocess.run(["mkdir", str(third.path() / ".git")], capture_output=True,
                          text=True, timeout=30, check=False)  # fmt: skip
     assert git.returncode != 0
+
+
+def test_two_mounts_of_a_workspace_share_tool_folders_while_both_run(
+    engine: Engine, database_url: str, mount_factory: Any
+) -> None:
+    one: Mount = mount_factory(database_url, name="one")
+    two: Mount = mount_factory(database_url, name="two")
+
+    def wait_for(condition: Any, what: str) -> None:
+        deadline = time.monotonic() + 15
+        while not condition():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.1)
+
+    (one.path() / ".obsidian").mkdir()
+    (one.path() / ".obsidian" / "app.json").write_text('{"theme": "dark"}')
+    app = two.path() / ".obsidian" / "app.json"
+    wait_for(lambda: app.exists() and app.read_text() == '{"theme": "dark"}', "the new file")
+    app.write_text('{"theme": "light"}')
+    mine = one.path() / ".obsidian" / "app.json"
+    wait_for(lambda: mine.read_text() == '{"theme": "light"}', "the other mount's change")
+    os.unlink(mine)
+    wait_for(lambda: not app.exists(), "the removal")
