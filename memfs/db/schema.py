@@ -194,6 +194,21 @@ CREATE TABLE IF NOT EXISTS memfs.tool_files (
 );
 ALTER TABLE memfs.tool_files
     ADD COLUMN IF NOT EXISTS changed_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp();
+-- Mounts listening to the change feed learn that tool files changed (they look which).
+CREATE OR REPLACE FUNCTION memfs.notify_tools() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('memfs_changes', '{"op": "TOOLS"}');
+    RETURN NULL;
+END $$;
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'memfs_notify_tools'
+                   AND tgrelid = 'memfs.tool_files'::regclass) THEN
+        CREATE TRIGGER memfs_notify_tools AFTER INSERT OR UPDATE OR DELETE ON memfs.tool_files
+            FOR EACH STATEMENT EXECUTE FUNCTION memfs.notify_tools();
+    END IF;
+END $$;
 -- A one-round-trip save sends every statement at once, guarded by this: if the row (or
 -- the path, for a new document) is not as the mount last saw it, the transaction fails
 -- with SQLSTATE MF001 and the mount saves again the careful way (schema 3).

@@ -44,6 +44,8 @@ class OtherWriters:
         document's current row (None: deleted), so only the last event per id matters.
         """
         fs = self.fs
+        if any(event.get("op") == "TOOLS" for event in events):
+            await fs.refresh_tools()  # another mount changed a tool folder
         if any(event.get("op") == "RESYNC" for event in events):
             await self.resync()
             return
@@ -275,7 +277,8 @@ class OtherWriters:
             current = parent
 
     async def poll_changes(self, interval: float = 1.0) -> None:
-        """Without the trigger: resync whenever the workspace's fingerprint changes."""
+        """Without the trigger: resync whenever the workspace's fingerprint changes, and
+        look at the tool folders' (``ToolFolders.refresh``)."""
         fs = self.fs
         last = self._fingerprint
         while True:
@@ -284,6 +287,7 @@ class OtherWriters:
                 if current != last:  # None after a failed poll: resync, as the feed does
                     await self.resync()
                 last = current
+                await fs.refresh_tools()  # no feed tells of other mounts' tool files either
             except FsError as exc:
                 log.warning("polling for changes failed: %s", exc)
                 last = None

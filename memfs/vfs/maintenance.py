@@ -13,7 +13,7 @@ from memfs.errors import FsError
 from memfs.vfs.base import log
 from memfs.vfs.namespace import NamespaceMixin
 
-#: Seconds between looks at other mounts' changes to the tool folders.
+#: Seconds between retries of tool-folder writes that failed.
 TOOLS_EVERY = 1.0
 #: Seconds between retries of saves that failed while the database was down.
 RETRY_EVERY = 2.0
@@ -48,7 +48,7 @@ class Maintenance:
                 log.error("promoting tentative files failed: %s", exc)
             if self.monotonic() - last_tools >= TOOLS_EVERY:
                 last_tools = self.monotonic()
-                await self.fs.refresh_tools()
+                await self.fs.retry_tools()
             if self.fs.unsaved and self.monotonic() - last_retry >= RETRY_EVERY:
                 last_retry = self.monotonic()
                 await self.retry_unsaved()

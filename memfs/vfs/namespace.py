@@ -670,12 +670,20 @@ class NamespaceMixin(ContentMixin):
             return False
         return True
 
+    async def retry_tools(self) -> None:
+        """Write what an earlier tool-folder write could not (the upkeep loop's call; no
+        query when everything is written)."""
+        if self.tools is None or self.read_only:
+            return
+        if self.leaving_memory or self.leaving_dirs or not self.tools.persisted_all(self):
+            await self._sync_tools()
+
     async def refresh_tools(self) -> int:
-        """Take in other mounts' changes to the tool folders (the upkeep loop's call)."""
+        """Take in other mounts' changes to the tool folders (told by the change feed, or
+        looked for by the polling loop)."""
         if self.tools is None:
             return 0
-        if self.leaving_memory or self.leaving_dirs or not self.tools.persisted_all(self):
-            await self._sync_tools()  # a write that failed earlier goes first
+        await self.retry_tools()  # a write that failed earlier goes first
         try:
             return await self.tools.refresh(self)
         except FsError as exc:
