@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memfs.db.scoped import Pool
+from memfs.db.scoped import Conn, Pool
 
 
 @dataclass(frozen=True)
@@ -67,21 +67,59 @@ class ToolFileStore:
             ).fetchall()
         return {path: bytes(content) for path, content in rows}
 
+    def apply_checked(
+        self,
+        upserts: Sequence[ToolFile],
+        removed: Sequence[str],
+        expected: dict[str, str | None],
+    ) -> dict[str, tuple[ToolFile, str]]:
+        """Write, in one transaction, what still holds what the caller last knew
+        (``expected``: path -> MD5 of the content, None for absent): a compare-and-swap.
+        Paths another mount wrote meanwhile are left as they are and answered, with their
+        content and its MD5, so the caller can keep that content before writing its own."""
+        paths = [f.path for f in upserts] + list(removed)
+        with self.pool.connection() as conn, conn.transaction():
+            rows = conn.execute(
+                "SELECT path, is_dir, content, mode, mtime_ns, md5(content) FROM memfs.tool_files "
+                "WHERE workspace = %s AND path = ANY(%s) FOR UPDATE",
+                (self.workspace, paths),
+                binary=True,
+            ).fetchall()
+            found = {
+                path: (ToolFile(path, is_dir, bytes(content), mode, mtime), str(digest))
+                for path, is_dir, content, mode, mtime, digest in rows
+            }
+            clashes = {
+                path: found[path]
+                for path in paths
+                if path in found and found[path][1] != expected.get(path)
+                and not found[path][0].is_dir
+            }  # fmt: skip
+            self._write(
+                conn,
+                [f for f in upserts if f.path not in clashes],
+                [p for p in removed if p not in clashes],
+            )
+        return clashes
+
     def apply(self, upserts: Sequence[ToolFile], removed: Sequence[str]) -> None:
         """Write what changed since the last call, in one transaction."""
         with self.pool.connection() as conn, conn.transaction():
-            if removed:
-                conn.execute(
-                    "DELETE FROM memfs.tool_files WHERE workspace = %s AND path = ANY(%s)",
-                    (self.workspace, list(removed)),
-                )
-            if upserts:
-                conn.cursor().executemany(
-                    "INSERT INTO memfs.tool_files (workspace, path, is_dir, content, mode, "
-                    "mtime_ns) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (workspace, path) "
-                    "DO UPDATE SET is_dir = EXCLUDED.is_dir, content = EXCLUDED.content, "
-                    "mode = EXCLUDED.mode, mtime_ns = EXCLUDED.mtime_ns, "
-                    "changed_at = clock_timestamp()",
-                    [(self.workspace, f.path, f.is_dir, f.content, f.mode, f.mtime_ns)
-                     for f in upserts],
-                )  # fmt: skip
+            self._write(conn, upserts, removed)
+
+    def _write(self, conn: Conn, upserts: Sequence[ToolFile], removed: Sequence[str]) -> None:
+        if removed:
+            conn.execute(
+                "DELETE FROM memfs.tool_files WHERE workspace = %s AND path = ANY(%s)",
+                (self.workspace, list(removed)),
+            )
+        if upserts:
+            conn.cursor().executemany(
+                "INSERT INTO memfs.tool_files (workspace, path, is_dir, content, mode, "
+                "mtime_ns) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (workspace, path) "
+                "DO UPDATE SET is_dir = EXCLUDED.is_dir, content = EXCLUDED.content, "
+                "mode = EXCLUDED.mode, mtime_ns = EXCLUDED.mtime_ns, "
+                "changed_at = clock_timestamp()",
+                [(self.workspace, f.path, f.is_dir, f.content, f.mode, f.mtime_ns)
+                 for f in upserts],
+            )  # fmt: skip

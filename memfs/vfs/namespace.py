@@ -677,13 +677,18 @@ class NamespaceMixin(ContentMixin):
             return
         if self.leaving_memory or self.leaving_dirs or not self.tools.persisted_all(self):
             await self._sync_tools()
+        if self.tools.pending:  # another mount's change waited for a file to be closed
+            await self.refresh_tools()
 
     async def refresh_tools(self) -> int:
         """Take in other mounts' changes to the tool folders (told by the change feed, or
         looked for by the polling loop)."""
         if self.tools is None:
             return 0
-        await self.retry_tools()  # a write that failed earlier goes first
+        if not self.read_only and (
+            self.leaving_memory or self.leaving_dirs or not self.tools.persisted_all(self)
+        ):
+            await self._sync_tools()  # a write that failed earlier goes first
         try:
             return await self.tools.refresh(self)
         except FsError as exc:

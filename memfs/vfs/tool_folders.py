@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import stat
+import time
 from typing import Protocol
 
 import trio
@@ -60,6 +61,8 @@ class ToolFolders:
         #: What the table holds as far as this mount knows, and its fingerprint then.
         self.remote: dict[str, Digest] = {}
         self.seen: object = None
+        #: A file another mount changed was open here: look again once it is closed.
+        self.pending = False
         self.lock = trio.Lock()
 
     # -- what the mount shows --------------------------------------------------------------
@@ -142,16 +145,23 @@ class ToolFolders:
             }
             if not removed and not changed:
                 return
-            upserts = []
-            for path, (node, _) in changed.items():
-                content = b""
-                if isinstance(node, FileNode):
-                    buffer = fs.buffers.get(node.ino)
-                    content = buffer.snapshot() if buffer is not None else b""
-                upserts.append(
-                    ToolFile(path, node.is_dir, content, stat.S_IMODE(node.mode), node.mtime_ns)
-                )
-            await self.calls(self.store.apply, upserts, removed)
+            upserts = self._files(fs, changed)
+            expected = {p: self.remote[p][3] if p in self.remote else None for p in changed}
+            expected.update((p, self.remote[p][3] if p in self.remote else None) for p in removed)
+            clashes = await self.calls(self.store.apply_checked, upserts, removed, expected)
+            if clashes:  # another mount wrote these since this one last looked
+                async with fs.ns_lock:
+                    for path, (theirs, _) in clashes.items():
+                        self._keep_theirs(fs, path, theirs)
+                current = self._current(fs)
+                changed = {
+                    path: (node, signature)
+                    for path, (node, signature) in current.items()
+                    if self.persisted.get(path) != signature
+                }
+                upserts = self._files(fs, changed)
+                removed = [path for path in removed if path not in clashes]
+                await self.calls(self.store.apply, upserts, [])
             for path in removed:
                 del self.persisted[path]
                 self.remote.pop(path, None)
@@ -170,6 +180,31 @@ class ToolFolders:
             self.persisted[path] == signature for path, (_, signature) in current.items()
         )
 
+    @staticmethod
+    def _files(fs: ToolHost, changed: dict[str, tuple[Node, Signature]]) -> list[ToolFile]:
+        found = []
+        for path, (node, _) in changed.items():
+            content = b""
+            if isinstance(node, FileNode):
+                buffer = fs.buffers.get(node.ino)
+                content = buffer.snapshot() if buffer is not None else b""
+            found.append(
+                ToolFile(path, node.is_dir, content, stat.S_IMODE(node.mode), node.mtime_ns)
+            )
+        return found
+
+    def _keep_theirs(self, fs: ToolHost, path: str, theirs: ToolFile) -> None:
+        """Another mount's content of a file this mount changed too (a compare-and-swap
+        found it): kept beside it as ``<name>.conflict-<time><ext>``, then written."""
+        parent_path, _, name = path.rpartition("/")
+        stem, dot, ext = name.rpartition(".")
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        copy = f"{stem}.conflict-{stamp}.{ext}" if dot and stem else f"{name}.conflict-{stamp}"
+        target = f"{parent_path}/{copy}" if parent_path else copy
+        digest = _digest(False, theirs.mode, theirs.mtime_ns, theirs.content)
+        self._take(fs, target, digest, theirs.content)
+        log.warning("tool file %r changed in another mount too: theirs kept as %r", path, copy)
+
     # -- other mounts' changes -----------------------------------------------------------
 
     async def refresh(self, fs: ToolHost) -> int:
@@ -178,7 +213,7 @@ class ToolFolders:
         written yet, or open, keeps this mount's content (it is written next: the last
         writer wins).  Returns how many paths changed here."""
         fingerprint = await self.calls(self.store.fingerprint)
-        if fingerprint == self.seen:
+        if fingerprint == self.seen and not self.pending:
             return 0
         async with self.lock:
             digests = await self.calls(self.store.digests)
@@ -189,14 +224,13 @@ class ToolFolders:
                 busy = isinstance(node, FileNode) and node.open_count > 0
                 return not busy and self.persisted.get(path) == signature
 
-            arrived = [
-                path for path, digest in digests.items()
-                if self.remote.get(path) != digest and (path not in current or untouched(path))
-            ]  # fmt: skip
-            gone = [
-                path for path in self.remote
-                if path not in digests and path in current and untouched(path)
-            ]  # fmt: skip
+            # A path changed here too (or open) is left: its next write finds the other
+            # mount's content by compare-and-swap and keeps it beside (``sync``).
+            moved = [p for p, d in digests.items() if self.remote.get(p) != d]
+            moved += [p for p in self.remote if p not in digests]
+            arrived = [p for p in moved if p in digests and (p not in current or untouched(p))]
+            gone = [p for p in moved if p not in digests and p in current and untouched(p)]
+            left = [p for p in moved if p not in arrived and p not in gone and p in current]
             wanted = [p for p in arrived if not digests[p][0]]
             contents = await self.calls(self.store.contents, wanted) if wanted else {}
             async with fs.ns_lock:
@@ -209,8 +243,16 @@ class ToolFolders:
                     self.persisted[path] = signature
             for path in gone:
                 self.persisted.pop(path, None)
-            self.remote = dict(digests)
+            remote = dict(digests)
+            for path in left:  # what this mount last knew stays what its writes expect
+                if path in self.remote:
+                    remote[path] = self.remote[path]
+                else:
+                    remote.pop(path, None)
+            self.remote = remote
             self.seen = fingerprint
+            held = [current[p][0] for p in left]
+            self.pending = any(isinstance(n, FileNode) and n.open_count > 0 for n in held)
         if arrived or gone:
             log.info("tool folders: %d changed by another mount", len(arrived) + len(gone))
         return len(arrived) + len(gone)

@@ -130,3 +130,35 @@ def test_two_mounts_of_a_workspace_share_tool_folders_while_both_run(
     wait_for(lambda: mine.read_text() == '{"theme": "light"}', "the other mount's change")
     os.unlink(mine)
     wait_for(lambda: not app.exists(), "the removal")
+
+
+def test_a_tool_file_saved_in_two_mounts_at_once_keeps_both(
+    engine: Engine, database_url: str, mount_factory: Any
+) -> None:
+    """A compare-and-swap on every write: the other mount's content, written while this
+    one had the file open, is kept beside it as a .conflict- copy, in both mounts."""
+    one: Mount = mount_factory(database_url, name="one")
+    two: Mount = mount_factory(database_url, name="two")
+    (one.path() / ".vscode").mkdir()
+    (one.path() / ".vscode" / "settings.json").write_text("{}")
+    theirs = two.path() / ".vscode" / "settings.json"
+    deadline = time.monotonic() + 15
+    while not theirs.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    with open(one.path() / ".vscode" / "settings.json", "w") as held:
+        held.write('{"mine": 1}')
+        time.sleep(1.5)  # mount one's upkeep writes the open file's content meanwhile
+        theirs.write_text('{"theirs": 2}')  # the other mount saves while it is open here
+        time.sleep(1.5)
+    deadline = time.monotonic() + 15
+    while not [n for n in os.listdir(one.path() / ".vscode") if ".conflict-" in n]:
+        assert time.monotonic() < deadline, "the other mount's content was not kept"
+        time.sleep(0.1)
+    copy = next(n for n in os.listdir(one.path() / ".vscode") if ".conflict-" in n)
+    assert (one.path() / ".vscode" / copy).read_text() == '{"theirs": 2}'
+    assert (one.path() / ".vscode" / "settings.json").read_text() == '{"mine": 1}'
+    deadline = time.monotonic() + 15  # and the other mount gets both
+    while theirs.read_text() != '{"mine": 1}' or not (two.path() / ".vscode" / copy).exists():
+        assert time.monotonic() < deadline, sorted(os.listdir(two.path() / ".vscode"))
+        time.sleep(0.1)
