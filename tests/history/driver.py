@@ -1,0 +1,499 @@
+"""The history driver: many writers at once against one workspace, every operation recorded
+with what it was told (``tests.history.record``), for ``tests.history.check`` to judge.
+
+Writers: on each mount, worker threads doing the real savers of ``tests.savers`` (vim,
+sed -i, os.replace, write-file-atomic, rsync), appends and truncating writes made with
+open/write/close (so close()'s answer is seen), shell ``>>`` and ``>`` (indeterminate:
+bash ignores close()'s error), ``os.replace`` of a new file, ``rm``, ``rm -rf``, ``mv`` of
+files and folders (onto names other writers create), ``mkdir`` and tool-folder files; and
+the agent writing by SQL as IronClaw does on the engine (legacy: an UPDATE or an insert;
+Reborn: a compare-and-swap on ``version``), creating and deleting documents.
+
+The names are few (three folders, three file names) so writers collide all the time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from tests.engines import Engine, reborn_prefix
+from tests.history.check import FinalState
+from tests.history.record import FAIL, INFO, OK, History, Op
+from tests.mounting import Mount
+from tests.savers import SAVERS
+
+FOLDERS = ("a", "b", "c")
+#: Folder names only a move creates.
+SPARE_FOLDERS = ("d", "e")
+NAMES = ("x.md", "y.md", "z.md")
+#: Real savers the workers use (nano and emacs are slow; rclone adds nothing rsync lacks).
+SAVER_NAMES = ("vim backupcopy=yes", "vim backupcopy=no", "sed -i", "os.replace",
+               "write-file-atomic", "rsync")  # fmt: skip
+COMMAND_TIMEOUT = 60.0
+#: How often a worker picks each operation.
+WEIGHTS = {
+    "append": 16, "truncate": 6, "shell-append": 6, "shell-truncate": 3, "save": 12,
+    "replace": 5, "rm": 4, "rm-rf": 2, "mv": 5, "mv-dir": 3, "mkdir": 3, "tool": 3,
+    "ping-pong": 6, "rm-then-write": 4, "mv-dir-collide": 2,
+}  # fmt: skip
+AGENT_WEIGHTS = {"agent-append": 6, "agent-create": 3, "agent-delete": 1}
+
+
+#: How often a path is the one every writer shares (collisions on one document).
+HOT = 0.4
+
+
+def random_path(rng: random.Random) -> str:
+    if rng.random() < HOT:
+        return NAMES[0]
+    folder = rng.choice((*FOLDERS, *SPARE_FOLDERS, ""))
+    name = rng.choice(NAMES)
+    return f"{folder}/{name}" if folder else name
+
+
+@dataclass
+class Run:
+    """One run: the mounts, the engine, the database, the seed and the history."""
+
+    engine: Engine
+    url: str
+    mounts: Sequence[Mount]
+    seed: int
+    env: dict[str, str]
+    #: IronClaw's agent id of the workspace on the legacy layout (None: NULL).
+    agent_id: str | None = None
+    history: History = field(default_factory=History)
+    #: The agent's SQL writer (set by ``drive``).
+    agent: Agent = field(init=False)
+    _counter: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def marker(self, writer: str) -> str:
+        with self._lock:
+            self._counter += 1
+            return f"{writer}-{self._counter}"
+
+
+def _errno(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return f"{os.strerror(exc.errno)} ({exc.errno})"
+    return f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+def _timed(op: Op, call: Callable[[], Any]) -> Any:
+    began = time.monotonic()
+    try:
+        return call()
+    finally:
+        op.longest = max(op.longest, time.monotonic() - began)
+
+
+def _write_file(op: Op, full: Path, data: bytes, flags: int) -> None:
+    """open, write, close: FAIL if open refused (nothing written), else OK or INFO."""
+    try:
+        fd = _timed(op, lambda: os.open(full, os.O_WRONLY | os.O_CREAT | flags, 0o644))
+    except OSError as exc:
+        History.end(op, FAIL, _errno(exc))
+        return
+    try:
+        _timed(op, lambda: os.write(fd, data))
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        History.end(op, INFO, "write: " + _errno(exc))
+        return
+    try:
+        _timed(op, lambda: os.close(fd))
+    except OSError as exc:
+        # A save refused at close may be kept and retried by the mount: unknown.
+        History.end(op, INFO, "close: " + _errno(exc))
+        return
+    History.end(op, OK)
+
+
+def _command(op: Op, cmd: list[str], cwd: Path, env: dict[str, str], ok: str) -> None:
+    """A program's run: its exit code is all the driver sees."""
+    try:
+        done = subprocess.run(
+            cmd, cwd=cwd, env=env, capture_output=True, timeout=COMMAND_TIMEOUT, check=False
+        )
+    except subprocess.TimeoutExpired:
+        History.end(op, INFO, f"timed out after {COMMAND_TIMEOUT:.0f}s")
+        return
+    if done.returncode == 0:
+        History.end(op, ok)
+    else:
+        History.end(op, INFO, f"exit {done.returncode}: {done.stderr.decode()[-200:].strip()}")
+
+
+class MountWriter:
+    """A worker thread's operations on one mount."""
+
+    def __init__(self, run: Run, mount: Mount, name: str, rng: random.Random) -> None:
+        self.run = run
+        self.mount = mount
+        self.name = name
+        self.rng = rng
+        self.root = mount.path()
+
+    def step(self) -> None:
+        kind = self.rng.choices(list(WEIGHTS), weights=list(WEIGHTS.values()))[0]
+        getattr(self, "op_" + kind.replace("-", "_"))()
+
+    def _begin(self, kind: str, path: str, *, write: bool = False, **extra: str) -> Op:
+        marker = self.run.marker(self.name) if write else None
+        return self.run.history.begin(self.name, kind, path, marker=marker, **extra)
+
+    def op_append(self) -> None:
+        path = random_path(self.rng)
+        op = self._begin("append", path, write=True)
+        _write_file(op, self.root / path, f"{op.marker}\n".encode(), os.O_APPEND)
+
+    def op_truncate(self) -> None:
+        path = random_path(self.rng)
+        op = self._begin("truncate", path, write=True)
+        _write_file(op, self.root / path, f"{op.marker}\n".encode(), os.O_TRUNC)
+
+    def _shell(self, kind: str, redirect: str) -> None:
+        path = random_path(self.rng)
+        op = self._begin(kind, path, write=True)
+        script = f"echo {op.marker} {redirect} {path}"
+        _command(op, ["bash", "-c", script], self.root, self.run.env, ok=INFO)
+
+    def op_shell_append(self) -> None:
+        self._shell("shell-append", ">>")
+
+    def op_shell_truncate(self) -> None:
+        self._shell("shell-truncate", ">")
+
+    def op_save(self) -> None:
+        path = random_path(self.rng)
+        saver = self.rng.choice(SAVER_NAMES)
+        op = self._begin("save", path, write=True)
+        op.detail = saver
+        folder, _, name = path.rpartition("/")
+        cwd = self.root / folder if folder else self.root
+        began = time.monotonic()
+        try:
+            SAVERS[saver](cwd, name, str(op.marker), self.run.env)
+        except (AssertionError, OSError, subprocess.TimeoutExpired) as exc:
+            History.end(op, INFO, f"{saver}: {str(exc)[:200]}")
+            return
+        finally:
+            op.longest = time.monotonic() - began
+        History.end(op, OK, saver)
+
+    def op_replace(self) -> None:
+        path = random_path(self.rng)
+        op = self._begin("replace", path, write=True)
+        folder, _, name = path.rpartition("/")
+        temp = self.root / folder / f".{name}.{self.name}.tmp"
+        _write_file(op, temp, f"{op.marker}\n".encode(), os.O_TRUNC)
+        if op.outcome != OK:
+            op.outcome = FAIL if op.outcome == FAIL else INFO
+            return
+        try:
+            _timed(op, lambda: os.replace(temp, self.root / path))
+        except OSError as exc:
+            History.end(op, FAIL, "rename: " + _errno(exc))
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            return
+        History.end(op, OK)
+
+    def _syscall(self, op: Op, call: Callable[[], Any]) -> None:
+        try:
+            _timed(op, call)
+        except OSError as exc:
+            History.end(op, FAIL, _errno(exc))
+            return
+        History.end(op, OK)
+
+    def op_rm(self) -> None:
+        path = random_path(self.rng)
+        op = self._begin("rm", path)
+        self._syscall(op, lambda: os.unlink(self.root / path))
+
+    def op_rm_rf(self) -> None:
+        folder = self.rng.choice(FOLDERS + SPARE_FOLDERS)
+        op = self._begin("rm-rf", folder)
+        _command(op, ["rm", "-rf", folder], self.root, self.run.env, ok=OK)
+
+    def op_mv(self) -> None:
+        source, target = random_path(self.rng), random_path(self.rng)
+        op = self._begin("mv", source, target=target)
+        self._syscall(op, lambda: os.rename(self.root / source, self.root / target))
+
+    def op_mv_dir(self) -> None:
+        source, target = self.rng.sample(FOLDERS + SPARE_FOLDERS, 2)
+        op = self._begin("mv", source, target=target)
+        self._syscall(op, lambda: os.rename(self.root / source, self.root / target))
+
+    def op_mkdir(self) -> None:
+        folder = self.rng.choice(FOLDERS)
+        op = self._begin("mkdir", folder)
+        self._syscall(op, lambda: os.mkdir(self.root / folder))
+
+    # -- sequences across writers: the races the last round's defects hid in -------------
+
+    def _other(self) -> MountWriter:
+        others = [m for m in self.run.mounts if m is not self.mount] or [self.mount]
+        return MountWriter(self.run, self.rng.choice(others), self.name, self.rng)
+
+    def op_ping_pong(self) -> None:
+        """Append to one file here, then at once on another mount (its view of the row is a
+        change-feed event behind: the save's guard fails, the careful save follows)."""
+        path = NAMES[0] if self.rng.random() < 0.5 else random_path(self.rng)
+        for writer in (self, self._other(), self):
+            op = writer._begin("append", path, write=True)
+            _write_file(op, writer.root / path, f"{op.marker}\n".encode(), os.O_APPEND)
+
+    def op_rm_then_write(self) -> None:
+        """Remove a file here, then at once write it on another mount or by SQL (the removal
+        may still be waiting for its transaction)."""
+        path = random_path(self.rng)
+        op = self._begin("rm", path)
+        self._syscall(op, lambda: os.unlink(self.root / path))
+        if op.outcome != OK:
+            return
+        if self.rng.random() < 0.5:
+            other = self._other()
+            write = other._begin("append", path, write=True)
+            _write_file(write, other.root / path, f"{write.marker}\n".encode(), os.O_APPEND)
+        else:
+            self.run.agent.step("agent-create", path)
+
+    def op_mv_dir_collide(self) -> None:
+        """Two mounts move two folders onto one new name at the same moment."""
+        first, second = self.rng.sample(FOLDERS, 2)
+        target = self.rng.choice(SPARE_FOLDERS)
+        other = self._other()
+        start = threading.Barrier(2)
+
+        def move(writer: MountWriter, source: str) -> None:
+            op = writer._begin("mv", source, target=target)
+            start.wait(timeout=10)
+            writer._syscall(op, lambda: os.rename(writer.root / source, writer.root / target))
+
+        racer = threading.Thread(target=move, args=(other, second))
+        racer.start()
+        move(self, first)
+        racer.join(timeout=COMMAND_TIMEOUT)
+
+    def op_tool(self) -> None:
+        path = f".obsidian/{self.rng.choice(('workspace.json', 'app.json'))}"
+        op = self._begin("tool", path)
+        with contextlib.suppress(FileExistsError):
+            (self.root / ".obsidian").mkdir(exist_ok=True)
+        body = json.dumps({"by": self.name, "n": self.rng.randrange(1 << 30)}).encode()
+        _write_file(op, self.root / path, body, os.O_TRUNC)
+
+
+class Agent:
+    """IronClaw's agent writing by SQL, as it does on the engine's layout."""
+
+    def __init__(self, run: Run, rng: random.Random) -> None:
+        self.run = run
+        self.rng = rng
+        self.name = "agent"
+        self.conn = psycopg.connect(run.url, autocommit=True)
+        #: One statement at a time on the connection (workers call ``step`` too).
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def step(self, kind: str | None = None, path: str | None = None) -> None:
+        with self._lock:
+            self._step(kind, path)
+
+    def _step(self, kind: str | None, path: str | None) -> None:
+        if kind is None:
+            kind = self.rng.choices(list(AGENT_WEIGHTS), weights=list(AGENT_WEIGHTS.values()))[0]
+        if path is None:
+            path = random_path(self.rng)
+        marker = self.run.marker(self.name) if kind != "agent-delete" else None
+        op = self.run.history.begin(self.name, kind, path, marker=marker)
+        try:
+            if self.run.engine.name == "legacy":
+                done = self._legacy(kind, path, f"{marker}\n")
+            else:
+                done = self._reborn(kind, path, f"{marker}\n")
+        except psycopg.Error as exc:
+            History.end(op, INFO, _errno(exc))
+            return
+        History.end(op, OK if done else FAIL, "" if done else "no such document")
+
+    def _legacy(self, kind: str, path: str, line: str) -> bool:
+        scope = {"user": "default", "agent": self.run.agent_id, "path": path, "line": line}
+        where = "user_id = %(user)s AND agent_id IS NOT DISTINCT FROM %(agent)s AND path = %(path)s"
+        if kind == "agent-delete":
+            cur = self.conn.execute(f"DELETE FROM memory_documents WHERE {where}", scope)
+            return cur.rowcount > 0
+        cur = self.conn.execute(
+            f"UPDATE memory_documents SET content = content || %(line)s WHERE {where}", scope
+        )
+        if cur.rowcount > 0 or kind == "agent-append":
+            return cur.rowcount > 0
+        # IronClaw's get-or-create: a new row where none is (the unique index decides).
+        cur = self.conn.execute(
+            "INSERT INTO memory_documents (user_id, agent_id, path, content) "
+            "SELECT %(user)s, %(agent)s, %(path)s, %(line)s "
+            f"WHERE NOT EXISTS (SELECT 1 FROM memory_documents WHERE {where}) "
+            "ON CONFLICT DO NOTHING",
+            scope,
+        )
+        return cur.rowcount > 0
+
+    def _reborn(self, kind: str, path: str, line: str) -> bool:
+        full = f"{reborn_prefix('default')}/{path}"
+        if kind == "agent-delete":
+            cur = self.conn.execute(
+                "DELETE FROM root_filesystem_entries WHERE path = %(p)s OR path = %(p)s || '.meta' "
+                "OR left(path, length(%(p)s) + 8) = %(p)s || '.chunks/' "
+                "OR left(path, length(%(p)s) + 10) = %(p)s || '.versions/'",
+                {"p": full},
+            )
+            return cur.rowcount > 0
+        for _ in range(20):  # IronClaw's compare-and-swap on version, retried on a conflict
+            row = self.conn.execute(
+                "SELECT contents, version FROM root_filesystem_entries "
+                "WHERE path = %s AND kind = 'memory_document'",
+                (full,),
+            ).fetchone()
+            if row is None:
+                if kind == "agent-append":
+                    return False
+                keys = {"agent_id": "reborn-cli-agent", "tenant_id": "reborn-cli",
+                        "user_id": "default"}  # fmt: skip
+                cur = self.conn.execute(
+                    "INSERT INTO root_filesystem_entries (path, contents, kind, content_type, "
+                    "indexed, version) VALUES (%s, %s, 'memory_document', 'application/json', "
+                    "%s, 1) ON CONFLICT (path) DO NOTHING",
+                    (full, line.encode(), Jsonb(keys)),
+                )
+                if cur.rowcount > 0:
+                    return True
+                continue
+            contents, version = bytes(row[0]), row[1]
+            cur = self.conn.execute(
+                "UPDATE root_filesystem_entries SET contents = %s, version = version + 1, "
+                "updated_at = now() WHERE path = %s AND version = %s",
+                (contents + line.encode(), full, version),
+            )
+            if cur.rowcount > 0:
+                return True
+        raise psycopg.errors.SerializationFailure("the row kept changing")
+
+
+def _loop(worker: MountWriter | Agent, count: int, pause: float, failures: list[str]) -> None:
+    try:
+        for _ in range(count):
+            worker.step()
+            if pause:
+                time.sleep(worker.rng.uniform(0, pause))
+    except BaseException as exc:  # a driver bug must fail the run, not vanish in a thread
+        failures.append(f"{worker.name}: {type(exc).__name__}: {exc}")
+
+
+def drive(run: Run, *, workers_per_mount: int, operations: int, agent_operations: int) -> None:
+    """Run every writer for its share of ``operations`` (all at once), then wait."""
+    rng = random.Random(run.seed)
+    for mount in run.mounts:
+        for folder in FOLDERS[:2]:
+            with contextlib.suppress(FileExistsError):
+                (mount.path() / folder).mkdir()
+    workers: list[MountWriter | Agent] = [
+        MountWriter(run, mount, f"m{m}w{w}", random.Random(rng.randrange(1 << 30)))
+        for m, mount in enumerate(run.mounts)
+        for w in range(workers_per_mount)
+    ]
+    agent = run.agent = Agent(run, random.Random(rng.randrange(1 << 30)))
+    share = max(1, operations // len(workers))
+    failures: list[str] = []
+    threads = [threading.Thread(target=_loop, args=(w, share, 0.0, failures)) for w in workers]
+    threads.append(threading.Thread(target=_loop, args=(agent, agent_operations, 0.04, failures)))
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=COMMAND_TIMEOUT * share)
+            if thread.is_alive():
+                failures.append(f"a writer did not finish: {thread.name}")
+    finally:
+        agent.close()
+    assert not failures, failures
+
+
+def settle_and_unmount(run: Run) -> dict[str, str]:
+    """Send every mount's waiting changes, unmount them all; what went wrong with a daemon."""
+    problems: dict[str, str] = {}
+    for mount in run.mounts:
+        if mount.proc is not None and mount.proc.poll() is not None:
+            problems[str(mount.mountpoint)] = f"daemon exited {mount.proc.returncode} in the run"
+            continue
+        with contextlib.suppress(OSError):
+            mount.barrier()
+    for mount in run.mounts:
+        if str(mount.mountpoint) in problems:
+            continue
+        try:
+            code = mount.umount()
+        except (subprocess.SubprocessError, AssertionError) as exc:
+            problems[str(mount.mountpoint)] = f"umount failed: {exc}"
+            continue
+        if code != 0:
+            problems[str(mount.mountpoint)] = f"the daemon exited {code} at umount"
+    return problems
+
+
+def final_state(run: Run, daemon_problems: dict[str, str]) -> FinalState:
+    """Read back every document, version row and duplicate of the workspace."""
+    with psycopg.connect(run.url, autocommit=True) as conn:
+        if run.engine.name == "legacy":
+            scope = {"user": "default", "agent": run.agent_id}
+            where = "d.user_id = %(user)s AND d.agent_id IS NOT DISTINCT FROM %(agent)s"
+            rows = conn.execute(f"SELECT d.path, d.content FROM memory_documents d WHERE {where}",
+                                scope).fetchall()  # fmt: skip
+            documents = {path: content for path, content in rows}
+            versions = conn.execute(
+                "SELECT d.path, v.content FROM memory_document_versions v "
+                f"JOIN memory_documents d ON d.id = v.document_id WHERE {where}",
+                scope,
+            ).fetchall()
+            duplicates = [
+                r[0]
+                for r in conn.execute(
+                    f"SELECT d.path FROM memory_documents d WHERE {where} "
+                    "GROUP BY d.path HAVING count(*) > 1",
+                    scope,
+                )
+            ]
+            return FinalState(documents, [(p, c) for p, c in versions], duplicates, daemon_problems)
+        prefix = reborn_prefix("default")
+        documents = run.engine.contents(conn)
+        found = []
+        for path, body in conn.execute(
+            "SELECT path, contents FROM root_filesystem_entries "
+            "WHERE kind = 'memory_document_version' AND left(path, length(%s)) = %s",
+            (prefix + "/", prefix + "/"),
+        ):
+            owner = path.removeprefix(prefix + "/").rpartition(".versions/")[0]
+            found.append((owner, json.loads(bytes(body))["content"]))
+        return FinalState(documents, found, [], daemon_problems)
+
+
+__all__ = ["Agent", "MountWriter", "Run", "drive", "final_state", "settle_and_unmount"]

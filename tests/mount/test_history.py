@@ -1,0 +1,62 @@
+"""Nothing acknowledged is ever lost: the history checker (``tests.history``) on every engine.
+
+Two mounts of one workspace, two writers on each and the agent writing by SQL, for a fixed
+number of operations from fixed seeds; then the checker proves its rules (SEMANTICS.md,
+"What the history checker proves") from the history and the final rows.  Replay or widen a
+run with ``MEMFS_HISTORY_SEEDS=7,8`` and ``MEMFS_HISTORY_OPS=2000``; the history of a failed
+run is written beside the mounts as JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.engines import Engine
+from tests.history.check import check
+from tests.history.driver import Run, drive, final_state, settle_and_unmount
+from tests.savers import client_env, missing_programs
+
+pytestmark = pytest.mark.mount
+
+SEEDS = [int(s) for s in os.environ.get("MEMFS_HISTORY_SEEDS", "1,2").split(",")]
+OPERATIONS = int(os.environ.get("MEMFS_HISTORY_OPS", "400"))
+MOUNTS = 2
+WORKERS = 2
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("seed", SEEDS)
+def test_nothing_acknowledged_is_lost(
+    engine: Engine, database_url: str, mount_factory: Any, work_dir: Path, seed: int
+) -> None:
+    missing = missing_programs()
+    if missing:
+        pytest.skip(f"not installed: {', '.join(missing)} (scripts/setup installs them)")
+    # Legacy: an agent id, so IronClaw's unique (user, agent, path) index applies.
+    agent_id = str(uuid.uuid4()) if engine.name == "legacy" else None
+    extra = ["--agent-id", agent_id] if agent_id else []
+    mounts = [mount_factory(database_url, name=f"m{i}", extra_args=extra) for i in range(MOUNTS)]
+    run = Run(engine, database_url, mounts, seed, client_env(work_dir / f"history-{seed}"),
+              agent_id)  # fmt: skip
+    drive(run, workers_per_mount=WORKERS, operations=OPERATIONS, agent_operations=OPERATIONS // 4)
+    problems = settle_and_unmount(run)
+    violations = check(run.history, final_state(run, problems))
+    summary = run.history.summary()
+    print(f"history seed {seed} on {engine}: {summary}")
+    if violations:
+        saved = mounts[0].mountpoint.parent / f"history-{engine}-{seed}.json"
+        saved.write_text(json.dumps([dataclasses.asdict(op) for op in run.history.ops
+                                     if True], default=str, indent=1))  # fmt: skip
+        logs = "\n".join(f"--- {m.mountpoint}\n{m.log()[-3000:]}" for m in mounts)
+        raise AssertionError(
+            f"seed {seed} on {engine}: {len(violations)} violations (history: {saved}):\n"
+            + "\n".join(violations[:40])
+            + f"\n{summary}\n{logs}"
+        )
