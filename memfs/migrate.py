@@ -58,7 +58,11 @@ class Target:
 def _target_pool(url: str, settings: Settings) -> ConnectionPool[Any]:
     """Connections to the target, which must hold IronClaw's Reborn tables already."""
     pool: ConnectionPool[Any] = ConnectionPool(
-        url, min_size=1, max_size=1, kwargs={"autocommit": True}, open=False
+        url,
+        min_size=1,
+        max_size=1,
+        open=False,
+        kwargs={"autocommit": True, "prepare_threshold": None},  # see db._connect_kwargs
     )
     try:
         pool.open(wait=True, timeout=settings.statement_timeout_ms / 1000)

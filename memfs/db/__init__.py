@@ -203,8 +203,12 @@ def _connect_kwargs(
         "keepalives_count": 3,
         "tcp_user_timeout": int(settings.call_deadline * 1000),
     }
+    # No server-side prepared statements, ever: in pipeline mode psycopg counts a statement
+    # as prepared when it sends it, and a pipeline aborted by a guard (``memfs.expect``) or a
+    # refusal skips the Parse, so the next use on that connection would fail with
+    # "prepared statement _pg3_N does not exist".  (Through a pooler they never worked.)
+    kwargs["prepare_threshold"] = None
     if pooled:
-        kwargs["prepare_threshold"] = None
         return kwargs
     options = (
         f"-c statement_timeout={settings.statement_timeout_ms} "
