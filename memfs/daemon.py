@@ -196,6 +196,7 @@ def serve(
                         nursery.start_soon(parts.maintenance.run)
                         if not settings.read_only:
                             await nursery.start(fs.send_changes)
+                            nursery.start_soon(parts.writers.resync_when_diverged)
                         if parts.reindexer is not None:
                             await nursery.start(parts.reindexer.run)
                         if listener is not None:

@@ -15,10 +15,17 @@ So a request waits at most about twice the deadline (its own call, plus a lock h
 another request's call), whatever the server does.  A call that lost its connection (a
 server restart) is retried once on a fresh one: every store call is one transaction that
 either committed or not.  Server-side timeouts (statement, lock) are not retried.
+
+A statement the server refuses is not an outage: the call fails with an errno that says
+what was refused (``refusal_errno``) and the breaker stays closed.  A call whose
+transaction carried deferred changes that were refused is made once more without them
+(``db.deferred``), so another file's refused change never fails this one.  No database
+error reaches the FUSE layer as anything but an ``FsError``.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import time
@@ -30,7 +37,8 @@ import trio
 from psycopg_pool import PoolTimeout
 
 from memfs.db.deadline import CallGuard
-from memfs.errors import DatabaseUnavailable
+from memfs.db.deferred import ChangesRefused
+from memfs.errors import DatabaseUnavailable, FsError
 
 log = logging.getLogger("memfs.db")
 
@@ -83,6 +91,10 @@ class DatabaseCalls:
         for attempt in (1, 2):
             try:
                 return await self._run(call, name, deadline)
+            except ChangesRefused as exc:
+                log.warning("%s carried deferred changes the database refused (%s); "
+                            "made again without them", name, exc)  # fmt: skip
+                continue
             except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as exc:
                 reason = f"database timed out during {name}: {_one_line(exc)}"
                 raise DatabaseUnavailable(reason) from exc
@@ -93,7 +105,10 @@ class DatabaseCalls:
                 raise DatabaseUnavailable(
                     f"database unavailable during {name}: {_one_line(exc)}"
                 ) from exc
-        raise AssertionError("unreachable")
+            except psycopg.Error as exc:
+                code = refusal_errno(exc)
+                raise FsError(code, f"the database refused {name}: {_one_line(exc)}") from exc
+        raise DatabaseUnavailable(f"{name}: deferred changes were refused twice")
 
     async def _run(self, call: Callable[[], T], name: str, deadline: float) -> T:
         guard = CallGuard()
@@ -133,6 +148,22 @@ class DatabaseCalls:
             raise DatabaseUnavailable(f"{name}: the database is still unavailable") from exc
         log.warning("the database answers again after %.0fs", self._clock() - since)
         self.unresponsive_since = None
+
+
+#: errno of a statement the server refused, by SQLSTATE (exact) or class (two characters).
+_REFUSALS = {
+    "23": errno.EEXIST,  # integrity: a unique index (another writer's row at the path)
+    "54": errno.ENAMETOOLONG,  # program limit: a key too long for an index
+    "22": errno.EINVAL,  # data exception
+    "25006": errno.EROFS,  # read-only transaction
+    "42501": errno.EACCES,  # insufficient privilege
+}
+
+
+def refusal_errno(exc: psycopg.Error) -> int:
+    """The errno a refused statement fails its operation with (EIO if none fits)."""
+    state = exc.sqlstate or ""
+    return _REFUSALS.get(state) or _REFUSALS.get(state[:2]) or errno.EIO
 
 
 def _connection_lost(exc: Exception) -> bool:

@@ -15,18 +15,41 @@ pending.  A batch whose transaction failed goes back to the head of the queue (e
 change is by id or by path and can run twice).  A directory move's answer (each moved
 document's ``updated_at`` before and after) is kept until the mount takes it
 (``take_moved``).
+
+Every change is conditional on the rows as the mount showed them: a removal deletes a row
+only at the version the mount showed (another writer's later write stays), and a folder
+move happens only if nothing lies at or below its new name but what the mount replaced
+(a row another writer put there stays where it is).  A change whose condition fails is
+*skipped*: its rows are left alone, the skip is logged and kept for the mount
+(``take_skipped``), which then reloads its tree from the database.
+
+A change the database refuses (a unique index, a key too long for an index, bad data) is
+not an outage.  The transaction that carried it fails with ``ChangesRefused`` and the
+call is made again without it (``db.calls``); the batch is then *suspect* and is sent one
+change per transaction by ``flush_changes``, where a change refused on its own is dropped
+(logged, and skipped as above), so it is never retried forever and never fails another
+file's save twice.
+
+``DeferringStore`` is the one transaction shell both PostgreSQL engines share: a pipelined
+transaction that runs the waiting changes first.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 from uuid import UUID
 
 import psycopg
+from psycopg.pq import TransactionStatus
+
+log = logging.getLogger(__name__)
 
 #: How long a transaction waits for another's batch before giving up (the other's call
 #: has its own deadline, well under this).
@@ -44,9 +67,13 @@ class Moved(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class Delete:
-    """IronClaw's delete of a document (``unlink``)."""
+    """IronClaw's delete of a document (``unlink``), made only while the row is at
+    ``seen``, the version the mount showed (None: whatever it is)."""
 
     doc_id: UUID
+    seen: datetime | None = None
+    #: The path the mount showed, for the log.
+    path: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,14 +103,50 @@ class MoveDir:
 Change = Delete | KeepDir | DropDir | MoveDir
 
 
+def describe(change: Change) -> str:
+    """A change as the log names it."""
+    if isinstance(change, Delete):
+        return f"removal of {change.path or change.doc_id}"
+    if isinstance(change, MoveDir):
+        return f"move of folder {change.old!r} to {change.new!r}"
+    if isinstance(change, KeepDir):
+        return f"folder {change.path!r}"
+    return f"removal of folder {change.path!r}"
+
+
 @dataclass
 class ChangeBatch:
     """Changes in the order they were made."""
 
     changes: list[Change] = field(default_factory=list)
+    #: A transaction carrying it was refused: send it one change at a time.
+    suspect: bool = False
 
     def __bool__(self) -> bool:
         return bool(self.changes)
+
+
+@dataclass
+class BatchOutcome:
+    """What a sent batch answered: documents moved, changes skipped (with why)."""
+
+    moved: dict[UUID, Moved] = field(default_factory=dict)
+    skipped: list[tuple[Change, str]] = field(default_factory=list)
+
+
+class ChangesRefused(Exception):
+    """The database refused a transaction that carried deferred changes; they were put
+    back as suspect, and the call should be made again (it will not carry them)."""
+
+
+#: SQLSTATE classes of a refusal (the same again fails again): data exceptions,
+#: integrity constraints, program limits (an index row too large).
+REFUSAL_CLASSES = ("22", "23", "54")
+
+
+def is_refusal(exc: BaseException) -> bool:
+    state = getattr(exc, "sqlstate", None) or ""
+    return isinstance(exc, psycopg.Error) and state[:2] in REFUSAL_CLASSES
 
 
 def _moves(changes: Sequence[Change]) -> int:
@@ -106,6 +169,7 @@ class DeferredChanges:
         self._pending = ChangeBatch()
         self._in_flight: ChangeBatch | None = None
         self._moved: dict[UUID, Moved] = {}
+        self._skipped: list[tuple[Change, str]] = []
         #: Directory moves queued or in flight (``moving`` is asked before every call).
         self._unsent_moves = 0
 
@@ -150,31 +214,69 @@ class DeferredChanges:
                         result = {_move(p, change.old, change.new) for p in result}
             return result
 
-    def take(self) -> ChangeBatch:
-        """The pending batch, now in flight (empty if nothing waits); waits first for the
+    def take(self, *, suspect_too: bool = False) -> ChangeBatch:
+        """The pending batch, now in flight (empty if nothing waits, or if it is suspect
+        and the caller is not the one to send it change by change); waits first for the
         batch another transaction is carrying."""
         with self._cond:
             self._wait_idle()
+            if self._pending.suspect and not suspect_too:
+                return ChangeBatch()
             batch, self._pending = self._pending, ChangeBatch()
             if batch:
                 self._in_flight = batch
             return batch
 
     def finish(
-        self, batch: ChangeBatch, *, committed: bool, moved: dict[UUID, Moved] | None = None
+        self,
+        batch: ChangeBatch,
+        *,
+        committed: bool,
+        outcome: BatchOutcome | None = None,
+        refused: bool = False,
     ) -> None:
-        """End ``batch``'s flight; a batch that did not commit waits for the next one."""
+        """End ``batch``'s flight; a batch that did not commit waits for the next one
+        (``refused``: as suspect)."""
         if not batch:
             return
         with self._cond:
             if committed:
-                self._moved.update(moved or {})
+                if outcome is not None:
+                    self._moved.update(outcome.moved)
+                    self._skipped += outcome.skipped
                 self._unsent_moves -= _moves(batch.changes)
             else:
                 batch.changes.extend(self._pending.changes)
+                batch.suspect = batch.suspect or refused or self._pending.suspect
                 self._pending = batch
             self._in_flight = None
             self._cond.notify_all()
+
+    def sent(self, batch: ChangeBatch, outcome: BatchOutcome | None) -> None:
+        """Part of the batch in flight committed (``flush_changes`` sends it in parts)."""
+        with self._cond:
+            if outcome is not None:
+                self._moved.update(outcome.moved)
+                self._skipped += outcome.skipped
+            self._unsent_moves -= _moves(batch.changes)
+
+    def release(self) -> None:
+        """End a flight whose parts were accounted for (``sent``, ``drop``, ``finish``)."""
+        with self._cond:
+            self._in_flight = None
+            self._cond.notify_all()
+
+    def drop(self, change: Change, reason: str) -> None:
+        """A change the database refused on its own: never sent again."""
+        with self._cond:
+            self._skipped.append((change, reason))
+            self._unsent_moves -= _moves([change])
+
+    def take_skipped(self) -> list[tuple[Change, str]]:
+        """Changes skipped or dropped since the last call (the mount reloads its tree)."""
+        with self._cond:
+            skipped, self._skipped = self._skipped, []
+            return skipped
 
     def take_moved(self) -> dict[UUID, Moved]:
         """The versions of every document moved by batches sent so far."""
@@ -187,10 +289,136 @@ class DeferredChanges:
             raise psycopg.errors.QueryCanceled("changes sent by another call did not end")
 
 
+#: Resolves a sent batch's answers once its transaction committed.
+Resolver = Callable[[], BatchOutcome]
+
+
+class DeferringStore:
+    """The transaction shell of a PostgreSQL engine: deferred changes ride on the next
+    transaction (see the module docstring).  An engine sets ``pool`` and ``deferred`` and
+    provides ``_send_changes`` (and ``_begin`` for statements every transaction starts
+    with)."""
+
+    pool: Any
+    deferred: DeferredChanges
+
+    def _begin(self, conn: Any) -> None:
+        """Statements each write transaction starts with (settings, a tag)."""
+
+    def _send_changes(self, conn: Any, batch: ChangeBatch) -> Resolver:
+        raise NotImplementedError
+
+    def _refused(self, exc: psycopg.Error) -> BaseException | None:
+        """What to raise instead of a database error the engine understands (None: it)."""
+        return None
+
+    @contextmanager
+    def _transaction(self, *, batch: ChangeBatch | None = None) -> Iterator[Any]:
+        """A pooled connection in one pipelined transaction with no round trip of its own,
+        carrying the deferred changes first (``batch``: these, whose flight the caller
+        owns, ``flush_changes``).
+
+        BEGIN leaves with the first statements and COMMIT with the last ones, before the
+        pipeline's closing Sync, so the transaction costs one round trip plus one for each
+        answer its statements wait for (a ``fetchone`` in the middle).  psycopg's own
+        ``transaction()`` would add two: a Sync after BEGIN and another after COMMIT.
+        Whatever ends the block early (an error, a refused write), the transaction is
+        rolled back before the connection goes back to the pool.
+        """
+        carried = self.deferred.take() if batch is None else batch
+        committed = False
+        refused = False
+        outcome: BatchOutcome | None = None
+        try:
+            with self.pool.connection() as conn:
+                try:
+                    with conn.pipeline():
+                        conn.execute("BEGIN")
+                        self._begin(conn)
+                        resolve = self._send_changes(conn, carried) if carried else None
+                        yield conn
+                        conn.execute("COMMIT")
+                except BaseException:
+                    with contextlib.suppress(psycopg.Error):
+                        if conn.info.transaction_status != TransactionStatus.IDLE:
+                            conn.execute("ROLLBACK")
+                    raise
+                outcome = resolve() if resolve is not None else None
+            committed = True
+        except psycopg.Error as exc:
+            if carried and batch is None and is_refusal(exc):
+                refused = True
+                raise ChangesRefused(" ".join(str(exc).split())) from exc
+            raise self._refused(exc) or exc from None
+        finally:
+            if batch is None:
+                self.deferred.finish(carried, committed=committed, outcome=outcome,
+                                     refused=refused)  # fmt: skip
+            elif committed:
+                self.deferred.sent(carried, outcome)
+
+    def defer(self, *changes: Change) -> None:
+        """Make ``changes`` with the next transaction, in a round trip shared with whatever
+        comes next (``flush_changes`` sends them alone).  Until then the store's reads show
+        the workspace as if they were made, except rows of moved documents (the mount takes
+        their new versions from ``take_moved`` once sent)."""
+        self.deferred.add(*changes)
+
+    def moving(self) -> bool:
+        """Whether a directory move is not sent yet, or its answer not taken."""
+        return self.deferred.moving()
+
+    def take_moved(self) -> dict[UUID, Moved]:
+        """The versions of every document moved by changes sent since the last call."""
+        return self.deferred.take_moved()
+
+    def take_skipped(self) -> list[tuple[Change, str]]:
+        """Changes whose condition failed or that the database refused, since the last
+        call: the mount's tree no longer matches the database."""
+        return self.deferred.take_skipped()
+
+    def flush_changes(self) -> bool:
+        """Send the deferred changes now (nothing if none wait); False if none did.  A
+        batch the database refuses is sent again one change per transaction, where a change
+        refused on its own is dropped (logged; ``take_skipped``)."""
+        batch = self.deferred.take(suspect_too=True)
+        if not batch:
+            return False
+        try:
+            if not batch.suspect:
+                try:
+                    with self._transaction(batch=batch):
+                        pass
+                    return True
+                except psycopg.Error as exc:
+                    if not is_refusal(exc):
+                        self.deferred.finish(batch, committed=False)
+                        raise
+            for n, change in enumerate(batch.changes):
+                try:
+                    with self._transaction(batch=ChangeBatch([change])):
+                        pass
+                except psycopg.Error as exc:
+                    if not is_refusal(exc):
+                        rest = ChangeBatch(batch.changes[n:], suspect=True)
+                        self.deferred.finish(rest, committed=False, refused=True)
+                        raise
+                    reason = " ".join(str(exc).split())
+                    log.warning("the database refused the %s (%s): not made; the mount shows "
+                                "the database again", describe(change), reason)  # fmt: skip
+                    self.deferred.drop(change, reason)
+            return True
+        finally:
+            self.deferred.release()
+
+
 __all__ = [
+    "BatchOutcome",
     "Change",
     "ChangeBatch",
+    "ChangesRefused",
     "DeferredChanges",
+    "DeferringStore",
     "Delete",
     "DropDir",
     "KeepDir",

@@ -270,6 +270,10 @@ class DocumentStore(Protocol):
     def take_moved(self) -> dict[UUID, Moved]:
         """The versions of the documents moved by directory moves sent so far."""
 
+    def take_skipped(self) -> list[tuple[Change, str]]:
+        """Deferred changes not made (their condition failed, or the database refused
+        them), with why, since the last call: the mount reloads its tree."""
+
     # -- other writers (change-feed hooks) -------------------------------------------------
 
     def changed_documents(self, events: Sequence[Mapping[str, object]]) -> dict[UUID, bool]:

@@ -11,14 +11,13 @@ matches only NULL rows, as IronClaw does).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
+import errno
 import hashlib
 import itertools
 import logging
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -29,14 +28,16 @@ import psycopg
 from memfs.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
 from memfs.db.chunks import replace_chunks
 from memfs.db.deferred import (
-    Change,
+    BatchOutcome,
     ChangeBatch,
     DeferredChanges,
+    DeferringStore,
     Delete,
     DropDir,
     KeepDir,
     Moved,
     MoveDir,
+    Resolver,
 )
 from memfs.db.interface import CommitResult, Content, DocRow, FileAttrs
 from memfs.db.known import EMPTY_METADATA_MD5, KnownFolder, KnownRow, KnownRows
@@ -65,13 +66,6 @@ from memfs.ironclaw.write_rules import (
 from memfs.paths import escape_like
 
 log = logging.getLogger(__name__)
-
-
-#: Transaction states a failed block leaves behind (rolled back before the pool sees them).
-_OPEN_TRANSACTION = (
-    psycopg.pq.TransactionStatus.INTRANS,
-    psycopg.pq.TransactionStatus.INERROR,
-)
 
 
 @dataclass
@@ -127,6 +121,12 @@ _RULES_DIFFER = (
 )
 
 
+def _answer(cursor: Cursor) -> bool:
+    """A ``set_config`` guard's answer (read after the commit)."""
+    row = cursor.fetchone()
+    return row is not None and row[0] == "true"
+
+
 def _move_params(old_path: str, new_path: str) -> dict[str, Any]:
     """``_RULES_DIFFER``'s parameters for a move of ``old_path`` to ``new_path``."""
     return {
@@ -160,7 +160,7 @@ def content_hash(content: str) -> str:
     return "sha256:" + digest.hexdigest()
 
 
-class MetaStore(ScopedStore):
+class MetaStore(DeferringStore, ScopedStore):
     """The documents of one workspace in IronClaw's ``memory_documents`` (the legacy
     engine behind ``memfs.db.interface.DocumentStore``)."""
 
@@ -191,50 +191,22 @@ class MetaStore(ScopedStore):
         if self.origin:
             conn.execute("SELECT set_config('memfs.origin', %s, true)", (self.origin,))
 
-    @contextmanager
-    def _transaction(self) -> Iterator[Conn]:
-        """A pooled connection in one pipelined transaction with no round trip of its own.
+    def _begin(self, conn: Conn) -> None:
+        for name, value in self.settings.items():
+            conn.execute("SELECT set_config(%s, %s, true)", (name, value))
 
-        BEGIN leaves with the first statements and COMMIT with the last ones, before the
-        pipeline's closing Sync, so the transaction costs one round trip plus one for each
-        answer its statements wait for (a ``fetchone`` in the middle).  psycopg's own
-        ``transaction()`` would add two: a Sync after BEGIN and another after COMMIT.
-        Whatever ends the block early (an error, a refused write), the transaction is
-        rolled back before the connection goes back to the pool.
-        """
-        changes = self.deferred.take()
-        committed = False
-        moved: dict[UUID, Moved] = {}
-        try:
-            with self.pool.connection() as conn:
-                try:
-                    with conn.pipeline():
-                        conn.execute("BEGIN")
-                        for name, value in self.settings.items():
-                            conn.execute("SELECT set_config(%s, %s, true)", (name, value))
-                        answers = self._send_changes(conn, changes) if changes else []
-                        yield conn
-                        conn.execute("COMMIT")
-                except BaseException:
-                    with contextlib.suppress(psycopg.Error):
-                        if conn.info.transaction_status in _OPEN_TRANSACTION:
-                            conn.execute("ROLLBACK")
-                    raise
-                for cur in answers:  # answered at the commit's Sync
-                    moved.update((r[0], Moved(r[2], r[1])) for r in cur.fetchall())
-            committed = True
-        finally:
-            self.deferred.finish(changes, committed=committed, moved=moved)
-
-    def _send_changes(self, conn: Conn, batch: ChangeBatch) -> list[Cursor]:
+    def _send_changes(self, conn: Conn, batch: ChangeBatch) -> Resolver:
         """The changes ``unlink``, ``rmdir`` and directory renames left for the next
-        transaction, in their order (IronClaw's delete of each row: chunks and versions
-        cascade); returns the cursors of directory moves, whose rows answer them."""
+        transaction, in their order, each conditional on the rows as the mount showed them
+        (``db.deferred``): IronClaw's delete of each row (chunks and versions cascade), the
+        kept folders, the moves.  Returns what resolves their answers after the commit."""
         self._tag(conn)
-        answers: list[Cursor] = []
+        deletes: list[tuple[list[Delete], Cursor]] = []
+        moves: list[tuple[MoveDir, Cursor, Cursor]] = []
         for kind, run in itertools.groupby(batch.changes, key=type):
             if kind is Delete:  # a run of deletes goes in one statement each
-                self._delete_rows(conn, [c.doc_id for c in run if isinstance(c, Delete)])
+                run_deletes = [c for c in run if isinstance(c, Delete)]
+                deletes.append((run_deletes, self._delete_rows(conn, run_deletes)[1]))
                 continue
             for change in run:
                 if isinstance(change, KeepDir):
@@ -242,23 +214,48 @@ class MetaStore(ScopedStore):
                 elif isinstance(change, DropDir):
                     self._drop_directory(conn, change.path)
                 elif isinstance(change, MoveDir):
-                    answers.append(
-                        self._move_directory(conn, change.old, change.new, change.replaced)
-                    )
-        return answers
+                    free, rows = self._move_directory(conn, change.old, change.new,
+                                                      change.replaced)  # fmt: skip
+                    moves.append((change, free, rows))
 
-    def _delete_rows(self, conn: Conn, ids: list[UUID]) -> Cursor:
+        def resolve() -> BatchOutcome:
+            outcome = BatchOutcome()
+            for run_deletes, left in deletes:
+                kept = {r[0] for r in left.fetchall()}
+                outcome.skipped += [
+                    (c, "another writer changed it after this mount showed it")
+                    for c in run_deletes if c.doc_id in kept
+                ]  # fmt: skip
+            for move, free, rows in moves:
+                if not _answer(free):
+                    outcome.skipped.append((move, "another writer's rows are at the new name"))
+                outcome.moved.update((r[0], Moved(r[2], r[1])) for r in rows.fetchall())
+            return outcome
+
+        return resolve
+
+    def _delete_rows(self, conn: Conn, deletes: Sequence[Delete]) -> tuple[Cursor, Cursor]:
         """IronClaw's delete of documents (chunks and versions cascade) and memfs's state
-        about them; returns the DELETE's cursor (its rowcount: how many rows existed)."""
-        params = self._params(ids=ids)
-        cur = conn.execute(
-            f"DELETE FROM memory_documents WHERE id = ANY(%(ids)s) AND {SCOPE}", params
+        about them, each only while its row is at the version the mount showed (``seen``;
+        None: any).  Returns cursors answering the ids deleted, and the ids of rows left in
+        place (their guard failed: another writer changed them)."""
+        params = self._params(ids=[d.doc_id for d in deletes], seen=[d.seen for d in deletes])
+        gone = conn.execute(
+            "WITH gone AS (DELETE FROM memory_documents d "
+            "  USING unnest(%(ids)s::uuid[], %(seen)s::timestamptz[]) AS g(id, seen) "
+            f"  WHERE d.id = g.id AND {DOC_SCOPE} "
+            "    AND (g.seen IS NULL OR d.updated_at = g.seen) RETURNING d.id), "
+            "attrs AS (DELETE FROM memfs.file_attrs WHERE document_id IN (SELECT id FROM gone)), "
+            "queue AS (DELETE FROM memfs.reindex_queue WHERE document_id IN (SELECT id FROM gone)) "
+            "SELECT id FROM gone",
+            params,
         )
-        conn.execute("DELETE FROM memfs.file_attrs WHERE document_id = ANY(%(ids)s)", params)
-        conn.execute("DELETE FROM memfs.reindex_queue WHERE document_id = ANY(%(ids)s)", params)
-        for doc_id in ids:
+        for doc_id in params["ids"]:
             self.known.forget(doc_id)
-        return cur
+        left = conn.execute(
+            f"SELECT id FROM memory_documents WHERE id = ANY(%(ids)s) AND {SCOPE}", params
+        )
+        return gone, left
 
     def _drop_directory(self, conn: Conn, path: str) -> None:
         conn.execute(
@@ -266,33 +263,9 @@ class MetaStore(ScopedStore):
             self._params(path=path),
         )
 
-    def defer(self, *changes: Change) -> None:
-        """Make ``changes`` with the next transaction, in a round trip shared with whatever
-        comes next (``flush_changes`` sends them alone).  Until then the store's reads show
-        the workspace as if they were made, except ``document_rows`` and
-        ``load_documents`` of moved documents (the mount takes their new versions from
-        ``deferred.take_moved`` once sent)."""
-        self.deferred.add(*changes)
-
     def path_problem(self, path: str) -> str | None:
         """None: ``memory_documents`` takes every path ``memfs.paths`` accepts."""
         return None
-
-    def moving(self) -> bool:
-        """Whether a directory move is not sent yet, or its answer not taken."""
-        return self.deferred.moving()
-
-    def take_moved(self) -> dict[UUID, Moved]:
-        """The versions of every document moved by changes sent since the last call."""
-        return self.deferred.take_moved()
-
-    def flush_changes(self) -> bool:
-        """Send the deferred changes now (nothing if none wait); False if none did."""
-        if not self.deferred.pending():
-            return False
-        with self._transaction():
-            pass
-        return True
 
     # -- reading -------------------------------------------------------------------------
 
@@ -753,8 +726,18 @@ class MetaStore(ScopedStore):
         return content
 
     def _lock_path(self, conn: Conn, path: str) -> None:
+        """Serialise creations at ``path`` (IronClaw's unique index does not while agent_id
+        is NULL), and hold every folder above it against a move onto it (shared: creations
+        in one folder do not wait for each other)."""
         key = f"memfs\n{self.scope.user_id}\n{self.scope.agent_id or ''}\n{path}"
-        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+        parts = path.split("/")[:-1]
+        folders = [self._dir_key("/".join(parts[: n + 1])) for n in range(len(parts))]
+        conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0)), "
+            "(SELECT count(pg_advisory_xact_lock_shared(hashtextextended(f, 0))) "
+            " FROM unnest(%s::text[]) AS f)",
+            (key, folders),
+        )
 
     def _maybe_save_version(
         self,
@@ -826,8 +809,9 @@ class MetaStore(ScopedStore):
                 )
 
     def _delete_row(self, conn: Conn, doc_id: UUID) -> Cursor:
-        """``_delete_rows`` of one document."""
-        return self._delete_rows(conn, [doc_id])
+        """``_delete_rows`` of one document, whatever its version; the cursor answers its
+        id if it was there."""
+        return self._delete_rows(conn, [Delete(doc_id)])[0]
 
     def delete_document(self, doc_id: UUID, keep_dirs: Sequence[str] = ()) -> bool:
         """Delete a document (chunks and versions cascade), as IronClaw's delete does.
@@ -838,7 +822,7 @@ class MetaStore(ScopedStore):
             self._tag(conn)
             cur = self._delete_row(conn, doc_id)
             self._keep_directories(conn, keep_dirs)
-        return cur.rowcount == 1
+        return cur.fetchone() is not None
 
     def rename_document(
         self,
@@ -854,37 +838,46 @@ class MetaStore(ScopedStore):
 
         It is queued for re-chunking unless ``old_path`` is given and the indexing rules of
         both places are the same (the chunks then stay right)."""
-        with self._transaction() as conn:
-            self._tag(conn)
-            if replaced is not None:
-                self._delete_row(conn, replaced)
-            # Another row may already sit at the target path without being visible to this
-            # mount (e.g. created behind our back); never leave two rows at one path.
-            self._lock_path(conn, new_path)
-            conn.execute(
-                f"WITH gone AS (DELETE FROM memory_documents WHERE {SCOPE} "
-                "  AND path = %(path)s AND id <> %(id)s RETURNING id) "
-                "DELETE FROM memfs.reindex_queue WHERE document_id IN (SELECT id FROM gone)",
-                self._params(path=new_path, id=doc_id),
-            )
-            moved = conn.execute(
-                "WITH old AS (SELECT id, updated_at FROM memory_documents "
-                f"  WHERE id = %(id)s AND {SCOPE} FOR UPDATE) "
-                "UPDATE memory_documents d SET path = %(path)s FROM old WHERE d.id = old.id "
-                "RETURNING d.updated_at, old.updated_at",
-                self._params(path=new_path, id=doc_id),
-            )
-            # Queued without waiting for the UPDATE's answer: both do nothing if it is gone.
-            self._write_attrs(conn, doc_id, attrs)
-            if old_path is None:
-                self._queue_reindex(conn, [doc_id])  # the new location's indexing rules
-            else:
+        try:
+            with self._transaction() as conn:
+                self._tag(conn)
+                if replaced is not None:
+                    self._delete_row(conn, replaced)
+                # Another row may sit at the target path without this mount showing it (another
+                # writer just made it): never two rows at one path, and never delete a row the
+                # mount did not show.  The rename is refused (EEXIST); the feed shows the row.
+                self._lock_path(conn, new_path)
                 conn.execute(
-                    "INSERT INTO memfs.reindex_queue (document_id) SELECT id FROM "
-                    f"memory_documents WHERE id = %(id)s AND {_RULES_DIFFER} {REQUEUE}",
-                    self._params(id=doc_id, **_move_params(old_path, new_path)),
+                    "SELECT memfs.expect(NOT EXISTS (SELECT 1 FROM memory_documents "
+                    f"  WHERE {SCOPE} AND path = %(path)s AND id <> %(id)s), 'target')",
+                    self._params(path=new_path, id=doc_id),
                 )
-            self._keep_directories(conn, keep_dirs)
+                moved = conn.execute(
+                    "WITH old AS (SELECT id, updated_at FROM memory_documents "
+                    f"  WHERE id = %(id)s AND {SCOPE} FOR UPDATE) "
+                    "UPDATE memory_documents d SET path = %(path)s FROM old WHERE d.id = old.id "
+                    "RETURNING d.updated_at, old.updated_at",
+                    self._params(path=new_path, id=doc_id),
+                )
+                # Queued without waiting for the UPDATE's answer: both do nothing if it is gone.
+                self._write_attrs(conn, doc_id, attrs)
+                if old_path is None:
+                    self._queue_reindex(conn, [doc_id])  # the new location's indexing rules
+                else:
+                    conn.execute(
+                        "INSERT INTO memfs.reindex_queue (document_id) SELECT id FROM "
+                        f"memory_documents WHERE id = %(id)s AND {_RULES_DIFFER} {REQUEUE}",
+                        self._params(id=doc_id, **_move_params(old_path, new_path)),
+                    )
+                self._keep_directories(conn, keep_dirs)
+        except psycopg.Error as exc:
+            if exc.sqlstate != _CHANGED:
+                raise
+            raise WriteRefused(
+                errno.EEXIST,
+                "memfs's rename",
+                f"another writer's document is at {new_path!r} (this mount did not show it)",
+            ) from None
         row = moved.fetchone()  # answered at the commit's Sync: one round trip in all
         known = self.known.row(doc_id)
         self.known.forget(doc_id)
@@ -955,6 +948,19 @@ class MetaStore(ScopedStore):
                 content = str(row[0])
             chunks = chunk_document(content, self.chunk_config) if index_now else None
             pending = self._commit(conn, target_id, path, content, attrs, chunks, expected)
+            if source_at is not None and self.schema.has_versions:
+                # Another writer changed the renamed file after the mount read it: its
+                # content is kept as a version of the document it replaced (its row goes).
+                conn.execute(
+                    "INSERT INTO memory_document_versions (document_id, version, content, "
+                    "  content_hash, changed_by) "
+                    "SELECT %(target)s, COALESCE((SELECT max(v.version) FROM "
+                    "  memory_document_versions v WHERE v.document_id = %(target)s), 0) + 1, "
+                    f"  d.content, {_SERVER_HASH}, %(user)s "
+                    "FROM memory_documents d WHERE d.id = %(source)s "
+                    "  AND d.updated_at IS DISTINCT FROM %(at)s",
+                    self._params(target=pending.doc_id, source=source_id, at=source_at),
+                )
             self._delete_row(conn, source_id)
             self._keep_directories(conn, keep_dirs)
         result = pending.result()
@@ -971,27 +977,63 @@ class MetaStore(ScopedStore):
         """Move every document and kept directory under ``old_path/`` to ``new_path/``.
 
         One transaction; client attributes that were valid stay valid.  Returns each moved
-        document's versions before and after.
+        document's versions before and after.  Refused (ENOTEMPTY, nothing moved) if rows
+        the mount does not show lie at or below ``new_path`` (another writer's).
         """
         with self._transaction() as conn:
             self._tag(conn)
-            rows = self._move_directory(conn, old_path, new_path, replaced_dir)
+            free, rows = self._move_directory(conn, old_path, new_path, replaced_dir)
             self._keep_directories(conn, keep_dirs)
+        if not _answer(free):
+            raise WriteRefused(
+                errno.ENOTEMPTY, "memfs's rename",
+                f"another writer's documents or folders are at {new_path!r}",
+            )  # fmt: skip
         return {r[0]: Moved(r[2], r[1]) for r in rows.fetchall()}  # answered at the Sync
 
     def _move_directory(
-        self, conn: Conn, old_path: str, new_path: str, replaced_dir: str | None
-    ) -> Cursor:
-        """``rename_directory``'s statements; the cursor's rows are (id, new updated_at,
-        old updated_at)."""
+        self,
+        conn: Conn,
+        old_path: str,
+        new_path: str,
+        replaced_dir: str | None,
+    ) -> tuple[Cursor, Cursor]:
+        """``rename_directory``'s statements, made only if nothing the mount does not show
+        lies at or below ``new_path`` (the mount showed it free, or ``replaced_dir`` empty):
+        the first cursor answers whether it was free, the second (id, new updated_at, old
+        updated_at) of each moved document.
+
+        The target folder's lock (exclusive; every creation below it holds it shared, see
+        ``_lock_path``) makes two mounts moving folders onto one new name take turns: the
+        second finds the first's documents there and moves nothing."""
         old_prefix = escape_like(old_path + "/") + "%"
+        new_prefix = escape_like(new_path + "/") + "%"
         cut = len(old_path) + 1
+        params = self._params(
+            prefix=old_prefix, new=new_path, new_prefix=new_prefix, cut=cut, old=old_path,
+            replaced=replaced_dir, **_move_params(old_path, new_path),
+        )  # fmt: skip
+        conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (self._dir_key(new_path),)
+        )
+        free = conn.execute(
+            "SELECT set_config('memfs.move_free', (NOT EXISTS (SELECT 1 FROM memory_documents "
+            f"  WHERE {SCOPE} AND (path = %(new)s OR path LIKE %(new_prefix)s ESCAPE '\\')) "
+            "AND NOT EXISTS (SELECT 1 FROM memfs.directories "
+            f"  WHERE {SCOPE} AND (path = %(new)s AND path IS DISTINCT FROM %(replaced)s "
+            "    OR path LIKE %(new_prefix)s ESCAPE '\\')))::text, true)",
+            params,
+        )
+        go = "current_setting('memfs.move_free') = 'true'"
         if replaced_dir is not None:
-            self._drop_directory(conn, replaced_dir)
+            conn.execute(
+                f"DELETE FROM memfs.directories WHERE {SCOPE} AND path = %(replaced)s AND {go}",
+                params,
+            )
         rows = conn.execute(
             "WITH moved AS ("
             "  SELECT id, updated_at AS old_at FROM memory_documents "
-            f"  WHERE {SCOPE} AND path LIKE %(prefix)s ESCAPE '\\' FOR UPDATE"
+            f"  WHERE {SCOPE} AND path LIKE %(prefix)s ESCAPE '\\' AND {go} FOR UPDATE"
             "), upd AS ("
             "  UPDATE memory_documents d SET path = %(new)s || substr(d.path, %(cut)s) "
             "  FROM moved WHERE d.id = moved.id "
@@ -1013,16 +1055,18 @@ class MetaStore(ScopedStore):
             "  INSERT INTO memfs.reindex_queue (document_id) SELECT id FROM upd "
             f"  WHERE {_RULES_DIFFER} {REQUEUE}"
             ") SELECT id, updated_at, old_at FROM upd",
-            self._params(
-                prefix=old_prefix, new=new_path, cut=cut, **_move_params(old_path, new_path)
-            ),
+            params,
         )
         conn.execute(
             "UPDATE memfs.directories SET path = %(new)s || substr(path, %(cut)s) "
-            f"WHERE {SCOPE} AND (path = %(old)s OR path LIKE %(prefix)s ESCAPE '\\')",
-            self._params(new=new_path, cut=cut, old=old_path, prefix=old_prefix),
+            f"WHERE {SCOPE} AND (path = %(old)s OR path LIKE %(prefix)s ESCAPE '\\') AND {go}",
+            params,
         )
-        return rows
+        return free, rows
+
+    def _dir_key(self, folder: str) -> str:
+        """The advisory lock key of a folder (see ``_move_directory``)."""
+        return f"memfs-dir\n{self.scope.user_id}\n{self.scope.agent_id or ''}\n{folder}"
 
     def create_directory(self, path: str) -> None:
         with self._transaction() as conn:

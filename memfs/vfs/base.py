@@ -27,7 +27,7 @@ import trio
 from memfs.buffers import FileBuffer, ScratchBuffer, ScratchSpill
 from memfs.cache import ContentCache
 from memfs.db.calls import DatabaseCalls
-from memfs.db.deferred import Moved
+from memfs.db.deferred import Delete, Moved, describe
 from memfs.db.interface import CommitResult, DocumentStore, FileAttrs
 from memfs.db.scoped import folder_config_paths
 from memfs.errors import FsError
@@ -196,9 +196,12 @@ class FilesystemBase:
         #: ``db.deferred``); without one running, each change is sent at once.
         self._changes_waiting = trio.Event()
         self._sending_changes = False
+        #: Set when the database no longer matches the tree (a deferred change was skipped
+        #: or refused): ``OtherWriters.resync_when_diverged`` reloads it.
+        self.diverged = trio.Event()
         #: Documents and kept directories a move into a tool folder took out of memory:
         #: removed from the database once the tool folder has them (``Filesystem.rename``).
-        self.leaving_memory: list[UUID] = []
+        self.leaving_memory: list[Delete] = []
         self.leaving_dirs: list[str] = []
         self._next_fh = 1
 
@@ -211,7 +214,10 @@ class FilesystemBase:
         the mount then sees the moved rows at their new paths and versions."""
         if self.store.moving():
             await self.flush_changes()
-        return await self.calls(fn, *args, **kwargs)
+        try:
+            return await self.calls(fn, *args, **kwargs)
+        finally:
+            self._adopt_skipped()
 
     async def flush_changes(self) -> None:
         """Send the deferred changes now, wait for any already on their way, and take in
@@ -220,8 +226,18 @@ class FilesystemBase:
         self._adopt_moves()
 
     def _adopt_moves(self) -> None:
-        """Documents moved by a sent directory rename: their rows' new versions."""
+        """Documents moved by a sent directory rename: their rows' new versions; and the
+        deferred changes the database did not make (the tree is reloaded)."""
         self._adopt_moved(self.store.take_moved())
+        self._adopt_skipped()
+
+    def _adopt_skipped(self) -> None:
+        skipped = self.store.take_skipped()
+        for change, reason in skipped:
+            log.warning("the %s was not made: %s; showing the database's state again",
+                        describe(change), reason)  # fmt: skip
+        if skipped:
+            self.diverged.set()
 
     def _adopt_moved(self, moved: dict[UUID, Moved]) -> None:
         """Each moved document's new row version; the mtime shown stays (a rename is not

@@ -276,6 +276,21 @@ class OtherWriters:
                 fs.kernel.entry(parent.ino, name)
             current = parent
 
+    async def resync_when_diverged(self) -> None:
+        """Background task: reload the tree whenever a deferred change of this mount was
+        not made (its condition failed or the database refused it), so the mount shows
+        what the database holds."""
+        fs = self.fs
+        while True:
+            await fs.diverged.wait()
+            fs.diverged = trio.Event()
+            try:
+                await self.resync()
+            except FsError as exc:
+                log.warning("reloading after a change that was not made failed: %s", exc)
+                fs.diverged.set()
+                await trio.sleep(1.0)
+
     async def poll_changes(self, interval: float = 1.0) -> None:
         """Without the trigger: resync whenever the workspace's fingerprint changes, and
         look at the tool folders' (``ToolFolders.refresh``)."""

@@ -188,7 +188,10 @@ class NamespaceMixin(ContentMixin):
             assert isinstance(node, FileNode)
             keep = self._keep_if_emptied(parent, node)
             if node.doc_id is not None or keep:
-                await self._delete_later(node.doc_id, keep)
+                removal = None
+                if node.doc_id is not None:  # only the version this mount shows
+                    removal = Delete(node.doc_id, node.updated_at, self.tree.path_of(node))
+                await self._delete_later(removal, keep)
             if node.doc_id is not None:
                 self.cache.drop(node.doc_id)
             if keep:
@@ -205,16 +208,16 @@ class NamespaceMixin(ContentMixin):
         return self._sending_changes and self.calls.unresponsive_since is None
 
     async def _delete_later(
-        self, doc_id: UUID | None, keep: list[str], drop_dir: str | None = None
+        self, removal: Delete | None, keep: list[str], drop_dir: str | None = None
     ) -> None:
         """Leave a document's delete (or an ``rmdir``) for the next transaction: ``rm -rf``
         then costs a round trip per batch, not per entry."""
         if self._deferring():
-            changes: list[Change] = [] if doc_id is None else [Delete(doc_id)]
+            changes: list[Change] = [] if removal is None else [removal]
             changes += [DropDir(drop_dir)] if drop_dir is not None else []
             self._defer(*changes, *(KeepDir(path) for path in keep))
-        elif doc_id is not None:
-            await self.run_db(self.store.delete_document, doc_id, keep)
+        elif removal is not None:
+            await self.run_db(self.store.delete_document, removal.doc_id, keep)
         elif drop_dir is not None:
             await self.run_db(self.store.delete_directory, drop_dir, keep)
         else:
@@ -529,7 +532,9 @@ class NamespaceMixin(ContentMixin):
             else:
                 data = b""
             if node.doc_id is not None:
-                self.leaving_memory.append(node.doc_id)
+                self.leaving_memory.append(
+                    Delete(node.doc_id, node.updated_at, self.tree.path_of(node))
+                )
                 self.cache.drop(node.doc_id)
                 self.tree.unbind_document(node)
             node.scratch = True

@@ -20,31 +20,30 @@ as do client attributes.
 from __future__ import annotations
 
 import errno
-import itertools
 import json
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 import psycopg
-from psycopg.pq import TransactionStatus
 
 from memfs.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
 from memfs.db.deferred import (
-    Change,
+    BatchOutcome,
     ChangeBatch,
     DeferredChanges,
+    DeferringStore,
     Delete,
     DropDir,
     KeepDir,
     Moved,
     MoveDir,
+    Resolver,
 )
 from memfs.db.interface import (
     CommitResult,
@@ -85,7 +84,7 @@ class _Row:
     updated_at: datetime
 
 
-class RebornStore:
+class RebornStore(DeferringStore):
     """The documents of one Reborn workspace (``RebornScope``)."""
 
     def __init__(
@@ -140,74 +139,46 @@ class RebornStore:
 
     # -- transactions and deferred changes ---------------------------------------------
 
-    @contextmanager
-    def _transaction(self) -> Iterator[Conn]:
-        """One transaction, running the deferred changes first."""
-        changes = self.deferred.take()
-        committed = False
-        moved: dict[UUID, Moved] = {}
-        try:
-            # Pipeline mode, with BEGIN and COMMIT sent as statements: whatever is not read
-            # before the commit travels together (a save is two round trips: BEGIN with its
-            # reads, then its writes with COMMIT; their answers are read afterwards).  No
-            # origin tag is set: nothing of memfs's watches this table (writers are polled).
-            with self.pool.connection() as conn:
-                try:
-                    with conn.pipeline():
-                        conn.execute("BEGIN")
-                        moved = self._send_changes(conn, changes) if changes else {}
-                        yield conn
-                        conn.execute("COMMIT")
-                except BaseException:
-                    if conn.info.transaction_status != TransactionStatus.IDLE:
-                        conn.execute("ROLLBACK")
-                    raise
-            committed = True
-        except psycopg.Error as failed:
-            if failed.sqlstate != GUARD_FAILED:
-                raise
-            raise WriteRefused(
-                errno.EISDIR, "IronClaw's document layout", str(failed).split("\n")[0]
-            ) from None
-        finally:
-            self.deferred.finish(changes, committed=committed, moved=moved)
+    def _refused(self, exc: psycopg.Error) -> BaseException | None:
+        if exc.sqlstate != GUARD_FAILED:
+            return None
+        return WriteRefused(errno.EISDIR, "IronClaw's document layout", str(exc).split("\n")[0])
 
-    def _send_changes(self, conn: Conn, batch: ChangeBatch) -> dict[UUID, Moved]:
-        moved: dict[UUID, Moved] = {}
-        for kind, run in itertools.groupby(batch.changes, key=type):
-            for change in run:
-                if kind is Delete and isinstance(change, Delete):
-                    self._delete(conn, change.doc_id)
-                elif isinstance(change, KeepDir):
-                    self._keep_directories(conn, [change.path])
-                elif isinstance(change, DropDir):
-                    self._drop_directory(conn, change.path)
-                elif isinstance(change, MoveDir):
-                    moved.update(
-                        self._move_directory(conn, change.old, change.new, change.replaced)
+    def _send_changes(self, conn: Conn, batch: ChangeBatch) -> Resolver:
+        """The changes ``unlink``, ``rmdir`` and directory renames left for the next
+        transaction, in their order, each conditional on the rows as the mount showed them
+        (``db.deferred``).  No origin tag is set: nothing of memfs's watches this table
+        (writers are polled)."""
+        outcome = BatchOutcome()
+        removals: list[tuple[Delete, Callable[[], bool | None]]] = []
+        for change in batch.changes:
+            if isinstance(change, Delete):
+                removals.append((change, self._delete(conn, change.doc_id, change.seen)))
+            elif isinstance(change, KeepDir):
+                self._keep_directories(conn, [change.path])
+            elif isinstance(change, DropDir):
+                self._drop_directory(conn, change.path)
+            elif isinstance(change, MoveDir):
+                moved = self._move_directory(conn, change.old, change.new, change.replaced)
+                if moved is None:
+                    outcome.skipped.append((change, "another writer's rows are at the new name"))
+                else:
+                    outcome.moved.update(moved)
+
+        def resolve() -> BatchOutcome:
+            for change, removed in removals:
+                if removed() is False:
+                    outcome.skipped.append(
+                        (change, "another writer changed it after this mount showed it")
                     )
-        return moved
+            return outcome
+
+        return resolve
 
     def path_problem(self, path: str) -> str | None:
         """IronClaw's rules for a document path (reborn facts §6): no segment ending in
         ``.meta``, ``.chunks`` or ``.versions`` (its sidecars), among others."""
         return layout.path_problem(path)
-
-    def defer(self, *changes: Change) -> None:
-        self.deferred.add(*changes)
-
-    def flush_changes(self) -> bool:
-        if not self.deferred.pending():
-            return False
-        with self._transaction():
-            pass
-        return True
-
-    def moving(self) -> bool:
-        return self.deferred.moving()
-
-    def take_moved(self) -> dict[UUID, Moved]:
-        return self.deferred.take_moved()
 
     # -- reading -------------------------------------------------------------------------
 
@@ -728,35 +699,49 @@ class RebornStore:
         return {"doc": full, "meta": full + ".meta", "chunks": full + ".chunks",
                 "versions": full + ".versions"}  # fmt: skip
 
-    def _delete(self, conn: Conn, doc_id: UUID) -> Callable[[], bool]:
-        """Send the removal of a document with every sidecar; whether the document was
-        there is read (after the commit) by calling the result."""
+    def _delete(
+        self, conn: Conn, doc_id: UUID, seen: datetime | None = None
+    ) -> Callable[[], bool | None]:
+        """Send the removal of a document with every sidecar, only while its row is at
+        ``seen`` (None: any version).  Calling the result (after the commit) says whether
+        it was removed: True, False if its guard failed (another writer changed it), None
+        if there was nothing to remove."""
         relative = self.path_of(doc_id)
         if relative is None:
-            return lambda: False
-        family = self._family(relative)
+            return lambda: None
+        family = {**self._family(relative), "seen": seen}
         removed = conn.execute(
-            f"DELETE FROM {_TABLE} WHERE path = %(doc)s AND kind = 'memory_document' "
-            "AND NOT is_dir RETURNING path",
+            "WITH gone AS ("
+            f"  DELETE FROM {_TABLE} WHERE path = %(doc)s AND kind = 'memory_document' "
+            "  AND NOT is_dir AND (%(seen)s::timestamptz IS NULL OR updated_at = %(seen)s) "
+            "  RETURNING path), "
+            "sidecars AS ("
+            f"  DELETE FROM {_TABLE} WHERE EXISTS (SELECT 1 FROM gone) AND (path = %(meta)s "
+            "  OR (path >= %(chunks)s || '/' AND path < %(chunks)s || '0' "
+            "      AND kind = 'memory_chunk') "
+            "  OR (path >= %(versions)s || '/' AND path < %(versions)s || '0' "
+            "      AND kind = 'memory_document_version'))), "
+            "attrs AS (DELETE FROM memfs.reborn_attrs WHERE path = %(doc)s "
+            "  AND EXISTS (SELECT 1 FROM gone)) "
+            "SELECT (SELECT count(*) FROM gone), "
+            f"  (SELECT count(*) FROM {_TABLE} WHERE path = %(doc)s AND kind = 'memory_document')",
             family,
         )
-        conn.execute(
-            f"DELETE FROM {_TABLE} WHERE path = %(meta)s "
-            "OR (path >= %(chunks)s || '/' AND path < %(chunks)s || '0' "
-            "    AND kind = 'memory_chunk') "
-            "OR (path >= %(versions)s || '/' AND path < %(versions)s || '0' "
-            "    AND kind = 'memory_document_version')",
-            family,
-        )
-        conn.execute("DELETE FROM memfs.reborn_attrs WHERE path = %(doc)s", family)
-        self._forget(doc_id)
-        return lambda: removed.fetchone() is not None
+
+        def answer() -> bool | None:
+            row = removed.fetchone()
+            if row is None or row[0] == 0:
+                return False if row is not None and row[1] > 0 else None
+            self._forget(doc_id)
+            return True
+
+        return answer
 
     def delete_document(self, doc_id: UUID, keep_dirs: Sequence[str] = ()) -> bool:
         with self._transaction() as conn:
             existed = self._delete(conn, doc_id)
             self._keep_directories(conn, keep_dirs)
-        return existed()
+        return existed() is True
 
     def rename_document(
         self,
@@ -777,9 +762,10 @@ class RebornStore:
         relative = self.path_of(doc_id)
         if relative is None:
             return None
+        replaced_gone: Callable[[], bool | None] = lambda: None  # noqa: E731
         with self._transaction() as conn:
             if replaced is not None:
-                self._delete(conn, replaced)
+                replaced_gone = self._delete(conn, replaced)
             target = self.scope.row(new_path)
             taken = conn.execute(
                 f"SELECT 1 FROM {_TABLE} WHERE {_AT_OR_BELOW} LIMIT 1", {"p": target}
@@ -797,6 +783,7 @@ class RebornStore:
                 after = self._move_query(conn, [(relative, new_path)])
                 self._write_attrs(conn, target, attrs, None)
             self._keep_directories(conn, keep_dirs)
+        replaced_gone()
         if found is None or after is None:
             return None
         moved = Moved(found[1], self._one(after)[1])
@@ -855,19 +842,43 @@ class RebornStore:
         with self._transaction() as conn:
             moved = self._move_directory(conn, old_path, new_path, replaced_dir)
             self._keep_directories(conn, keep_dirs)
+        if moved is None:
+            raise WriteRefused(
+                errno.ENOTEMPTY, "memfs's rename",
+                f"another writer's documents or folders are at {new_path!r}",
+            )  # fmt: skip
         return moved
 
     def _move_directory(
         self, conn: Conn, old_path: str, new_path: str, replaced_dir: str | None
-    ) -> dict[UUID, Moved]:
+    ) -> dict[UUID, Moved] | None:
+        """Move a folder's documents (with their sidecars) and kept folders; None, moving
+        nothing, if rows the mount does not show lie at or below ``new_path`` (another
+        writer's).  Two mounts moving folders onto one new name take turns on the target's
+        lock: the second finds the first's rows there."""
+        new_full = self.scope.row(new_path)
+        conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("memfs-dir\n" + new_full,)
+        )
+        old_full = self.scope.row(old_path)
+        # One answer: whether the new name is taken, and the folder's documents, locked.
+        answer = conn.execute(
+            f"WITH locked AS (SELECT path, updated_at FROM {_TABLE} WHERE "
+            "  path >= %(old)s || '/' AND path < %(old)s || '0' AND kind = 'memory_document' "
+            "  AND NOT is_dir ORDER BY path FOR UPDATE) "
+            f"SELECT EXISTS (SELECT 1 FROM {_TABLE} WHERE {_AT_OR_BELOW}) "
+            "  OR EXISTS (SELECT 1 FROM memfs.reborn_directories WHERE "
+            "    (path = %(p)s AND path IS DISTINCT FROM %(replaced)s) OR "
+            "    (path >= %(p)s || '/' AND path < %(p)s || '0')), l.path, l.updated_at "
+            "FROM (SELECT 1) AS one LEFT JOIN locked l ON true",
+            {"p": new_full, "old": old_full,
+             "replaced": None if replaced_dir is None else self.scope.row(replaced_dir)},
+        ).fetchall()  # fmt: skip
+        if answer and answer[0][0]:
+            return None
         if replaced_dir is not None:
             self._drop_directory(conn, replaced_dir)
-        old_full = self.scope.row(old_path)
-        locked = conn.execute(
-            f"SELECT path, updated_at FROM {_TABLE} WHERE {_BELOW} AND kind = 'memory_document' "
-            "AND NOT is_dir ORDER BY path FOR UPDATE",
-            {"p": old_full},
-        ).fetchall()
+        locked = [(full, at) for _, full, at in answer if full is not None]
         before = {
             self._relative(full): at
             for full, at in locked
@@ -919,8 +930,9 @@ class RebornStore:
                     return None
                 content = bytes(row[0]).decode("utf-8")
             finish = self._commit(conn, path, content.encode("utf-8"), attrs, expected)
-            self._delete(conn, source_id)
+            source_gone = self._delete(conn, source_id)
             self._keep_directories(conn, keep_dirs)
+        source_gone()
         result = finish()
         self._moved_to(result.doc_id, path)
         return result
