@@ -232,8 +232,11 @@ class DocumentStore(Protocol):
         attrs: FileAttrs,
         keep_dirs: Sequence[str] = (),
         old_path: str | None = None,
+        *,
+        replaced_seen: datetime | None = None,
     ) -> Moved | None:
-        """Move a document (deleting ``replaced`` first); None if it is gone."""
+        """Move a document (deleting ``replaced`` first, only at ``replaced_seen``, the
+        version the mount showed: else EEXIST, nothing done); None if it is gone."""
 
     def rename_directory(
         self,
@@ -244,8 +247,11 @@ class DocumentStore(Protocol):
     ) -> dict[UUID, Moved]:
         """Move every document and kept directory below ``old_path``."""
 
-    def delete_document(self, doc_id: UUID, keep_dirs: Sequence[str] = ()) -> bool:
-        """Delete a document (its chunks and versions go with it); False if it was gone."""
+    def delete_document(
+        self, doc_id: UUID, keep_dirs: Sequence[str] = (), seen: datetime | None = None
+    ) -> bool:
+        """Delete a document (its chunks and versions go with it), only while it is at
+        ``seen`` (None: any version); False if it was gone or changed."""
 
     def set_attrs(self, doc_id: UUID, attrs: FileAttrs) -> bool:
         """Persist mode and mtime against the row's current version; False if gone."""

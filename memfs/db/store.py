@@ -813,14 +813,16 @@ class MetaStore(DeferringStore, ScopedStore):
         id if it was there."""
         return self._delete_rows(conn, [Delete(doc_id)])[0]
 
-    def delete_document(self, doc_id: UUID, keep_dirs: Sequence[str] = ()) -> bool:
+    def delete_document(
+        self, doc_id: UUID, keep_dirs: Sequence[str] = (), seen: datetime | None = None
+    ) -> bool:
         """Delete a document (chunks and versions cascade), as IronClaw's delete does.
 
         One pipelined round trip for the whole transaction.
         """
         with self._transaction() as conn:
             self._tag(conn)
-            cur = self._delete_row(conn, doc_id)
+            cur = self._delete_rows(conn, [Delete(doc_id, seen)])[0]
             self._keep_directories(conn, keep_dirs)
         return cur.fetchone() is not None
 
@@ -832,17 +834,19 @@ class MetaStore(DeferringStore, ScopedStore):
         attrs: FileAttrs,
         keep_dirs: Sequence[str] = (),
         old_path: str | None = None,
+        *,
+        replaced_seen: datetime | None = None,
     ) -> Moved | None:
-        """Move a document to ``new_path`` (deleting ``replaced`` first); its versions before
-        and after, or None if it is gone.
+        """Move a document to ``new_path`` (deleting ``replaced`` first, only at
+        ``replaced_seen``); its versions before and after, or None if it is gone.
 
         It is queued for re-chunking unless ``old_path`` is given and the indexing rules of
         both places are the same (the chunks then stay right)."""
         try:
             with self._transaction() as conn:
                 self._tag(conn)
-                if replaced is not None:
-                    self._delete_row(conn, replaced)
+                if replaced is not None:  # only as the mount showed it (else EEXIST below)
+                    self._delete_rows(conn, [Delete(replaced, replaced_seen)])
                 # Another row may sit at the target path without this mount showing it (another
                 # writer just made it): never two rows at one path, and never delete a row the
                 # mount did not show.  The rename is refused (EEXIST); the feed shows the row.

@@ -217,7 +217,7 @@ class NamespaceMixin(ContentMixin):
             changes += [DropDir(drop_dir)] if drop_dir is not None else []
             self._defer(*changes, *(KeepDir(path) for path in keep))
         elif removal is not None:
-            await self.run_db(self.store.delete_document, removal.doc_id, keep)
+            await self.run_db(self.store.delete_document, removal.doc_id, keep, removal.seen)
         elif drop_dir is not None:
             await self.run_db(self.store.delete_directory, drop_dir, keep)
         else:
@@ -360,7 +360,7 @@ class NamespaceMixin(ContentMixin):
         """The database side of a name being replaced by a rename."""
         if isinstance(target, FileNode):
             if not target.scratch and target.doc_id is not None:
-                await self.run_db(self.store.delete_document, target.doc_id, [])
+                await self.run_db(self.store.delete_document, target.doc_id, [], target.updated_at)
                 self.cache.drop(target.doc_id)
             else:
                 await self._delete_abandoned_origin(target)
@@ -389,7 +389,7 @@ class NamespaceMixin(ContentMixin):
             return
         moved = await self.run_db(
             self.store.rename_document, source.doc_id, new_path, replaced, attrs, keep,
-            self.tree.path_of(source),
+            self.tree.path_of(source), replaced_seen=seen,
         )  # fmt: skip
         self._request_reindex(source.doc_id)
         if replaced is not None:
@@ -587,8 +587,9 @@ class NamespaceMixin(ContentMixin):
                 doc_id = None
             else:
                 moved = await self.run_db(
-                    self.store.rename_document, doc_id, new_path, replaced, attrs, []
-                )
+                    self.store.rename_document, doc_id, new_path,
+                    None if replaced == doc_id else replaced, attrs, [], replaced_seen=seen,
+                )  # fmt: skip
                 self._request_reindex(doc_id)
                 doc_id = doc_id if moved is not None else None
         else:

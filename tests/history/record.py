@@ -45,6 +45,8 @@ class Op:
     #: The longest single syscall of the operation, in seconds (operations the driver
     #: makes itself; programs report their whole run).
     longest: float = 0.0
+    #: Wall-clock time of the start (to match database and daemon logs).
+    wall: float = field(default_factory=time.time)
 
     def describe(self) -> str:
         what = f"{self.writer} {self.kind} {self.path}"

@@ -737,9 +737,11 @@ class RebornStore(DeferringStore):
 
         return answer
 
-    def delete_document(self, doc_id: UUID, keep_dirs: Sequence[str] = ()) -> bool:
+    def delete_document(
+        self, doc_id: UUID, keep_dirs: Sequence[str] = (), seen: datetime | None = None
+    ) -> bool:
         with self._transaction() as conn:
-            existed = self._delete(conn, doc_id)
+            existed = self._delete(conn, doc_id, seen)
             self._keep_directories(conn, keep_dirs)
         return existed() is True
 
@@ -751,6 +753,8 @@ class RebornStore(DeferringStore):
         attrs: FileAttrs,
         keep_dirs: Sequence[str] = (),
         old_path: str | None = None,
+        *,
+        replaced_seen: datetime | None = None,
     ) -> Moved | None:
         problem = layout.path_problem(new_path)
         if problem is not None:
@@ -765,7 +769,7 @@ class RebornStore(DeferringStore):
         replaced_gone: Callable[[], bool | None] = lambda: None  # noqa: E731
         with self._transaction() as conn:
             if replaced is not None:
-                replaced_gone = self._delete(conn, replaced)
+                replaced_gone = self._delete(conn, replaced, replaced_seen)
             target = self.scope.row(new_path)
             taken = conn.execute(
                 f"SELECT 1 FROM {_TABLE} WHERE {_AT_OR_BELOW} LIMIT 1", {"p": target}

@@ -1,0 +1,150 @@
+"""Deferred changes are conditional on what the mount showed (issue 26, defects 2 and 3).
+
+A removal left for the next transaction deleted whatever row had the id, so the agent's
+append committed right after ``rm`` (34 of 34) and another mount's save of the same file
+(14 of 40) were deleted with it; two mounts moving folders onto one new name made the
+loser's daemon exit on IronClaw's unique index, or left two rows at one path.  Each test
+here makes the other writer's change between the mount's change and its transaction, on
+both layouts, with the background sender running as in a mount.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+import pytest
+import trio
+
+from memfs.config import Settings
+from memfs.db import open_database
+from memfs.db.reborn.layout import RebornScope
+from memfs.db.reborn.store import RebornStore
+from memfs.db.scoped import Scope
+from memfs.tree import ROOT_INODE
+from memfs.vfs import Filesystem, OtherWriters
+from tests.engines import ENGINES, Engine
+from tests.model.test_round_trips import write_file
+
+
+@pytest.fixture(params=ENGINES, ids=str)
+def engine(request: pytest.FixtureRequest, database_url: str) -> Engine:
+    chosen: Engine = request.param
+    chosen.prepare(database_url)
+    return chosen
+
+
+def _filesystem(engine: Engine, database: Any) -> Filesystem:
+    if engine.name == "legacy":
+        store: Any = database.store(Scope("default"))
+    else:
+        store = RebornStore(database.pool, RebornScope("reborn-cli", "default", "reborn-cli-agent"))
+    return Filesystem(store, uid=1000, gid=1000)
+
+
+@pytest.fixture
+async def two(engine: Engine, database_url: str) -> AsyncIterator[tuple[Filesystem, Filesystem]]:
+    """Two mounts of one workspace (two models, two pools), each sending its deferred
+    changes in the background and reloading when one was not made."""
+    databases = [open_database(Settings(database_url=database_url)) for _ in range(2)]
+    mounts = [_filesystem(engine, db) for db in databases]
+    try:
+        async with trio.open_nursery() as nursery:
+            for fs in mounts:
+                await fs.load()
+                await nursery.start(fs.send_changes)
+                nursery.start_soon(OtherWriters(fs).resync_when_diverged)
+            yield mounts[0], mounts[1]
+            nursery.cancel_scope.cancel()
+    finally:
+        for db in databases:
+            db.close()
+
+
+async def settle(fs: Filesystem) -> None:
+    with trio.fail_after(10):
+        await fs.flush_changes()
+        await trio.sleep(0.1)
+
+
+async def test_the_agents_append_right_after_a_removal_is_kept(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
+) -> None:
+    fs, _ = two
+    await write_file(fs, ROOT_INODE, "notes.md", b"mine\n")
+    release = trio.Event()
+    real = fs.store.flush_changes
+
+    def held() -> bool:
+        trio.from_thread.run(release.wait)
+        return real()
+
+    fs.store.flush_changes = held  # type: ignore[method-assign]
+    await fs.unlink(ROOT_INODE, "notes.md")  # the removal waits for its transaction
+    assert engine.agent_appends(sql_conn, "notes.md", "agent\n")
+    release.set()
+    await settle(fs)
+    assert engine.contents(sql_conn) == {"notes.md": "mine\nagent\n"}
+    with trio.fail_after(10):  # the mount reloads and shows the row again
+        while "notes.md" not in fs.tree.get_dir(ROOT_INODE).children:
+            await trio.sleep(0.05)
+
+
+async def test_a_removal_of_what_the_mount_showed_is_made(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
+) -> None:
+    fs, _ = two
+    await write_file(fs, ROOT_INODE, "a.md", b"one\n")
+    await write_file(fs, ROOT_INODE, "a.md", b"two\n")  # its own later version
+    await fs.unlink(ROOT_INODE, "a.md")
+    await settle(fs)
+    assert engine.contents(sql_conn) == {}
+
+
+async def test_another_mounts_save_right_after_a_removal_is_kept(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
+) -> None:
+    first, second = two
+    await write_file(first, ROOT_INODE, "f.md", b"shared\n")
+    await second.load()  # the second mount shows f.md
+    release = trio.Event()
+    real = first.store.flush_changes
+
+    def held() -> bool:
+        trio.from_thread.run(release.wait)
+        return real()
+
+    first.store.flush_changes = held  # type: ignore[method-assign]
+    await first.unlink(ROOT_INODE, "f.md")
+    await write_file(second, ROOT_INODE, "f.md", b"saved by the second mount\n")
+    release.set()
+    await settle(first)
+    assert engine.contents(sql_conn) == {"f.md": "saved by the second mount\n"}
+
+
+async def test_two_mounts_moving_folders_onto_one_new_name(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
+) -> None:
+    first, second = two
+    for folder in ("a", "b"):
+        node = await first.mkdir(ROOT_INODE, folder, 0o755)
+        for name in ("x.md", "y.md"):
+            await write_file(first, node.ino, name, f"{folder}/{name}\n".encode())
+    await settle(first)
+    await second.load()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(first.rename, ROOT_INODE, "a", ROOT_INODE, "n")
+        nursery.start_soon(second.rename, ROOT_INODE, "b", ROOT_INODE, "n")
+    await settle(first)
+    await settle(second)
+    contents = engine.contents(sql_conn)
+    assert sorted(contents.values()) == ["a/x.md\n", "a/y.md\n", "b/x.md\n", "b/y.md\n"]
+    moved = {p.split("/")[0] for p in contents}
+    assert "n" in moved and moved != {"n"}, f"one move made, the other not: {contents}"
+    if engine.name == "legacy":
+        dup = sql_conn.execute(
+            "SELECT path FROM memory_documents GROUP BY user_id, agent_id, path "
+            "HAVING count(*) > 1"
+        ).fetchall()
+        assert not dup
