@@ -535,6 +535,8 @@ class MetaStore(DeferringStore, ScopedStore):
                         "  FOR UPDATE), 'source')",
                         self._params(id=source_id, at=source_at),
                     )
+                    if self.schema.has_versions:
+                        self._carry_versions(conn, source_id, pending.doc_id)
                     self._delete_row(conn, source_id)
                     self._keep_directories(conn, keep_dirs)
         except psycopg.Error as exc:
@@ -952,6 +954,8 @@ class MetaStore(DeferringStore, ScopedStore):
                 content = str(row[0])
             chunks = chunk_document(content, self.chunk_config) if index_now else None
             pending = self._commit(conn, target_id, path, content, attrs, chunks, expected)
+            if self.schema.has_versions:
+                self._carry_versions(conn, source_id, pending.doc_id)
             if source_at is not None and self.schema.has_versions:
                 # Another writer changed the renamed file after the mount read it: its
                 # content is kept as a version of the document it replaced (its row goes).
@@ -970,6 +974,18 @@ class MetaStore(DeferringStore, ScopedStore):
         result = pending.result()
         self._learn(result, path, content_hash(content), pending)
         return result
+
+    def _carry_versions(self, conn: Conn, source_id: UUID, target_id: UUID) -> None:
+        """A document renamed over another keeps its history: the source's versions become
+        the target's, numbered after the target's own (memfs's rule: IronClaw has no
+        rename; its delete of the source would cascade them away)."""
+        conn.execute(
+            "UPDATE memory_document_versions v SET document_id = %(target)s, "
+            "  version = v.version + (SELECT COALESCE(max(o.version), 0) "
+            "    FROM memory_document_versions o WHERE o.document_id = %(target)s) "
+            "WHERE v.document_id = %(source)s AND %(source)s <> %(target)s",
+            {"source": source_id, "target": target_id},
+        )
 
     def rename_directory(
         self,

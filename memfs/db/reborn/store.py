@@ -693,6 +693,26 @@ class RebornStore(DeferringStore):
 
     # -- removing and moving (IronClaw has neither: the document goes with its sidecars) --
 
+    def _carry_versions(self, conn: Conn, source: str, target: str) -> None:
+        """A document renamed over another keeps its history: the source's version
+        sidecars become the target's, numbered after the target's own (memfs's rule:
+        IronClaw has no rename; its delete of the source would take them)."""
+        conn.execute(
+            f"UPDATE {_TABLE} t SET "
+            "  path = %(tv)s || '/' || ((t.indexed ->> 'version')::int + o.off)::text, "
+            "  indexed = jsonb_set(jsonb_set(t.indexed, '{version}', "
+            "    to_jsonb((t.indexed ->> 'version')::int + o.off)), "
+            "    '{doc_relative_path}', to_jsonb(%(rel)s::text)), "
+            "  version = t.version + 1, updated_at = now() "
+            "FROM (SELECT COALESCE(max((indexed ->> 'version')::int), 0) AS off "
+            f"  FROM {_TABLE} WHERE path >= %(tv)s || '/' AND path < %(tv)s || '0' "
+            "  AND kind = 'memory_document_version') AS o "
+            "WHERE t.path >= %(sv)s || '/' AND t.path < %(sv)s || '0' "
+            "  AND t.kind = 'memory_document_version'",
+            {"sv": self.scope.row(source) + ".versions", "tv": self.scope.row(target) + ".versions",
+             "rel": target},
+        )  # fmt: skip
+
     def _family(self, relative: str) -> dict[str, str]:
         """The SQL ranges of a document and its sidecars, by role."""
         full = self.scope.row(relative)
@@ -934,9 +954,16 @@ class RebornStore(DeferringStore):
                     return None
                 content = bytes(row[0]).decode("utf-8")
             finish = self._commit(conn, path, content.encode("utf-8"), attrs, expected)
-            source_gone = self._delete(conn, source_id)
+            source_gone: Callable[[], bool | None] = lambda: None  # noqa: E731
+            if source != path:  # (never the row just written, whatever the ids say)
+                self._carry_versions(conn, source, path)
+                source_gone = self._delete(conn, source_id, source_at)
             self._keep_directories(conn, keep_dirs)
-        source_gone()
+        if source_gone() is False:  # another writer changed it after the mount read it
+            self.deferred.sent(ChangeBatch(), BatchOutcome(skipped=[(
+                Delete(source_id, source_at, source),
+                "another writer changed the renamed file after this mount read it",
+            )]))  # fmt: skip
         result = finish()
         self._moved_to(result.doc_id, path)
         return result
