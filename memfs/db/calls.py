@@ -88,9 +88,14 @@ class DatabaseCalls:
     async def _call(self, call: Callable[[], T], fn: object, deadline: float) -> T:
         name = getattr(fn, "__name__", "query")
         await self._check_breaker(name)
-        for attempt in (1, 2):
+        for attempt in (1, 2, 3):
             try:
                 return await self._run(call, name, deadline)
+            except psycopg.errors.TransactionRollback as exc:  # a deadlock, a serialization
+                if attempt < 3:  # failure: the transaction rolled back, made again as a whole
+                    log.info("%s rolled back (%s); made again", name, _one_line(exc))
+                    continue
+                raise DatabaseUnavailable(f"{name} kept rolling back: {_one_line(exc)}") from exc
             except ChangesRefused as exc:
                 log.warning("%s carried deferred changes the database refused (%s); "
                             "made again without them", name, exc)  # fmt: skip
@@ -108,7 +113,7 @@ class DatabaseCalls:
             except psycopg.Error as exc:
                 code = refusal_errno(exc)
                 raise FsError(code, f"the database refused {name}: {_one_line(exc)}") from exc
-        raise DatabaseUnavailable(f"{name}: deferred changes were refused twice")
+        raise DatabaseUnavailable(f"{name}: made three times without an answer")
 
     async def _run(self, call: Callable[[], T], name: str, deadline: float) -> T:
         guard = CallGuard()
