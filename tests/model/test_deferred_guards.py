@@ -163,3 +163,18 @@ async def test_a_file_renamed_over_another_keeps_its_history(
     await settle(fs)
     assert engine.contents(sql_conn) == {"b.md": "a second\n"}
     assert sorted(engine.versions(sql_conn, "b.md")) == ["a first\n", "b\n"]
+
+
+async def test_a_new_file_where_one_was_moved_from_is_another_document(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
+) -> None:
+    """Reborn ids were derived from the path a document was first seen at, so a new file
+    at a name a document had been moved away from got the moved document's id: removing
+    one then deleted the other (found by the history checker)."""
+    fs, _ = two
+    await write_file(fs, ROOT_INODE, "x.md", b"first\n")
+    await fs.rename(ROOT_INODE, "x.md", ROOT_INODE, "y.md")
+    await write_file(fs, ROOT_INODE, "x.md", b"second\n")
+    await fs.unlink(ROOT_INODE, "y.md")  # the moved one: its id named x.md's row
+    await settle(fs)
+    assert engine.contents(sql_conn) == {"x.md": "second\n"}

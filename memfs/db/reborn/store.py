@@ -112,6 +112,11 @@ class RebornStore(DeferringStore):
             found = self._ids.get(relative)
             if found is None:
                 found = uuid.uuid5(PATH_IDS, self.scope.row(relative))
+                if found in self._paths:
+                    # The id this path was first given went with a document moved away
+                    # from it: a new document here is another one, with an id of its own
+                    # (sharing it made a removal of one delete the other).
+                    found = uuid.uuid4()
                 self._ids[relative] = found
                 self._paths[found] = relative
             return found
