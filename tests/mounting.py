@@ -48,8 +48,11 @@ class Mount:
         user_id: str = "default",
         extra_args: Sequence[str] = (),
         env: dict[str, str] | None = None,
+        plant: str | None = None,
     ) -> None:
         self.mountpoint = mountpoint
+        #: A fault planted in the daemon (``tests.history.planted``), or None.
+        self.plant = plant
         self.database_url = database_url
         self.runtime_dir = runtime_dir
         self.user_id = user_id
@@ -60,7 +63,8 @@ class Mount:
 
     def start(self) -> Mount:
         self.mountpoint.mkdir(parents=True, exist_ok=True)
-        args = [sys.executable, "-m", "memfs", "--log-level", "debug", "mount", "--foreground"]
+        program = ["memfs"] if self.plant is None else ["tests.history.planted", self.plant]
+        args = [sys.executable, "-m", *program, "--log-level", "debug", "mount", "--foreground"]
         if self.database_url:
             args += ["--database-url", self.database_url]
         args += ["--user-id", self.user_id, *self.extra_args, str(self.mountpoint)]

@@ -1,0 +1,79 @@
+"""The history checker is itself tested: each rule fails on a history that breaks it and
+holds on one that keeps it (the checker run against real mounts is in
+``tests/mount/test_history.py``, planted faults in ``test_history_planted.py``)."""
+
+from __future__ import annotations
+
+from tests.history.check import FinalState, check, places
+from tests.history.record import FAIL, INFO, OK, History, Op
+
+
+def op(kind: str, path: str, start: float, end: float, outcome: str = OK, **extra: str) -> Op:
+    made = Op("w", kind, path, start, end=end, outcome=outcome)
+    for name, value in extra.items():
+        setattr(made, name, value)
+    return made
+
+
+def history(*ops: Op, seed: set[str] | None = None) -> History:
+    return History(list(ops), seed_lines=seed or set())
+
+
+def state(documents: dict[str, str], versions: list[tuple[str, str]] | None = None) -> FinalState:
+    return FinalState(documents, versions or [])
+
+
+def test_an_acknowledged_write_in_no_row_is_lost() -> None:
+    found = check(history(op("append", "a.md", 0, 1, marker="w-1")), state({}))
+    assert found == ["lost: w append a.md [w-1]: ok"]
+
+
+def test_a_write_in_the_content_or_a_version_row_is_kept() -> None:
+    h = history(op("append", "a.md", 0, 1, marker="w-1"), op("truncate", "a.md", 2, 3,
+                                                             marker="w-2"))  # fmt: skip
+    assert check(h, state({"a.md": "w-2\n"}, [("a.md", "w-1\n")])) == []
+    assert check(h, state({"a.md": "w-2\n"})) == ["lost: w append a.md [w-1]: ok"]
+
+
+def test_failed_and_indeterminate_writes_need_not_be_there() -> None:
+    h = history(op("append", "a.md", 0, 1, FAIL, marker="w-1"),
+                op("shell-append", "a.md", 0, 1, INFO, marker="w-2"))  # fmt: skip
+    assert check(h, state({})) == []
+
+
+def test_a_removal_after_the_write_excuses_it_one_finished_before_does_not() -> None:
+    write = op("append", "a.md", 10, 11, marker="w-1")
+    assert check(history(write, op("rm", "a.md", 12, 13)), state({})) == []
+    assert check(history(write, op("rm", "a.md", 10.5, 12)), state({})) == []  # concurrent
+    assert check(history(op("rm", "a.md", 1, 2), write), state({})) != []
+    assert check(history(write, op("rm", "a.md", 12, 13, FAIL)), state({})) != []
+    assert check(history(write, op("rm-rf", "b", 12, 13)), state({})) != []
+
+
+def test_a_removal_follows_the_document_through_moves() -> None:
+    write = op("append", "a/x.md", 10, 11, marker="w-1")
+    moved = op("mv", "a", 12, 13, target="b")
+    renamed = op("mv", "b/x.md", 14, 15, target="y.md")
+    assert places(write, [write, moved, renamed]) == {"a/x.md", "b/x.md", "y.md"}
+    assert check(history(write, moved, renamed, op("rm", "y.md", 16, 17)), state({})) == []
+    assert check(history(write, moved, op("rm-rf", "b", 16, 17)), state({})) == []
+    assert check(history(write, moved, op("rm", "a/x.md", 16, 17)), state({})) == []
+    assert check(history(write, moved, op("rm", "c.md", 16, 17)), state({})) != []
+
+
+def test_a_line_nobody_wrote_is_found() -> None:
+    h = history(op("append", "a.md", 0, 1, marker="w-1"), seed={"# title"})
+    assert check(h, state({"a.md": "# title\nw-1\n"})) == []
+    torn = check(h, state({"a.md": "w-1\nw-\x00\n"}))
+    assert torn == ["a line nobody wrote in current a.md: 'w-\\x00'"]
+    assert check(h, state({"a.md": "w-1\n"}, [("a.md", "w-9\n")])) != []
+
+
+def test_duplicates_eio_and_daemon_exits_are_violations() -> None:
+    h = history(op("append", "a.md", 0, 1, INFO, marker="w-1", detail="close: EIO (5)"))
+    found = check(h, FinalState({}, [], ["a.md"], {"/mnt": "daemon exited 3 in the run"}))
+    assert found == [
+        "EIO: w append a.md [w-1]: info close: EIO (5)",
+        "two rows at a.md",
+        "/mnt: daemon exited 3 in the run",
+    ]
