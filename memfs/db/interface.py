@@ -163,6 +163,10 @@ class DocumentStore(Protocol):
     #: Tags this mount's writes, so its change feed can skip their echoes (None: untagged).
     origin: str | None
 
+    #: The longest path (UTF-8 bytes) every index the path enters can take (longer ones
+    #: are refused up front with ENAMETOOLONG; see ``db.limits``).
+    max_path_bytes: int
+
     def path_problem(self, path: str) -> str | None:
         """Why the engine cannot store a document (or folder) at ``path``, beyond the
         rules every engine shares (``memfs.paths``); None: it can."""

@@ -41,6 +41,7 @@ from memfs.db.deferred import (
 )
 from memfs.db.interface import CommitResult, Content, DocRow, FileAttrs
 from memfs.db.known import EMPTY_METADATA_MD5, KnownFolder, KnownRow, KnownRows
+from memfs.db.limits import legacy_max_path
 from memfs.db.schema import SchemaInfo
 from memfs.db.scoped import (
     ATTRS_JOIN,
@@ -186,6 +187,7 @@ class MetaStore(DeferringStore, ScopedStore):
         #: ``db.deferred``).
         self.deferred = DeferredChanges()
         self.fast_saves = True
+        self.max_path_bytes = legacy_max_path(scope.user_id)
 
     def _tag(self, conn: Conn) -> None:
         if self.origin:

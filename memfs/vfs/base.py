@@ -337,8 +337,15 @@ class FilesystemBase:
             raise FsError(errno.ENOENT)
         return parent, node
 
-    def _check_storable(self, path: str) -> None:
-        """EINVAL (and a log line naming it) for a document path the engine cannot store."""
+    def _check_storable(self, path: str, below: int = 0) -> None:
+        """EINVAL (and a log line naming it) for a document path the engine cannot store;
+        ENAMETOOLONG for one (with ``below`` bytes of the longest path under it) too long
+        for the database's path indexes (``db.limits``)."""
+        size = len(path.encode()) + below
+        if size > self.store.max_path_bytes:
+            log.warning("refusing %r: a path of %d bytes is longer than the database's path "
+                        "index takes (%d)", path, size, self.store.max_path_bytes)  # fmt: skip
+            raise FsError(errno.ENAMETOOLONG, f"{path!r}: {size} bytes")
         problem = self.store.path_problem(path)
         if problem is not None:
             log.warning("refusing %r: it %s", path, problem)

@@ -249,6 +249,19 @@ class NamespaceMixin(ContentMixin):
         finally:
             self._sending_changes = False
 
+    @staticmethod
+    def _longest_below(node: Node) -> int:
+        """Bytes the longest path below a directory adds to its own (0 for a file)."""
+        longest = 0
+        stack = [(node, 0)]
+        while stack:
+            current, depth = stack.pop()
+            if isinstance(current, DirNode):
+                for name, child in current.children.items():
+                    stack.append((child, depth + 1 + len(name.encode())))
+            longest = max(longest, depth)
+        return longest
+
     async def _delete_abandoned_origin(self, node: Node) -> None:
         """A renamed-away original whose name goes with no new file: the user deleted it."""
         if not isinstance(node, FileNode) or node.origin_doc_id is None or node.extra_links:
@@ -325,7 +338,7 @@ class NamespaceMixin(ContentMixin):
                 raise FsError(errno.EISDIR)
             kind = self._kind(new_parent, new_name, is_dir=source.is_dir)
             if kind is Kind.DOCUMENT:
-                self._check_storable(new_path)
+                self._check_storable(new_path, self._longest_below(source))
             if source.scratch and kind is not Kind.DOCUMENT:
                 await self._replace_target(target)
             elif source.scratch:

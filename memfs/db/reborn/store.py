@@ -53,6 +53,7 @@ from memfs.db.interface import (
     FileAttrs,
     ImportOutcome,
 )
+from memfs.db.limits import reborn_max_path
 from memfs.db.reborn import layout
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.scoped import Conn, Cursor, Pool
@@ -100,6 +101,7 @@ class RebornStore(DeferringStore):
         self.origin = origin
         self.chunk_config = chunk_config
         self.deferred = DeferredChanges()
+        self.max_path_bytes = reborn_max_path(scope.prefix)
         self._lock = threading.Lock()
         self._ids: dict[str, UUID] = {}
         self._paths: dict[UUID, str] = {}
