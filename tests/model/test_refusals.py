@@ -21,14 +21,14 @@ from memfs.errors import FsError
 from memfs.tree import ROOT_INODE
 from memfs.vfs import Filesystem
 from tests.engines import Engine
-from tests.model.test_deferred_guards import engine, settle, two  # noqa: F401
+from tests.model.conftest import settle
 from tests.model.test_round_trips import write_file
 
 
 async def test_nested_long_names_are_refused_up_front_and_saves_go_on(
     engine: Engine,
     two: tuple[Filesystem, Filesystem],
-    sql_conn: psycopg.Connection[Any],  # noqa: F811
+    sql_conn: psycopg.Connection[Any],
 ) -> None:
     fs, _ = two
     parent, made = ROOT_INODE, 0
@@ -47,7 +47,7 @@ async def test_nested_long_names_are_refused_up_front_and_saves_go_on(
 
 async def test_a_folder_rename_that_would_push_a_path_past_the_limit_is_refused(
     engine: Engine,
-    two: tuple[Filesystem, Filesystem],  # noqa: F811
+    two: tuple[Filesystem, Filesystem],
 ) -> None:
     fs, _ = two
     top = await fs.mkdir(ROOT_INODE, "a", 0o755)
@@ -62,7 +62,7 @@ async def test_a_folder_rename_that_would_push_a_path_past_the_limit_is_refused(
 
 
 async def test_a_refused_queued_change_is_dropped_and_other_saves_go_on(
-    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any],  # noqa: F811
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any],
     caplog: pytest.LogCaptureFixture,
 ) -> None:  # fmt: skip
     fs, _ = two

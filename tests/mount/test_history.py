@@ -25,10 +25,31 @@ from tests.savers import client_env, missing_programs
 
 pytestmark = pytest.mark.mount
 
-SEEDS = [int(s) for s in os.environ.get("MEMFS_HISTORY_SEEDS", "1,2").split(",")]
-OPERATIONS = int(os.environ.get("MEMFS_HISTORY_OPS", "400"))
+SEEDS = [int(s) for s in os.environ.get("MEMFS_HISTORY_SEEDS", "1,2,3,4,5,6,7,8").split(",")]
+OPERATIONS = int(os.environ.get("MEMFS_HISTORY_OPS", "600"))
 MOUNTS = 2
 WORKERS = 2
+
+
+def run_history(
+    engine: Engine, database_url: str, mount_factory: Any, work_dir: Path, seed: int,
+    operations: int, plant: str | None = None,
+) -> tuple[Run, list[str]]:  # fmt: skip
+    """One checked run: two mounts (with ``plant``, a fault planted in their daemons)."""
+    missing = missing_programs()
+    if missing:
+        pytest.skip(f"not installed: {', '.join(missing)} (scripts/setup installs them)")
+    # Legacy: an agent id, so IronClaw's unique (user, agent, path) index applies.
+    agent_id = str(uuid.uuid4()) if engine.name == "legacy" else None
+    extra = ["--agent-id", agent_id] if agent_id else []
+    mounts = [mount_factory(database_url, name=f"m{i}", extra_args=extra, plant=plant)
+              for i in range(MOUNTS)]  # fmt: skip
+    run = Run(engine, database_url, mounts, seed, client_env(work_dir / f"history-{seed}"),
+              agent_id)  # fmt: skip
+    drive(run, workers_per_mount=WORKERS, operations=operations,
+          agent_operations=operations // 4)  # fmt: skip
+    problems = settle_and_unmount(run)
+    return run, check(run.history, final_state(run, problems))
 
 
 @pytest.mark.timeout(900)
@@ -36,24 +57,15 @@ WORKERS = 2
 def test_nothing_acknowledged_is_lost(
     engine: Engine, database_url: str, mount_factory: Any, work_dir: Path, seed: int
 ) -> None:
-    missing = missing_programs()
-    if missing:
-        pytest.skip(f"not installed: {', '.join(missing)} (scripts/setup installs them)")
-    # Legacy: an agent id, so IronClaw's unique (user, agent, path) index applies.
-    agent_id = str(uuid.uuid4()) if engine.name == "legacy" else None
-    extra = ["--agent-id", agent_id] if agent_id else []
-    mounts = [mount_factory(database_url, name=f"m{i}", extra_args=extra) for i in range(MOUNTS)]
-    run = Run(engine, database_url, mounts, seed, client_env(work_dir / f"history-{seed}"),
-              agent_id)  # fmt: skip
-    drive(run, workers_per_mount=WORKERS, operations=OPERATIONS, agent_operations=OPERATIONS // 4)
-    problems = settle_and_unmount(run)
-    violations = check(run.history, final_state(run, problems))
+    run, violations = run_history(engine, database_url, mount_factory, work_dir, seed,
+                                  OPERATIONS)  # fmt: skip
     summary = run.history.summary()
     print(f"history seed {seed} on {engine}: {summary}")
     if violations:
+        mounts = run.mounts
         saved = mounts[0].mountpoint.parent / f"history-{engine}-{seed}.json"
-        saved.write_text(json.dumps([dataclasses.asdict(op) for op in run.history.ops
-                                     if True], default=str, indent=1))  # fmt: skip
+        saved.write_text(json.dumps([dataclasses.asdict(op) for op in run.history.ops],
+                                    default=str, indent=1))  # fmt: skip
         logs = "\n".join(f"--- {m.mountpoint}\n{m.log()[-3000:]}" for m in mounts)
         raise AssertionError(
             f"seed {seed} on {engine}: {len(violations)} violations (history: {saved}):\n"
