@@ -399,9 +399,14 @@ class Agent:
         raise psycopg.errors.SerializationFailure("the row kept changing")
 
 
-def _loop(worker: MountWriter | Agent, count: int, pause: float, failures: list[str]) -> None:
+def _loop(
+    worker: MountWriter | Agent, count: int, pause: float, failures: list[str],
+    until: float | None = None,
+) -> None:  # fmt: skip
     try:
         for _ in range(count):
+            if until is not None and time.monotonic() > until:
+                return
             worker.step()
             if pause:
                 time.sleep(worker.rng.uniform(0, pause))
@@ -409,8 +414,13 @@ def _loop(worker: MountWriter | Agent, count: int, pause: float, failures: list[
         failures.append(f"{worker.name}: {type(exc).__name__}: {exc}")
 
 
-def drive(run: Run, *, workers_per_mount: int, operations: int, agent_operations: int) -> None:
-    """Run every writer for its share of ``operations`` (all at once), then wait."""
+def drive(
+    run: Run, *, workers_per_mount: int, operations: int, agent_operations: int,
+    seconds: float | None = None,
+) -> None:  # fmt: skip
+    """Run every writer for its share of ``operations`` (all at once; with ``seconds``,
+    until that much time has passed if sooner), then wait."""
+    until = None if seconds is None else time.monotonic() + seconds
     rng = random.Random(run.seed)
     for mount in run.mounts:
         for folder in FOLDERS[:2]:
@@ -424,13 +434,17 @@ def drive(run: Run, *, workers_per_mount: int, operations: int, agent_operations
     agent = run.agent = Agent(run, random.Random(rng.randrange(1 << 30)))
     share = max(1, operations // len(workers))
     failures: list[str] = []
-    threads = [threading.Thread(target=_loop, args=(w, share, 0.0, failures)) for w in workers]
-    threads.append(threading.Thread(target=_loop, args=(agent, agent_operations, 0.04, failures)))
+    threads = [
+        threading.Thread(target=_loop, args=(w, share, 0.0, failures, until)) for w in workers
+    ]
+    threads.append(
+        threading.Thread(target=_loop, args=(agent, agent_operations, 0.04, failures, until))
+    )
     try:
         for thread in threads:
             thread.start()
         for thread in threads:
-            thread.join(timeout=COMMAND_TIMEOUT * share)
+            thread.join(timeout=COMMAND_TIMEOUT * share if seconds is None else seconds + 120)
             if thread.is_alive():
                 failures.append(f"a writer did not finish: {thread.name}")
     finally:
