@@ -91,29 +91,32 @@ class DatabaseCalls:
         for attempt in (1, 2, 3):
             try:
                 return await self._run(call, name, deadline)
-            except psycopg.errors.TransactionRollback as exc:  # a deadlock, a serialization
-                if attempt < 3:  # failure: the transaction rolled back, made again as a whole
-                    log.info("%s rolled back (%s); made again", name, _one_line(exc))
-                    continue
-                raise DatabaseUnavailable(f"{name} kept rolling back: {_one_line(exc)}") from exc
             except ChangesRefused as exc:
                 log.warning("%s carried deferred changes the database refused (%s); "
                             "made again without them", name, exc)  # fmt: skip
                 continue
-            except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as exc:
-                reason = f"database timed out during {name}: {_one_line(exc)}"
-                raise DatabaseUnavailable(reason) from exc
-            except (psycopg.OperationalError, PoolTimeout) as exc:
-                if attempt == 1 and _connection_lost(exc):
-                    log.warning("lost the database connection during %s; retrying once", name)
-                    continue
-                raise DatabaseUnavailable(
-                    f"database unavailable during {name}: {_one_line(exc)}"
-                ) from exc
-            except psycopg.Error as exc:
-                code = refusal_errno(exc)
-                raise FsError(code, f"the database refused {name}: {_one_line(exc)}") from exc
+            except (psycopg.Error, PoolTimeout) as exc:
+                if not self._again(exc, name, attempt):
+                    raise _as_fs_error(exc, name) from exc
         raise DatabaseUnavailable(f"{name}: made three times without an answer")
+
+    @staticmethod
+    def _again(exc: Exception, name: str, attempt: int) -> bool:
+        """Whether a failed call is made again: a deadlock or serialization failure (the
+        transaction rolled back as a whole; a pipeline's error may come as a plain class),
+        up to three times; a lost connection, once."""
+        if isinstance(exc, psycopg.Error) and _rolled_back(exc):
+            if attempt < 3:
+                log.info("%s rolled back (%s); made again", name, _one_line(exc))
+                return True
+            return False
+        if isinstance(exc, psycopg.errors.QueryCanceled | psycopg.errors.LockNotAvailable):
+            return False
+        lost = isinstance(exc, psycopg.OperationalError | PoolTimeout) and _connection_lost(exc)
+        if lost and attempt == 1:
+            log.warning("lost the database connection during %s; retrying once", name)
+            return True
+        return False
 
     async def _run(self, call: Callable[[], T], name: str, deadline: float) -> T:
         guard = CallGuard()
@@ -169,6 +172,25 @@ def refusal_errno(exc: psycopg.Error) -> int:
     """The errno a refused statement fails its operation with (EIO if none fits)."""
     state = exc.sqlstate or ""
     return _REFUSALS.get(state) or _REFUSALS.get(state[:2]) or errno.EIO
+
+
+def _as_fs_error(exc: Exception, name: str) -> FsError:
+    """What a failed call answers: EIO for an outage (a timeout, a lost server), the
+    refusal's errno for a statement the server refused (``refusal_errno``)."""
+    if isinstance(exc, psycopg.errors.QueryCanceled | psycopg.errors.LockNotAvailable):
+        return DatabaseUnavailable(f"database timed out during {name}: {_one_line(exc)}")
+    if isinstance(exc, psycopg.Error) and _rolled_back(exc):
+        return DatabaseUnavailable(f"{name} kept rolling back: {_one_line(exc)}")
+    if isinstance(exc, psycopg.OperationalError | PoolTimeout):
+        return DatabaseUnavailable(f"database unavailable during {name}: {_one_line(exc)}")
+    assert isinstance(exc, psycopg.Error)
+    code = refusal_errno(exc)
+    return FsError(code, f"the database refused {name}: {_one_line(exc)}")
+
+
+def _rolled_back(exc: psycopg.Error) -> bool:
+    """A deadlock or a serialization failure (SQLSTATE class 40): worth making again."""
+    return (exc.sqlstate or "").startswith("40")
 
 
 def _connection_lost(exc: Exception) -> bool:

@@ -3,10 +3,12 @@
 ``python -m tests.history.planted FAULT memfs-arguments...`` runs ``memfs`` with one fault:
 
 * ``no-version``: an overwrite keeps no version row (both layouts);
-* ``no-guard``: the one-round-trip save's guard is gone (legacy: ``memfs.expect`` on the
-  row; Reborn: the compare-and-swap on ``version``), so a save decided on a stale row
-  overwrites another writer's change as if it were the row it read;
-* ``unconditional-delete``: a deferred removal deletes the row whatever its version.
+* ``unconditional-delete``: a deferred removal deletes the row whatever its version;
+* ``prepared``: server-side prepared statements as before (psycopg's default threshold),
+  the cause of defect 1 (a pipeline aborted by a guard left the connection unable to run
+  a statement psycopg believed prepared);
+* ``no-target-guard``: a file renamed onto a name first deletes whatever rows are there
+  (the guard that refuses a rename onto a row the mount did not show, gone: the old code).
 
 Test tooling only: the faults are monkeypatches applied before ``memfs.cli.main`` runs.
 """
@@ -30,24 +32,6 @@ def _no_version() -> None:
     RebornStore._version_query = no_reborn_version  # type: ignore[method-assign]
 
 
-def _no_guard() -> None:
-    from memfs.db.reborn.store import RebornStore
-    from memfs.db.store import MetaStore
-
-    MetaStore._expect_row = lambda *args, **kwargs: None  # type: ignore[method-assign]
-    real = RebornStore._update_query
-
-    def unguarded(self: Any, conn: Any, full: str, data: bytes, version: int) -> Any:
-        conn.execute(
-            "UPDATE root_filesystem_entries SET version = %s - 0 WHERE path = %s "
-            "AND kind = 'memory_document'",
-            (version, full),
-        )  # the row now answers the version the save read, whatever was written since
-        return real(self, conn, full, data, version)
-
-    RebornStore._update_query = unguarded  # type: ignore[method-assign]
-
-
 def _unconditional_delete() -> None:
     from memfs.db import deferred
     from memfs.db.deferred import DeferringStore, Delete
@@ -61,8 +45,53 @@ def _unconditional_delete() -> None:
     DeferringStore.defer = defer  # type: ignore[method-assign]
 
 
-FAULTS = {"no-version": _no_version, "no-guard": _no_guard,
-          "unconditional-delete": _unconditional_delete}  # fmt: skip
+def _no_target_guard() -> None:
+    from memfs.db.reborn.store import RebornStore
+    from memfs.db.store import MetaStore
+
+    legacy = MetaStore.rename_document
+
+    def legacy_rename(self: Any, doc_id: Any, new_path: str, *args: Any, **kwargs: Any) -> Any:
+        with self.pool.connection() as conn:
+            conn.execute(
+                "DELETE FROM memory_documents WHERE user_id = %s AND agent_id IS NOT DISTINCT "
+                "FROM %s AND path = %s AND id <> %s",
+                (self.scope.user_id, self.scope.agent_id, new_path, doc_id),
+            )
+        return legacy(self, doc_id, new_path, *args, **kwargs)
+
+    reborn = RebornStore.rename_document
+
+    def reborn_rename(self: Any, doc_id: Any, new_path: str, *args: Any, **kwargs: Any) -> Any:
+        full = self.scope.row(new_path)
+        with self.pool.connection() as conn:
+            conn.execute(
+                "DELETE FROM root_filesystem_entries WHERE path = %(p)s OR "
+                "(path >= %(p)s || '.' AND path < %(p)s || '/')",
+                {"p": full},
+            )
+        return reborn(self, doc_id, new_path, *args, **kwargs)
+
+    MetaStore.rename_document = legacy_rename  # type: ignore[method-assign]
+    RebornStore.rename_document = reborn_rename  # type: ignore[method-assign]
+
+
+def _prepared() -> None:
+    import memfs.db
+
+    real = memfs.db._connect_kwargs
+
+    def connect_kwargs(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        found = real(*args, **kwargs)
+        found.pop("prepare_threshold", None)
+        return found
+
+    memfs.db._connect_kwargs = connect_kwargs
+
+
+FAULTS = {"prepared": _prepared, "no-version": _no_version,
+          "unconditional-delete": _unconditional_delete,
+          "no-target-guard": _no_target_guard}  # fmt: skip
 
 
 def main() -> int:
