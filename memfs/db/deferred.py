@@ -187,6 +187,11 @@ class DeferredChanges:
             self._wait_idle()
             return bool(self._pending)
 
+    def waiting(self) -> bool:
+        """Whether changes wait to be sent (without waiting for a batch in flight)."""
+        with self._cond:
+            return bool(self._pending)
+
     def hidden(self) -> set[UUID]:
         """Rows deleted by this mount that the database may still hold."""
         with self._cond:
@@ -376,6 +381,10 @@ class DeferringStore:
         """Changes whose condition failed or that the database refused, since the last
         call: the mount's tree no longer matches the database."""
         return self.deferred.take_skipped()
+
+    def changes_waiting(self) -> bool:
+        """Whether deferred changes wait (a refused batch put back: the sender sends it)."""
+        return self.deferred.waiting()
 
     def flush_changes(self) -> bool:
         """Send the deferred changes now (nothing if none wait); False if none did.  A

@@ -280,6 +280,9 @@ class DocumentStore(Protocol):
     def take_moved(self) -> dict[UUID, Moved]:
         """The versions of the documents moved by directory moves sent so far."""
 
+    def changes_waiting(self) -> bool:
+        """Whether deferred changes wait to be sent."""
+
     def take_skipped(self) -> list[tuple[Change, str]]:
         """Deferred changes not made (their condition failed, or the database refused
         them), with why, since the last call: the mount reloads its tree."""

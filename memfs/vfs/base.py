@@ -218,6 +218,8 @@ class FilesystemBase:
             return await self.calls(fn, *args, **kwargs)
         finally:
             self._adopt_skipped()
+            if self._sending_changes and self.store.changes_waiting():
+                self._changes_waiting.set()  # e.g. a refused batch put back: send it
 
     async def flush_changes(self) -> None:
         """Send the deferred changes now, wait for any already on their way, and take in

@@ -16,6 +16,7 @@ from typing import Any
 
 import psycopg
 import pytest
+import trio
 
 from memfs.errors import FsError
 from memfs.tree import ROOT_INODE
@@ -80,6 +81,9 @@ async def test_a_refused_queued_change_is_dropped_and_other_saves_go_on(
     await fs.mkdir(ROOT_INODE, "refused", 0o755)  # queued: returns at once
     for n in range(3):  # the saves that carry (then no longer carry) the refused change
         await write_file(fs, ROOT_INODE, f"f{n}.md", f"{n}\n".encode())
+    with trio.fail_after(10):  # the background sender drops it by itself
+        while not any("refused the folder" in r.getMessage() for r in caplog.records):
+            await trio.sleep(0.05)
     await settle(fs)
     assert sorted(engine.contents(sql_conn)) == ["f0.md", "f1.md", "f2.md"]
     assert any("refused the folder 'refused'" in r.getMessage() for r in caplog.records)
