@@ -225,10 +225,13 @@ class DirectorySync:
                 return None
             return self._push(path, here, None, None, report)
         if there is not None:  # only in the database
+            # Deleted here, unchanged there: deleted there too, but only at the version
+            # read (another writer's change since then stays and comes back here).
             if base is not None and digest(there[1]) == base_hash:
-                self.store.delete_document(there[0])
-                report.deleted_remote.append(path)
-                return None
+                if self.store.delete_document(there[0], [], there[2]):
+                    report.deleted_remote.append(path)
+                    return None
+                return {"hash": "", "id": str(there[0])}  # pulled by the next pass
             return self._pull(path, there, report)
         return None  # gone on both sides
 

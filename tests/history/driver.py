@@ -7,7 +7,8 @@ open/write/close (so close()'s answer is seen), shell ``>>`` and ``>`` (indeterm
 bash ignores close()'s error), ``os.replace`` of a new file, ``rm``, ``rm -rf``, ``mv`` of
 files and folders (onto names other writers create), ``mkdir`` and tool-folder files; and
 the agent writing by SQL as IronClaw does on the engine (legacy: an UPDATE or an insert;
-Reborn: a compare-and-swap on ``version``), creating and deleting documents.
+Reborn: a compare-and-swap on ``version``), creating and deleting documents; and
+``memfs sync --once`` of a plain folder whose copies get lines appended or are removed.
 
 The names are few (three folders, three file names) so writers collide all the time.
 """
@@ -19,6 +20,7 @@ import json
 import os
 import random
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -39,9 +41,11 @@ FOLDERS = ("a", "b", "c")
 #: Folder names only a move creates.
 SPARE_FOLDERS = ("d", "e")
 NAMES = ("x.md", "y.md", "z.md")
-#: Real savers the workers use (nano and emacs are slow; rclone adds nothing rsync lacks).
-SAVER_NAMES = ("vim backupcopy=yes", "vim backupcopy=no", "sed -i", "os.replace",
-               "write-file-atomic", "rsync")  # fmt: skip
+#: Every real saver of ``tests.savers``, the quick ones more often (nano runs in tmux and
+#: takes a second or two, emacs a few tenths).
+SAVER_WEIGHTS = {"vim backupcopy=yes": 4, "vim backupcopy=no": 4, "sed -i": 4,
+                 "os.replace": 4, "write-file-atomic": 4, "rsync": 4, "rclone": 2,
+                 "emacs": 1, "nano": 1}  # fmt: skip
 COMMAND_TIMEOUT = 60.0
 #: How often a worker picks each operation.
 WEIGHTS = {
@@ -134,7 +138,7 @@ def _command(op: Op, cmd: list[str], cwd: Path, env: dict[str, str], ok: str) ->
         History.end(op, INFO, f"timed out after {COMMAND_TIMEOUT:.0f}s")
         return
     if done.returncode == 0:
-        History.end(op, ok)
+        History.end(op, ok, done.stdout.decode()[-300:].strip() if op.writer == "sync" else "")
     else:
         History.end(op, INFO, f"exit {done.returncode}: {done.stderr.decode()[-200:].strip()}")
 
@@ -181,7 +185,7 @@ class MountWriter:
 
     def op_save(self) -> None:
         path = random_path(self.rng)
-        saver = self.rng.choice(SAVER_NAMES)
+        saver = self.rng.choices(list(SAVER_WEIGHTS), weights=list(SAVER_WEIGHTS.values()))[0]
         op = self._begin("save", path, write=True)
         op.detail = saver
         folder, _, name = path.rpartition("/")
@@ -399,8 +403,40 @@ class Agent:
         raise psycopg.errors.SerializationFailure("the row kept changing")
 
 
+class SyncWriter:
+    """``memfs sync --once`` of a plain folder: a line appended to a local copy of a
+    document (or a local file removed), then one sync pass pushes it.  The write is
+    acknowledged when the pass exits 0."""
+
+    def __init__(self, run: Run, rng: random.Random, env: dict[str, str], args: list[str]):
+        self.run = run
+        self.rng = rng
+        self.name = "sync"
+        self.env = env
+        self.args = args
+        self.local = Path(env["HOME"]) / "synced"
+        self.local.mkdir(parents=True, exist_ok=True)
+
+    def step(self) -> None:
+        path = random_path(self.rng)
+        target = self.local / path
+        if self.rng.random() < 0.15 and target.exists():
+            op = self.run.history.begin(self.name, "rm", path)
+            target.unlink()
+        else:
+            op = self.run.history.begin(self.name, "append", path, marker=self.run.marker("sync"))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "a", encoding="utf-8") as local:
+                local.write(f"{op.marker}\n")
+        cmd = [sys.executable, "-m", "memfs", "sync", *self.args, "--once", "--json",
+               str(self.local)]  # fmt: skip
+        _command(op, cmd, self.local, self.env, ok=OK)
+        if op.outcome != OK and op.kind == "rm":
+            op.outcome = INFO  # the pass may have made the removal before it failed
+
+
 def _loop(
-    worker: MountWriter | Agent, count: int, pause: float, failures: list[str],
+    worker: MountWriter | Agent | SyncWriter, count: int, pause: float, failures: list[str],
     until: float | None = None,
 ) -> None:  # fmt: skip
     try:
@@ -426,12 +462,16 @@ def drive(
         for folder in FOLDERS[:2]:
             with contextlib.suppress(FileExistsError):
                 (mount.path() / folder).mkdir()
-    workers: list[MountWriter | Agent] = [
+    workers: list[MountWriter | Agent | SyncWriter] = [
         MountWriter(run, mount, f"m{m}w{w}", random.Random(rng.randrange(1 << 30)))
         for m, mount in enumerate(run.mounts)
         for w in range(workers_per_mount)
     ]
     agent = run.agent = Agent(run, random.Random(rng.randrange(1 << 30)))
+    mount = run.mounts[0]
+    sync_args = ["--database-url", run.url, "--user-id", mount.user_id, *mount.extra_args]
+    sync = SyncWriter(run, random.Random(rng.randrange(1 << 30)), mount.env | run.env |
+                      {"HOME": run.env["HOME"]}, sync_args)  # fmt: skip
     share = max(1, operations // len(workers))
     failures: list[str] = []
     threads = [
@@ -440,6 +480,8 @@ def drive(
     threads.append(
         threading.Thread(target=_loop, args=(agent, agent_operations, 0.04, failures, until))
     )
+    passes = max(1, operations // 30)  # one sync pass per 30 operations of the mounts
+    threads.append(threading.Thread(target=_loop, args=(sync, passes, 0.2, failures, until)))
     try:
         for thread in threads:
             thread.start()
