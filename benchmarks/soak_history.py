@@ -40,7 +40,7 @@ def soak(engine: Engine, work: Path, args: argparse.Namespace) -> dict[str, obje
     name = f"soak_{engine}"
     with psycopg.connect(url0, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")  # type: ignore[arg-type]
-    url = url0.replace("/postgres", f"/{name}", 1) if "/postgres?" in url0 else (
+    url = url0.replace("/postgres?", f"/{name}?") if "?" in url0 else (
         url0.rsplit("/", 1)[0] + f"/{name}")  # fmt: skip
     engine.prepare(url)
     agent_id = str(uuid.uuid4()) if engine.name == "legacy" else None

@@ -10,6 +10,7 @@ close()'s error, a program that failed half-way may have written).
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import Counter
@@ -57,6 +58,14 @@ class Op:
         return f"{what}: {self.outcome} {self.detail}".rstrip()
 
 
+def _errno(detail: str) -> str:
+    """The errno a failure's detail names ('Input/output error (5)'), else its first part."""
+    found = re.search(r"([A-Za-z][^:()]*) \((\d+)\)", detail)
+    if found:
+        return f"{found.group(1).strip()} ({found.group(2)})"
+    return detail.split(":", maxsplit=1)[0][:40]
+
+
 @dataclass
 class History:
     """Every operation of a run, in the order they started."""
@@ -85,7 +94,7 @@ class History:
 
     def summary(self) -> dict[str, object]:
         """Operations, acknowledgements, errors by errno and the longest syscall."""
-        errors = Counter(op.detail.split(":")[0] for op in self.ops if op.outcome == FAIL)
+        errors = Counter(_errno(op.detail) for op in self.ops if op.outcome != OK and op.detail)
         return {
             "operations": len(self.ops),
             "acknowledged": sum(op.outcome == OK for op in self.ops),
