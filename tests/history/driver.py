@@ -51,7 +51,7 @@ COMMAND_TIMEOUT = 60.0
 WEIGHTS = {
     "append": 16, "truncate": 6, "shell-append": 6, "shell-truncate": 3, "save": 12,
     "replace": 5, "rm": 4, "rm-rf": 2, "mv": 5, "mv-dir": 3, "mkdir": 3, "tool": 3,
-    "ping-pong": 6, "rm-then-write": 4, "mv-dir-collide": 2,
+    "ping-pong": 6, "rm-then-write": 6, "rm-files-then-write": 3, "mv-dir-collide": 2,
 }  # fmt: skip
 AGENT_WEIGHTS = {"agent-append": 6, "agent-create": 3, "agent-delete": 1}
 
@@ -80,15 +80,16 @@ class Run:
     #: IronClaw's agent id of the workspace on the legacy layout (None: NULL).
     agent_id: str | None = None
     history: History = field(default_factory=History)
-    #: The agent's SQL writer (set by ``drive``).
+    #: The agent's SQL writer (set by ``drive``), and the workers' own (closed at the end).
     agent: Agent = field(init=False)
+    agents: list[Agent] = field(default_factory=list)
     _counter: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def marker(self, writer: str) -> str:
         with self._lock:
             self._counter += 1
-            return f"{writer}-{self._counter}"
+            return f"{writer}-{self.seed}.{self._counter}"
 
 
 def _errno(exc: BaseException) -> str:
@@ -152,6 +153,8 @@ class MountWriter:
         self.name = name
         self.rng = rng
         self.root = mount.path()
+        #: This worker's own SQL writer for sequences across writers (made when needed).
+        self._agent: Agent | None = None
 
     def step(self) -> None:
         kind = self.rng.choices(list(WEIGHTS), weights=list(WEIGHTS.values()))[0]
@@ -269,6 +272,7 @@ class MountWriter:
         """Remove a file here, then at once write it on another mount or by SQL (the removal
         may still be waiting for its transaction)."""
         path = random_path(self.rng)
+        self._sql()  # connected before the removal: the write follows it within a millisecond
         op = self._begin("rm", path)
         self._syscall(op, lambda: os.unlink(self.root / path))
         if op.outcome != OK:
@@ -277,8 +281,32 @@ class MountWriter:
             other = self._other()
             write = other._begin("append", path, write=True)
             _write_file(write, other.root / path, f"{write.marker}\n".encode(), os.O_APPEND)
-        else:
-            self.run.agent.step("agent-create", path)
+        else:  # the agent on a connection of its own, ready before the removal returned
+            self._sql().step("agent-create", path)
+
+    def op_rm_files_then_write(self) -> None:
+        """Remove every file of a folder one by one, then at once append by SQL to the last
+        one removed: its removal waits behind the batch the earlier ones went in."""
+        folder = self.rng.choice(FOLDERS + SPARE_FOLDERS)
+        sql = self._sql()
+        try:
+            names = sorted(n for n in os.listdir(self.root / folder) if n.endswith(".md"))
+        except OSError:
+            return
+        removed = None
+        for name in names:
+            op = self._begin("rm", f"{folder}/{name}")
+            self._syscall(op, lambda name=name: os.unlink(self.root / folder / name))
+            if op.outcome == OK:
+                removed = op.path
+        if removed is not None:
+            sql.step("agent-append", removed)
+
+    def _sql(self) -> Agent:
+        if self._agent is None:
+            self._agent = Agent(self.run, self.rng)
+            self.run.agents.append(self._agent)
+        return self._agent
 
     def op_mv_dir_collide(self) -> None:
         """Two mounts move two folders onto one new name at the same moment."""
@@ -490,7 +518,8 @@ def drive(
             if thread.is_alive():
                 failures.append(f"a writer did not finish: {thread.name}")
     finally:
-        agent.close()
+        for sql in [agent, *run.agents]:
+            sql.close()
     assert not failures, failures
 
 

@@ -1,5 +1,10 @@
 """The history checker catches what it names: faults planted in real daemons
-(``tests.history.planted``) each fail a fixed seed, on every engine."""
+(``tests.history.planted``) fail fixed seeds, on every engine.
+
+A planted race is caught by one 600-operation run 7 times in 8 (an unconditional queued
+removal on the legacy layout, measured over seeds 1-8): each fault gets up to three fixed
+seeds, so a miss of all three (about 1 in 500) fails the test.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ from tests.mount.test_history import run_history
 
 pytestmark = pytest.mark.mount
 
-SEED = 1
+SEEDS = (1, 2, 3)
 OPERATIONS = 600
 
 
@@ -22,9 +27,12 @@ OPERATIONS = 600
 def test_a_planted_fault_fails_the_checker(
     engine: Engine, database_url: str, mount_factory: Any, work_dir: Path, fault: str
 ) -> None:
-    run, violations = run_history(
-        engine, database_url, mount_factory, work_dir, SEED, OPERATIONS, plant=fault
-    )
-    lost = [v for v in violations if v.startswith("lost:")]
-    print(f"{fault} on {engine}: {len(lost)} acknowledged writes lost; {run.history.summary()}")
-    assert lost, f"the checker missed the planted fault {fault!r}: {violations}"
+    for seed in SEEDS:
+        _, violations = run_history(
+            engine, database_url, mount_factory, work_dir, seed, OPERATIONS, plant=fault
+        )
+        lost = [v for v in violations if v.startswith("lost:")]
+        print(f"{fault} on {engine}, seed {seed}: {len(lost)} acknowledged writes lost")
+        if lost:  # (markers carry the seed: a later run cannot find an earlier one's)
+            return
+    raise AssertionError(f"the checker missed the planted fault {fault!r} (seeds {SEEDS})")
