@@ -241,12 +241,16 @@ class MetaStore(DeferringStore, ScopedStore):
         about them, each only while its row is at the version the mount showed (``seen``;
         None: any).  Returns cursors answering the ids deleted, and the ids of rows left in
         place (their guard failed: another writer changed them)."""
-        params = self._params(ids=[d.doc_id for d in deletes], seen=[d.seen for d in deletes])
+        params = self._params(
+            ids=[d.doc_id for d in deletes], seen=[d.seen for d in deletes],
+            hashes=[self._known_hash(d) for d in deletes],
+        )  # fmt: skip
         gone = conn.execute(
-            "WITH gone AS (DELETE FROM memory_documents d "
-            "  USING unnest(%(ids)s::uuid[], %(seen)s::timestamptz[]) AS g(id, seen) "
+            "WITH gone AS (DELETE FROM memory_documents d USING unnest(%(ids)s::uuid[], "
+            "  %(seen)s::timestamptz[], %(hashes)s::text[]) AS g(id, seen, hash) "
             f"  WHERE d.id = g.id AND {DOC_SCOPE} "
-            "    AND (g.seen IS NULL OR d.updated_at = g.seen) RETURNING d.id), "
+            "    AND (g.seen IS NULL OR d.updated_at = g.seen) "
+            f"    AND (g.hash IS NULL OR {_SERVER_HASH} = g.hash) RETURNING d.id), "
             "attrs AS (DELETE FROM memfs.file_attrs WHERE document_id IN (SELECT id FROM gone)), "
             "queue AS (DELETE FROM memfs.reindex_queue WHERE document_id IN (SELECT id FROM gone)) "
             "SELECT id FROM gone",
@@ -258,6 +262,15 @@ class MetaStore(DeferringStore, ScopedStore):
             f"SELECT id FROM memory_documents WHERE id = ANY(%(ids)s) AND {SCOPE}", params
         )
         return gone, left
+
+    def _known_hash(self, delete: Delete) -> str | None:
+        """The content hash of the row as the mount showed it, when this store knows it:
+        ``updated_at`` is the writing transaction's start (two transactions may leave the
+        same value), so a removal also checks the content where it can."""
+        if delete.seen is None:
+            return None
+        known = self.known.row(delete.doc_id)
+        return known.stored_hash if known is not None and known.updated_at == delete.seen else None
 
     def _drop_directory(self, conn: Conn, path: str) -> None:
         conn.execute(

@@ -10,11 +10,14 @@ both layouts, with the background sender running as in a mount.
 
 from __future__ import annotations
 
+import errno
 from typing import Any
 
 import psycopg
+import pytest
 import trio
 
+from memfs.errors import FsError
 from memfs.tree import ROOT_INODE
 from memfs.vfs import Filesystem
 from tests.engines import Engine
@@ -132,3 +135,40 @@ async def test_a_new_file_where_one_was_moved_from_is_another_document(
     await fs.unlink(ROOT_INODE, "y.md")  # the moved one: its id named x.md's row
     await settle(fs)
     assert engine.contents(sql_conn) == {"x.md": "second\n"}
+
+
+async def test_a_removal_checks_the_content_where_updated_at_cannot_tell(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
+) -> None:
+    """Legacy ``updated_at`` is the writing transaction's start: another transaction begun
+    in the same microsecond leaves the same value.  The removal compares the content's hash
+    too (the row as this mount wrote it)."""
+    if engine.name != "legacy":
+        pytest.skip("Reborn rows are compared on updated_at and path")
+    fs, _ = two
+    await write_file(fs, ROOT_INODE, "a.md", b"mine\n")
+    fs.store.flush_changes = lambda: False  # type: ignore[method-assign]  # hold the removal
+    await fs.unlink(ROOT_INODE, "a.md")
+    sql_conn.execute("SET session_replication_role = replica")  # IronClaw's trigger off:
+    sql_conn.execute(  # another writer's content at the very same updated_at
+        "UPDATE memory_documents SET content = 'theirs\n' WHERE path = 'a.md'"
+    )
+    sql_conn.execute("SET session_replication_role = DEFAULT")
+    del fs.store.flush_changes
+    await settle(fs)
+    assert engine.contents(sql_conn) == {"a.md": "theirs\n"}
+
+
+async def test_a_rename_onto_a_document_the_mount_does_not_show_is_refused(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any],
+    database_url: str,
+) -> None:  # fmt: skip
+    """A rename onto a path deleted any row another writer had just put there (with its
+    versions); it is refused with EEXIST and both documents stay."""
+    fs, _ = two
+    await write_file(fs, ROOT_INODE, "x.md", b"mine\n")
+    engine.agent_writes(sql_conn, database_url, {"y.md": "the agent's\n"})
+    with pytest.raises(FsError) as refused:
+        await fs.rename(ROOT_INODE, "x.md", ROOT_INODE, "y.md")
+    assert refused.value.errno == errno.EEXIST
+    assert engine.contents(sql_conn) == {"x.md": "mine\n", "y.md": "the agent's\n"}
