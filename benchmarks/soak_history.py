@@ -53,8 +53,12 @@ def soak(engine: Engine, work: Path, args: argparse.Namespace) -> dict[str, obje
             mounts.append(Mount(work / f"{engine}-m{n}", url, runtime, extra_args=extra).start())
         run = Run(engine, url, mounts, args.seed, client_env(work / f"home-{engine}"), agent_id)
         began = time.monotonic()
-        drive(run, workers_per_mount=args.workers, operations=10**9,
-              agent_operations=10**9, seconds=args.minutes * 60)  # fmt: skip
+        driver_failures: list[str] = []
+        try:
+            drive(run, workers_per_mount=args.workers, operations=10**9,
+                  agent_operations=10**9, seconds=args.minutes * 60)  # fmt: skip
+        except AssertionError as failed:  # a writer thread's own failure: report, go on
+            driver_failures = [str(failed)]
         elapsed = time.monotonic() - began
         problems = settle_and_unmount(run)
     finally:
@@ -68,6 +72,7 @@ def soak(engine: Engine, work: Path, args: argparse.Namespace) -> dict[str, obje
         "engine": str(engine), "mounts": args.mounts, "minutes": round(elapsed / 60, 1),
         **summary, "lost": len(lost), "duplicates": len(state.duplicates),
         "daemons_exited": len(problems), "violations": len(violations),
+        "driver_failures": driver_failures,
         "first_violations": violations[:20],
     }  # fmt: skip
 

@@ -196,7 +196,8 @@ class MountWriter:
         began = time.monotonic()
         try:
             SAVERS[saver](cwd, name, str(op.marker), self.run.env)
-        except (AssertionError, OSError, subprocess.TimeoutExpired) as exc:
+        except (AssertionError, OSError, subprocess.SubprocessError) as exc:
+            # (nano's tmux session may end before its keys are sent: the save is unknown)
             History.end(op, INFO, f"{saver}: {str(exc)[:200]}")
             return
         finally:
