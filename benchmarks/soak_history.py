@@ -15,6 +15,7 @@ violation.  Not part of CI.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shutil
 import sys
@@ -66,6 +67,13 @@ def soak(engine: Engine, work: Path, args: argparse.Namespace) -> dict[str, obje
             mount.stop()
     state = final_state(run, problems)
     violations = check(run.history, state)
+    if violations:  # kept for the post-mortem: the history, the rows, the daemons' logs
+        (work / f"history-{engine}.json").write_text(
+            json.dumps([dataclasses.asdict(op) for op in run.history.ops], default=str)
+        )
+        (work / f"final-{engine}.json").write_text(
+            json.dumps({"documents": state.documents, "versions": state.versions})
+        )
     summary = run.history.summary()
     lost = [v for v in violations if v.startswith("lost:")]
     return {
@@ -94,7 +102,10 @@ def main() -> int:
             print(json.dumps(report, indent=1))
             failed = failed or bool(report["violations"])
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if failed:
+            print(f"kept for the post-mortem: {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
     return 1 if failed else 0
 
 
