@@ -25,11 +25,8 @@ from tests.model.conftest import settle
 from tests.model.test_round_trips import write_file
 
 
-async def test_the_agents_append_right_after_a_removal_is_kept(
-    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
-) -> None:
-    fs, _ = two
-    await write_file(fs, ROOT_INODE, "notes.md", b"mine\n")
+def hold_flushes(fs: Filesystem) -> trio.Event:
+    """Hold the mount's sending of deferred changes until the returned event is set."""
     release = trio.Event()
     real = fs.store.flush_changes
 
@@ -38,6 +35,15 @@ async def test_the_agents_append_right_after_a_removal_is_kept(
         return real()
 
     fs.store.flush_changes = held  # type: ignore[method-assign]
+    return release
+
+
+async def test_the_agents_append_right_after_a_removal_is_kept(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
+) -> None:
+    fs, _ = two
+    await write_file(fs, ROOT_INODE, "notes.md", b"mine\n")
+    release = hold_flushes(fs)
     await fs.unlink(ROOT_INODE, "notes.md")  # the removal waits for its transaction
     assert engine.agent_appends(sql_conn, "notes.md", "agent\n")
     release.set()
@@ -65,14 +71,7 @@ async def test_another_mounts_save_right_after_a_removal_is_kept(
     first, second = two
     await write_file(first, ROOT_INODE, "f.md", b"shared\n")
     await second.load()  # the second mount shows f.md
-    release = trio.Event()
-    real = first.store.flush_changes
-
-    def held() -> bool:
-        trio.from_thread.run(release.wait)
-        return real()
-
-    first.store.flush_changes = held  # type: ignore[method-assign]
+    release = hold_flushes(first)
     await first.unlink(ROOT_INODE, "f.md")
     await write_file(second, ROOT_INODE, "f.md", b"saved by the second mount\n")
     release.set()
