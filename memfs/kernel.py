@@ -2,8 +2,13 @@
 
 pyfuse3's ``invalidate_inode``/``invalidate_entry`` are blocking calls into the kernel that
 can deadlock when made from inside a request handler for a related inode (fuse-notes §1),
-so they are queued here and made by one thread of their own.  The filesystem model only
-ever enqueues; ``RecordingNotifier`` stands in for tests without a mount.
+so they are queued here and made by one thread of their own.  The one exception is
+``attributes``: dropping an inode's cached attributes alone takes no lock in the kernel
+(no page, no inode mutex), so it is made at once, inside the request that needs it: an
+``open`` that loaded content of another size than the kernel caches must not answer before
+the kernel forgets that size, or the opener's ``fstat`` and reads stop at the old end (a
+torn last line) or run past the new one (NUL bytes).  ``RecordingNotifier`` stands in for
+tests without a mount.
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ class KernelNotifier(Protocol):
     def entry(self, parent: int, name: str) -> None:
         """Drop the cached name ``name`` in directory ``parent``."""
 
+    def attributes(self, ino: int) -> None:
+        """Drop the inode's cached attributes now, before the current request answers."""
+
 
 class RecordingNotifier:
     """Records what would have been invalidated (no kernel involved)."""
@@ -36,6 +44,9 @@ class RecordingNotifier:
 
     def entry(self, parent: int, name: str) -> None:
         self.calls.append(("entry", parent, name))
+
+    def attributes(self, ino: int) -> None:
+        self.calls.append(("attributes", ino, ""))
 
 
 class FuseNotifier:
@@ -57,6 +68,15 @@ class FuseNotifier:
 
     def entry(self, parent: int, name: str) -> None:
         self._queue.put(("entry", parent, name))
+
+    def attributes(self, ino: int) -> None:
+        import pyfuse3
+
+        try:
+            pyfuse3.invalidate_inode(ino, attr_only=True)  # type: ignore[arg-type]
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:  # ENOENT: the kernel did not know it anyway
+                log.warning("kernel invalidation of attributes of %s failed: %s", ino, exc)
 
     def _run(self) -> None:
         import pyfuse3

@@ -159,6 +159,9 @@ class ContentMixin(FilesystemBase):
         known = self.kernel_version.get(ino)
         keep_cache = not truncate and version is not None and known == version
         self.kernel_version[ino] = version
+        if not keep_cache and not truncate:
+            # The kernel may cache another size than the content this open serves.
+            self.kernel.attributes(ino)
         return fh, keep_cache
 
     def read(self, fh: int, offset: int, size: int) -> bytes:

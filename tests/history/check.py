@@ -4,7 +4,10 @@ was lost (the rules are in SEMANTICS.md, "What the history checker proves").
 1. Every acknowledged write's marker is a line of some document's current content or of a
    version row, unless a removal that may have come after it (acknowledged or
    indeterminate, not finished before the write began) removed the document, wherever
-   moves that may have come after it took the document.
+   moves that may have come after it took the document; or another program on the same
+   mount truncated the file in place while the write had it open (the open files of one
+   document on one mount share its bytes, as a local file's page cache does: the
+   truncation may have emptied them before the write's close saved them).
 2. Every line of every current content and version row is a marker some operation tried
    to write, or a line the workspace held before the run: no byte nobody wrote (a NUL, a
    torn line), and an indeterminate write is there whole or not at all.
@@ -82,6 +85,26 @@ def removed_after(write: Op, ops: list[Op]) -> Op | None:
     return None
 
 
+def truncated_while_open(write: Op, ops: list[Op]) -> Op | None:
+    """Another operation on ``write``'s mount that truncated the file in place while
+    ``write`` had it open (whatever it was told, unless its open was refused), if any."""
+    if write.mount is None:
+        return None
+    where = places(write, ops)
+    for op in ops:
+        if (
+            op is not write
+            and op.mount == write.mount
+            and op.outcome != FAIL
+            and op.truncates_in_place()
+            and op.path in where
+            and op.start < write.end
+            and op.end > write.start
+        ):
+            return op
+    return None
+
+
 def _lines(text: str) -> list[str]:
     return [line for line in text.split("\n") if line]
 
@@ -107,6 +130,8 @@ def check(history: History, state: FinalState) -> list[str]:
             continue
         if removed_after(op, history.ops) is not None:
             continue
+        if truncated_while_open(op, history.ops) is not None:
+            continue
         problems.append(f"lost: {op.describe()}")
     problems += [f"EIO: {op.describe()}" for op in history.ops if "(5)" in op.detail]
     problems += [f"two rows at {path}" for path in state.duplicates]
@@ -114,4 +139,4 @@ def check(history: History, state: FinalState) -> list[str]:
     return problems
 
 
-__all__ = ["FinalState", "check", "places", "removed_after"]
+__all__ = ["FinalState", "check", "places", "removed_after", "truncated_while_open"]

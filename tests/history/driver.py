@@ -162,7 +162,9 @@ class MountWriter:
 
     def _begin(self, kind: str, path: str, *, write: bool = False, **extra: str) -> Op:
         marker = self.run.marker(self.name) if write else None
-        return self.run.history.begin(self.name, kind, path, marker=marker, **extra)
+        return self.run.history.begin(
+            self.name, kind, path, marker=marker, mount=str(self.root), **extra
+        )
 
     def op_append(self) -> None:
         path = random_path(self.rng)

@@ -27,6 +27,10 @@ WRITES = {"append", "truncate", "shell-append", "shell-truncate", "save", "repla
 REMOVALS = {"rm", "rm-rf", "agent-delete"}
 #: Operations that move ``path`` (a file or a folder) to ``target``.
 MOVES = {"mv"}
+#: Operations that truncate the open file in place (``open(O_TRUNC)``), and the savers
+#: that do (the rest write a new file and rename it over the old one).
+TRUNCATIONS = {"truncate", "shell-truncate"}
+IN_PLACE_SAVERS = {"vim backupcopy=yes", "nano"}
 
 
 @dataclass
@@ -48,6 +52,13 @@ class Op:
     longest: float = 0.0
     #: Wall-clock time of the start (to match database and daemon logs).
     wall: float = field(default_factory=time.time)
+    #: The mount it was made through (None: by SQL or by ``memfs sync``).
+    mount: str | None = None
+
+    def truncates_in_place(self) -> bool:
+        """Whether it empties the open file it writes (every open file of it on its mount)."""
+        saver = self.detail.split(":", maxsplit=1)[0]
+        return self.kind in TRUNCATIONS or (self.kind == "save" and saver in IN_PLACE_SAVERS)
 
     def describe(self) -> str:
         what = f"{self.writer} {self.kind} {self.path}"

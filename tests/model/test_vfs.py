@@ -303,13 +303,17 @@ async def test_reading_another_writers_newer_version_drops_the_kernels_cached_si
     fs: Filesystem, sql_conn: psycopg.Connection[Any]
 ) -> None:
     """A read that finds a version the change feed has not announced yet must tell the
-    kernel, or it keeps the old size (and ``cat`` a short read) until its attr timeout."""
+    kernel, or it keeps the old size (and ``cat`` a short read) until its attr timeout.
+    The size goes before ``open`` answers (the queued invalidation of pages may come after
+    the opener's ``fstat``: node's ``readFile`` then read a torn last line)."""
     ino = await write_file(fs, ROOT_INODE, "p.md", b"")
     sql_conn.execute("UPDATE memory_documents SET content = 'probe 1\n' WHERE path = 'p.md'")
     fs.cache.drop(fs.tree.get_file(ino).doc_id)
     calls = fs.kernel.calls  # type: ignore[attr-defined]
     calls.clear()
-    fh, _ = await fs.open(ino, os.O_RDONLY)
+    fh, keep_cache = await fs.open(ino, os.O_RDONLY)
+    assert not keep_cache
+    assert ("attributes", ino, "") in calls
     assert fs.read(fh, 0, 100) == b"probe 1\n"
     assert ("inode", ino, "") in calls
     assert fs.getattr(ino).size == 8

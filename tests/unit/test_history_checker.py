@@ -77,3 +77,22 @@ def test_duplicates_eio_and_daemon_exits_are_violations() -> None:
         "two rows at a.md",
         "/mnt: daemon exited 3 in the run",
     ]
+
+
+def test_a_truncation_in_place_on_the_same_mount_while_open_excuses_a_write() -> None:
+    write = op("append", "a.md", 10, 11, marker="w-1", mount="/m0")
+    assert check(history(write, op("truncate", "a.md", 10.5, 12, mount="/m0")), state({})) == []
+    vim = op("save", "a.md", 9, 10.5, INFO, mount="/m0", detail="vim backupcopy=yes: exit 1")
+    assert check(history(write, vim), state({})) == []
+    # Another mount's truncation saves the write's content as a version first: no excuse.
+    assert check(history(write, op("truncate", "a.md", 10.5, 12, mount="/m1")), state({})) != []
+    # One that began after the write's close, or whose open was refused, is no excuse.
+    assert check(history(write, op("truncate", "a.md", 11.5, 12, mount="/m0")), state({})) != []
+    refused = op("truncate", "a.md", 10.5, 12, FAIL, mount="/m0")
+    assert check(history(write, refused), state({})) != []
+    # A saver that writes a new file and renames it does not empty the open file.
+    renamer = op("save", "a.md", 10.5, 12, mount="/m0", detail="vim backupcopy=no")
+    assert check(history(write, renamer), state({})) != []
+    # By SQL there is no shared open file.
+    assert check(history(op("append", "a.md", 10, 11, marker="w-1"),
+                         op("truncate", "a.md", 10.5, 12)), state({})) != []  # fmt: skip
