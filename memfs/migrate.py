@@ -22,6 +22,7 @@ from psycopg_pool import ConnectionPool
 from memfs.config import Settings
 from memfs.db import Database, legacy_scope, open_database
 from memfs.db.history_store import HistoryStore
+from memfs.db.search_path import pin_session
 from memfs.db.reborn.layout import DEFAULT_AGENT, DEFAULT_TENANT, DEFAULT_USER, RebornScope
 from memfs.db.reborn.store import RebornStore
 from memfs.errors import EXIT_USAGE, CommandError, DatabaseError
@@ -63,6 +64,7 @@ def _target_pool(url: str, settings: Settings) -> ConnectionPool[Any]:
         max_size=1,
         open=False,
         kwargs={"autocommit": True, "prepare_threshold": None},  # see db._connect_kwargs
+        configure=pin_session,  # IronClaw's tables, not memfs's schema, even for a role named memfs
     )
     try:
         pool.open(wait=True, timeout=settings.statement_timeout_ms / 1000)

@@ -14,10 +14,12 @@ from uuid import UUID
 
 import psycopg
 from pgvector.psycopg import register_vector
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from memfs.config import Settings
 from memfs.db.deadline import WatchedPool
+from memfs.db.search_path import as_option, pin
 from memfs.db.embedded import release_embedded, start_embedded
 from memfs.db.embedding_store import EmbeddingStore
 from memfs.db.interface import CommitResult, DocRow, DocumentStore, FileAttrs, VersionStore
@@ -183,12 +185,18 @@ class Database:
 
 
 def _connect_kwargs(
-    settings: Settings, *, read_only: bool = False, pooled: bool | None = None
+    settings: Settings,
+    *,
+    read_only: bool = False,
+    pooled: bool | None = None,
+    url: str | None = None,
+    search_path: str | None = None,
 ) -> dict[str, Any]:
     """libpq/psycopg connection settings.  Through a transaction-mode pooler (``pooled``)
     a session has no state of its own: no startup ``options`` (PgBouncer refuses them) and
-    no server-side prepared statements; the timeouts are then set per write transaction and
-    the client-side call deadline bounds every wait."""
+    no server-side prepared statements; the timeouts (and a pinned ``search_path``) are
+    then set per write transaction and the client-side call deadline bounds every wait.
+    Startup ``options`` the URL gives are kept, ahead of memfs's own."""
     pooled = settings.pooler if pooled is None else pooled
     kwargs: dict[str, Any] = {
         "autocommit": True,
@@ -210,13 +218,17 @@ def _connect_kwargs(
     kwargs["prepare_threshold"] = None
     if pooled:
         return kwargs
+    given = conninfo_to_dict(url).get("options") if url else None
     options = (
-        f"-c statement_timeout={settings.statement_timeout_ms} "
+        (f"{given} " if given else "")
+        + f"-c statement_timeout={settings.statement_timeout_ms} "
         f"-c lock_timeout={settings.lock_timeout_ms} "
         f"-c idle_in_transaction_session_timeout={settings.statement_timeout_ms * 3}"
     )
     if read_only:  # the server itself refuses any write from a read-only command
         options += " -c default_transaction_read_only=on"
+    if search_path is not None:
+        options += " " + as_option(search_path)
     kwargs["options"] = options
     return kwargs
 
@@ -241,14 +253,19 @@ def open_database(settings: Settings, *, read_only: bool = False) -> Database:
     if not url:
         url, embedded = start_embedded(settings.pgdata, create=not read_only)
     try:
-        kwargs = _connect_kwargs(settings, read_only=read_only)
+        kwargs = _connect_kwargs(settings, read_only=read_only, url=url)
         with psycopg.connect(url, **kwargs) as conn:
+            search_path = pin(conn)
             schema = inspect(conn) if read_only else ensure_schema(conn)
         if schema is None:
             where = "the embedded database" if embedded is not None else "this database"
             raise DatabaseError(
                 f"no memory in {where} yet (no memory_documents table): `memfs mount DIR` or "
                 "`memfs init` creates it"
+            )
+        if search_path is not None:
+            kwargs = _connect_kwargs(
+                settings, read_only=read_only, url=url, search_path=search_path
             )
         pool: ConnectionPool[psycopg.Connection[tuple[Any, ...]]] = WatchedPool(
             url,
@@ -269,12 +286,17 @@ def open_database(settings: Settings, *, read_only: bool = False) -> Database:
             release_embedded(embedded)
         raise
     log.info("database ready: %s", schema.describe())
+    if search_path is not None:
+        log.info("this role's search_path names memfs's own schema: pinned to %s", search_path)
     listen_url = settings.listen_url or (None if settings.pooler else url)
     return Database(
         url=url, pool=pool, schema=schema, embedded=embedded, connect_kwargs=kwargs,
-        listen_url=listen_url, listen_kwargs=_connect_kwargs(settings, pooled=False),
+        listen_url=listen_url,
+        listen_kwargs=_connect_kwargs(settings, pooled=False, url=listen_url or url),
         transaction_settings=(
             {"statement_timeout": str(settings.statement_timeout_ms),
-             "lock_timeout": str(settings.lock_timeout_ms)} if settings.pooler else {}
+             "lock_timeout": str(settings.lock_timeout_ms),
+             **({"search_path": search_path} if search_path else {})}
+            if settings.pooler else {}
         ),
     )  # fmt: skip
