@@ -22,9 +22,9 @@ from psycopg_pool import ConnectionPool
 from memfs.config import Settings
 from memfs.db import Database, legacy_scope, open_database
 from memfs.db.history_store import HistoryStore
-from memfs.db.search_path import pin_session
 from memfs.db.reborn.layout import DEFAULT_AGENT, DEFAULT_TENANT, DEFAULT_USER, RebornScope
 from memfs.db.reborn.store import RebornStore
+from memfs.db.search_path import pin_session
 from memfs.errors import EXIT_USAGE, CommandError, DatabaseError
 from memfs.tools import Report, progress
 

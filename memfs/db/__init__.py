@@ -19,7 +19,6 @@ from psycopg_pool import ConnectionPool
 
 from memfs.config import Settings
 from memfs.db.deadline import WatchedPool
-from memfs.db.search_path import as_option, pin
 from memfs.db.embedded import release_embedded, start_embedded
 from memfs.db.embedding_store import EmbeddingStore
 from memfs.db.interface import CommitResult, DocRow, DocumentStore, FileAttrs, VersionStore
@@ -36,6 +35,7 @@ from memfs.db.schema import (
     install_change_feed,
 )
 from memfs.db.scoped import Scope
+from memfs.db.search_path import as_option, pin
 from memfs.db.search_store import SearchStore
 from memfs.db.statistics import PlannerStatistics
 from memfs.db.store import MetaStore
@@ -220,8 +220,7 @@ def _connect_kwargs(
         return kwargs
     given = conninfo_to_dict(url).get("options") if url else None
     options = (
-        (f"{given} " if given else "")
-        + f"-c statement_timeout={settings.statement_timeout_ms} "
+        (f"{given} " if given else "") + f"-c statement_timeout={settings.statement_timeout_ms} "
         f"-c lock_timeout={settings.lock_timeout_ms} "
         f"-c idle_in_transaction_session_timeout={settings.statement_timeout_ms * 3}"
     )

@@ -16,8 +16,8 @@ from psycopg.conninfo import make_conninfo
 
 from memfs.config import Settings
 from memfs.db import open_database
-from tests.mount.test_migrate import counts, legacy_workspace, migrate
 from tests.model.test_reborn_store import reborn_schema
+from tests.mount.test_migrate import counts, legacy_workspace, migrate
 
 pytestmark = pytest.mark.mount
 
