@@ -27,6 +27,7 @@ from memfs.errors import (
 from memfs.failures import describe_failure
 from memfs.options import OPTIONS, SettingError, from_mount_options, parse_level
 from memfs.parser import Parser, build_parser, mount_helper_argv, parse
+from memfs.private import PRIVATE_UMASK
 
 log = logging.getLogger("memfs")
 
@@ -69,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     as_helper = argv is None and Path(sys.argv[0]).name.startswith("mount.")
     argv = list(sys.argv[1:] if argv is None else argv)
     level = os.environ.get("MEMFS_LOG_LEVEL", "")
+    os.umask(PRIVATE_UMASK)  # logs, recovery copies, pid files, exports: the owner's alone
     try:
         if as_helper:
             argv = mount_helper_argv(argv)

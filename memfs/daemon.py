@@ -37,6 +37,7 @@ from memfs.fuse_ops import MemfsOperations, mount_options
 from memfs.kernel import FuseNotifier
 from memfs.memory import map_large_buffers
 from memfs.mountpoint import is_mounted, mount_at, pidfile_for
+from memfs.private import private_dir, write_private
 from memfs.processes import process_running
 from memfs.recovery import RecoveryArea
 from memfs.search import SearchConfig
@@ -178,11 +179,10 @@ def serve(
                         extra=settings.fuse_options,
                     ),
                 )
-                settings.runtime_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-                pidfile.write_text(
+                write_private(
+                    pidfile,
                     f"{os.getpid()}\n{mountpoint}\n{settings.database_identity()}\n"
-                    f"{settings.user_id}\n",
-                    encoding="utf-8",
+                    f"{settings.user_id}\n".encode(),
                 )
                 log.info("mounted workspace %r at %s", settings.user_id, mountpoint)
                 if on_ready is not None:
@@ -258,7 +258,7 @@ def _report_unsaved(pidfile: Path, recovery: RecoveryArea, kept: list[str]) -> N
     )
     payload = {"unsaved": kept, "recovery": str(where)}
     with contextlib.suppress(OSError):
-        result_file(pidfile).write_text(json.dumps(payload), encoding="utf-8")
+        write_private(result_file(pidfile), json.dumps(payload).encode())
 
 
 @dataclass(frozen=True)
@@ -289,8 +289,9 @@ def mount_background(
         os.close(read_fd)
         os.setsid()
         os.chdir("/")
-        log_file.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(log_file.parent)
         fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.fchmod(fd, 0o600)  # a log an older memfs made 0644
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.dup2(fd, 1)  # stray output from libraries lands in the log too

@@ -7,6 +7,7 @@ kept, named after the mount point's path (two mounts both named ``memory`` do no
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import logging.handlers
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from memfs.config import default_log_dir
+from memfs.private import private_dir
 
 #: Rotate a mount's log at this size, keeping this many old files.
 MAX_BYTES = 10 * 1024 * 1024
@@ -39,10 +41,12 @@ def configure(
     """Set the root logger's one handler: a rotating ``file``, or ``stream`` (stderr)."""
     handler: logging.Handler
     if file is not None:
-        file.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(file.parent)
         handler = logging.handlers.RotatingFileHandler(
             file, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8"
         )
+        with contextlib.suppress(OSError):
+            file.chmod(0o600)
     else:
         handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(logging.Formatter(DAEMON_FORMAT if daemon_format else COMMAND_FORMAT))

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 
+from memfs.private import write_private
 from memfs.processes import command_line, process_running
 
 log = logging.getLogger(__name__)
@@ -52,13 +53,7 @@ def _safe(path: str) -> PurePosixPath:
 
 
 def _write_atomically(target: Path, data: bytes) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    with open(temp, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(temp, target)
+    write_private(target, data, durable=True)
 
 
 def _alive(run: str) -> bool:

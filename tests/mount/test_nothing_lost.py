@@ -21,6 +21,7 @@ from tests.mounting import (
     COMMAND_TIMEOUT,
     MOUNT_TIMEOUT,
     Mount,
+    memfs_env,
     wait_reindex_queue_empty,
 )
 
@@ -102,6 +103,48 @@ def test_unmount_with_unsaved_changes_keeps_them_and_says_so(
     assert engine.versions(sql_conn, "a.md") == ["v1\n"]  # the restore is an ordinary save
     assert kept_files(mount) == {}
     assert "0 kept" in memfs(mount, "recover", *workspace_args(mount)).stdout
+
+
+def modes(root: Path) -> dict[str, str]:
+    """Relative path -> octal mode of ``root`` and everything below it."""
+    return {
+        str(path.relative_to(root)): oct(path.lstat().st_mode & 0o777)
+        for path in [root, *root.rglob("*")]
+    }
+
+
+def test_unsaved_memory_pid_files_and_logs_are_their_owners_alone(
+    mount_factory: Any, database_url: str, sql_conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    """Recovery copies hold memory: 0600 files in 0700 folders, whatever the umask of the
+    shell that mounted, as are the manifest, the pid file and the log."""
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    env = memfs_env(runtime)
+    old = os.umask(0o022)
+    try:
+        mount = mount_factory(database_url, env=env)
+        fail_two_saves(mount, sql_conn)
+        log_file = tmp_path / "logs" / "mount.log"
+        second = str(tmp_path / "second")
+        background = memfs(
+            mount, "mount", "--log-file", str(log_file), "--database-url", database_url,
+            "--user-id", "other", second,
+        )  # fmt: skip
+        assert background.returncode == 0, background.stderr
+    finally:
+        os.umask(old)
+    try:
+        state, ours = modes(runtime / "state" / "memfs"), modes(runtime / "memfs")
+        assert any(name.endswith("files/a.md") for name in state), state
+        assert any(name.endswith(".pid") for name in ours), ours
+        for found in (state, ours, modes(log_file.parent)):
+            for name, mode in found.items():
+                assert mode in ("0o700", "0o600"), (name, mode)
+        assert modes(log_file.parent)["mount.log"] == "0o600"
+        assert modes(runtime / "state" / "memfs")["."] == "0o700"
+    finally:
+        memfs(mount, "umount", second)
 
 
 def test_sigterm_and_sigkill_with_unsaved_changes_lose_nothing(
