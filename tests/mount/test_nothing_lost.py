@@ -121,12 +121,12 @@ def test_unsaved_memory_pid_files_and_logs_are_their_owners_alone(
     runtime = tmp_path / "runtime"
     runtime.mkdir()
     env = memfs_env(runtime)
+    second = str(tmp_path / "second")
     old = os.umask(0o022)
     try:
         mount = mount_factory(database_url, env=env)
         fail_two_saves(mount, sql_conn)
         log_file = tmp_path / "logs" / "mount.log"
-        second = str(tmp_path / "second")
         background = memfs(
             mount, "mount", "--log-file", str(log_file), "--database-url", database_url,
             "--user-id", "other", second,
