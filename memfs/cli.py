@@ -27,7 +27,7 @@ from memfs.errors import (
 from memfs.failures import describe_failure
 from memfs.options import OPTIONS, SettingError, from_mount_options, parse_level
 from memfs.parser import Parser, build_parser, mount_helper_argv, parse
-from memfs.private import PRIVATE_UMASK
+from memfs.private import PASSWORD_WARNING, PRIVATE_UMASK, hide_passwords
 
 log = logging.getLogger("memfs")
 
@@ -71,6 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     level = os.environ.get("MEMFS_LOG_LEVEL", "")
     os.umask(PRIVATE_UMASK)  # logs, recovery copies, pid files, exports: the owner's alone
+    if hide_passwords(argv):
+        sys.stderr.write(PASSWORD_WARNING + "\n")
     try:
         if as_helper:
             argv = mount_helper_argv(argv)

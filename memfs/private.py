@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from pathlib import Path
 
 #: The umask every memfs command runs under.
@@ -41,3 +42,37 @@ def write_private(path: Path, data: bytes, *, durable: bool = False) -> None:
         with contextlib.suppress(FileNotFoundError):
             temp.unlink()
         raise
+
+
+#: A password inside a URL (``scheme://user:PASSWORD@host``) or a keyword conninfo.
+_URL_PASSWORD = re.compile(r"(\w+://[^/:@\s]*:)([^/\s]+)(@)")
+_KEYWORD_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s,]+)")
+
+#: What a command says once when it finds a password among its arguments.
+PASSWORD_WARNING = (
+    "memfs: warning: a database password is on the command line, where every local user "
+    "can read it until the process title is rewritten (`ps`); give it in PGPASSWORD, a "
+    "password file (~/.pgpass or PGPASSFILE) or the env file (`memfs install-unit`) instead"
+)
+
+
+def redact(argv: list[str]) -> tuple[list[str], bool]:
+    """``argv`` with every database password replaced by ``***``, and whether one was."""
+    found = False
+    out = []
+    for arg in argv:
+        clean = _KEYWORD_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***\3", arg))
+        found = found or clean != arg
+        out.append(clean)
+    return out, found
+
+
+def hide_passwords(argv: list[str]) -> bool:
+    """Rewrite this process's title (``/proc/<pid>/cmdline``, ``ps``) without the
+    passwords ``argv`` holds; True if there were any (the caller warns)."""
+    clean, found = redact(argv)
+    if found:
+        import setproctitle
+
+        setproctitle.setproctitle(" ".join(["memfs", *clean]))
+    return found

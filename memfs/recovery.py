@@ -71,6 +71,9 @@ class RecoveryArea:
         self.root = root
         self.run = run or f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
         self._manifest: dict[str, dict[str, object]] = {}
+        #: Manifest entries ``pending`` passed over, one line each (a path that is not a
+        #: workspace path, a copy that is a symlink or lies outside its run's folder).
+        self.refused: list[str] = []
 
     @property
     def run_dir(self) -> Path:
@@ -132,8 +135,8 @@ class RecoveryArea:
                 log.warning("unreadable recovery manifest in %s: %s", run_dir, exc)
                 continue
             for path, info in sorted(files.items()):
-                stored = run_dir / "files" / _safe(path)
-                if stored.is_file():
+                stored = self._stored(run_dir, path)
+                if stored is not None and stored.is_file():
                     found.append(
                         KeptFile(
                             path=path,
@@ -145,6 +148,20 @@ class RecoveryArea:
                         )
                     )
         return found
+
+    def _stored(self, run_dir: Path, path: str) -> Path | None:
+        """Where ``run_dir``'s copy of ``path`` is, if it is a plain file inside the run's
+        ``files/`` (a crafted manifest or a planted symlink is refused, not followed)."""
+        try:
+            stored = run_dir / "files" / _safe(path)
+        except ValueError as exc:
+            self.refused.append(f"{run_dir.name}: {exc}; passed over")
+            return None
+        files = (run_dir / "files").resolve()
+        if stored.is_symlink() or not stored.resolve().is_relative_to(files):
+            self.refused.append(f"{run_dir.name}: {path!r} is a symlink; passed over")
+            return None
+        return stored
 
     def remove(self, item: KeptFile) -> None:
         """Delete one kept file (restored or discarded), and its run once empty."""

@@ -8,8 +8,10 @@ legacy reads go through ``memfs.db.ToolStore``, Reborn ones through its document
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -500,6 +502,24 @@ def _files(root: Path, rules: ScratchRules) -> Iterable[tuple[str, Path]]:
             yield str(full.relative_to(root)), full
 
 
+def _read_no_follow(path: Path) -> bytes:
+    """A regular file's bytes; a symlink (ELOOP) or anything else (a FIFO would block the
+    reader forever) is an OSError instead."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        return file.read()
+
+
+def _outside(full: Path, root: Path) -> str | None:
+    """Where ``full`` leads if it is a symlink out of ``root`` (resolved), else None."""
+    if not full.is_symlink():
+        return None
+    target = full.resolve()
+    return None if target.is_relative_to(root) else str(target)
+
+
 def import_tree(settings: Settings, source: Path, *, overwrite: bool) -> Report:
     """Import a Markdown tree; existing paths are skipped unless ``overwrite``; never dups."""
     if not source.is_dir():
@@ -513,12 +533,20 @@ def import_tree(settings: Settings, source: Path, *, overwrite: bool) -> Report:
         for row in store.load_documents():  # newest first where a path is duplicated
             existing_ids.setdefault(row.path, row.id)
         files = list(_files(source, rules))
+        root = source.resolve()
         for rel, full in progress(files, "importing"):
             if rules.classify(full.name) is not Kind.DOCUMENT or not loadable_path(rel):
                 report.add("skipped_scratch")
                 continue
+            outside = _outside(full, root)
+            if outside is not None:
+                report.problems.append(
+                    f"{rel}: a symlink out of the tree to {outside}, not imported"
+                )
+                report.add("skipped_symlink_out")
+                continue
             try:
-                text = full.read_bytes().decode("utf-8")
+                text = _read_no_follow(full.resolve()).decode("utf-8")
                 if "\x00" in text:
                     raise UnicodeDecodeError("utf-8", b"", 0, 1, "NUL byte")
             except OSError as exc:
@@ -563,6 +591,7 @@ def recover(settings: Settings, action: str, *, force: bool = False) -> Report:
     area = RecoveryArea(settings.recovery_dir)
     pending = area.pending()
     report = Report(f"recover ({area.root})")
+    report.problems.extend(area.refused)
     live = area.live_runs()
     if live:
         report.problems.append(
@@ -595,9 +624,13 @@ def recover(settings: Settings, action: str, *, force: bool = False) -> Report:
     try:
         for item in pending:
             try:
-                data = item.stored.read_bytes()
+                data = _read_no_follow(item.stored)
             except FileNotFoundError:
                 continue  # removed meanwhile (discarded by another `memfs recover`)
+            except OSError as exc:  # ELOOP: made a symlink since it was listed
+                report.problems.append(f"{item.path}: cannot read {item.stored} ({exc})")
+                report.add("still_kept")
+                continue
             try:
                 text = data.decode("utf-8")
                 existing = workspace.find(item.path)

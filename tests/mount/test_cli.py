@@ -236,7 +236,7 @@ def test_import_reports_unreadable_files_and_fails(database_url: str, work_dir: 
     source.mkdir()
     (source / "ok.md").write_text("fine\n")
     if os.geteuid() == 0:  # root reads any file: a dangling link cannot be read either
-        (source / "secret.md").symlink_to(work_dir / "gone.md")
+        (source / "secret.md").symlink_to(source / "gone.md")
     else:
         (source / "secret.md").write_text("no\n")
         (source / "secret.md").chmod(0)
