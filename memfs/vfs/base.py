@@ -432,13 +432,16 @@ class FilesystemBase:
 
     def attributes(self, node: Node) -> Attributes:
         if isinstance(node, FileNode):
+            # An open file's size is the length of the bytes its reads serve, whatever
+            # the row says meanwhile: a larger size than those bytes reads as NUL padding.
+            buffer = self.buffers.get(node.ino)
             return Attributes(
                 ino=node.ino,
                 mode=node.mode,
                 nlink=node.nlink,
                 uid=self.uid,
                 gid=self.gid,
-                size=node.size,
+                size=len(buffer) if buffer is not None else node.size,
                 atime_ns=node.mtime_ns,
                 mtime_ns=node.mtime_ns,
                 ctime_ns=node.ctime_ns,

@@ -219,7 +219,6 @@ class OtherWriters:
             )
             return
         node.updated_at = row.updated_at
-        node.size = row.size
         node.client_mtime_ns = row.attrs.mtime_ns
         node.mtime_ns = row.attrs.mtime_ns or to_ns(row.updated_at)
         node.ctime_ns = to_ns(row.updated_at)
@@ -227,13 +226,19 @@ class OtherWriters:
             node.mode = (node.mode & ~0o7777) | row.attrs.mode
         fs.kernel_version.pop(node.ino, None)
         if buffer is not None and node.open_count > 0:
+            # Open here: the size stays the bytes the open files serve until the new bytes
+            # replace them (no await between the two), or a reader meanwhile would be told
+            # a size its reads do not fill (the kernel pads the page with NUL bytes).
             try:
                 fresh = FileBuffer(await fs.committed_bytes(node))
             except FsError:
                 fresh = FileBuffer(b"")
             fs.set_buffer(node, fresh)
+            node.size = len(fresh)
         else:
             fs.buffers.pop(node.ino, None)
+            node.size = row.size
+        fs.kernel.attributes(node.ino)  # the old size goes now, not when the queue gets to it
         fs.kernel.inode(node.ino)
 
     def _external_delete(self, doc_id: UUID) -> None:

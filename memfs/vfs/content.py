@@ -80,6 +80,7 @@ class ContentMixin(FilesystemBase):
             if node.client_mtime_ns is None:
                 node.mtime_ns = to_ns(version)
             self.kernel_version.pop(node.ino, None)
+            self.kernel.attributes(node.ino)  # safe inside a request: no kernel lock
             self.kernel.inode(node.ino)
         return data
 
