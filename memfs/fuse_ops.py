@@ -234,7 +234,9 @@ class MemfsOperations(pyfuse3.Operations):
     @_guard
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         fh, keep_cache = await self.fs.open(inode, flags)
-        return pyfuse3.FileInfo(fh=fh, keep_cache=keep_cache)  # type: ignore[arg-type]
+        return pyfuse3.FileInfo(  # type: ignore[arg-type]
+            fh=fh, keep_cache=keep_cache, direct_io=self.fs.direct_io(fh)
+        )
 
     @_guard
     async def read(self, fh: int, off: int, size: int) -> bytes:

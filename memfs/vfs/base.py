@@ -103,6 +103,10 @@ class Handle:
     #: holds it, whatever offset the kernel computed from a size it may have cached
     #: before another writer's change.
     append: bool = False
+    #: Opened for reading while another writer was changing the file: direct I/O (no
+    #: page cache, no cached size clipping or padding a read) of the content as it was at
+    #: open, kept whole whatever changes meanwhile.
+    snapshot: bool = False
 
 
 class ReindexRequests(Protocol):
@@ -167,6 +171,14 @@ class FilesystemBase:
         self.rules = rules or ScratchRules()
         self.spill = spill or ScratchSpill(Path(f"/var/tmp/memfs-scratch-{os.getpid()}"))
         self.buffers: dict[int, Buffer] = {}
+        #: Content another writer's change replaced while the file was open here, still
+        #: served to reads until the kernel is next told the file's attributes: until then
+        #: it caches that content's size, and bytes of another length would read as NUL
+        #: padding or a torn last line (``take_others_content``, ``attributes``).
+        self.served: dict[int, Buffer] = {}
+        #: When (monotonic) another writer last changed each file, for the files changed
+        #: in the last ``CONTENDED_SECONDS``: a read-only open of one is a ``snapshot``.
+        self.contended: dict[int, float] = {}
         self.handles: dict[int, Handle] = {}
         self.dir_handles: dict[int, tuple[int, list[tuple[str, Node]]]] = {}
         #: Nodes whose changes could not be committed yet (database down); retried at unmount.
@@ -434,6 +446,8 @@ class FilesystemBase:
         if isinstance(node, FileNode):
             # An open file's size is the length of the bytes its reads serve, whatever
             # the row says meanwhile: a larger size than those bytes reads as NUL padding.
+            # Every call answers the kernel, which from now on caches the current size.
+            self.served.pop(node.ino, None)
             buffer = self.buffers.get(node.ino)
             return Attributes(
                 ino=node.ino,
@@ -547,6 +561,8 @@ class FilesystemBase:
         """Forget per-inode state once the inode number is released."""
         if ino not in self.tree.inodes:
             self.kernel_version.pop(ino, None)
+            self.served.pop(ino, None)
+            self.contended.pop(ino, None)
             self.saves.untrack(ino)
             buffer = self.buffers.get(ino)
             if isinstance(buffer, ScratchBuffer):

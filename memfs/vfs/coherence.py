@@ -225,6 +225,7 @@ class OtherWriters:
         if row.attrs.mode is not None:
             node.mode = (node.mode & ~0o7777) | row.attrs.mode
         fs.kernel_version.pop(node.ino, None)
+        fs.contended[node.ino] = fs.monotonic()
         if buffer is not None and node.open_count > 0:
             # Open here: the size stays the bytes the open files serve until the new bytes
             # replace them (no await between the two), or a reader meanwhile would be told
@@ -233,7 +234,7 @@ class OtherWriters:
                 fresh = FileBuffer(await fs.committed_bytes(node))
             except FsError:
                 fresh = FileBuffer(b"")
-            fs.set_buffer(node, fresh)
+            fs.take_others_content(node, fresh)
             node.size = len(fresh)
         else:
             fs.buffers.pop(node.ino, None)

@@ -21,6 +21,10 @@ from memfs.vfs.base import Attributes, Buffer, FilesystemBase, Handle, log, refu
 #: Read-ahead on a cold open: at most this many neighbours, and this many bytes.
 READ_AHEAD_DOCUMENTS = 512
 READ_AHEAD_BYTES = 8 * 1024 * 1024
+#: For this long after another writer changed a file, a read-only open of it is a
+#: snapshot read with direct I/O (``Handle.snapshot``): the page cache and the size the
+#: kernel caches could otherwise pad a read with NUL bytes or cut its last line.
+CONTENDED_SECONDS = 30.0
 
 
 class ContentMixin(FilesystemBase):
@@ -40,11 +44,11 @@ class ContentMixin(FilesystemBase):
             raise FsError(errno.EBADF) from None
 
     def set_buffer(self, node: FileNode, buffer: Buffer) -> None:
-        """Give a file a new buffer, for every handle that has it open."""
+        """Give a file a new buffer, for every handle that has it open (but snapshots)."""
         old = self.buffers.get(node.ino)
         self.buffers[node.ino] = buffer
         for handle in self.handles.values():
-            if handle.node is node:
+            if handle.node is node and not handle.snapshot:
                 handle.buffer = buffer
         if isinstance(old, ScratchBuffer) and old is not buffer:
             old.release()
@@ -80,6 +84,7 @@ class ContentMixin(FilesystemBase):
             if node.client_mtime_ns is None:
                 node.mtime_ns = to_ns(version)
             self.kernel_version.pop(node.ino, None)
+            self.contended[node.ino] = self.monotonic()
             self.kernel.attributes(node.ino)  # safe inside a request: no kernel lock
             self.kernel.inode(node.ino)
         return data
@@ -156,6 +161,11 @@ class ContentMixin(FilesystemBase):
             node.client_mtime_ns = None
             node.mtime_ns = node.ctime_ns = self.clock()
         fh = self._open_handle(node, buffer, writable, flags)
+        changed = self.contended.get(ino)
+        if changed is not None and self.monotonic() - changed > CONTENDED_SECONDS:
+            del self.contended[ino]
+        elif changed is not None and not writable and type(node) is FileNode:
+            self.handles[fh].snapshot = True
         version = node.updated_at
         known = self.kernel_version.get(ino)
         keep_cache = not truncate and version is not None and known == version
@@ -165,8 +175,15 @@ class ContentMixin(FilesystemBase):
             self.kernel.attributes(ino)
         return fh, keep_cache
 
+    def direct_io(self, fh: int) -> bool:
+        """Whether the kernel must send every read of ``fh`` here (no page cache)."""
+        return self._handle(fh).snapshot
+
     def read(self, fh: int, offset: int, size: int) -> bytes:
-        return self._handle(fh).buffer.read(offset, size)
+        handle = self._handle(fh)
+        if handle.snapshot:
+            return handle.buffer.read(offset, size)
+        return self.served.get(handle.node.ino, handle.buffer).read(offset, size)
 
     async def write(self, fh: int, offset: int, data: bytes) -> int:
         handle = self._handle(fh)
@@ -186,6 +203,7 @@ class ContentMixin(FilesystemBase):
         node.size = len(handle.buffer)
         node.client_mtime_ns = None
         node.mtime_ns = node.ctime_ns = self.clock()
+        self.served.pop(node.ino, None)  # written here: this content is the one to read
         return written
 
     async def flush(self, fh: int) -> None:
@@ -279,6 +297,16 @@ class ContentMixin(FilesystemBase):
         buffer = self.buffers.get(node.ino)
         if isinstance(buffer, FileBuffer) and node.open_count == 0 and not buffer.dirty:
             del self.buffers[node.ino]
+            self.served.pop(node.ino, None)
+
+    def take_others_content(self, node: FileNode, buffer: Buffer) -> None:
+        """Another writer's content replaces the content of a file open here.  Reads keep
+        the old bytes until the kernel is next told the file's attributes (``served``):
+        a read it sent with the old size must not be answered with bytes of another."""
+        old = self.buffers.get(node.ino)
+        if old is not None:
+            self.served.setdefault(node.ino, old)
+        self.set_buffer(node, buffer)
 
     async def setattr(
         self,
@@ -314,6 +342,7 @@ class ContentMixin(FilesystemBase):
             handle = self.handles.get(fh) if fh is not None else None
             buffer = handle.buffer if handle else await self._buffer(node, load=size != 0)
             buffer.truncate(size)
+            self.served.pop(node.ino, None)
             node.size = size
             node.client_mtime_ns = None
             node.mtime_ns = now
