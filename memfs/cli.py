@@ -121,7 +121,8 @@ def _run(parser: Parser, args: argparse.Namespace, level: str) -> int:
     if command == "umount":
         from memfs.daemon import unmount
 
-        return unmount(Settings.from_env(), args.mountpoint, timeout=args.timeout)
+        return unmount(Settings.from_env(), args.mountpoint, timeout=args.timeout,
+                       force=args.force)  # fmt: skip
     if command == "install-unit":
         return _install_unit(args)
     settings = settings_from(args)

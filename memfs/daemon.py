@@ -21,6 +21,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyfuse3
 import trio
@@ -28,6 +29,7 @@ import trio
 from memfs import systemd
 from memfs.assembly import assemble
 from memfs.config import Settings
+from memfs.control import Handler, ask, serve_control, socket_for
 from memfs.db import open_database, reborn_scope
 from memfs.embeddings import EmbeddingSettings
 from memfs.errors import EXIT_FAILED, MountError
@@ -41,7 +43,7 @@ from memfs.private import private_dir, write_private
 from memfs.processes import process_running
 from memfs.recovery import RecoveryArea
 from memfs.search import SearchConfig
-from memfs.vfs import OtherWriters
+from memfs.vfs import Filesystem, OtherWriters
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +169,26 @@ def serve(
                 await parts.writers.baseline()
             await fs.load()
             ops = MemfsOperations(fs, attr_timeout=attr_timeout)
+            control_path = socket_for(pidfile)
+
+            async def control(request: dict[str, Any]) -> dict[str, Any]:
+                """``memfs.control``'s requests, answered from this mount's state."""
+                op = request["op"]
+                if op == "prepare-unmount":
+                    await fs.commit_all()
+                    return {"kept": recovery.kept(), "unkept": fs.unkept()}
+                if op == "status":
+                    return {"kept": recovery.kept(), "unkept": fs.unkept()}
+                if op == "drain":
+                    written, failed = fs.drain(Path(str(request["to"])))
+                    return {"written": written, "failed": failed, "unkept": fs.unkept()}
+                if op == "force-unmount":
+                    log.warning("unmount forced with %d file(s) in memory only: %s",
+                                len(fs.unkept()), ", ".join(fs.unkept()))  # fmt: skip
+                    pyfuse3.terminate()
+                    return {"unkept": fs.unkept()}
+                return {"error": f"unknown request {op!r}"}
+
             with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
                 pyfuse3.init(
                     ops,
@@ -193,6 +215,7 @@ def serve(
                 try:
                     async with trio.open_nursery() as nursery:
                         nursery.start_soon(_handle_signals, signals)
+                        await nursery.start(serve_control, control_path, control)
                         nursery.start_soon(parts.maintenance.run)
                         if not settings.read_only:
                             await nursery.start(fs.send_changes)
@@ -217,7 +240,8 @@ def serve(
                     if parts.embedder is not None:
                         await parts.embedder.aclose()
                     log.info("unmounted %s", mountpoint)
-                return 1 if kept or not unmounted else 0
+                    await _linger_while_unkept(fs, control_path, control)
+                return 1 if kept or fs.unkept() or not unmounted else 0
 
         code = trio.run(run)
         if kept:
@@ -228,6 +252,36 @@ def serve(
             pidfile.unlink()
         shutil.rmtree(settings.runtime_dir / f"scratch-{os.getpid()}", ignore_errors=True)
         database.close()
+
+
+#: How often a detached daemon holding unsaved files tries the database and the recovery
+#: area again.
+LINGER_RETRY_SECONDS = 5.0
+
+
+async def _linger_while_unkept(
+    fs: Filesystem,
+    control_path: Path,
+    control: Handler,
+) -> None:
+    """Detached, with files in memory only (the database and the recovery area refused
+    them): stay alive, answering the control socket (``memfs recover --to`` drains them),
+    and try again every few seconds, until each is saved or kept somewhere."""
+    if not fs.unkept():
+        return
+    async with trio.open_nursery() as nursery:
+        await nursery.start(serve_control, control_path, control)
+        while fs.unkept():
+            log.error(
+                "detached with %d file(s) in memory only: %s; this daemon (pid %d) keeps "
+                "them until the database or the recovery area takes them, or "
+                "`memfs recover --to DIR` writes them to a folder",
+                len(fs.unkept()), ", ".join(fs.unkept()), os.getpid(),
+            )  # fmt: skip
+            await trio.sleep(LINGER_RETRY_SECONDS)
+            await fs.commit_all()
+        nursery.cancel_scope.cancel()
+    log.info("every unsaved file is saved or kept now: exiting")
 
 
 def result_file(pidfile: Path) -> Path:
@@ -333,14 +387,44 @@ def mount_background(
     return MountOutcome(documents=payload.get("documents"))
 
 
-def unmount(settings: Settings, mountpoint: Path, timeout: float = 60.0) -> int:
-    """Ask the daemon serving ``mountpoint`` to commit and unmount; wait for it."""
+def _in_memory_only(pidfile: Path, op: str, timeout: float) -> list[str] | None:
+    """Ask the daemon (``op``: prepare-unmount, status, force-unmount) which files it
+    holds in memory only; None if it does not answer (an older daemon, or gone)."""
+    try:
+        reply = ask(socket_for(pidfile), {"op": op}, timeout)
+    except (OSError, ValueError):
+        return None
+    unkept = reply.get("unkept") if reply else None
+    return [str(p) for p in unkept] if isinstance(unkept, list) else None
+
+
+def unmount(
+    settings: Settings, mountpoint: Path, timeout: float = 60.0, *, force: bool = False
+) -> int:
+    """Ask the daemon serving ``mountpoint`` to commit and unmount; wait for it.
+
+    First the daemon saves what it can and says which files it would hold in memory only
+    (neither the database nor the recovery area took them): then nothing is detached and
+    the answer is 1, naming them, unless ``force``."""
     mountpoint = mountpoint.expanduser().absolute()
     pidfile = pidfile_for(settings.runtime_dir, mountpoint.resolve())
     pid = None
     with contextlib.suppress(FileNotFoundError, ValueError):
         pid = int(pidfile.read_text(encoding="utf-8").split()[0])
+    if pid is not None and not process_running(pid):
+        pid = None
     if pid is not None:
+        unkept = _in_memory_only(pidfile, "force-unmount" if force else "prepare-unmount",
+                                 timeout)  # fmt: skip
+        if unkept and not force:
+            sys.stderr.write(
+                f"memfs: not unmounted: {len(unkept)} file(s) are in the daemon's memory "
+                f"only (neither the database nor the recovery area took them): "
+                f"{', '.join(unkept)}; `memfs recover --to DIR` writes them to a folder, "
+                "`memfs umount --force` unmounts and keeps the daemon alive until they are "
+                "saved or kept\n"
+            )
+            return 1
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
@@ -361,6 +445,16 @@ def unmount(settings: Settings, mountpoint: Path, timeout: float = 60.0) -> int:
     while time.monotonic() < deadline:
         if not process_running(pid):
             break
+        if not is_mounted(mountpoint):
+            unkept = _in_memory_only(pidfile, "status", 5)
+            if unkept:  # detached, lingering with what nothing took
+                sys.stderr.write(
+                    f"memfs: unmounted, but {len(unkept)} file(s) are in the memory of daemon "
+                    f"{pid} only: {', '.join(unkept)}; it keeps them until the database or "
+                    "the recovery area takes them (`memfs recover --to DIR` writes them to a "
+                    "folder now)\n"
+                )
+                return 1
         time.sleep(0.05)
     else:
         sys.stderr.write(f"memfs: daemon {pid} did not stop within {timeout:.0f}s\n")

@@ -131,14 +131,21 @@ memfs mount ~/memory -f --log-level debug""",
         "commit open files and unmount",
         """
 Asks the daemon to commit every file still open and unmount, and waits for it. Exits 1,
-naming the files, if some could not be saved (they are kept for `memfs recover`).""",
+naming the files, if some could not be saved (they are kept for `memfs recover`). Refuses
+(exit 1, naming them) while some files are in the daemon's memory only, neither saved nor
+kept on disk: `memfs recover --to DIR` writes them to a folder; --force unmounts anyway and
+the daemon stays alive until they are saved or kept.""",
         """
-memfs umount ~/memory""",
+memfs umount ~/memory
+memfs umount --force ~/memory""",
         common,
     )
     umount.add_argument("mountpoint", type=Path, help="a directory memfs has mounted")
     umount.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                         help="how long to wait for the daemon (default 60)")  # fmt: skip
+    umount.add_argument("--force", action="store_true",
+                        help="unmount even with files in the daemon's memory only (the daemon "
+                        "keeps them, alive, until they are saved or kept)")  # fmt: skip
 
     init = _command(
         sub,
@@ -340,11 +347,15 @@ killed while retrying) are kept on local disk per workspace. Without options thi
 them; --restore saves them as ordinary writes (the content they replace becomes a
 version); --discard deletes them.""", """
 memfs recover
-memfs recover --restore""", common)  # fmt: skip
+memfs recover --restore
+memfs recover --to ~/unsaved""", common)  # fmt: skip
     _database_flags(recover)
     what = recover.add_mutually_exclusive_group()
     what.add_argument("--restore", action="store_true", help="save the kept changes")
     what.add_argument("--discard", action="store_true", help="delete the kept changes")
+    what.add_argument("--to", type=Path, metavar="DIR",
+                      help="write what running mounts of the workspace hold in memory only "
+                      "(unsaved and not kept) into DIR")  # fmt: skip
     recover.add_argument("--force", action="store_true",
                          help="with --restore: also restore copies of documents saved again "
                          "since")  # fmt: skip

@@ -36,6 +36,10 @@ def run_tool(args: argparse.Namespace, settings: Settings) -> int:
         path = tools.daily_log(settings, " ".join(args.text), args.tz_offset)
         print(f"memfs: appended to {path}")
         return EXIT_OK
+    if command == "recover" and args.to is not None:
+        report = tools.drain_mounts(settings, args.to)
+        report.emit(args.json)
+        return EXIT_FAILED if report.counts.get("failed") else EXIT_OK
     if command == "recover":
         action = "restore" if args.restore else ("discard" if args.discard else "list")
         report = tools.recover(settings, action, force=args.force)

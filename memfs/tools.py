@@ -155,6 +155,45 @@ def mounts_of(settings: Settings) -> list[dict[str, str]]:
     return found
 
 
+def _daemons_of(settings: Settings) -> list[tuple[int, Path]]:
+    """(pid, pid file) of every running daemon of this workspace, mounted or detached."""
+    identity = settings.database_identity()
+    found = []
+    for pidfile in sorted(settings.runtime_dir.glob("mount-*.pid")):
+        try:
+            pid, _, database, user_id, *_ = pidfile.read_text(encoding="utf-8").splitlines()
+        except (OSError, ValueError):
+            continue
+        if database == identity and user_id == settings.user_id and process_running(int(pid)):
+            found.append((int(pid), pidfile))
+    return found
+
+
+def drain_mounts(settings: Settings, folder: Path) -> Report:
+    """Ask every running daemon of the workspace to write what it holds in memory only
+    (unsaved, not kept in the recovery area) into ``folder`` (``memfs recover --to``)."""
+    from memfs.control import ask, socket_for
+
+    report = Report(f"recover --to {folder}")
+    for pid, pidfile in _daemons_of(settings):
+        try:
+            reply = ask(socket_for(pidfile), {"op": "drain", "to": str(folder.absolute())}, 60)
+        except (OSError, ValueError) as exc:
+            report.problems.append(f"daemon {pid} did not answer: {exc}")
+            report.add("failed")
+            continue
+        if reply is None:
+            continue
+        for path in reply.get("written", []):
+            report.items.append({"file": path, "daemon": pid})
+            report.add("written")
+        for problem in reply.get("failed", []):
+            report.problems.append(f"daemon {pid}: {problem}")
+            report.add("failed")
+    report.add("written", 0)
+    return report
+
+
 def last_errors(limit: int = 5) -> list[str]:
     lines: list[str] = []
     log_dir = default_log_dir()

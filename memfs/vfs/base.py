@@ -187,6 +187,8 @@ class FilesystemBase:
         #: each unsaved inode's copy is kept under.
         self.recovery = recovery
         self._kept: dict[int, str] = {}
+        #: Unsaved files whose content ``drain`` wrote to a folder the user named.
+        self.drained: dict[int, str] = {}
         #: Renamed-away originals and tentative files (``memfs.vfs.saves``).
         self.saves = EditorSaves(monotonic)
         #: Version of each file's content the kernel may hold in its page cache.

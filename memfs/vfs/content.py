@@ -10,11 +10,13 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from pathlib import Path
 from uuid import UUID
 
 from memfs.buffers import FileBuffer, ScratchBuffer
 from memfs.db.interface import FileAttrs
 from memfs.errors import FsError, WriteRefused
+from memfs.private import write_private
 from memfs.tree import SYNTHETIC, FileNode, ScopedFile, SyntheticFile, to_ns
 from memfs.vfs.base import Attributes, Buffer, FilesystemBase, Handle, log, refuse_stale
 
@@ -289,9 +291,41 @@ class ContentMixin(FilesystemBase):
     def _saved(self, node: FileNode) -> None:
         """The node's changes reached the database: nothing left to recover."""
         self.unsaved.pop(node.ino, None)
+        self.drained.pop(node.ino, None)
         path = self._kept.pop(node.ino, None)
         if path is not None and self.recovery is not None:
             self.recovery.forget(path)
+
+    def unkept(self) -> list[str]:
+        """Files whose changes are in this daemon's memory only: not in the database, not in
+        the recovery area, not drained to a folder (``drain``).  Exiting would lose them."""
+        return sorted(
+            self.describe_node(node)
+            for ino, node in self.unsaved.items()
+            if ino not in self._kept and ino not in self.drained
+        )
+
+    def drain(self, folder: Path) -> tuple[list[str], list[str]]:
+        """Write every unsaved file's content to ``folder/<workspace path>`` (0600): the
+        way out when neither the database nor the recovery area takes it.  Returns the
+        files written and those that could not be (with why)."""
+        written: list[str] = []
+        failed: list[str] = []
+        for ino, node in list(self.unsaved.items()):
+            buffer = self.buffers.get(ino)
+            if not isinstance(buffer, FileBuffer) or node.parent is None:
+                continue
+            path = self.tree.path_of(node)
+            target = folder / path
+            try:
+                write_private(target, buffer.snapshot(), durable=True)
+            except OSError as exc:
+                failed.append(f"{path}: {exc}")
+                continue
+            self.drained[ino] = str(target)
+            written.append(str(target))
+            log.warning("unsaved changes to %s written to %s", path, target)
+        return written, failed
 
     def _drop_idle_buffer(self, node: FileNode) -> None:
         buffer = self.buffers.get(node.ino)

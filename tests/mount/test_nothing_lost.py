@@ -16,7 +16,7 @@ import pytest
 
 from memfs.config import Settings
 from tests.engines import Engine
-from tests.faults import DISK_FREED, disk_freed, disk_full, timed, write_file
+from tests.faults import DISK_FREED, DISK_FULL, disk_freed, disk_full, timed, write_file
 from tests.mounting import (
     COMMAND_TIMEOUT,
     MOUNT_TIMEOUT,
@@ -270,3 +270,58 @@ def test_restore_never_puts_an_older_copy_over_a_newer_save(
     assert forced.returncode == 0 and "1 restored" in forced.stdout
     assert documents(sql_conn)["a.md"] == "v1\nv2\n"  # and the agent's is a version
     assert kept_files(mount) == {}
+
+
+def nowhere_to_keep(
+    mount_factory: Any, database_url: str, sql_conn: psycopg.Connection[Any], tmp_path: Path
+) -> Mount:
+    """A mount whose database refuses every save (disk full) and whose recovery area
+    cannot be written (its folder's place is taken by a file): three files written, each
+    close EIO, their content in the daemon's memory only."""
+    runtime = tmp_path / "runtime"
+    (runtime / "state" / "memfs").mkdir(parents=True)
+    (runtime / "state" / "memfs" / "recovery").write_text("not a folder\n")
+    mount: Mount = mount_factory(database_url, env=memfs_env(runtime))
+    sql_conn.execute(DISK_FULL)  # type: ignore[arg-type]
+    for name in ("a.md", "b.md", "c.md"):
+        outcome = timed(write_file(name, "w", f"only here: {name}\n"), cwd=mount.path(), limit=30)
+        assert outcome.returncode not in (0, None), outcome
+    assert "stay in memory only" in mount.log()
+    return mount
+
+
+def test_unmount_with_nowhere_to_keep_refuses_and_recover_to_drains(
+    mount_factory: Any, database_url: str, sql_conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    """Was: `memfs umount` exited 0, printed nothing, and the three files were gone."""
+    mount = nowhere_to_keep(mount_factory, database_url, sql_conn, tmp_path)
+    refused = memfs(mount, "umount", str(mount.mountpoint))
+    assert refused.returncode == 1, refused.stderr
+    assert "not unmounted: 3 file(s)" in refused.stderr and "c.md" in refused.stderr
+    assert refused.stderr.count("\n") == 1, refused.stderr
+    assert mount.proc is not None and mount.proc.poll() is None
+    assert (mount.path() / "b.md").read_text() == "only here: b.md\n"  # still mounted
+    out = tmp_path / "unsaved"
+    drained = memfs(mount, "recover", "--to", str(out), *workspace_args(mount))
+    assert drained.returncode == 0, drained.stdout + drained.stderr
+    assert "3 written" in drained.stdout
+    assert {p.name: p.read_text() for p in out.iterdir()} == {
+        f"{n}.md": f"only here: {n}.md\n" for n in "abc"
+    }
+    assert {oct(p.stat().st_mode & 0o777) for p in out.iterdir()} == {"0o600"}
+    done = memfs(mount, "umount", str(mount.mountpoint))
+    assert done.returncode == 0, done.stderr
+    assert mount.proc.wait(timeout=MOUNT_TIMEOUT) == 0
+
+
+def test_forced_unmount_keeps_the_daemon_alive_until_the_content_is_kept(
+    mount_factory: Any, database_url: str, sql_conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    mount = nowhere_to_keep(mount_factory, database_url, sql_conn, tmp_path)
+    forced = memfs(mount, "umount", "--force", str(mount.mountpoint))
+    assert forced.returncode == 1, forced.stderr
+    assert "unmounted, but 3 file(s) are in the memory of daemon" in forced.stderr
+    assert mount.proc is not None and mount.proc.poll() is None  # alive, holding them
+    sql_conn.execute(DISK_FREED)  # type: ignore[arg-type]
+    assert mount.proc.wait(timeout=MOUNT_TIMEOUT) == 0  # its next try saves them, then exits
+    assert documents(sql_conn) == {f"{n}.md": f"only here: {n}.md\n" for n in "abc"}
