@@ -29,7 +29,7 @@ from memfs.vfs.namespace import NamespaceMixin
 from memfs.vfs.prompt_file import PromptFile
 from memfs.vfs.scopes import ScopesTree
 from memfs.vfs.search_dir import SearchTree
-from memfs.vfs.tool_folders import ToolFolders
+from memfs.vfs.tool_folders import TOOL_FILE_MAX_BYTES, ToolFolders
 from memfs.vfs.versions_dir import VersionsTree
 
 __all__ = [
@@ -65,6 +65,36 @@ class Filesystem(NamespaceMixin):
         await super().release(fh)
         await self._sync_tools()
 
+    def _tool_file(self, fh: int) -> FileNode | None:
+        """The node open as ``fh`` if it is a file in a tool folder."""
+        handle = self.handles.get(fh)
+        if handle is None or self.tools is None or self.tools.top(self, handle.node) is None:
+            return None
+        return handle.node
+
+    def _bound_tool_file(self, node: FileNode, size: int) -> None:
+        if size > TOOL_FILE_MAX_BYTES:
+            log.error("%s: a tool-folder file may not grow past %d bytes; refused (EFBIG)",
+                      self.describe_node(node), TOOL_FILE_MAX_BYTES)  # fmt: skip
+            raise FsError(errno.EFBIG, f"tool-folder files are limited to {TOOL_FILE_MAX_BYTES} "
+                          "bytes")  # fmt: skip
+
+    async def write(self, fh: int, offset: int, data: bytes) -> int:
+        node = self._tool_file(fh)
+        if node is not None:
+            start = len(self.handles[fh].buffer) if self.handles[fh].append else offset
+            self._bound_tool_file(node, start + len(data))
+        return await super().write(fh, offset, data)
+
+    async def flush(self, fh: int) -> None:
+        """A tool-folder file is kept at close like a document (durable before close
+        returns), not at the release that follows it asynchronously."""
+        await super().flush(fh)
+        handle = self.handles.get(fh)
+        tool_file = handle is not None and handle.writable and self._tool_file(fh) is not None
+        if tool_file and not await self._sync_tools():
+            raise FsError(errno.EIO, "tool folder files could not be kept")
+
     async def fsync(self, fh: int) -> None:
         await super().fsync(fh)
         if not await self._sync_tools():
@@ -84,6 +114,11 @@ class Filesystem(NamespaceMixin):
         await self._sync_tools()
 
     async def setattr(self, ino: int, **changes: Any) -> Attributes:
+        size = changes.get("size")
+        node = self.tree.inodes.get(ino)
+        if (size is not None and isinstance(node, FileNode) and self.tools is not None
+                and self.tools.top(self, node) is not None):  # fmt: skip
+            self._bound_tool_file(node, size)
         attributes = await super().setattr(ino, **changes)
         await self._sync_tools()
         return attributes

@@ -30,6 +30,11 @@ from memfs.tree import DirNode, FileNode, Node, Tree
 
 log = logging.getLogger("memfs.vfs")
 
+#: The largest tool-folder file kept (EFBIG beyond): each is written whole, in memory,
+#: in one transaction, so the bound is what one save of one may cost.  Obsidian's and
+#: VS Code's own files are a few MB at most.
+TOOL_FILE_MAX_BYTES = 32 * 1024 * 1024
+
 Signature = tuple[object, ...]
 #: What the table holds for a path: (is a folder, mode, mtime, MD5 of the content).
 Digest = tuple[bool, int, int, str]

@@ -162,3 +162,51 @@ def test_a_tool_file_saved_in_two_mounts_at_once_keeps_both(
     while theirs.read_text() != '{"mine": 1}' or not (two.path() / ".vscode" / copy).exists():
         assert time.monotonic() < deadline, sorted(os.listdir(two.path() / ".vscode"))
         time.sleep(0.1)
+
+
+def test_a_tool_file_closed_survives_sigkill_at_once(
+    database_url: str, sql_conn: psycopg.Connection[Any], mount_factory: Any
+) -> None:
+    """SEMANTICS promises what was closed survives SIGKILL; tool files were kept at the
+    release that follows close asynchronously (10 of 10 lost when killed within 50 ms)."""
+    for n in range(10):
+        mount: Mount = mount_factory(database_url)
+        (mount.path() / ".obsidian").mkdir(exist_ok=True)
+        with open(mount.path() / ".obsidian" / "workspace.json", "w") as f:
+            f.write(f'{{"n": {n}}}')
+        assert mount.proc is not None
+        mount.proc.kill()  # at once after close
+        mount.proc.wait(timeout=30)
+        mount.kill()
+        row = sql_conn.execute(
+            "SELECT content FROM memfs.tool_files WHERE path = '.obsidian/workspace.json'"
+        ).fetchone()
+        assert row is not None and bytes(row[0]) == f'{{"n": {n}}}'.encode(), (n, row)
+
+
+def test_a_tool_file_past_the_bound_is_refused_and_the_mount_goes_on(
+    database_url: str, sql_conn: psycopg.Connection[Any], mount_factory: Any
+) -> None:
+    """A 1 GiB file in .obsidian drove the daemon to 10 GB and hung fsync for minutes."""
+    from memfs.vfs.tool_folders import TOOL_FILE_MAX_BYTES
+
+    mount: Mount = mount_factory(database_url)
+    (mount.path() / ".obsidian").mkdir()
+    size_mb = TOOL_FILE_MAX_BYTES // (1 << 20) + 8
+    dd = subprocess.run(
+        ["dd", "if=/dev/zero", f"of={mount.path() / '.obsidian' / 'big.bin'}", "bs=1M",
+         f"count={size_mb}", "conv=fsync"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert dd.returncode != 0 and "File too large" in dd.stderr, dd.stderr
+    assert "big.bin': a tool-folder file may not grow past" in mount.log_path.read_text()
+    truncated = subprocess.run(
+        ["truncate", "-s", "1G", str(mount.path() / ".obsidian" / "sparse.bin")],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert truncated.returncode != 0 and "File too large" in truncated.stderr
+    (mount.path() / ".obsidian" / "app.json").write_text('{"ok": true}')
+    (mount.path() / "note.md").write_text("the mount goes on\n")
+    kept = dict(sql_conn.execute("SELECT path, octet_length(content) FROM memfs.tool_files"))
+    assert kept.get(".obsidian/app.json") == 12
+    assert (kept.get(".obsidian/big.bin") or 0) <= TOOL_FILE_MAX_BYTES
