@@ -75,8 +75,9 @@ def assemble(
 ) -> MountParts:
     """Build a mount's parts (call inside the trio run: the workers make trio objects)."""
     calls = DatabaseCalls(
-        concurrency=settings.pool_size, deadline=settings.call_deadline, probe=database.ping
-    )
+        concurrency=settings.pool_size, deadline=settings.call_deadline, probe=database.ping,
+        reconnect=database.pool.check,
+    )  # fmt: skip
     origin = uuid.uuid4().hex
     if database.reborn:
         return _assemble_reborn(settings, database, calls, kernel=kernel, recovery=recovery)

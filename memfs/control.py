@@ -22,7 +22,7 @@ import json
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,20 +41,46 @@ def socket_for(pidfile: Path) -> Path:
     return pidfile.with_suffix(".sock")
 
 
+#: A Unix socket's path holds at most 107 bytes; a longer one is reached through the
+#: folder's descriptor (``/proc/self/fd/N/name``).
+_SUN_PATH_MAX = 107
+
+
+@contextlib.contextmanager
+def _reachable(path: Path) -> Iterator[str]:
+    """A path to bind or connect ``path`` by, however long the folder's path is."""
+    if len(os.fsencode(path)) <= _SUN_PATH_MAX:
+        yield str(path)
+        return
+    fd = os.open(path.parent, os.O_PATH | os.O_DIRECTORY)
+    try:
+        yield f"/proc/self/fd/{fd}/{path.name}"
+    finally:
+        os.close(fd)
+
+
 async def serve_control(
     path: Path, handler: Handler, *, task_status: Any = trio.TASK_STATUS_IGNORED
 ) -> None:
-    """Answer requests on ``path`` until cancelled (the socket file is removed then)."""
+    """Answer requests on ``path`` until cancelled (the socket file is removed then).
+    A socket that cannot be made is logged, never the end of the mount (``memfs umount``
+    then just signals the daemon, as before)."""
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
     sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
     old = os.umask(0o177)
     try:
-        await sock.bind(str(path))
+        with _reachable(path) as where:
+            await sock.bind(where)
+        os.chmod(path, 0o600)
+        sock.listen(8)
+    except OSError as exc:
+        log.error("no control socket at %s (%s): `memfs umount` cannot ask first", path, exc)
+        sock.close()
+        task_status.started()
+        return
     finally:
         os.umask(old)
-    os.chmod(path, 0o600)
-    sock.listen(8)
     listener = trio.SocketListener(sock)
 
     async def answer(stream: trio.SocketStream) -> None:
@@ -94,7 +120,8 @@ def ask(path: Path, request: dict[str, Any], timeout: float) -> dict[str, Any] |
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(timeout)
         try:
-            conn.connect(str(path))
+            with _reachable(path) as where:
+                conn.connect(where)
             conn.sendall(json.dumps(request).encode() + b"\n")
             data = b""
             while not data.endswith(b"\n"):

@@ -31,6 +31,7 @@ from memfs.assembly import assemble
 from memfs.config import Settings
 from memfs.control import Handler, ask, serve_control, socket_for
 from memfs.db import open_database, reborn_scope
+from memfs.db.embedded import restart_embedded, server_running
 from memfs.embeddings import EmbeddingSettings
 from memfs.errors import EXIT_FAILED, MountError
 from memfs.failures import describe_failure
@@ -216,6 +217,8 @@ def serve(
                     async with trio.open_nursery() as nursery:
                         nursery.start_soon(_handle_signals, signals)
                         await nursery.start(serve_control, control_path, control)
+                        if database.embedded is not None:
+                            nursery.start_soon(_supervise_embedded, database.embedded)
                         nursery.start_soon(parts.maintenance.run)
                         if not settings.read_only:
                             await nursery.start(fs.send_changes)
@@ -252,6 +255,26 @@ def serve(
             pidfile.unlink()
         shutil.rmtree(settings.runtime_dir / f"scratch-{os.getpid()}", ignore_errors=True)
         database.close()
+
+
+#: How often a mount on the embedded PostgreSQL checks that the server still runs.
+SUPERVISE_SECONDS = 1.0
+
+
+async def _supervise_embedded(server: Any) -> None:
+    """Restart the embedded server if it stops (killed, crashed): the mounts that use it
+    are its supervisors, one at a time (``restart_embedded`` takes pgserver's lock), so
+    saves waiting on it go through within seconds instead of failing until some other
+    ``memfs`` command happens to start it."""
+    while True:
+        await trio.sleep(SUPERVISE_SECONDS)
+        if await trio.to_thread.run_sync(server_running, server):
+            continue
+        log.warning("the embedded PostgreSQL is not running: restarting it")
+        try:
+            await trio.to_thread.run_sync(restart_embedded, server)
+        except Exception as exc:  # keep supervising: the next round tries again
+            log.error("could not restart the embedded PostgreSQL: %s", exc)
 
 
 #: How often a detached daemon holding unsaved files tries the database and the recovery

@@ -248,6 +248,7 @@ def status(settings: Settings) -> dict[str, Any]:
             "mounts": mounts_of(settings),
             "database": redacted(database.url),
             "embedded": database.embedded is not None,
+            "embedded_restart": _restart(database, settings),
             "schema": database.schema.describe(),
             "change_feed": database.has_change_feed(),
             "user_id": settings.user_id,
@@ -261,6 +262,13 @@ def status(settings: Settings) -> dict[str, Any]:
         database.close()
 
 
+def _restart(database: Database, settings: Settings) -> dict[str, Any] | None:
+    """The embedded server's last restart by a mount (None: never, or not embedded)."""
+    from memfs.db.embedded import last_restart
+
+    return last_restart(settings.pgdata) if database.embedded is not None else None
+
+
 def _reborn_status(database: Database, settings: Settings) -> dict[str, Any]:
     """Status of a Reborn workspace: its scope, IronClaw's document list, chunk rows."""
     scope = reborn_scope(settings)
@@ -270,6 +278,7 @@ def _reborn_status(database: Database, settings: Settings) -> dict[str, Any]:
         "mounts": mounts_of(settings),
         "database": redacted(database.url),
         "embedded": database.embedded is not None,
+        "embedded_restart": _restart(database, settings),
         "schema": database.schema.describe(),
         "change_feed": False,
         "user_id": scope.user_id,
@@ -293,6 +302,10 @@ def print_status(info: dict[str, Any], as_json: bool) -> None:
     print(f"mounts:             {mounts}")
     kind = "embedded" if info["embedded"] else "server"
     print(f"database:           {info['database']} ({kind})")
+    restart = info.get("embedded_restart")
+    if restart:
+        print(f"embedded server:    restarted {restart['restarted_at']} by mount pid "
+              f"{restart['by_pid']} (it had stopped)")  # fmt: skip
     print(f"schema:             {info['schema']}")
     feed = "trigger installed" if info["change_feed"] else "none (mounts poll)"
     print(f"change feed:        {feed}")

@@ -25,6 +25,7 @@ error reaches the FUSE layer as anything but an ``FsError``.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import logging
@@ -62,11 +63,15 @@ class DatabaseCalls:
         concurrency: int = 4,
         deadline: float = 12.0,
         probe: Callable[[], object] | None = None,
+        reconnect: Callable[[], object] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.limiter = trio.CapacityLimiter(concurrency)
         self.deadline = deadline
         self._probe = probe
+        #: Drops the pool's dead connections (a restarted server left them all dead), so
+        #: the one retry after a lost connection gets a live one.
+        self._reconnect = reconnect
         self._clock = clock
         #: When the server last failed to answer in time (None: it answers).
         self.unresponsive_since: float | None = None
@@ -98,6 +103,9 @@ class DatabaseCalls:
             except (psycopg.Error, PoolTimeout) as exc:
                 if not self._again(exc, name, attempt):
                     raise _as_fs_error(exc, name) from exc
+                if self._reconnect is not None and _connection_lost(exc):
+                    with contextlib.suppress(Exception):
+                        await self._run(self._reconnect, "pool check", PROBE_DEADLINE)
         raise DatabaseUnavailable(f"{name}: made three times without an answer")
 
     @staticmethod

