@@ -22,6 +22,9 @@ and the source's content), and on the Reborn layout a document's identity is its
 
 from __future__ import annotations
 
+import bisect
+from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from tests.history.record import FAIL, MOVES, OK, REMOVALS, WRITES, History, Op
@@ -49,39 +52,97 @@ def _moved(path: str, old: str, new: str) -> str:
     return new + path[len(old) :]
 
 
+def _ancestors(path: str) -> list[str]:
+    """``path`` and every folder above it ("a/b/c.md", "a/b", "a")."""
+    parts = path.split("/")
+    return ["/".join(parts[:n]) for n in range(len(parts), 0, -1)]
+
+
+@dataclass
+class _Index:
+    """The operations a write's excuses are looked up in, by path and sorted by end (built
+    once per history: a soak's hundreds of thousands of operations checked write by write
+    would otherwise be quadratic)."""
+
+    size: int
+    moves: dict[str, list[Op]] = field(default_factory=dict)
+    removals: dict[str, list[Op]] = field(default_factory=dict)
+    trees_removed: dict[str, list[Op]] = field(default_factory=dict)
+    #: In-place truncations by path, sorted by start.
+    truncations: dict[str, list[Op]] = field(default_factory=dict)
+
+
+#: The last history indexed, held so that its id is not reused by another list.
+_INDEXES: dict[int, tuple[list[Op], _Index]] = {}
+#: No operation of a run lasts longer (the driver's command timeout is far below).
+_LONGEST_OP = 3600.0
+
+
+def _index(ops: list[Op]) -> _Index:
+    held, found = _INDEXES.get(id(ops), (None, None))
+    if held is ops and found is not None and found.size == len(ops):
+        return found
+    index = _Index(len(ops))
+    for op in ops:
+        if op.outcome == FAIL:
+            continue
+        if op.kind in MOVES and op.target:
+            index.moves.setdefault(op.path, []).append(op)
+        elif op.kind == "rm-rf":
+            index.trees_removed.setdefault(op.path, []).append(op)
+        elif op.kind in REMOVALS:
+            index.removals.setdefault(op.path, []).append(op)
+        if op.mount is not None and op.truncates_in_place():
+            index.truncations.setdefault(op.path, []).append(op)
+    for table in (index.moves, index.removals, index.trees_removed):
+        for listed in table.values():
+            listed.sort(key=lambda op: op.end)
+    for listed in index.truncations.values():
+        listed.sort(key=lambda op: op.start)
+    _INDEXES.clear()  # one history at a time
+    _INDEXES[id(ops)] = (ops, index)
+    return index
+
+
+def _ended_since(listed: list[Op], start: float) -> list[Op]:
+    """The operations of ``listed`` (sorted by end) that ended at or after ``start``."""
+    return listed[bisect.bisect_left(listed, start, key=lambda op: op.end) :]
+
+
+def _reachable(write: Op, index: _Index) -> Iterator[str]:
+    """``write``'s path, then every path moves that did not finish before it began may
+    have taken the document to (breadth first, each once)."""
+    found = {write.path}
+    waiting = deque([write.path])
+    while waiting:
+        path = waiting.popleft()
+        yield path
+        for folder in _ancestors(path):
+            for move in _ended_since(index.moves.get(folder, []), write.start):
+                assert move.target is not None
+                new = _moved(path, folder, move.target)
+                if new not in found:
+                    found.add(new)
+                    waiting.append(new)
+
+
 def places(write: Op, ops: list[Op]) -> set[str]:
     """Every path the document ``write`` wrote to may have reached through moves that did
     not finish before it began."""
-    found = {write.path}
-    moves = [
-        op for op in ops
-        if op.kind in MOVES and op.outcome != FAIL and op.end >= write.start and op.target
-    ]  # fmt: skip
-    grew = True
-    while grew:
-        grew = False
-        for move in moves:
-            assert move.target is not None
-            for path in list(found):
-                if _under(path, move.path):
-                    new = _moved(path, move.path, move.target)
-                    if new not in found:
-                        found.add(new)
-                        grew = True
-    return found
+    return set(_reachable(write, _index(ops)))
 
 
 def removed_after(write: Op, ops: list[Op]) -> Op | None:
     """A removal that may have followed ``write`` and taken its document, if any."""
-    where = places(write, ops)
-    for op in ops:
-        if op.kind not in REMOVALS or op.outcome == FAIL or op.end < write.start:
-            continue
-        if op.kind == "rm-rf":
-            if any(_under(path, op.path) for path in where):
-                return op
-        elif op.path in where:
-            return op
+    index = _index(ops)
+    for path in _reachable(write, index):
+        later = _ended_since(index.removals.get(path, []), write.start)
+        if later:
+            return later[0]
+        for folder in _ancestors(path):
+            later = _ended_since(index.trees_removed.get(folder, []), write.start)
+            if later:
+                return later[0]
     return None
 
 
@@ -90,18 +151,14 @@ def truncated_while_open(write: Op, ops: list[Op]) -> Op | None:
     ``write`` had it open (whatever it was told, unless its open was refused), if any."""
     if write.mount is None:
         return None
-    where = places(write, ops)
-    for op in ops:
-        if (
-            op is not write
-            and op.mount == write.mount
-            and op.outcome != FAIL
-            and op.truncates_in_place()
-            and op.path in where
-            and op.start < write.end
-            and op.end > write.start
-        ):
-            return op
+    index = _index(ops)
+    for path in _reachable(write, index):
+        listed = index.truncations.get(path, [])
+        low = bisect.bisect_left(listed, write.start - _LONGEST_OP, key=lambda op: op.start)
+        high = bisect.bisect_left(listed, write.end, key=lambda op: op.start)
+        for op in listed[low:high]:  # began before the write ended
+            if op is not write and op.mount == write.mount and op.end > write.start:
+                return op
     return None
 
 
