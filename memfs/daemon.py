@@ -449,7 +449,8 @@ def unmount(
             )
             return 1
         try:
-            os.kill(pid, signal.SIGTERM)
+            if not (force and unkept is not None):  # a forced unmount has begun already
+                os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             pid = None
     if pid is None:
