@@ -89,6 +89,14 @@ class StatFs:
     name_max: int
 
 
+#: For this long after another writer changed a document, a read-only open of it is a
+#: snapshot read with direct I/O (``Handle.snapshot``): the page cache and the size the
+#: kernel caches could otherwise pad a read with NUL bytes or mix two versions.
+CONTENDED_SECONDS = 30.0
+#: Paths remembered as contended before the settled ones are forgotten.
+CONTENDED_PRUNE_AT = 10_000
+
+
 @dataclass(slots=True)
 class Handle:
     """One open file description."""
@@ -176,9 +184,10 @@ class FilesystemBase:
         #: it caches that content's size, and bytes of another length would read as NUL
         #: padding or a torn last line (``take_others_content``, ``attributes``).
         self.served: dict[int, Buffer] = {}
-        #: When (monotonic) another writer last changed each file, for the files changed
-        #: in the last ``CONTENDED_SECONDS``: a read-only open of one is a ``snapshot``.
-        self.contended: dict[int, float] = {}
+        #: When (monotonic) another writer last changed, created, moved or removed a
+        #: document at each path, for the paths changed in the last ``CONTENDED_SECONDS``:
+        #: a read-only open of a file there is a ``snapshot`` (``mark_contended``).
+        self.contended: dict[str, float] = {}
         self.handles: dict[int, Handle] = {}
         self.dir_handles: dict[int, tuple[int, list[tuple[str, Node]]]] = {}
         #: Nodes whose changes could not be committed yet (database down); retried at unmount.
@@ -559,12 +568,21 @@ class FilesystemBase:
             self.tree.forget(ino, count)
             self.drop_if_freed(ino)
 
+    def mark_contended(self, *paths: str) -> None:
+        """Another writer changed the documents at ``paths`` (see ``contended``)."""
+        now = self.monotonic()
+        if len(self.contended) > CONTENDED_PRUNE_AT:  # bounded: forget the settled ones
+            self.contended = {
+                path: at for path, at in self.contended.items() if now - at <= CONTENDED_SECONDS
+            }
+        for path in paths:
+            self.contended[path] = now
+
     def drop_if_freed(self, ino: int) -> None:
         """Forget per-inode state once the inode number is released."""
         if ino not in self.tree.inodes:
             self.kernel_version.pop(ino, None)
             self.served.pop(ino, None)
-            self.contended.pop(ino, None)
             self.saves.untrack(ino)
             buffer = self.buffers.get(ino)
             if isinstance(buffer, ScratchBuffer):

@@ -162,7 +162,9 @@ class OtherWriters:
                 await self._external_content(holder, row)
                 return
             if holder is not None:
+                fs.mark_contended(row.path)
                 return  # a local file or directory holds that name; its commit decides
+            fs.mark_contended(row.path)
             added = fs.tree.load_document(
                 row.id, row.path, row.size, row.created_at, row.updated_at,
                 row.attrs.mode, row.attrs.mtime_ns,
@@ -174,6 +176,7 @@ class OtherWriters:
             return
         old_path = fs.tree.path_of(node)
         if row.path != old_path:
+            fs.mark_contended(old_path, row.path)
             self._external_move(node, row.path)
         if row.updated_at != node.updated_at:
             await self._external_content(node, row)
@@ -225,7 +228,8 @@ class OtherWriters:
         if row.attrs.mode is not None:
             node.mode = (node.mode & ~0o7777) | row.attrs.mode
         fs.kernel_version.pop(node.ino, None)
-        fs.contended[node.ino] = fs.monotonic()
+        if node.parent is not None:
+            fs.mark_contended(fs.tree.path_of(node))
         if buffer is not None and node.open_count > 0:
             # Open here: the size stays the bytes the open files serve until the new bytes
             # replace them (no await between the two), or a reader meanwhile would be told
@@ -248,6 +252,8 @@ class OtherWriters:
         node = fs.tree.docs.get(doc_id)
         if node is None:
             return
+        if node.parent is not None:
+            fs.mark_contended(fs.tree.path_of(node))
         fs.cache.drop(doc_id)
         buffer = fs.buffers.get(node.ino)
         if isinstance(buffer, FileBuffer) and buffer.dirty:

@@ -18,15 +18,19 @@ from memfs.db.interface import FileAttrs
 from memfs.errors import FsError, WriteRefused
 from memfs.private import write_private
 from memfs.tree import SYNTHETIC, FileNode, ScopedFile, SyntheticFile, to_ns
-from memfs.vfs.base import Attributes, Buffer, FilesystemBase, Handle, log, refuse_stale
+from memfs.vfs.base import (
+    CONTENDED_SECONDS,
+    Attributes,
+    Buffer,
+    FilesystemBase,
+    Handle,
+    log,
+    refuse_stale,
+)
 
 #: Read-ahead on a cold open: at most this many neighbours, and this many bytes.
 READ_AHEAD_DOCUMENTS = 512
 READ_AHEAD_BYTES = 8 * 1024 * 1024
-#: For this long after another writer changed a file, a read-only open of it is a
-#: snapshot read with direct I/O (``Handle.snapshot``): the page cache and the size the
-#: kernel caches could otherwise pad a read with NUL bytes or cut its last line.
-CONTENDED_SECONDS = 30.0
 
 
 class ContentMixin(FilesystemBase):
@@ -86,7 +90,8 @@ class ContentMixin(FilesystemBase):
             if node.client_mtime_ns is None:
                 node.mtime_ns = to_ns(version)
             self.kernel_version.pop(node.ino, None)
-            self.contended[node.ino] = self.monotonic()
+            if node.parent is not None:
+                self.mark_contended(self.tree.path_of(node))
             self.kernel.attributes(node.ino)  # safe inside a request: no kernel lock
             self.kernel.inode(node.ino)
         return data
@@ -163,9 +168,10 @@ class ContentMixin(FilesystemBase):
             node.client_mtime_ns = None
             node.mtime_ns = node.ctime_ns = self.clock()
         fh = self._open_handle(node, buffer, writable, flags)
-        changed = self.contended.get(ino)
+        path = self.tree.path_of(node) if node.parent is not None else None
+        changed = self.contended.get(path) if path is not None else None
         if changed is not None and self.monotonic() - changed > CONTENDED_SECONDS:
-            del self.contended[ino]
+            del self.contended[path]  # type: ignore[arg-type]
         elif changed is not None and not writable and type(node) is FileNode:
             self.handles[fh].snapshot = True
         version = node.updated_at
