@@ -5,9 +5,11 @@ was lost (the rules are in SEMANTICS.md, "What the history checker proves").
    version row, unless a removal that may have come after it (acknowledged or
    indeterminate, not finished before the write began) removed the document, wherever
    moves that may have come after it took the document; or another program on the same
-   mount truncated the file in place while the write had it open (the open files of one
+   mount, while the write had the file open, truncated it in place (the open files of one
    document on one mount share its bytes, as a local file's page cache does: the
-   truncation may have emptied them before the write's close saved them).
+   truncation may have emptied them before the write's close saved them) or renamed
+   another file onto its name (the write's descriptor then wrote to a file no name leads
+   to, which is gone at its close, as on a local disk).
 2. Every line of every current content and version row is a marker some operation tried
    to write, or a line the workspace held before the run: no byte nobody wrote (a NUL, a
    torn line), and an indeterminate write is there whole or not at all.
@@ -68,8 +70,9 @@ class _Index:
     moves: dict[str, list[Op]] = field(default_factory=dict)
     removals: dict[str, list[Op]] = field(default_factory=dict)
     trees_removed: dict[str, list[Op]] = field(default_factory=dict)
-    #: In-place truncations by path, sorted by start.
-    truncations: dict[str, list[Op]] = field(default_factory=dict)
+    #: Operations of a mount that truncate a file in place or rename another onto it, by
+    #: the path of the file they overwrite, sorted by start.
+    overwrites: dict[str, list[Op]] = field(default_factory=dict)
 
 
 #: The last history indexed, held so that its id is not reused by another list.
@@ -93,11 +96,14 @@ def _index(ops: list[Op]) -> _Index:
         elif op.kind in REMOVALS:
             index.removals.setdefault(op.path, []).append(op)
         if op.mount is not None and op.truncates_in_place():
-            index.truncations.setdefault(op.path, []).append(op)
+            index.overwrites.setdefault(op.path, []).append(op)
+        replaced = op.replaces_by_rename() if op.mount is not None else None
+        if replaced is not None:
+            index.overwrites.setdefault(replaced, []).append(op)
     for table in (index.moves, index.removals, index.trees_removed):
         for listed in table.values():
             listed.sort(key=lambda op: op.end)
-    for listed in index.truncations.values():
+    for listed in index.overwrites.values():
         listed.sort(key=lambda op: op.start)
     _INDEXES.clear()  # one history at a time
     _INDEXES[id(ops)] = (ops, index)
@@ -146,14 +152,15 @@ def removed_after(write: Op, ops: list[Op]) -> Op | None:
     return None
 
 
-def truncated_while_open(write: Op, ops: list[Op]) -> Op | None:
-    """Another operation on ``write``'s mount that truncated the file in place while
-    ``write`` had it open (whatever it was told, unless its open was refused), if any."""
+def overwritten_while_open(write: Op, ops: list[Op]) -> Op | None:
+    """Another operation on ``write``'s mount that truncated the file in place, or renamed
+    another file onto it, while ``write`` had it open (whatever it was told, unless it was
+    refused before it began), if any."""
     if write.mount is None:
         return None
     index = _index(ops)
     for path in _reachable(write, index):
-        listed = index.truncations.get(path, [])
+        listed = index.overwrites.get(path, [])
         low = bisect.bisect_left(listed, write.start - _LONGEST_OP, key=lambda op: op.start)
         high = bisect.bisect_left(listed, write.end, key=lambda op: op.start)
         for op in listed[low:high]:  # began before the write ended
@@ -187,7 +194,7 @@ def check(history: History, state: FinalState) -> list[str]:
             continue
         if removed_after(op, history.ops) is not None:
             continue
-        if truncated_while_open(op, history.ops) is not None:
+        if overwritten_while_open(op, history.ops) is not None:
             continue
         problems.append(f"lost: {op.describe()}")
     problems += [f"EIO: {op.describe()}" for op in history.ops if "(5)" in op.detail]
@@ -196,4 +203,4 @@ def check(history: History, state: FinalState) -> list[str]:
     return problems
 
 
-__all__ = ["FinalState", "check", "places", "removed_after", "truncated_while_open"]
+__all__ = ["FinalState", "check", "overwritten_while_open", "places", "removed_after"]

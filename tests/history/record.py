@@ -60,6 +60,16 @@ class Op:
         saver = self.detail.split(":", maxsplit=1)[0]
         return self.kind in TRUNCATIONS or (self.kind == "save" and saver in IN_PLACE_SAVERS)
 
+    def replaces_by_rename(self) -> str | None:
+        """The path whose file it replaces by renaming another onto it (a descriptor still
+        open on the old file then writes to a file no name leads to), if any."""
+        saver = self.detail.split(":", maxsplit=1)[0]
+        if self.kind == "mv":
+            return self.target
+        if self.kind == "replace" or (self.kind == "save" and saver not in IN_PLACE_SAVERS):
+            return self.path
+        return None
+
     def describe(self) -> str:
         what = f"{self.writer} {self.kind} {self.path}"
         if self.target:

@@ -66,6 +66,10 @@ def test_nothing_acknowledged_is_lost(
         saved = mounts[0].mountpoint.parent / f"history-{engine}-{seed}.json"
         saved.write_text(json.dumps([dataclasses.asdict(op) for op in run.history.ops],
                                     default=str, indent=1))  # fmt: skip
+        state = final_state(run, {})
+        saved.with_suffix(".rows.json").write_text(
+            json.dumps({"documents": state.documents, "versions": state.versions})
+        )
         logs = "\n".join(f"--- {m.mountpoint}\n{m.log()[-3000:]}" for m in mounts)
         raise AssertionError(
             f"seed {seed} on {engine}: {len(violations)} violations (history: {saved}):\n"

@@ -90,9 +90,22 @@ def test_a_truncation_in_place_on_the_same_mount_while_open_excuses_a_write() ->
     assert check(history(write, op("truncate", "a.md", 11.5, 12, mount="/m0")), state({})) != []
     refused = op("truncate", "a.md", 10.5, 12, FAIL, mount="/m0")
     assert check(history(write, refused), state({})) != []
-    # A saver that writes a new file and renames it does not empty the open file.
-    renamer = op("save", "a.md", 10.5, 12, mount="/m0", detail="vim backupcopy=no")
-    assert check(history(write, renamer), state({})) != []
     # By SQL there is no shared open file.
     assert check(history(op("append", "a.md", 10, 11, marker="w-1"),
                          op("truncate", "a.md", 10.5, 12)), state({})) != []  # fmt: skip
+
+
+def test_a_rename_onto_the_file_on_the_same_mount_while_open_excuses_a_write() -> None:
+    """The write's descriptor then wrote to the replaced file, which no name leads to."""
+    write = op("append", "a.md", 10, 11, marker="w-1", mount="/m0")
+    for replacing in (
+        op("replace", "a.md", 10.2, 10.6, mount="/m0"),
+        op("mv", "b.md", 10.2, 10.6, target="a.md", mount="/m0"),
+        op("save", "a.md", 9, 10.5, mount="/m0", detail="sed -i"),
+    ):
+        assert check(history(write, replacing), state({})) == [], replacing
+    # On another mount a rename keeps the replaced content as a version: no excuse.
+    other = op("replace", "a.md", 10.2, 10.6, mount="/m1")
+    assert check(history(write, other), state({})) != []
+    refused = op("mv", "b.md", 10.2, 10.6, FAIL, target="a.md", mount="/m0")
+    assert check(history(write, refused), state({})) != []
