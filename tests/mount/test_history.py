@@ -63,13 +63,18 @@ def test_nothing_acknowledged_is_lost(
     print(f"history seed {seed} on {engine}: {summary}")
     if violations:
         mounts = run.mounts
-        saved = mounts[0].mountpoint.parent / f"history-{engine}-{seed}.json"
+        keep = os.environ.get("MEMFS_HISTORY_KEEP")  # a folder outliving the test session
+        where = Path(keep) if keep else mounts[0].mountpoint.parent
+        where.mkdir(parents=True, exist_ok=True)
+        saved = where / f"history-{engine}-{seed}.json"
         saved.write_text(json.dumps([dataclasses.asdict(op) for op in run.history.ops],
                                     default=str, indent=1))  # fmt: skip
         state = final_state(run, {})
         saved.with_suffix(".rows.json").write_text(
             json.dumps({"documents": state.documents, "versions": state.versions})
         )
+        for n, mount in enumerate(mounts):
+            (where / f"m{n}-{engine}-{seed}.log").write_text(mount.log_path.read_text())
         logs = "\n".join(f"--- {m.mountpoint}\n{m.log()[-3000:]}" for m in mounts)
         raise AssertionError(
             f"seed {seed} on {engine}: {len(violations)} violations (history: {saved}):\n"
