@@ -52,10 +52,6 @@ def _safe(path: str) -> PurePosixPath:
     return PurePosixPath(*parts)
 
 
-def _write_atomically(target: Path, data: bytes) -> None:
-    write_private(target, data, durable=True)
-
-
 def _alive(run: str) -> bool:
     """Whether the memfs daemon that named ``run`` (``<date>-<time>-<pid>``) still runs."""
     pid = run.rpartition("-")[2]
@@ -82,7 +78,7 @@ class RecoveryArea:
     def keep(self, path: str, data: bytes, reason: str) -> Path:
         """Store ``data`` as the unsaved content of ``path`` (replacing an earlier copy)."""
         stored = self.run_dir / "files" / _safe(path)
-        _write_atomically(stored, data)
+        write_private(stored, data, durable=True)
         self._manifest[path] = {
             "kept_at": datetime.now().astimezone().isoformat(timespec="microseconds"),
             "size": len(data),
@@ -108,7 +104,7 @@ class RecoveryArea:
 
     def _write_manifest(self) -> None:
         payload = json.dumps({"files": self._manifest}, indent=2, sort_keys=True)
-        _write_atomically(self.run_dir / MANIFEST, payload.encode())
+        write_private(self.run_dir / MANIFEST, payload.encode(), durable=True)
 
     def live_runs(self) -> list[str]:
         """Runs whose daemon is still running (it still retries them itself)."""
@@ -175,6 +171,6 @@ class RecoveryArea:
             manifest = {"files": {}}
         manifest.get("files", {}).pop(item.path, None)
         if manifest.get("files"):
-            _write_atomically(manifest_path, json.dumps(manifest, indent=2).encode())
+            write_private(manifest_path, json.dumps(manifest, indent=2).encode(), durable=True)
         else:
             shutil.rmtree(run_dir, ignore_errors=True)

@@ -136,8 +136,8 @@ class Workspace:
 # -- status ------------------------------------------------------------------------------
 
 
-def mounts_of(settings: Settings) -> list[dict[str, str]]:
-    """Live memfs mounts of this database (any workspace), from the daemons' pid files."""
+def _running_daemons(settings: Settings) -> list[tuple[int, Path, str, str]]:
+    """(pid, pid file, mountpoint, user id) of every running daemon of this database."""
     identity = settings.database_identity()
     found = []
     for pidfile in sorted(settings.runtime_dir.glob("mount-*.pid")):
@@ -145,28 +145,31 @@ def mounts_of(settings: Settings) -> list[dict[str, str]]:
             pid, mountpoint, database, user_id, *_ = pidfile.read_text(
                 encoding="utf-8"
             ).splitlines()
+            running = database == identity and process_running(int(pid))
         except (OSError, ValueError):
             continue  # an older daemon's file, or one being written
-        if database != identity or not process_running(int(pid)):
-            continue
+        if running:
+            found.append((int(pid), pidfile, mountpoint, user_id))
+    return found
+
+
+def mounts_of(settings: Settings) -> list[dict[str, str]]:
+    """Live memfs mounts of this database (any workspace), from the daemons' pid files."""
+    found = []
+    for pid, _, mountpoint, user_id in _running_daemons(settings):
         entry = mount_at(Path(mountpoint))
         if entry is not None and entry.fstype == FSTYPE:
-            found.append({"mountpoint": mountpoint, "user_id": user_id, "pid": pid})
+            found.append({"mountpoint": mountpoint, "user_id": user_id, "pid": str(pid)})
     return found
 
 
 def _daemons_of(settings: Settings) -> list[tuple[int, Path]]:
     """(pid, pid file) of every running daemon of this workspace, mounted or detached."""
-    identity = settings.database_identity()
-    found = []
-    for pidfile in sorted(settings.runtime_dir.glob("mount-*.pid")):
-        try:
-            pid, _, database, user_id, *_ = pidfile.read_text(encoding="utf-8").splitlines()
-        except (OSError, ValueError):
-            continue
-        if database == identity and user_id == settings.user_id and process_running(int(pid)):
-            found.append((int(pid), pidfile))
-    return found
+    return [
+        (pid, pidfile)
+        for pid, pidfile, _, user_id in _running_daemons(settings)
+        if user_id == settings.user_id
+    ]
 
 
 def drain_mounts(settings: Settings, folder: Path) -> Report:

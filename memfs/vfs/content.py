@@ -168,7 +168,8 @@ class ContentMixin(FilesystemBase):
             node.client_mtime_ns = None
             node.mtime_ns = node.ctime_ns = self.clock()
         fh = self._open_handle(node, buffer, writable, flags)
-        path = self.tree.path_of(node) if node.parent is not None else None
+        contended = self.contended and node.parent is not None  # else no path to build
+        path = self.tree.path_of(node) if contended else None
         changed = self.contended.get(path) if path is not None else None
         if changed is not None and self.monotonic() - changed > CONTENDED_SECONDS:
             del self.contended[path]  # type: ignore[arg-type]

@@ -75,6 +75,8 @@ class ToolFolders:
     @staticmethod
     def top(fs: ToolHost, node: Node) -> str | None:
         """The tool folder ``node`` lies in (None: it is not in one)."""
+        if not node.scratch:  # all of a tool folder is scratch: no walk to the root
+            return None
         current: Node | None = node
         while current is not None and current.parent is not fs.tree.root:
             current = current.parent
