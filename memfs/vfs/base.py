@@ -188,6 +188,11 @@ class FilesystemBase:
         #: document at each path, for the paths changed in the last ``CONTENDED_SECONDS``:
         #: a read-only open of a file there is a ``snapshot`` (``mark_contended``).
         self.contended: dict[str, float] = {}
+        #: Files another writer deleted while they were open for writing here (unsaved
+        #: changes or not): kept in the tree, unbound from the row, so a write before the
+        #: last close saves them anew; one never written goes at that close
+        #: (``remove_deleted``).
+        self.deleted_while_open: set[int] = set()
         self.handles: dict[int, Handle] = {}
         self.dir_handles: dict[int, tuple[int, list[tuple[str, Node]]]] = {}
         #: Nodes whose changes could not be committed yet (database down); retried at unmount.
@@ -450,6 +455,33 @@ class FilesystemBase:
 
     def touch_dir(self, directory: DirNode) -> None:
         directory.mtime_ns = directory.ctime_ns = self.clock()
+
+    def remove_deleted(self, node: FileNode) -> None:
+        """Take a file another writer deleted out of the tree and the kernel's caches."""
+        parent, name = node.parent, node.name
+        self.tree.detach(node)
+        if parent is not None:
+            self.touch_dir(parent)
+            self.kernel.entry(parent.ino, name)
+            self.kernel.inode(parent.ino)
+            self.prune_implied(parent)
+        self.drop_if_freed(node.ino)
+
+    def prune_implied(self, directory: DirNode) -> None:
+        """Remove implied directories left with nothing in them (IronClaw's view)."""
+        current: DirNode | None = directory
+        while (
+            current is not None
+            and current is not self.tree.root
+            and not current.children
+            and not current.explicit
+            and not current.scratch
+        ):
+            parent, name = current.parent, current.name
+            self.tree.detach(current)
+            if parent is not None:
+                self.kernel.entry(parent.ino, name)
+            current = parent
 
     # -- attributes ----------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from memfs.buffers import FileBuffer
 from memfs.db.interface import DocRow
 from memfs.errors import FsError
 from memfs.paths import loadable_path
-from memfs.tree import DirNode, FileNode, to_ns
+from memfs.tree import FileNode, to_ns
 from memfs.vfs.base import log
 from memfs.vfs.namespace import NamespaceMixin
 
@@ -204,7 +204,7 @@ class OtherWriters:
         if old_parent is not None:
             fs.kernel.entry(old_parent.ino, old_name)
             fs.kernel.inode(old_parent.ino)
-            self._prune(old_parent)
+            fs.prune_implied(old_parent)
         fs.kernel.entry(new_parent.ino, name)
         fs.kernel.inode(new_parent.ino)
 
@@ -256,37 +256,18 @@ class OtherWriters:
             fs.mark_contended(fs.tree.path_of(node))
         fs.cache.drop(doc_id)
         buffer = fs.buffers.get(node.ino)
-        if isinstance(buffer, FileBuffer) and buffer.dirty:
-            # Deleted by another writer while edited here: the edit will be saved anew.
-            log.info("%s was deleted by another writer; unsaved changes here will recreate it",
-                     fs.describe_node(node))  # fmt: skip
+        dirty = isinstance(buffer, FileBuffer) and buffer.dirty
+        if dirty or any(h.node is node and h.writable for h in fs.handles.values()):
+            # Deleted by another writer while open for writing here: what is written
+            # before the last close is saved anew (on a local disk the open came after
+            # the removal, or its writer was told by ENOENT, not by a lost write).
+            log.info("%s was deleted by another writer while open for writing here; what is "
+                     "written to it is saved anew", fs.describe_node(node))  # fmt: skip
             fs.tree.unbind_document(node)
+            if not dirty:
+                fs.deleted_while_open.add(node.ino)
             return
-        parent, name = node.parent, node.name
-        fs.tree.detach(node)
-        if parent is not None:
-            fs.touch_dir(parent)
-            fs.kernel.entry(parent.ino, name)
-            fs.kernel.inode(parent.ino)
-            self._prune(parent)
-        fs.drop_if_freed(node.ino)
-
-    def _prune(self, directory: DirNode) -> None:
-        """Remove implied directories left with nothing in them (IronClaw's view)."""
-        fs = self.fs
-        current: DirNode | None = directory
-        while (
-            current is not None
-            and current is not fs.tree.root
-            and not current.children
-            and not current.explicit
-            and not current.scratch
-        ):
-            parent, name = current.parent, current.name
-            fs.tree.detach(current)
-            if parent is not None:
-                fs.kernel.entry(parent.ino, name)
-            current = parent
+        fs.remove_deleted(node)
 
     async def resync_when_diverged(self) -> None:
         """Background task: reload the tree whenever a deferred change of this mount was

@@ -263,8 +263,24 @@ class ContentMixin(FilesystemBase):
             self.tree.release_handle(node)
             if node.open_count == 0:
                 self.saves.closed(node.ino)
+                self._drop_if_deleted_elsewhere(node)
             self._drop_idle_buffer(node)
             self.drop_if_freed(node.ino)
+
+    def _drop_if_deleted_elsewhere(self, node: FileNode) -> None:
+        """The last close of a file another writer deleted while it was open for writing
+        here: gone now, unless something written to it was saved anew."""
+        if node.ino not in self.deleted_while_open:
+            return
+        self.deleted_while_open.discard(node.ino)
+        buffer = self.buffers.get(node.ino)
+        if (
+            node.doc_id is None
+            and node.parent is not None
+            and not (isinstance(buffer, FileBuffer) and buffer.dirty)
+        ):
+            self.buffers.pop(node.ino, None)
+            self.remove_deleted(node)
 
     def _keep_unsaved(self, node: FileNode, reason: str) -> None:
         """A commit failed: keep the content in memory (retried) and on local disk (so a

@@ -320,3 +320,31 @@ def test_a_second_row_for_a_shown_path_shows_the_newest_live_and_after_remount(
     mount.umount()
     again = mount_factory(database_url)
     assert (again.path() / "dup.md").read_text() == "newer\n"
+
+
+def test_a_write_to_a_file_another_mount_deleted_while_it_was_open_is_saved_anew(
+    database_url: str, mount_factory: Any
+) -> None:
+    """The history checker's lost append (1 in 20 legacy runs): ``rm`` on one mount, then at
+    once ``>>`` on another whose open found the file before the removal's event arrived."""
+    a = mount_factory(database_url, name="a")
+    b = mount_factory(database_url, name="b")
+    a.path("x.md").write_text("old\n")
+    a.path("kept.md").write_text("untouched\n")
+    eventually(lambda: read(b.path("x.md")) == "old\n" and b.path("kept.md").exists(), 5)
+    appending = os.open(b.path("x.md"), os.O_WRONLY | os.O_APPEND)
+    idle = os.open(b.path("kept.md"), os.O_WRONLY)
+    try:
+        os.unlink(a.path("x.md"))
+        os.unlink(a.path("kept.md"))
+        a.path("after.md").write_text("feed\n")  # events arrive in order: both removals first
+        eventually(lambda: b.path("after.md").exists(), 5)
+        assert os.write(appending, b"marker\n") == 7
+    finally:
+        os.close(appending)
+        os.close(idle)
+    eventually(lambda: read(a.path("x.md")) == "old\nmarker\n", 5)
+    assert read(b.path("x.md")) == "old\nmarker\n"
+    # Opened for writing and never written: the removal stands once it is closed.
+    assert not b.path("kept.md").exists()
+    assert not a.path("kept.md").exists()
