@@ -186,6 +186,52 @@ def test_e7_a_folder_config_with_skip_indexing_leaves_no_chunks(
     assert not [p for p in left if ".chunks/" in p]
 
 
+def _sidecar(sql_conn: psycopg.Connection[Any], relative: str, body: bytes) -> None:
+    sql_conn.execute(
+        "INSERT INTO root_filesystem_entries (path, contents, version) VALUES (%s, %s, 1)",
+        (f"{A}/{relative}", body),
+    )
+
+
+def test_a_config_without_metadata_is_walked_past(
+    store: RebornStore, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """Reborn facts §3.4 [ran]: ``cfg/.config {skip_indexing}`` and a metadata-less
+    ``cfg/sub/.config`` (none, or a zero-byte sidecar): ``cfg/sub/x.md`` gets no chunks."""
+    store.commit_document(None, "cfg/.config", "", NO_ATTRS)
+    _sidecar(sql_conn, "cfg/.config.meta", b'{"skip_indexing":true}')
+    store.commit_document(None, "cfg/sub/.config", "", NO_ATTRS)
+    store.commit_document(None, "cfg/sub/x.md", "hidden words", NO_ATTRS)
+    store.commit_document(None, "cfg/empty/.config", "", NO_ATTRS)
+    _sidecar(sql_conn, "cfg/empty/.config.meta", b"")
+    store.commit_document(None, "cfg/empty/y.md", "more hidden words", NO_ATTRS)
+    left = rows(sql_conn)
+    assert left["cfg/sub/x.md"] == document(b"hidden words", 1)
+    assert left["cfg/empty/y.md"] == document(b"more hidden words", 1)
+    assert not [p for p in left if ".chunks/" in p], [p for p in left if ".chunks/" in p]
+
+
+@pytest.mark.parametrize("body", [b" \n", b"{not json"])
+def test_a_whitespace_or_broken_meta_refuses_every_write_it_governs(
+    store: RebornStore, sql_conn: psycopg.Connection[Any], body: bytes,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    """Only a zero-byte ``.meta`` means none (§3.4): whitespace or non-JSON fails the
+    write, of the document itself or, for a ``.config`` sidecar, of every one below."""
+    own = store.commit_document(None, "a.md", "first", NO_ATTRS)
+    _sidecar(sql_conn, "a.md.meta", body)
+    store.commit_document(None, "cfg/.config", "", NO_ATTRS)
+    _sidecar(sql_conn, "cfg/.config.meta", body)
+    before = rows(sql_conn)
+    for doc_id, path in [(own.doc_id, "a.md"), (None, "cfg/deep/b.md")]:
+        with pytest.raises(WriteRefused) as refused:
+            store.commit_document(doc_id, path, "second", NO_ATTRS)
+        assert refused.value.errno == errno.EINVAL
+    assert rows(sql_conn) == before, "a refused write wrote something"
+    logged = caplog.text
+    assert "a.md.meta" in logged and "cfg/.config.meta" in logged
+
+
 def test_e10_a_long_document_is_chunked_as_ironclaws_indexer_does(
     store: RebornStore, sql_conn: psycopg.Connection[Any]
 ) -> None:

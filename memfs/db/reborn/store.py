@@ -636,7 +636,9 @@ class RebornStore(DeferringStore):
         configs = [c for c in layout.config_candidates(relative) if c != relative]
         rows: dict[str, Any] = dict(cursor.fetchall())
         found = {self._relative(full): bytes(data) for full, data in rows.items()}
-        folder = next((c for c in configs if c in found), None)
+        # Only a .config with a non-empty .meta counts; one without goes by (§3.4).
+        folder = next((c for c in configs if c in found and found.get(layout.meta_path(c))),
+                      None)  # fmt: skip
         folder_meta = self._parse_meta(
             found.get(layout.meta_path(folder)) if folder else None, folder
         )
@@ -646,16 +648,21 @@ class RebornStore(DeferringStore):
 
     @staticmethod
     def _parse_meta(data: bytes | None, owner: str | None) -> Any:
-        if not data or not data.strip():
+        """A ``.meta`` sidecar as IronClaw reads it: only zero bytes mean none; anything
+        else must be JSON (whitespace alone is not), or every write it governs fails."""
+        if not data:
             return {}
         try:
             return json.loads(data)
         except ValueError:
+            sidecar = layout.meta_path(owner or "")
+            log.error("the metadata sidecar %r of %r is not JSON: IronClaw refuses every write "
+                      "it governs until it is fixed", sidecar, owner)  # fmt: skip
             raise WriteRefused(
-                errno.EIO,
+                errno.EINVAL,
                 "IronClaw's metadata",
-                f"the metadata sidecar of {owner!r} is not JSON: IronClaw refuses every "
-                "write it governs until it is fixed",
+                f"the metadata sidecar {sidecar!r} of {owner!r} is not JSON: IronClaw refuses "
+                "every write it governs until it is fixed",
             ) from None
 
     def _write_attrs(
