@@ -453,6 +453,12 @@ class FilesystemBase:
         if self.reindexer is not None and self.reindexer.running:
             self.reindexer.request(doc_ids)
 
+    def documents_changed(self) -> None:
+        """A document changed, here or by another writer (``.search`` results found before
+        it are searched again)."""
+        for extension in self._extensions:
+            extension.documents_changed()
+
     def touch_dir(self, directory: DirNode) -> None:
         directory.mtime_ns = directory.ctime_ns = self.clock()
 
@@ -555,6 +561,9 @@ class FilesystemBase:
             extension = self._extension_of(parent)
             # A name it does not hold yet, or one it decides anew at each lookup.
             if extension is not None and (existing is None or extension.volatile(existing)):
+                # What it derives from the database sees this mount's removals and moves,
+                # also those on their way (a thread hop when none are).
+                await self.flush_changes()
                 made = await extension.make_entry(self.tree, parent, name)
                 if made is not None:
                     made.lookups += 1

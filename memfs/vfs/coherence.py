@@ -65,6 +65,7 @@ class OtherWriters:
                     self._external_delete(doc_id)
                 else:
                     await self._external_upsert(row)
+        fs.documents_changed()
 
     async def baseline(self) -> None:
         """Take the workspace's fingerprint; called before the filesystem loads its tree,
@@ -78,6 +79,7 @@ class OtherWriters:
         fs = self.fs
         before = self._shown(fs.tree.docs)
         rows = await fs.run_db(fs.store.load_documents)
+        fs.documents_changed()  # whatever changed unseen, searches look again
         async with fs.ns_lock:
             by_id = {row.id: row for row in rows}
             if await self._reread_changed_here(before, by_id, everything=True):

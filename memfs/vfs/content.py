@@ -313,6 +313,7 @@ class ContentMixin(FilesystemBase):
 
     def _saved(self, node: FileNode) -> None:
         """The node's changes reached the database: nothing left to recover."""
+        self.documents_changed()
         self.unsaved.pop(node.ino, None)
         self.drained.pop(node.ino, None)
         path = self._kept.pop(node.ino, None)

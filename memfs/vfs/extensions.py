@@ -34,3 +34,6 @@ class SyntheticTree(Protocol):
 
     def volatile(self, node: Node) -> bool:
         """Whether the kernel must not cache this name (its content is decided anew)."""
+
+    def documents_changed(self) -> None:
+        """Documents changed, here or by another writer: drop what was derived from them."""

@@ -78,3 +78,6 @@ class ScopesTree:
 
     def volatile(self, node: Node) -> bool:
         return False
+
+    def documents_changed(self) -> None:
+        """Other scopes are read-only snapshots made at mount: nothing follows this one."""

@@ -69,6 +69,10 @@ class SearchTree:
         self.monotonic = monotonic
         self.root: SyntheticDir | None = None
         self.queries: dict[str, tuple[float, SyntheticDir]] = {}
+        #: When (``monotonic``) documents last changed: results found within
+        #: ``INCOMPLETE_TTL`` of it are kept only that long (another writer's chunks may
+        #: follow its document row, and they make no change-feed event).
+        self.changed_at = float("-inf")
 
     async def fill(self, tree: Tree, root: SyntheticDir) -> None:
         tree.attach(root, tree.new_synthetic_file("README.md", README.encode(), self.clock()))
@@ -127,7 +131,8 @@ class SearchTree:
         self._expire_queries(tree, moment)
         # Results found while this mount's saves still wait to be re-chunked may miss them:
         # kept for a moment only (``ls`` then ``cat``), not for the whole TTL.
-        ttl = self.ttl if complete else min(self.ttl, INCOMPLETE_TTL)
+        recent = moment - self.changed_at < INCOMPLETE_TTL
+        ttl = self.ttl if complete and not recent else min(self.ttl, INCOMPLETE_TTL)
         self.queries[name] = (moment + ttl, query_dir)
         log.info(
             "search %r: %d results (%s)%s",
@@ -137,6 +142,13 @@ class SearchTree:
             "" if complete else "; re-chunking still under way, not kept",
         )
         return query_dir
+
+    def documents_changed(self) -> None:
+        """Results found before a change may rank or show it wrongly: the next lookup of
+        each query searches again (the old directories go at the next expiry pass)."""
+        self.changed_at = self.monotonic()
+        for name, (_, query_dir) in self.queries.items():
+            self.queries[name] = (float("-inf"), query_dir)
 
     def _expire_queries(self, tree: Tree, moment: float) -> None:
         for name, (expires, query_dir) in list(self.queries.items()):

@@ -103,6 +103,9 @@ class VersionsTree:
         """Every directory below the root: decided anew at each lookup."""
         return isinstance(node, SyntheticDir) and node is not self.root
 
+    def documents_changed(self) -> None:
+        """Nothing kept: each lookup reads the versions anew."""
+
     async def make_entry(self, tree: Tree, parent: SyntheticDir, name: str) -> Node | None:
         base = self.paths.get(parent.ino)
         if base is None or not self.versions.available:

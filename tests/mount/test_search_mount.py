@@ -227,3 +227,25 @@ def test_a_search_past_its_deadline_fails_with_etimedout_and_a_log_line(
     assert info.value.errno == errno.ETIMEDOUT
     assert time.monotonic() - started < 4
     assert "search 'anything at all' gave no answer within 1.0s" in mount.log()
+
+
+def test_search_results_follow_this_mounts_writes_at_once_and_other_writers_by_the_feed(
+    engine: Any, sql_conn: psycopg.Connection[Any], database_url: str, mount_factory: Any
+) -> None:
+    """Results are kept for ``ls`` then ``cat`` (30 s), but not past a change: this mount's
+    own save shows at the next lookup, another writer's once the change feed brings it."""
+    engine.prepare(database_url)
+    mnt = mount_factory(database_url).path()
+    (mnt / "first.md").write_text("the zebra crossing\n")
+    query = mnt / ".search" / "zebra"
+    assert sorted(os.listdir(query)) == ["01-first.md"]
+    (mnt / "second.md").write_text("a zebra again, and zebra\n")
+    names = sorted(os.listdir(query))
+    assert len(names) == 2 and {n.split("-", 1)[1] for n in names} == {"first.md", "second.md"}
+    os.unlink(mnt / "first.md")
+    assert [n.split("-", 1)[1] for n in os.listdir(query)] == ["second.md"]
+    engine.agent_writes(sql_conn, database_url, {"agent.md": "the agent saw a zebra\n"})
+    deadline = time.monotonic() + 15  # its chunks come from a `memfs reindex` run after it
+    while "agent.md" not in {n.split("-", 1)[1] for n in os.listdir(query)}:
+        assert time.monotonic() < deadline, "another writer's document never showed in .search"
+        time.sleep(0.1)
