@@ -317,6 +317,10 @@ class DeferringStore:
         """What to raise instead of a database error the engine understands (None: it)."""
         return None
 
+    def _after_transaction(self, committed: bool) -> None:
+        """Work an engine leaves until a transaction has ended and its connection is back
+        in the pool (on this thread; nothing if it was rolled back)."""
+
     @contextmanager
     def _transaction(self, *, batch: ChangeBatch | None = None) -> Iterator[Any]:
         """A pooled connection in one pipelined transaction with no round trip of its own,
@@ -361,6 +365,9 @@ class DeferringStore:
                                      refused=refused)  # fmt: skip
             elif committed:
                 self.deferred.sent(carried, outcome)
+            if not committed:
+                self._after_transaction(False)
+        self._after_transaction(True)
 
     def defer(self, *changes: Change) -> None:
         """Make ``changes`` with the next transaction, in a round trip shared with whatever

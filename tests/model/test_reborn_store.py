@@ -315,6 +315,35 @@ def test_a_folder_rename_moves_every_document_and_sidecar(
     assert left["archive/p/q/2.md.chunks/0"]["indexed"]["doc_relative_path"] == "archive/p/q/2.md"
 
 
+def _chunked(conn: psycopg.Connection[Any]) -> list[str]:
+    return sorted(p.split(".chunks/")[0] for p in rows(conn) if ".chunks/" in p)
+
+
+def test_a_move_applies_the_destinations_indexing_rules(
+    store: RebornStore, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """Into a ``skip_indexing`` folder the chunks go (IronClaw's search must not find a
+    private document); out of one they are built; a document and a folder alike, and a
+    move within one kind of folder leaves the chunks as they are."""
+    store.commit_document(None, "private/.config", "", NO_ATTRS)
+    _sidecar(sql_conn, "private/.config.meta", b'{"skip_indexing":true}')
+    x = store.commit_document(None, "notes/x.md", "the secret plan", NO_ATTRS)
+    for name in ("p/1.md", "p/q/2.md"):
+        store.commit_document(None, name, f"text of {name}", NO_ATTRS)
+    assert _chunked(sql_conn) == ["notes/x.md", "p/1.md", "p/q/2.md"]
+    store.rename_document(x.doc_id, "private/x.md", None, NO_ATTRS)
+    store.rename_directory("p", "private/p", None)
+    assert _chunked(sql_conn) == []
+    store.rename_document(x.doc_id, "notes/x.md", None, NO_ATTRS)
+    store.rename_directory("private/p", "back/p", None)
+    assert _chunked(sql_conn) == ["back/p/1.md", "back/p/q/2.md", "notes/x.md"]
+    left = rows(sql_conn)
+    assert left["notes/x.md.chunks/0"] == chunk("the secret plan", 0, "notes/x.md")
+    assert left["back/p/q/2.md.chunks/0"] == chunk("text of p/q/2.md", 0, "back/p/q/2.md")
+    store.rename_directory("back", "elsewhere", None)  # indexed to indexed: left alone
+    assert _chunked(sql_conn) == ["elsewhere/p/1.md", "elsewhere/p/q/2.md", "notes/x.md"]
+
+
 def test_e8_the_bootstrap_clear_keeps_the_text_as_a_version(
     store: RebornStore, sql_conn: psycopg.Connection[Any]
 ) -> None:

@@ -180,3 +180,33 @@ def test_the_agents_writes_show_up_and_a_stale_save_keeps_them(
         (A + "/daily/2026-11-24.md", A + "/daily/2026-11-24.md.%"),
     )
     _wait_for(lambda: not (mnt / "daily" / "2026-11-24.md").exists(), "the removal")
+
+
+def test_mv_into_and_out_of_a_skip_indexing_folder_follows_its_rules(
+    alice: Mount, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """``mv notes/x.md private/`` below ``private/.config {skip_indexing}`` leaves no
+    chunks for IronClaw's search to find; moving out builds them; a folder moved in or out
+    (a deferred change, sent with a later transaction) alike."""
+    mnt = alice.path()
+    (mnt / "private").mkdir()
+    (mnt / "private" / ".config").write_text("")
+    sql_conn.execute(
+        "INSERT INTO root_filesystem_entries (path, contents, version) VALUES (%s, %s, 1)",
+        (A + "/private/.config.meta", b'{"skip_indexing":true}'),
+    )
+    (mnt / "notes").mkdir()
+    (mnt / "notes" / "x.md").write_text("the secret plan\n")
+    (mnt / "p" / "q").mkdir(parents=True)
+    (mnt / "p" / "q" / "2.md").write_text("text of two\n")
+
+    def chunked() -> list[str]:
+        return sorted(p.split(".chunks/")[0] for p in rows(sql_conn) if ".chunks/" in p)
+
+    assert chunked() == ["notes/x.md", "p/q/2.md"]
+    os.rename(mnt / "notes" / "x.md", mnt / "private" / "x.md")
+    os.rename(mnt / "p", mnt / "private" / "p")
+    _wait_for(lambda: chunked() == [], "the chunks of documents moved into private/ to go")
+    os.rename(mnt / "private" / "x.md", mnt / "notes" / "x.md")
+    os.rename(mnt / "private" / "p", mnt / "p")
+    _wait_for(lambda: chunked() == ["notes/x.md", "p/q/2.md"], "chunks built again")

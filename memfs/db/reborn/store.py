@@ -103,6 +103,9 @@ class RebornStore(DeferringStore):
         self.deferred = DeferredChanges()
         self.max_path_bytes = reborn_max_path(scope.prefix)
         self._lock = threading.Lock()
+        #: Per thread: the indexing checks of documents moved by the transaction under
+        #: way (``_index_check``), read once it is committed (``_after_transaction``).
+        self._moved_checks = threading.local()
         self._ids: dict[str, UUID] = {}
         self._paths: dict[UUID, str] = {}
 
@@ -633,9 +636,14 @@ class RebornStore(DeferringStore):
         )
 
     def _metadata_from(self, cursor: Cursor, relative: str, own: Any = None) -> Any:
-        configs = [c for c in layout.config_candidates(relative) if c != relative]
         rows: dict[str, Any] = dict(cursor.fetchall())
         found = {self._relative(full): bytes(data) for full, data in rows.items()}
+        return self._effective(found, relative, own)
+
+    def _effective(self, found: Mapping[str, bytes], relative: str, own: Any = None) -> Any:
+        """Effective metadata of ``relative`` from the sidecar and ``.config`` rows found
+        (relative path -> contents)."""
+        configs = [c for c in layout.config_candidates(relative) if c != relative]
         # Only a .config with a non-empty .meta counts; one without goes by (§3.4).
         folder = next((c for c in configs if c in found and found.get(layout.meta_path(c))),
                       None)  # fmt: skip
@@ -868,7 +876,66 @@ class RebornStore(DeferringStore):
             "FROM unnest(%(olds)s::text[], %(news)s::text[]) AS m(old, new) WHERE a.path = m.old",
             pairs,
         )
+        self._index_check(conn, rels)
         return moved
+
+    def _index_check(self, conn: Conn, relatives: Sequence[str]) -> None:
+        """Send, for documents just moved, what their indexing at the new path is decided
+        by (metadata sidecars and ``.config`` rows above) and whether chunks are there;
+        read after the commit (``_after_transaction``), which rebuilds the chunks of those
+        that do not match: IronClaw never has chunks under an effective ``skip_indexing``,
+        and indexes what leaves one.  No round trip of its own."""
+        wanted = set()
+        for relative in relatives:
+            wanted.add(layout.meta_path(relative))
+            for config in layout.config_candidates(relative):
+                wanted.update((config, layout.meta_path(config)))
+        metadata = conn.execute(
+            f"SELECT path, contents FROM {_TABLE} WHERE path = ANY(%(paths)s) AND NOT is_dir",
+            {"paths": [self.scope.row(p) for p in sorted(wanted)]},
+            binary=True,
+        )
+        chunked = conn.execute(
+            f"SELECT m.doc FROM unnest(%(docs)s::text[]) AS m(doc) WHERE EXISTS (SELECT 1 "
+            f"FROM {_TABLE} t WHERE t.path >= m.doc || '.chunks/' AND t.path < m.doc || "
+            "'.chunks0')",
+            {"docs": [self.scope.row(r) for r in relatives]},
+        )
+        checks: list[tuple[list[str], Cursor, Cursor]] = self._pending_checks()
+        checks.append((list(relatives), metadata, chunked))
+
+    def _pending_checks(self) -> list[tuple[list[str], Cursor, Cursor]]:
+        checks: list[tuple[list[str], Cursor, Cursor]] | None = getattr(
+            self._moved_checks, "checks", None
+        )
+        if checks is None:
+            checks = self._moved_checks.checks = []
+        return checks
+
+    def _after_transaction(self, committed: bool) -> None:
+        checks = self._pending_checks()
+        taken, checks[:] = list(checks), []
+        if not committed:
+            return
+        for relatives, metadata, chunked in taken:
+            found = {self._relative(full): bytes(data) for full, data in metadata.fetchall()}
+            has_chunks = {self._relative(full) for (full,) in chunked.fetchall()}
+            for relative in relatives:
+                try:
+                    indexed = self._effective(found, relative).indexed
+                except WriteRefused:
+                    continue  # a broken sidecar: every write below it is refused anyway
+                if indexed == (relative in has_chunks):
+                    continue
+                try:
+                    count = self.reindex_document(relative)
+                except (psycopg.Error, WriteRefused) as exc:
+                    log.warning("the chunks of %r were not rebuilt for its new folder's "
+                                "indexing rules (%s); `memfs reindex` rebuilds them",
+                                relative, " ".join(str(exc).split()))  # fmt: skip
+                    continue
+                log.debug("%r moved %s skip_indexing: %d chunk(s) now", relative,
+                          "out of" if indexed else "into", count)  # fmt: skip
 
     def rename_directory(
         self,
