@@ -33,7 +33,10 @@ def run_tool(args: argparse.Namespace, settings: Settings) -> int:
         tools.print_status(tools.status(settings), args.json)
         return EXIT_OK
     if command == "log":
-        path = tools.daily_log(settings, " ".join(args.text), args.tz_offset)
+        text = " ".join(args.text)
+        if not text.strip():  # IronClaw's own tool refuses blank content too
+            raise CommandError("log: the entry is empty; nothing appended", EXIT_USAGE)
+        path = tools.daily_log(settings, text, args.tz_offset)
         print(f"memfs: appended to {path}")
         return EXIT_OK
     if command == "recover" and args.to is not None:

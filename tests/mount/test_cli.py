@@ -175,6 +175,17 @@ def test_search_with_the_provider_down_falls_back_at_once(
     assert [r["path"] for r in outcome["results"]][:1] and "retry" not in result.stderr
 
 
+def test_an_empty_log_entry_is_refused(database_url: str, work_dir: Path) -> None:
+    run(work_dir, "init", "--database-url", database_url)
+    for blank in ("", "   "):
+        result = run(work_dir, "log", blank, "--database-url", database_url)
+        assert result.returncode == EXIT_USAGE, result.stderr
+        one_clear_line(result, "the entry is empty")
+    listed = run(work_dir, "export", str(work_dir / "out"), "--database-url", database_url)
+    assert listed.returncode == 0, listed.stderr
+    assert not (work_dir / "out" / "daily").exists(), "an empty entry made a daily log"
+
+
 def test_vector_search_without_a_provider(database_url: str, work_dir: Path) -> None:
     run(work_dir, "init", "--database-url", database_url)
     result = run(work_dir, "search", "--vector", "deploy", "--database-url", database_url)
