@@ -91,7 +91,8 @@ def build_parser() -> Parser:
         formatter_class=_Formatter,
     )
     parser.add_argument("--version", action="version", version=f"memfs {__version__}")
-    level_help = f"how much to log: {', '.join(LOG_LEVELS)} (default: info) [env: MEMFS_LOG_LEVEL]"
+    level_help = (f"how much to log: {', '.join(LOG_LEVELS)} (default: info for mount, warning "
+                  "for the other commands) [env: MEMFS_LOG_LEVEL]")  # fmt: skip
     parser.add_argument("--log-level", type=_flag_type(parse_level), help=level_help)
     common = Parser(add_help=False)
     common.add_argument("--log-level", type=_flag_type(parse_level), help=level_help,

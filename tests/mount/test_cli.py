@@ -186,6 +186,13 @@ def test_an_empty_log_entry_is_refused(database_url: str, work_dir: Path) -> Non
     assert not (work_dir / "out" / "daily").exists(), "an empty entry made a daily log"
 
 
+def test_help_states_each_commands_own_log_level_default(work_dir: Path) -> None:
+    for command, default in (("mount", "info for mount"), ("status", "warning for the other")):
+        result = run(work_dir, command, "--help")
+        assert result.returncode == 0, result.stderr
+        assert default in " ".join(result.stdout.split()), result.stdout
+
+
 def test_vector_search_without_a_provider(database_url: str, work_dir: Path) -> None:
     run(work_dir, "init", "--database-url", database_url)
     result = run(work_dir, "search", "--vector", "deploy", "--database-url", database_url)
