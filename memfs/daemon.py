@@ -36,7 +36,7 @@ from memfs.embeddings import EmbeddingSettings
 from memfs.errors import EXIT_FAILED, MountError
 from memfs.failures import describe_failure
 from memfs.feed import ChangeListener
-from memfs.fuse_ops import MemfsOperations, mount_options
+from memfs.fuse_ops import MemfsOperations, fsname_for, mount_options
 from memfs.kernel import FuseNotifier
 from memfs.memory import map_large_buffers
 from memfs.mountpoint import is_mounted, mount_at, pidfile_for
@@ -195,7 +195,7 @@ def serve(
                     ops,
                     str(mountpoint),
                     mount_options(
-                        f"memfs:{settings.user_id}",
+                        fsname_for(settings.user_id),
                         allow_other=settings.allow_other,
                         debug=settings.debug_fuse,
                         read_only=settings.read_only,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import functools
 import logging
+import urllib.parse
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, ParamSpec, TypeVar
 
@@ -320,6 +321,12 @@ class MemfsOperations(pyfuse3.Operations):
 
     async def removexattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         raise pyfuse3.FUSEError(errno.ENOSYS)
+
+
+def fsname_for(user_id: str) -> str:
+    """The mount's source name in /proc/mounts: libfuse takes ASCII only, and a comma or
+    a space would split its option list, so the user id is percent-encoded past those."""
+    return "memfs:" + urllib.parse.quote(user_id, safe="@._-+=:")
 
 
 def mount_options(

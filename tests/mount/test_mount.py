@@ -316,3 +316,16 @@ def test_embedded_default_daemon_survives_remount(work_dir: Path, mount_factory:
                 break
             time.sleep(0.1)
         subprocess.run(["fusermount3", "-u", "-z", str(mnt)], check=False, timeout=30)
+
+
+@pytest.mark.parametrize("user_id", ["Zoë", "alice,bob", "team lead"])
+def test_a_user_id_libfuse_cannot_spell_still_mounts(
+    database_url: str, mount_factory: Any, sql_conn: psycopg.Connection[Any], user_id: str
+) -> None:
+    """The mount's source name is ASCII and one libfuse option whatever the user id (a
+    non-ASCII one failed in pyfuse3, a comma split the options: "FUSE refused the mount")."""
+    mount = mount_factory(database_url, user_id=user_id)
+    (mount.path() / "note.md").write_text("mine\n")
+    owners = {row[0] for row in sql_conn.execute("SELECT user_id FROM memory_documents")}
+    assert owners == {user_id}
+    assert os.path.ismount(mount.path())
