@@ -26,6 +26,22 @@ def workspace_path(argument: str, cwd: Path | None = None) -> str:
     return str(candidate.relative_to(mount.mountpoint))
 
 
+def _export_target(target: Path) -> Path:
+    """Where ``export`` may write: a folder (made if missing), never inside a memfs mount
+    (the copy would become memory: every document twice)."""
+    if target.exists() and not target.is_dir():
+        raise CommandError(f"export: {target} is a file, not a folder to export into",
+                           EXIT_USAGE)  # fmt: skip
+    resolved = Path(os.path.realpath(target))
+    mount = containing_memfs_mount(resolved)
+    if mount is not None:
+        raise CommandError(
+            f"export: {target} is inside the memfs mount at {mount.mountpoint}, where the "
+            "copy would become memory; export to a folder outside it", EXIT_USAGE,
+        )  # fmt: skip
+    return target
+
+
 def run_tool(args: argparse.Namespace, settings: Settings) -> int:
     """status, seed, reindex, export, import, versions, restore, log and recover."""
     command = args.command
@@ -60,7 +76,7 @@ def run_tool(args: argparse.Namespace, settings: Settings) -> int:
         paths = [workspace_path(p) for p in args.paths]
         report = tools.reindex(settings, paths or None)
     elif command == "export":
-        report = tools.export_tree(settings, args.directory.expanduser())
+        report = tools.export_tree(settings, _export_target(args.directory.expanduser()))
     elif command == "versions":
         report = tools.list_versions(settings, workspace_path(args.path))
     elif command == "restore":

@@ -20,7 +20,7 @@ import pytest
 
 from memfs.options import OPTIONS
 from memfs.parser import build_parser
-from tests.mounting import memfs_env
+from tests.mounting import Mount, memfs_env
 
 EXIT_USAGE, EXIT_DATABASE, EXIT_MOUNT = 2, 3, 4
 
@@ -191,6 +191,23 @@ def test_help_states_each_commands_own_log_level_default(work_dir: Path) -> None
         result = run(work_dir, command, "--help")
         assert result.returncode == 0, result.stderr
         assert default in " ".join(result.stdout.split()), result.stdout
+
+
+def test_export_onto_a_file_or_into_the_mount_is_refused(
+    database_url: str, work_dir: Path, mounted: Mount
+) -> None:
+    (mounted.path() / "a.md").write_text("remember\n")
+    a_file = work_dir / "not-a-folder"
+    a_file.write_text("mine\n")
+    result = run(work_dir, "export", str(a_file), "--database-url", database_url)
+    assert result.returncode == EXIT_USAGE
+    one_clear_line(result, "is a file, not a folder")
+    assert a_file.read_text() == "mine\n"
+    inside = mounted.path() / "backup"
+    result = run(work_dir, "export", str(inside), "--database-url", database_url)
+    assert result.returncode == EXIT_USAGE
+    one_clear_line(result, "inside the memfs mount")
+    assert sorted(os.listdir(mounted.path())) == ["a.md"], "the export wrote into memory"
 
 
 def test_vector_search_without_a_provider(database_url: str, work_dir: Path) -> None:
