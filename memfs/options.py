@@ -126,6 +126,59 @@ def parse_tool_folder(text: str) -> str:
     return value
 
 
+#: What libfuse 3 and the kernel take besides memfs's settings (``fuse_session_new`` and
+#: ``fuse_kern_mount``); anything else makes libfuse refuse the mount with no reason given.
+_FUSE_FLAGS = frozenset(
+    {
+        "allow_root",
+        "auto_unmount",
+        "blkdev",
+        "default_permissions",
+        "debug",
+        "ro",
+        "rw",
+        "suid",
+        "nosuid",
+        "dev",
+        "nodev",
+        "exec",
+        "noexec",
+        "async",
+        "sync",
+        "dirsync",
+        "atime",
+        "noatime",
+        "nodiratime",
+        "relatime",
+        "norelatime",
+        "strictatime",
+        "nostrictatime",
+        "lazytime",
+        "nolazytime",
+    }
+)
+_FUSE_VALUED = ("fsname=", "subtype=", "max_read=", "blksize=", "context=", "fscontext=",
+                "defcontext=", "rootcontext=", "user=")  # fmt: skip
+#: Options of other FUSE tools people bring along, and what memfs offers instead.
+_FUSE_INSTEAD = {
+    "nonempty": "libfuse 3 has no nonempty; memfs's allow_non_empty mounts over a folder "
+    "that holds files",
+}
+
+
+def parse_fuse_option(text: str) -> str:
+    """One libfuse or kernel option passed through; an unknown one is refused here, with
+    a reason, rather than by libfuse without one."""
+    item = text.strip()
+    if item in _FUSE_FLAGS or item.startswith(_FUSE_VALUED):
+        return item
+    key = item.partition("=")[0]
+    if key in _FUSE_INSTEAD:
+        raise SettingError(_FUSE_INSTEAD[key])
+    raise SettingError("neither a memfs setting nor an option libfuse 3 or the kernel takes "
+                       "(`memfs mount --help` lists memfs's)")  # fmt: skip
+
+
 def parse_level(text: str) -> str:
     value = text.strip().lower()
     if value not in LOG_LEVELS:
@@ -215,7 +268,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("allow_non_empty", "mount over a directory that holds files (they are hidden "
            "until unmount)", env=("MEMFS_ALLOW_NON_EMPTY",), switch=True),
     Option("fuse_options", "extra libfuse/kernel mount options, comma-separated",
-           env=("MEMFS_FUSE_OPTIONS",), repeated=True, flag=False, metavar="OPTS"),
+           parse_fuse_option, env=("MEMFS_FUSE_OPTIONS",), repeated=True, flag=False,
+           metavar="OPTS"),
     Option("debug_fuse", "print libfuse's protocol trace to the log",
            env=("MEMFS_DEBUG_FUSE",), switch=True),
     Option("log_file", "the daemon's log (default: ~/.local/state/memfs/log/<mount>.log; "
@@ -277,7 +331,7 @@ def from_mount_options(text: str) -> tuple[dict[str, Any], list[str]]:
         name = _ALIASES.get(key, key)
         option = BY_NAME.get(name)
         if option is None:
-            fuse.append(item)
+            fuse.extend(BY_NAME["fuse_options"].from_text(item, "-o"))
             continue
         if option.switch:
             values[name] = option.from_text(value if sep else "true", f"-o {key}")

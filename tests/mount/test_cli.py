@@ -210,6 +210,18 @@ def test_export_onto_a_file_or_into_the_mount_is_refused(
     assert sorted(os.listdir(mounted.path())) == ["a.md"], "the export wrote into memory"
 
 
+def test_an_option_libfuse_would_refuse_gets_its_reason(work_dir: Path) -> None:
+    """``-o bogus_option`` and sshfs's ``-o nonempty`` were "FUSE refused the mount:
+    fuse_session_new() failed" (exit 4), the reason only in the log."""
+    target = work_dir / "never-mounted"
+    for option, reason in (("bogus_option", "neither a memfs setting nor an option libfuse"),
+                           ("nonempty", "allow_non_empty")):  # fmt: skip
+        result = run(work_dir, "mount", str(target), "-o", option)
+        assert result.returncode == EXIT_USAGE, result.stderr
+        one_clear_line(result, f"-o='{option}'", reason)
+    assert not target.exists(), "a refused mount left its mount point behind"
+
+
 def test_vector_search_without_a_provider(database_url: str, work_dir: Path) -> None:
     run(work_dir, "init", "--database-url", database_url)
     result = run(work_dir, "search", "--vector", "deploy", "--database-url", database_url)
