@@ -9,6 +9,7 @@ as an internal error in one line, its traceback logged at debug level.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -140,10 +141,28 @@ def _run(parser: Parser, args: argparse.Namespace, level: str) -> int:
 
 
 def _mount(args: argparse.Namespace, level: str) -> int:
+    """Mount; a mount point this command created is removed again if the mount fails, so
+    a later ``echo > DIR/x.md`` cannot land on the local disk unnoticed."""
+    settings = settings_from(args)
+    requested = Path(args.mountpoint).expanduser().absolute()
+    created = not requested.exists()
+    code = 1
+    try:
+        code = _mount_on(args, level, settings)
+        return code
+    finally:
+        if created and code != 0:
+            from memfs.mountpoint import is_mounted
+
+            if not is_mounted(requested):
+                with contextlib.suppress(OSError):
+                    requested.rmdir()  # only if still empty
+
+
+def _mount_on(args: argparse.Namespace, level: str, settings: Settings) -> int:
     from memfs import logs
     from memfs.mountpoint import prepare_mountpoint
 
-    settings = settings_from(args)
     mountpoint = prepare_mountpoint(args.mountpoint, allow_non_empty=settings.allow_non_empty)
     _check_embedded(settings)
     if args.foreground:

@@ -222,6 +222,20 @@ def test_an_option_libfuse_would_refuse_gets_its_reason(work_dir: Path) -> None:
     assert not target.exists(), "a refused mount left its mount point behind"
 
 
+def test_a_failed_mount_leaves_no_mount_point_it_made(work_dir: Path) -> None:
+    """Else a later ``echo > DIR/x.md`` lands on the local disk, not in memory."""
+    made = work_dir / "made-by-memfs"
+    there = work_dir / "there-before"
+    there.mkdir()
+    for target in (made, there):
+        result = run(work_dir, "mount", str(target), "--database-url",
+                     "postgresql://nobody@127.0.0.1:1/none")  # fmt: skip
+        assert result.returncode == 3, result.stderr
+        one_clear_line(result, "cannot reach the database")
+    assert not made.exists()
+    assert there.is_dir(), "a folder the user had is kept"
+
+
 def test_vector_search_without_a_provider(database_url: str, work_dir: Path) -> None:
     run(work_dir, "init", "--database-url", database_url)
     result = run(work_dir, "search", "--vector", "deploy", "--database-url", database_url)
