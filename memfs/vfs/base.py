@@ -609,6 +609,16 @@ class FilesystemBase:
             self.tree.forget(ino, count)
             self.drop_if_freed(ino)
 
+    def mark_node_contended(self, node: FileNode) -> None:
+        """``mark_contended`` for the path a file is shown at (none: it is not shown)."""
+        if node.parent is not None:
+            self.mark_contended(self.tree.path_of(node))
+
+    def open_for_writing(self, node: FileNode) -> bool:
+        """Whether a descriptor of ``node`` is open for writing here (a scan of the open
+        files: for other writers' events, never per operation)."""
+        return any(h.node is node and h.writable for h in self.handles.values())
+
     def mark_contended(self, *paths: str) -> None:
         """Another writer changed the documents at ``paths`` (see ``contended``)."""
         now = self.monotonic()

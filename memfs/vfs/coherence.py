@@ -163,10 +163,9 @@ class OtherWriters:
                 fs.cache.drop(row.id)
                 await self._external_content(holder, row)
                 return
-            if holder is not None:
-                fs.mark_contended(row.path)
-                return  # a local file or directory holds that name; its commit decides
             fs.mark_contended(row.path)
+            if holder is not None:
+                return  # a local file or directory holds that name; its commit decides
             added = fs.tree.load_document(
                 row.id, row.path, row.size, row.created_at, row.updated_at,
                 row.attrs.mode, row.attrs.mtime_ns,
@@ -213,7 +212,7 @@ class OtherWriters:
     async def _external_content(self, node: FileNode, row: DocRow) -> None:
         fs = self.fs
         buffer = fs.buffers.get(node.ino)
-        writing = any(h.node is node and h.writable for h in fs.handles.values())
+        writing = fs.open_for_writing(node)
         if writing or (isinstance(buffer, FileBuffer) and buffer.dirty):
             # A save through the mount is based on the version the file was opened at;
             # its commit will see the newer row and keep both.
@@ -230,8 +229,7 @@ class OtherWriters:
         if row.attrs.mode is not None:
             node.mode = (node.mode & ~0o7777) | row.attrs.mode
         fs.kernel_version.pop(node.ino, None)
-        if node.parent is not None:
-            fs.mark_contended(fs.tree.path_of(node))
+        fs.mark_node_contended(node)
         if buffer is not None and node.open_count > 0:
             # Open here: the size stays the bytes the open files serve until the new bytes
             # replace them (no await between the two), or a reader meanwhile would be told
@@ -254,12 +252,11 @@ class OtherWriters:
         node = fs.tree.docs.get(doc_id)
         if node is None:
             return
-        if node.parent is not None:
-            fs.mark_contended(fs.tree.path_of(node))
+        fs.mark_node_contended(node)
         fs.cache.drop(doc_id)
         buffer = fs.buffers.get(node.ino)
         dirty = isinstance(buffer, FileBuffer) and buffer.dirty
-        if dirty or any(h.node is node and h.writable for h in fs.handles.values()):
+        if dirty or fs.open_for_writing(node):
             # Deleted by another writer while open for writing here: what is written
             # before the last close is saved anew (on a local disk the open came after
             # the removal, or its writer was told by ENOENT, not by a lost write).

@@ -90,8 +90,7 @@ class ContentMixin(FilesystemBase):
             if node.client_mtime_ns is None:
                 node.mtime_ns = to_ns(version)
             self.kernel_version.pop(node.ino, None)
-            if node.parent is not None:
-                self.mark_contended(self.tree.path_of(node))
+            self.mark_node_contended(node)
             self.kernel.attributes(node.ino)  # safe inside a request: no kernel lock
             self.kernel.inode(node.ino)
         return data
