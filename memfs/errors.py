@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+from uuid import UUID
 
 
 class FsError(Exception):
@@ -26,6 +27,15 @@ class DatabaseUnavailable(FsError):
 
     def __init__(self, reason: str) -> None:
         super().__init__(errno.EIO, reason)
+
+
+class DocumentGone(FsError):
+    """A document's row is no longer in the database (another writer deleted it; its
+    change-feed event may still be on its way)."""
+
+    def __init__(self, doc_id: UUID) -> None:
+        super().__init__(errno.ENOENT, f"document {doc_id} is gone from the database")
+        self.doc_id = doc_id
 
 
 class SchemaError(RuntimeError):

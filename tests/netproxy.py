@@ -47,6 +47,12 @@ class DelayProxy:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._listener.getsockname()[1]
         self._closed = threading.Event()
+        #: Cleared by ``hold()``: the held direction's bytes wait here until ``release()``.
+        self._flowing = threading.Event()
+        self._flowing.set()
+        self._hold_answers = False
+        #: How many chunks of clients' bytes wait at the held gate now.
+        self.waiting = 0
         threading.Thread(target=self._accept, name="proxy-accept", daemon=True).start()
 
     # -- what tests read -------------------------------------------------------------------
@@ -57,6 +63,16 @@ class DelayProxy:
     @property
     def round_trips(self) -> int:
         return sum(link.round_trips for link in self.links)
+
+    def hold(self, *, answers: bool = False) -> None:
+        """Stop delivering clients' bytes to the server (or, with ``answers``, the server's
+        to the clients) until ``release``, as behind a stalled network: a statement sent
+        from now on waits before it runs (or after, with its answer)."""
+        self._hold_answers = answers
+        self._flowing.clear()
+
+    def release(self) -> None:
+        self._flowing.set()
 
     def reset(self) -> None:
         for link in self.links:
@@ -116,6 +132,12 @@ class DelayProxy:
                 wait = at - time.monotonic()
                 if wait > 0:
                     time.sleep(wait)
+                if from_client != self._hold_answers and not self._flowing.is_set():
+                    with link.lock:
+                        self.waiting += 1
+                    self._flowing.wait()
+                    with link.lock:
+                        self.waiting -= 1
                 if not data:
                     with contextlib.suppress(OSError):
                         sink.shutdown(socket.SHUT_WR)

@@ -462,6 +462,29 @@ class FilesystemBase:
     def touch_dir(self, directory: DirNode) -> None:
         directory.mtime_ns = directory.ctime_ns = self.clock()
 
+    def apply_deletion(self, doc_id: UUID) -> None:
+        """Another writer deleted document ``doc_id`` (its change-feed event, or a read
+        that found the row gone before the event arrived)."""
+        self.saves.row_deleted(doc_id)
+        node = self.tree.docs.get(doc_id)
+        if node is None:
+            return
+        self.mark_node_contended(node)
+        self.cache.drop(doc_id)
+        buffer = self.buffers.get(node.ino)
+        dirty = isinstance(buffer, FileBuffer) and buffer.dirty
+        if dirty or self.open_for_writing(node):
+            # Deleted by another writer while open for writing here: what is written
+            # before the last close is saved anew (on a local disk the open came after
+            # the removal, or its writer was told by ENOENT, not by a lost write).
+            log.info("%s was deleted by another writer while open for writing here; what is "
+                     "written to it is saved anew", self.describe_node(node))  # fmt: skip
+            self.tree.unbind_document(node)
+            if not dirty:
+                self.deleted_while_open.add(node.ino)
+            return
+        self.remove_deleted(node)
+
     def remove_deleted(self, node: FileNode) -> None:
         """Take a file another writer deleted out of the tree and the kernel's caches."""
         parent, name = node.parent, node.name

@@ -62,7 +62,7 @@ class OtherWriters:
                 self.external_changes += 1
                 row = rows.get(doc_id)
                 if row is None:
-                    self._external_delete(doc_id)
+                    fs.apply_deletion(doc_id)
                 else:
                     await self._external_upsert(row)
         fs.documents_changed()
@@ -94,7 +94,7 @@ class OtherWriters:
                 seen.add(row.id)
                 await self._external_upsert(row)
             for doc_id in [d for d in fs.tree.docs if d not in seen]:
-                self._external_delete(doc_id)
+                fs.apply_deletion(doc_id)
         log.debug("resynchronised %d documents", len(rows))
 
     def _shown(self, doc_ids: Iterable[UUID]) -> dict[UUID, tuple[datetime | None, str] | None]:
@@ -145,7 +145,7 @@ class OtherWriters:
         node = fs.tree.docs.get(row.id)
         if not loadable_path(row.path):
             if node is not None:
-                self._external_delete(row.id)
+                fs.apply_deletion(row.id)
             return
         if node is None:
             holder = fs.tree.resolve(row.path)
@@ -245,28 +245,6 @@ class OtherWriters:
             node.size = row.size
         fs.kernel.attributes(node.ino)  # the old size goes now, not when the queue gets to it
         fs.kernel.inode(node.ino)
-
-    def _external_delete(self, doc_id: UUID) -> None:
-        fs = self.fs
-        fs.saves.row_deleted(doc_id)
-        node = fs.tree.docs.get(doc_id)
-        if node is None:
-            return
-        fs.mark_node_contended(node)
-        fs.cache.drop(doc_id)
-        buffer = fs.buffers.get(node.ino)
-        dirty = isinstance(buffer, FileBuffer) and buffer.dirty
-        if dirty or fs.open_for_writing(node):
-            # Deleted by another writer while open for writing here: what is written
-            # before the last close is saved anew (on a local disk the open came after
-            # the removal, or its writer was told by ENOENT, not by a lost write).
-            log.info("%s was deleted by another writer while open for writing here; what is "
-                     "written to it is saved anew", fs.describe_node(node))  # fmt: skip
-            fs.tree.unbind_document(node)
-            if not dirty:
-                fs.deleted_while_open.add(node.ino)
-            return
-        fs.remove_deleted(node)
 
     async def resync_when_diverged(self) -> None:
         """Background task: reload the tree whenever a deferred change of this mount was

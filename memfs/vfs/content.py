@@ -15,7 +15,7 @@ from uuid import UUID
 
 from memfs.buffers import FileBuffer, ScratchBuffer
 from memfs.db.interface import FileAttrs
-from memfs.errors import FsError, WriteRefused
+from memfs.errors import DocumentGone, FsError, WriteRefused
 from memfs.private import write_private
 from memfs.tree import SYNTHETIC, FileNode, ScopedFile, SyntheticFile, to_ns
 from memfs.vfs.base import (
@@ -79,7 +79,7 @@ class ContentMixin(FilesystemBase):
             # the node shows now, so the node's own version is looked up again.
         row = rows.get(doc_id)
         if row is None:
-            raise FsError(errno.ENOENT, f"document {doc_id} is gone from the database")
+            raise DocumentGone(doc_id)
         data, version = row
         if node.doc_id == doc_id and version != node.updated_at:
             # Another writer's change, read before its change-feed event arrived: the
@@ -159,7 +159,18 @@ class ContentMixin(FilesystemBase):
         if writable and isinstance(node, SyntheticFile):
             raise FsError(errno.EROFS, "search results are read-only")
         truncate = writable and bool(flags & os.O_TRUNC)
-        buffer = await self._buffer(node, load=not truncate)
+        try:
+            buffer = await self._buffer(node, load=not truncate)
+        except DocumentGone as gone:
+            self.apply_deletion(gone.doc_id)  # what the removal's event will say
+            what = self.describe_node(node)
+            raise FsError(errno.ESTALE, f"{what} was deleted elsewhere") from gone
+        if node.parent is None:
+            # Another writer's removal arrived while the content loaded: the kernel looks
+            # the name up again, so an O_CREAT open creates the file anew (on one disk the
+            # open came after the removal) instead of writing where no name leads.
+            self._drop_idle_buffer(node)
+            refuse_stale(node)
         if truncate and len(buffer) > 0:
             buffer.truncate(0)
         if truncate:

@@ -19,6 +19,7 @@ import pytest
 from memfs.db.embedded import start_embedded
 from tests.conftest import apply_ironclaw_migrations
 from tests.mounting import Mount, memfs_env
+from tests.netproxy import DelayProxy
 
 pytestmark = pytest.mark.mount
 
@@ -348,3 +349,57 @@ def test_a_write_to_a_file_another_mount_deleted_while_it_was_open_is_saved_anew
     # Opened for writing and never written: the removal stands once it is closed.
     assert not b.path("kept.md").exists()
     assert not a.path("kept.md").exists()
+
+
+@pytest.mark.parametrize("held", ["answer", "statement"])
+def test_an_open_that_finds_a_file_removed_while_its_content_loads_creates_it_anew(
+    held: str,
+    pg_server: Any,
+    database_url: str,
+    sql_conn: psycopg.Connection[Any],
+    mount_factory: Any,
+) -> None:
+    """The history checker's other lost append (``lost: m0w1 append x.md``): ``>>`` on a
+    mount whose open found the file, then, while the open read the content, the removal's
+    event arrived.  The write went to a file no name led to (``answer``: the read found the
+    row), or the open failed with ENOENT (``statement``: the read ran after the delete).
+    On one disk the open would have come after the removal and created the file."""
+    socket_dir = Path(pg_server.get_uri().split("host=")[-1].split("&")[0])
+    proxy = DelayProxy(socket_dir / ".s.PGSQL.5432")
+    name = database_url.split("?", maxsplit=1)[0].rsplit("/", 1)[1]
+    b = mount_factory(proxy.url(name), name="b", extra_args=["--listen-url", database_url])
+    try:
+        sql_insert(sql_conn, "x.md", "old\n")
+        eventually(lambda: "x.md" in os.listdir(b.path()), 5)  # known, content never read
+        outcome: list[object] = []
+
+        def append() -> None:
+            try:
+                fd = os.open(b.path("x.md"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                try:
+                    outcome.append(os.write(fd, b"marker\n"))
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                outcome.append(exc)
+
+        proxy.hold(answers=held == "answer")  # the open's read waits at the proxy ...
+        appender = threading.Thread(target=append, daemon=True)
+        appender.start()
+        eventually(lambda: proxy.waiting > 0, 5)
+        sql_conn.execute("DELETE FROM memory_documents WHERE path = 'x.md'")
+        eventually(lambda: not b.path("x.md").exists(), 5)  # ... while the removal arrives
+        proxy.release()
+        appender.join(10)
+        assert not appender.is_alive()
+        assert outcome == [7]
+        eventually(lambda: read(b.path("x.md")) == "marker\n", 5)
+        b.barrier()
+        stored = sql_conn.execute(
+            "SELECT content FROM memory_documents WHERE path = 'x.md'"
+        ).fetchall()
+        assert stored == [("marker\n",)]
+    finally:
+        proxy.release()
+        b.stop()  # before its database goes away
+        proxy.close()
