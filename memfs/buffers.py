@@ -28,9 +28,13 @@ def _is_continuation(byte: int) -> bool:
 class FileBuffer:
     """Bytes of one document while open, plus whether they differ from the database."""
 
-    def __init__(self, data: bytes, *, dirty: bool = False) -> None:
+    def __init__(self, data: bytes, *, dirty: bool = False, truncated: bool = False) -> None:
         self._data: bytes | bytearray = data
         self.dirty = dirty
+        #: The only change not yet committed is a truncation (``open(O_TRUNC)``, ftruncate):
+        #: a shell's ``>`` closes that descriptor before it writes, and a flush then must not
+        #: make the emptying an IronClaw write of its own (``ContentMixin.flush``).
+        self.truncated_only = dirty and truncated
         #: Bumped by every change; a commit clears ``dirty`` only if nothing changed meanwhile.
         self.generation = 0
         #: Serialises commits of this document.
@@ -93,6 +97,7 @@ class FileBuffer:
         buf = self._mutable()
         buf[offset : offset + len(data)] = data
         self._touch()
+        self.truncated_only = False
         return len(data)
 
     def truncate(self, size: int) -> None:
@@ -103,6 +108,7 @@ class FileBuffer:
                 f"extending a document to {size} bytes would fill it with NUL bytes",
             )
         if size < current:
+            self.truncated_only = self.truncated_only or not self.dirty
             del self._mutable()[size:]
             self._touch()
 
@@ -110,11 +116,12 @@ class FileBuffer:
         """Drop the content (O_TRUNC without reading) or reload it from the database."""
         self._data = data
         self._touch()
+        self.truncated_only = False
 
     def mark_clean(self, generation: int) -> bool:
         """Clear ``dirty`` if no change arrived since ``generation`` was committed."""
         if self.generation == generation:
-            self.dirty = False
+            self.dirty = self.truncated_only = False
         return not self.dirty
 
     def commit_text(self) -> tuple[str, int]:

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple, Protocol
 from uuid import UUID
 
 from memfs.db.deferred import Change, Delete, DropDir, KeepDir, Moved, MoveDir
+from memfs.errors import WriteRefused
 
 __all__ = [
     "Change",
@@ -170,6 +171,10 @@ class DocumentStore(Protocol):
     def path_problem(self, path: str) -> str | None:
         """Why the engine cannot store a document (or folder) at ``path``, beyond the
         rules every engine shares (``memfs.paths``); None: it can."""
+
+    def content_problem(self, path: str, text: str) -> WriteRefused | None:
+        """What IronClaw's write would refuse in ``text`` at ``path``, decided without the
+        database (a blank protected file, a prompt injection); None: nothing."""
 
     # -- the tree --------------------------------------------------------------------------
 

@@ -282,6 +282,14 @@ class MetaStore(DeferringStore, ScopedStore):
         """None: ``memory_documents`` takes every path ``memfs.paths`` accepts."""
         return None
 
+    def content_problem(self, path: str, text: str) -> WriteRefused | None:
+        """IronClaw v1.0: a system-prompt file may be blank, not hold an injection."""
+        try:
+            check_injection(path, text)
+        except WriteRefused as refused:
+            return refused
+        return None
+
     # -- reading -------------------------------------------------------------------------
 
     def _doc_rows(self, where: str, params: dict[str, Any]) -> list[DocRow]:

@@ -206,6 +206,13 @@ def check_injection(path: str, content: str) -> None:
         )
 
 
+def check_not_blank_protected(path: str, content: str) -> None:
+    """Refuse (EINVAL) blank content for a system-prompt file, as IronClaw v1.1 and later
+    do (the bootstrap clear excepted: its agent empties BOOTSTRAP.md when it is done)."""
+    if not content.strip() and is_system_prompt_file(path) and _ascii_lower(path) != "bootstrap.md":
+        raise WriteRefused(errno.EINVAL, "IronClaw's protected files", f"{path!r} may not be empty")
+
+
 def check_schema(path: str, content: str, schema: Any) -> None:
     """Refuse (EINVAL) content that is not JSON valid against the metadata's schema."""
     if schema is None:

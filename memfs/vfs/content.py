@@ -138,7 +138,7 @@ class ContentMixin(FilesystemBase):
         elif node.doc_id is None:
             buffer = FileBuffer(b"", dirty=True)
         elif not load:
-            buffer = FileBuffer(b"", dirty=node.size != 0)
+            buffer = FileBuffer(b"", dirty=node.size != 0, truncated=True)
         else:
             data = await self.committed_bytes(node)
             existing = self.buffers.get(node.ino)
@@ -240,7 +240,29 @@ class ContentMixin(FilesystemBase):
         node = handle.node
         if node.doc_id is None and len(handle.buffer) == 0:
             return
+        buffer = handle.buffer
+        if isinstance(buffer, FileBuffer) and buffer.dirty and buffer.truncated_only:
+            # A shell's ``>`` truncates, dup2s and closes before it writes: what it writes
+            # is one IronClaw write, at the next flush after data or at release.
+            self._refuse_lone_truncation(node, buffer)
+            return
         await self._commit_or_keep(node)
+
+    def _refuse_lone_truncation(self, node: FileNode, buffer: FileBuffer) -> None:
+        """A close whose only change is emptying a file IronClaw may not empty fails
+        (EINVAL); the buffer stays truncated, so what a redirect writes next lands in it."""
+        if node.doc_id is None or node.parent is None:
+            return
+        try:
+            text, _ = buffer.commit_text()
+        except FsError:
+            return  # release decides
+        refused = self.store.content_problem(self.tree.path_of(node), text)
+        if refused is not None:
+            log.error("not saving %s as truncated: %s; unless more is written before its last "
+                      "close, the database keeps its previous content",
+                      self.describe_node(node), refused.reason)  # fmt: skip
+            raise refused
 
     async def fsync(self, fh: int) -> None:
         handle = self._handle(fh)
@@ -251,9 +273,11 @@ class ContentMixin(FilesystemBase):
     async def _commit_or_keep(self, node: FileNode) -> None:
         """Commit for close(2) or fsync(2); if the database does not take it, the content is
         on local disk before the caller hears EIO (release, which comes later and
-        asynchronously, would retry and keep it too late for a caller that looks)."""
+        asynchronously, would retry and keep it too late for a caller that looks).  Content
+        refused leaves the buffer as it is (the descriptor may go on writing) until the
+        last close."""
         try:
-            await self.commit(node)
+            await self.commit(node, final=False)
         except FsError as exc:
             if exc.errno != errno.EILSEQ and not isinstance(exc, WriteRefused):
                 self._keep_unsaved(node, exc.reason)
@@ -436,8 +460,12 @@ class ContentMixin(FilesystemBase):
             # else: the pending commit persists them with the new content.
         return self.attributes(node)
 
-    async def commit(self, node: FileNode) -> None:
-        """Write a dirty document through to the database (flush, fsync, close, unmount)."""
+    async def commit(self, node: FileNode, *, final: bool = True) -> None:
+        """Write a dirty document through to the database (flush, fsync, close, unmount).
+
+        Content the database refuses is dropped (``_reject``) when ``final``; otherwise
+        (flush, fsync: descriptors may still write) the buffer is kept unchanged for the
+        next commit."""
         buffer = self.buffers.get(node.ino)
         if not isinstance(buffer, FileBuffer) or not buffer.dirty or node.scratch:
             return
@@ -451,7 +479,7 @@ class ContentMixin(FilesystemBase):
             try:
                 text, generation = buffer.commit_text()
             except FsError as exc:
-                await self._reject(node, exc)
+                await self._refuse_content(node, exc, final)
                 raise
             attrs = FileAttrs(node.custom_mode, node.client_mtime_ns)
             try:
@@ -468,7 +496,7 @@ class ContentMixin(FilesystemBase):
                         node.doc_id, path, text, attrs, node.updated_at
                     )
             except WriteRefused as exc:
-                await self._reject(node, exc)
+                await self._refuse_content(node, exc, final)
                 raise
             if result.conflict:
                 log.warning(
@@ -500,6 +528,14 @@ class ContentMixin(FilesystemBase):
                 "created" if result.created else ("updated" if result.changed else "unchanged"),
                 ", previous content versioned" if result.versioned else "",
             )
+
+    async def _refuse_content(self, node: FileNode, exc: FsError, final: bool) -> None:
+        if final:
+            await self._reject(node, exc)
+        else:
+            log.error("not saving %s: %s; the database keeps its previous content (the file "
+                      "shows what was written until its last close)",
+                      self.describe_node(node), exc.reason)  # fmt: skip
 
     async def _reject(self, node: FileNode, exc: FsError) -> None:
         """Content that cannot be stored: drop every uncommitted change of the file.

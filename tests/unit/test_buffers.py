@@ -85,3 +85,23 @@ def test_mark_clean_only_if_unchanged() -> None:
     assert not buf.mark_clean(generation)
     _, generation = buf.commit_text()
     assert buf.mark_clean(generation)
+
+
+def test_a_truncation_is_the_only_change_until_data_arrives() -> None:
+    """What lets a flush between a redirect's truncation and its write commit nothing."""
+    buf = FileBuffer(b"old content")
+    buf.truncate(0)
+    assert buf.dirty and buf.truncated_only
+    buf.truncate(0)  # nothing more to cut: still only the truncation
+    assert buf.truncated_only
+    buf.write(0, b"new")
+    assert not buf.truncated_only
+    buf.truncate(1)  # cutting what was written: written content to commit
+    assert not buf.truncated_only
+    _, generation = buf.commit_text()
+    assert buf.mark_clean(generation) and not buf.truncated_only
+    buf.truncate(0)  # after a commit, a truncation alone again
+    assert buf.truncated_only
+    opened = FileBuffer(b"", dirty=True, truncated=True)  # open(O_TRUNC) without reading
+    assert opened.truncated_only
+    assert not FileBuffer(b"", dirty=False, truncated=True).truncated_only

@@ -60,9 +60,9 @@ from memfs.db.scoped import Conn, Cursor, Pool
 from memfs.errors import WriteRefused
 from memfs.ironclaw.write_rules import (
     check_injection,
+    check_not_blank_protected,
     check_schema,
     effective_metadata,
-    is_system_prompt_file,
 )
 
 log = logging.getLogger(__name__)
@@ -189,6 +189,15 @@ class RebornStore(DeferringStore):
         """IronClaw's rules for a document path (reborn facts §6): no segment ending in
         ``.meta``, ``.chunks`` or ``.versions`` (its sidecars), among others."""
         return layout.path_problem(path)
+
+    def content_problem(self, path: str, text: str) -> WriteRefused | None:
+        """IronClaw v1.1+: a system-prompt file may not be blank nor hold an injection."""
+        try:
+            check_not_blank_protected(path, text)
+            check_injection(path, text)
+        except WriteRefused as refused:
+            return refused
+        return None
 
     # -- reading -------------------------------------------------------------------------
 
@@ -349,12 +358,9 @@ class RebornStore(DeferringStore):
         meta = self._metadata_from(self._metadata_query(conn, relative), relative)
         current = self._locked_row(lock, full)
         text = data.decode("utf-8")
-        if is_system_prompt_file(relative):
-            if not text.strip() and relative.lower() != "bootstrap.md":
-                raise WriteRefused(
-                    errno.EINVAL, "IronClaw's protected files", f"{relative!r} may not be empty"
-                )
-            check_injection(relative, text)
+        refused = self.content_problem(relative, text)
+        if refused is not None:
+            raise refused
         if meta.schema is not None:
             check_schema(relative, text, meta.schema)
         # The writes go together with the COMMIT; their answers are read after it.
