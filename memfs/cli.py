@@ -262,11 +262,14 @@ def _sync(args: argparse.Namespace, settings: Settings) -> int:
             for line in report.conflicts:
                 print(f"  conflict: {line} (the database's version is kept too)", flush=True)
 
+    layout = "reborn" if database.reborn else "legacy"
+    bound_to = sync.binding(layout, store.scope, database.identity())
     try:
-        if args.once:
-            show(sync.DirectorySync(store, directory).run_once())
-        else:
-            sync.watch(store, directory, database=database, on_pass=show)
+        with sync.only_sync_of(directory):
+            if args.once:
+                show(sync.DirectorySync(store, directory, bound_to=bound_to).run_once())
+            else:
+                sync.watch(store, directory, database=database, on_pass=show, bound_to=bound_to)
     finally:
         database.close()
     return 0

@@ -19,10 +19,13 @@ directory or by the change feed (or polling) in the database.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import logging
 import os
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,7 +33,8 @@ from typing import Any
 from uuid import UUID
 
 from memfs.db import FileAttrs, MetaStore, ToolStore
-from memfs.db.interface import DocumentStore
+from memfs.db.interface import DocumentStore, WorkspaceScope
+from memfs.errors import EXIT_FAILED, EXIT_USAGE, CommandError
 from memfs.paths import loadable_path
 from memfs.scratch import Kind, ScratchRules
 from memfs.tree import to_ns
@@ -68,6 +72,42 @@ class SyncReport:
         )
 
 
+class SyncElsewhere(CommandError):
+    """The directory was last synced with another database or workspace."""
+
+    def __init__(
+        self, root: Path, then: Mapping[str, str], now: Mapping[str, str], differs: list[str]
+    ) -> None:
+        what = ", ".join(f"{_WORDS.get(k, k)} {then[k]!r}, now {now[k]!r}" for k in differs)
+        super().__init__(
+            f"{root} was last synced with another database or workspace ({what}): syncing it "
+            "here would delete the files synced there before, on both sides. Sync it with "
+            f"that one again, or sync this one into an empty folder (moving {STATE_FILE} "
+            "away makes every file in it new here: pushed, nothing deleted)",
+            EXIT_USAGE,
+        )
+
+
+class SyncStateUnreadable(CommandError):
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(
+            f"{path} is not a sync state memfs can read ({reason}); move it away to sync "
+            "this folder afresh (every file in it is then pushed, nothing deleted)",
+            EXIT_FAILED,
+        )
+
+
+#: How a binding's keys read in a message.
+_WORDS = {"layout": "layout", "workspace": "workspace", "server": "server",
+          "database_oid": "database (OID)"}  # fmt: skip
+
+
+def binding(layout: str, scope: WorkspaceScope, identity: Mapping[str, str]) -> dict[str, str]:
+    """What a directory's sync state is bound to: the layout, the workspace and the
+    database's identity (``Database.identity``), never the URL (aliases reach one database)."""
+    return {"layout": layout, "workspace": scope.describe(), **identity}
+
+
 @dataclass
 class Local:
     data: bytes
@@ -84,6 +124,7 @@ class DirectorySync:
         rules: ScratchRules | None = None,
         *,
         reads: ToolStore | None = None,
+        bound_to: Mapping[str, str] | None = None,
     ) -> None:
         #: Writes go through the document store, as a mount's do.  Reads of every document
         #: at once: on the legacy layout through the tools' store (on the same pool unless
@@ -95,19 +136,41 @@ class DirectorySync:
         self.root = root
         self.rules = rules or ScratchRules()
         self.state_path = root / STATE_FILE
+        #: The database and workspace this directory is synced with (``binding``): a pass
+        #: against another one is refused, since the state would make it delete here and
+        #: there every file synced before.
+        self.bound_to = dict(bound_to or {})
 
     # -- the two sides -------------------------------------------------------------------
 
     def _state(self) -> dict[str, dict[str, Any]]:
+        """The files as the last pass left them on both sides; refuses (``SyncElsewhere``)
+        if that pass was with another database or workspace."""
         try:
-            loaded: dict[str, dict[str, Any]] = json.loads(self.state_path.read_text())
-            return loaded
-        except (FileNotFoundError, ValueError):
+            loaded: dict[str, Any] = json.loads(self.state_path.read_text())
+        except FileNotFoundError:
             return {}
+        except ValueError as exc:
+            raise SyncStateUnreadable(self.state_path, str(exc)) from None
+        if "files" not in loaded:  # written before memfs recorded the binding: adopted
+            return loaded
+        bound = loaded.get("bound_to") or {}
+        differs = sorted(k for k in self.bound_to if k in bound and bound[k] != self.bound_to[k])
+        if differs:
+            raise SyncElsewhere(self.root, bound, self.bound_to, differs)
+        files: dict[str, dict[str, Any]] = loaded["files"]
+        return files
+
+    def check(self) -> None:
+        """Refuse (``SyncElsewhere``) a directory last synced with another database or
+        workspace, or whose state cannot be read."""
+        self._state()
 
     def _save_state(self, state: dict[str, dict[str, Any]]) -> None:
         temp = self.state_path.with_name(STATE_FILE + ".tmp")
-        temp.write_text(json.dumps(state, indent=1, sort_keys=True))
+        temp.write_text(
+            json.dumps({"bound_to": self.bound_to, "files": state}, indent=1, sort_keys=True)
+        )
         os.replace(temp, self.state_path)
 
     def _local(self, report: SyncReport) -> dict[str, Local]:
@@ -268,7 +331,37 @@ class DirectorySync:
         return {"hash": digest(data), "id": str(doc_id)}
 
 
-def watch(store: DocumentStore, root: Path, *, database: Any, on_pass: Any) -> None:
+@contextlib.contextmanager
+def only_sync_of(root: Path) -> Iterator[None]:
+    """Hold the directory for this command: two syncs of one folder would each push and
+    delete by a state the other is rewriting."""
+    lock_path = root / (STATE_FILE + ".lock")
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            raise CommandError(
+                f"another memfs sync of {root} is running (pid {holder}); stop it first, "
+                "or wait for it to finish",
+                EXIT_USAGE,
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # the lock goes with the descriptor
+
+
+def watch(
+    store: DocumentStore,
+    root: Path,
+    *,
+    database: Any,
+    on_pass: Any,
+    bound_to: Mapping[str, str] | None = None,
+) -> None:
     """Continuous mode: a pass at start, then after every change on either side."""
     import functools
     import math
@@ -281,7 +374,8 @@ def watch(store: DocumentStore, root: Path, *, database: Any, on_pass: Any) -> N
 
     if not store.origin:
         raise ValueError("a watching sync needs a store with an origin (to skip its echoes)")
-    syncer = DirectorySync(store, root)
+    syncer = DirectorySync(store, root, bound_to=bound_to)
+    syncer.check()  # refused here, in one line, not from inside the watching tasks
 
     def relevant(_change: object, path: str) -> bool:
         name = Path(path).name

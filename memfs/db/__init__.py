@@ -122,6 +122,25 @@ class Database:
         with self.pool.connection() as conn:
             install_change_feed(conn)
 
+    def identity(self) -> dict[str, str]:
+        """What names this database whatever URL reaches it (an alias, a pooler, another
+        host name): the cluster's system identifier, which initdb draws and restores and
+        replicas keep, where the role may read it, and the database's OID."""
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                "SELECT oid::text FROM pg_database WHERE datname = current_database()"
+            ).fetchone()
+            found = {"database_oid": row[0] if row else ""}
+            try:
+                with conn.transaction():
+                    row = conn.execute(
+                        "SELECT system_identifier::text FROM pg_control_system()"
+                    ).fetchone()
+                    found["server"] = row[0] if row else ""
+            except psycopg.Error:
+                pass  # not granted to this role: the OID and the layout's scope remain
+        return found
+
     def ping(self) -> None:
         """One round trip to the server (the call breaker's probe)."""
         with self.pool.connection() as conn:

@@ -153,6 +153,9 @@ class WorkspaceScope(Protocol):
     @property
     def user_id(self) -> str: ...
 
+    def describe(self) -> str:
+        """The workspace in words (which user, agent ...), for messages."""
+
 
 class DocumentStore(Protocol):
     """One workspace's documents, as the filesystem model uses them."""

@@ -53,6 +53,9 @@ class Scope:
     def params(self) -> dict[str, Any]:
         return {"user": self.user_id, "agent": self.agent_id}
 
+    def describe(self) -> str:
+        return f"user {self.user_id!r}, agent {str(self.agent_id) if self.agent_id else 'none'!r}"
+
 
 def folder_config_paths(path: str) -> list[str]:
     """The ``.config`` documents whose metadata a document inherits, nearest first."""

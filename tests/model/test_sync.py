@@ -16,6 +16,8 @@ from memfs.db import Database, Scope
 from memfs.sync import STATE_FILE, DirectorySync
 from tests.mounting import memfs_env
 
+Completed = subprocess.CompletedProcess[str]
+
 
 def rows(conn: psycopg.Connection[Any]) -> dict[str, tuple[Any, str]]:
     return {
@@ -128,3 +130,70 @@ def test_continuous_sync_follows_both_sides(
         proc.send_signal(signal.SIGTERM)
         output, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, output
+
+
+def sync_once(work_dir: Path, root: Path, url: str, *extra: str) -> Completed:
+    return subprocess.run(
+        [sys.executable, "-m", "memfs", "sync", str(root), "--once", "--database-url", url,
+         *extra],
+        env=memfs_env(work_dir / "runtime"), capture_output=True, text=True, timeout=60,
+        check=False,
+    )  # fmt: skip
+
+
+def test_a_folder_synced_with_one_workspace_is_refused_for_another(
+    database: Database, database_url: str, sql_conn: psycopg.Connection[Any], work_dir: Path
+) -> None:
+    """The first day's data loss: ``memfs sync DIR`` with another user id (or database)
+    took the state of the last pass for this one's and deleted every file synced before."""
+    root = work_dir / "notes"
+    root.mkdir()
+    (root / "draft.md").write_text("mine\n")
+    first = sync_once(work_dir, root, database_url, "--user-id", "alice")
+    assert first.returncode == 0, first.stderr
+    (root / "later.md").write_text("written since\n")
+
+    other_user = sync_once(work_dir, root, database_url, "--user-id", "bob")
+    assert other_user.returncode == 2, other_user.stderr
+    assert other_user.stderr.count("\n") == 1 and "Traceback" not in other_user.stderr
+    assert "was last synced with another database or workspace" in other_user.stderr
+    assert "'bob'" in other_user.stderr
+    assert (root / "draft.md").read_text() == "mine\n" and (root / "later.md").exists()
+    assert [r[0] for r in sql_conn.execute("SELECT user_id FROM memory_documents")] == ["alice"]
+
+    name = database_url.split("?", maxsplit=1)[0].rsplit("/", 1)[1]
+    other_database = database_url.replace(f"/{name}", "/postgres", 1)
+    elsewhere = sync_once(work_dir, root, other_database, "--user-id", "alice")
+    assert elsewhere.returncode == 2 and "database (OID)" in elsewhere.stderr, elsewhere.stderr
+
+    # Another URL for the same database (a parameter more) is the same database.
+    alias = database_url + ("&" if "?" in database_url else "?") + "application_name=alias"
+    again = sync_once(work_dir, root, alias, "--user-id", "alice")
+    assert again.returncode == 0, again.stderr
+    assert {r[0] for r in sql_conn.execute("SELECT path FROM memory_documents")} == {
+        "draft.md", "later.md",
+    }  # fmt: skip
+
+
+def test_two_syncs_of_one_folder_do_not_run_at_once(
+    database: Database, database_url: str, work_dir: Path
+) -> None:
+    root = work_dir / "shared"
+    root.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memfs", "sync", str(root), "--database-url", database_url],
+        env=memfs_env(work_dir / "runtime"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not (root / STATE_FILE).exists():
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        second = sync_once(work_dir, root, database_url)
+        assert second.returncode == 2, second.stderr
+        assert f"another memfs sync of {root} is running (pid {proc.pid})" in second.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    assert sync_once(work_dir, root, database_url).returncode == 0  # free again
