@@ -35,8 +35,9 @@ from uuid import UUID
 from memfs.db import FileAttrs, MetaStore, ToolStore
 from memfs.db.interface import DocumentStore, WorkspaceScope
 from memfs.errors import EXIT_FAILED, EXIT_USAGE, CommandError
+from memfs.local_tree import Passed, memory_files, read_regular
 from memfs.paths import loadable_path
-from memfs.scratch import Kind, ScratchRules
+from memfs.scratch import ScratchRules
 from memfs.tree import to_ns
 
 log = logging.getLogger(__name__)
@@ -140,6 +141,8 @@ class DirectorySync:
         #: against another one is refused, since the state would make it delete here and
         #: there every file synced before.
         self.bound_to = dict(bound_to or {})
+        #: Paths present in the folder but not read this pass (``_local``).
+        self._unread: set[str] = set()
 
     # -- the two sides -------------------------------------------------------------------
 
@@ -174,26 +177,38 @@ class DirectorySync:
         os.replace(temp, self.state_path)
 
     def _local(self, report: SyncReport) -> dict[str, Local]:
+        """The folder's files that are memory; what is there but passed over (reported,
+        except scratch names) goes to ``_unread``: no pass deletes its twin in the database
+        for it."""
         files: dict[str, Local] = {}
-        for directory, dirnames, filenames in os.walk(self.root):
-            dirnames[:] = [d for d in dirnames if self.rules.classify(d) is Kind.DOCUMENT]
-            for name in filenames:
-                full = Path(directory) / name
-                rel = str(full.relative_to(self.root))
-                if name.startswith(STATE_FILE) or self.rules.classify(name) is not Kind.DOCUMENT:
-                    continue
-                if not loadable_path(rel):
-                    report.skipped.append(f"{rel} (a name IronClaw cannot store)")
-                    continue
-                data = full.read_bytes()
+        self._unread.clear()
+        for item in memory_files(self.root, self.rules):
+            if isinstance(item, Passed):
+                self._unread.add(item.path)
+                if item.kind != "skipped_scratch":
+                    report.skipped.append(f"{item.path} ({item.why})")
+                continue
+            rel, full = item
+            if full.name.startswith(STATE_FILE):
+                continue
+            problem = None
+            if not loadable_path(rel):
+                problem = "a name IronClaw cannot store"
+            else:
                 try:
+                    data = read_regular(full.resolve())
                     if b"\x00" in data:
                         raise UnicodeDecodeError("utf-8", data, 0, 1, "NUL byte")
                     data.decode("utf-8")
+                except OSError as exc:
+                    problem = f"cannot be read: {exc.strerror}"
                 except UnicodeDecodeError:
-                    report.skipped.append(f"{rel} (not UTF-8 text)")
-                    continue
-                files[rel] = Local(data, full.stat().st_mtime_ns)
+                    problem = "not UTF-8 text"
+            if problem is not None:
+                self._unread.add(rel)
+                report.skipped.append(f"{rel} ({problem})")
+                continue
+            files[rel] = Local(data, full.stat().st_mtime_ns)
         return files
 
     def _remote(self) -> dict[str, tuple[UUID, bytes, datetime, int | None]]:
@@ -253,6 +268,10 @@ class DirectorySync:
                     report.renamed.append(f"{old} -> {new} (in the directory)")
 
         for path in sorted(set(local) | set(remote) | set(state)):
+            if path in self._unread:  # there, but not read: neither side changes
+                if path in state:
+                    new_state[path] = state[path]
+                continue
             entry = self._reconcile(
                 path, state.get(path), local.get(path), remote.get(path), report
             )

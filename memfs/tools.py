@@ -8,10 +8,8 @@ legacy reads go through ``memfs.db.ToolStore``, Reborn ones through its document
 
 from __future__ import annotations
 
-import errno
 import json
 import os
-import stat
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -36,10 +34,11 @@ from memfs.db.tool_store import StoredDocument
 from memfs.embeddings.config import EmbeddingSettings
 from memfs.errors import EXIT_FAILED, CommandError, Refused, WriteRefused
 from memfs.ironclaw.settings import ConfigError, resolve_embeddings, resolve_search
+from memfs.local_tree import Passed, memory_files, read_regular
 from memfs.mountpoint import FSTYPE, mount_at
 from memfs.paths import loadable_path
 from memfs.processes import process_running
-from memfs.scratch import Kind, ScratchRules
+from memfs.scratch import ScratchRules
 from memfs.seeds import BOOTSTRAP, FRESH_MARKERS, SEEDS
 from memfs.tree import to_ns
 
@@ -549,30 +548,9 @@ def _export_batch(store: DocumentStore, rows: list[DocRow], target: Path, report
         report.add("exported")
 
 
-def _files(root: Path, rules: ScratchRules) -> Iterable[tuple[str, Path]]:
-    for directory, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if rules.classify(d) is Kind.DOCUMENT)
-        for name in sorted(filenames):
-            full = Path(directory) / name
-            yield str(full.relative_to(root)), full
-
-
-def _read_no_follow(path: Path) -> bytes:
-    """A regular file's bytes; a symlink (ELOOP) or anything else (a FIFO would block the
-    reader forever) is an OSError instead."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
-        return file.read()
-
-
-def _outside(full: Path, root: Path) -> str | None:
-    """Where ``full`` leads if it is a symlink out of ``root`` (resolved), else None."""
-    if not full.is_symlink():
-        return None
-    target = full.resolve()
-    return None if target.is_relative_to(root) else str(target)
+#: What ``import`` passes over that fails it (exit 1): content the user may have meant to
+#: import.  The rest (a repository, a tool's folder, a FIFO) is listed, by the mount's rules.
+PASSED_FAILS = frozenset({"unreadable", "skipped_symlink_out"})
 
 
 def import_tree(settings: Settings, source: Path, *, overwrite: bool) -> Report:
@@ -587,21 +565,22 @@ def import_tree(settings: Settings, source: Path, *, overwrite: bool) -> Report:
         existing_ids: dict[str, UUID] = {}
         for row in store.load_documents():  # newest first where a path is duplicated
             existing_ids.setdefault(row.path, row.id)
-        files = list(_files(source, rules))
-        root = source.resolve()
-        for rel, full in progress(files, "importing"):
-            if rules.classify(full.name) is not Kind.DOCUMENT or not loadable_path(rel):
-                report.add("skipped_scratch")
+        files = list(memory_files(source, rules))
+        for item in progress(files, "importing"):
+            if isinstance(item, Passed):
+                if item.kind in PASSED_FAILS:
+                    report.problems.append(f"{item.path}: {item.why}, not imported")
+                elif item.kind != "skipped_scratch":
+                    report.items.append({"skipped": item.path, "why": item.why})
+                report.add(item.kind)
                 continue
-            outside = _outside(full, root)
-            if outside is not None:
-                report.problems.append(
-                    f"{rel}: a symlink out of the tree to {outside}, not imported"
-                )
-                report.add("skipped_symlink_out")
+            rel, full = item
+            if not loadable_path(rel):
+                report.problems.append(f"{rel}: a name IronClaw cannot store, not imported")
+                report.add("skipped_name")
                 continue
             try:
-                text = _read_no_follow(full.resolve()).decode("utf-8")
+                text = read_regular(full.resolve()).decode("utf-8")
                 if "\x00" in text:
                     raise UnicodeDecodeError("utf-8", b"", 0, 1, "NUL byte")
             except OSError as exc:
@@ -679,7 +658,7 @@ def recover(settings: Settings, action: str, *, force: bool = False) -> Report:
     try:
         for item in pending:
             try:
-                data = _read_no_follow(item.stored)
+                data = read_regular(item.stored)
             except FileNotFoundError:
                 continue  # removed meanwhile (discarded by another `memfs recover`)
             except OSError as exc:  # ELOOP: made a symlink since it was listed

@@ -197,3 +197,28 @@ def test_two_syncs_of_one_folder_do_not_run_at_once(
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=30)
     assert sync_once(work_dir, root, database_url).returncode == 0  # free again
+
+
+def test_sync_reads_only_what_the_mount_would_keep_and_deletes_nothing_it_passed_over(
+    database: Database, sql_conn: psycopg.Connection[Any], work_dir: Path
+) -> None:
+    """A FIFO blocked the pass forever and ``.git`` internals became memory; a file that
+    turned unreadable (binary) counted as deleted, so its row was deleted."""
+    root = work_dir / "vault"
+    (root / ".git").mkdir(parents=True)
+    (root / ".git" / "config").write_text("[core]\n")
+    (root / ".obsidian").mkdir()
+    (root / ".obsidian" / "app.json").write_text("{}\n")
+    (root / "notes.md").write_text("notes\n")
+    os.mkfifo(root / "pipe.md")
+    syncer = DirectorySync(database.store(Scope("default")), root)
+    first = syncer.run_once()
+    assert first.pushed == ["notes.md"]
+    assert {s.split(" ")[0] for s in first.skipped} == {".git/", ".obsidian/", "pipe.md"}
+    assert set(rows(sql_conn)) == {"notes.md"}
+    (root / "notes.md").write_bytes(b"now binary \x00\x01")
+    second = syncer.run_once()
+    assert "notes.md (not UTF-8 text)" in second.skipped and not second.deleted_remote
+    assert rows(sql_conn)["notes.md"][1] == "notes\n"
+    (root / "notes.md").write_text("text again\n")
+    assert syncer.run_once().pushed == ["notes.md"]  # its state was kept meanwhile

@@ -70,7 +70,7 @@ def test_import_follows_no_symlink_out_of_the_tree_and_skips_a_fifo(
     assert rows == {"notes.md": "notes\n", "alias.md": "notes\n"}
     problems = "\n".join(report["problems"])
     assert "passwd.md: a symlink out of the tree to /etc/passwd" in problems
-    assert "pipe.md: cannot read" in problems
+    assert {"skipped": "pipe.md", "why": "a FIFO, not a file"} in report["items"]
 
 
 def test_recover_passes_over_a_crafted_entry_and_a_symlink_and_restores_the_rest(
@@ -95,3 +95,33 @@ def test_recover_passes_over_a_crafted_entry_and_a_symlink_and_restores_the_rest
     assert "escape.md" in restored.stderr and "link.md" in restored.stderr
     rows = dict(sql_conn.execute("SELECT path, content FROM memory_documents").fetchall())
     assert rows == {"good.md": "kept words\n"}
+
+
+def test_import_passes_over_a_repository_tool_folders_and_special_files_and_says_so(
+    database_url: str, work_dir: Path, tmp_path: Path, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """An Obsidian vault kept in git: its notes are memory; ``.git`` (the mount refuses it),
+    ``.obsidian`` (a tool folder the mount keeps out of memory), a FIFO (which blocked the
+    import forever) and a folder symlink (skipped without a word) are passed over, each
+    named with why, and the import still succeeds."""
+    source = tmp_path / "vault"
+    (source / ".git" / "hooks").mkdir(parents=True)
+    (source / ".git" / "hooks" / "commit-msg.sample").write_text("commit message hook\n")
+    (source / ".obsidian").mkdir()
+    (source / ".obsidian" / "app.json").write_text("{}\n")
+    (source / "notes" / ".git").mkdir(parents=True)  # a nested repository too
+    (source / "notes" / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (source / "notes" / "a.md").write_text("alpha\n")
+    (source / "linked").symlink_to(source / "notes")
+    os.mkfifo(source / "pipe.md")
+    result = run(work_dir, "import", str(source), "--database-url", database_url, "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    rows = dict(sql_conn.execute("SELECT path, content FROM memory_documents").fetchall())
+    assert rows == {"notes/a.md": "alpha\n"}
+    skipped = {item["skipped"]: item["why"] for item in report["items"]}
+    assert set(skipped) == {".git/", ".obsidian/", "notes/.git/", "linked/", "pipe.md"}
+    assert "git repository" in skipped[".git/"] and "tool" in skipped[".obsidian/"]
+    assert report["counts"]["skipped_repository"] == 2 and report["problems"] == []
+    plain = run(work_dir, "import", str(source), "--database-url", database_url)
+    assert ".obsidian/  a tool's own folder, never memory" in plain.stdout
