@@ -232,6 +232,7 @@ def _search(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _sync(args: argparse.Namespace, settings: Settings) -> int:
+    import contextlib
     import json
     import uuid
 
@@ -247,8 +248,9 @@ def _sync(args: argparse.Namespace, settings: Settings) -> int:
             "workspace; sync a plain directory instead"
         )
     _check_embedded(settings)
-    directory.mkdir(parents=True, exist_ok=True)
-    database = open_database(settings)
+    if not args.dry_run:
+        directory.mkdir(parents=True, exist_ok=True)
+    database = open_database(settings, read_only=args.dry_run)
     # Watching, the change feed skips this command's own writes by their origin tag.
     origin = None if args.once else uuid.uuid4().hex
     store = database.documents(settings, origin=origin)
@@ -258,16 +260,24 @@ def _sync(args: argparse.Namespace, settings: Settings) -> int:
             print(json.dumps(report.__dict__), flush=True)
         else:
             counts = ", ".join(f"{v} {k}" for k, v in report.counts().items()) or "in sync"
-            print(f"memfs sync: {counts}", flush=True)
+            print(f"memfs sync{' (dry run: nothing changed)' if args.dry_run else ''}: "
+                  f"{counts}", flush=True)  # fmt: skip
+            if args.dry_run:
+                for what, paths in report.__dict__.items():
+                    for path in paths if what != "skipped" else ():
+                        print(f"  would be {what.replace('_', ' ')}: {path}", flush=True)
             for line in report.conflicts:
                 print(f"  conflict: {line} (the database's version is kept too)", flush=True)
 
-    layout = "reborn" if database.reborn else "legacy"
-    bound_to = sync.binding(layout, store.scope, database.identity())
     try:
-        with sync.only_sync_of(directory):
-            if args.once:
-                show(sync.DirectorySync(store, directory, bound_to=bound_to).run_once())
+        layout = "reborn" if database.reborn else "legacy"
+        bound_to = sync.binding(layout, store.scope, database.identity())
+        # A dry run writes nothing, not even the lock: it only reads both sides.
+        with contextlib.nullcontext() if args.dry_run else sync.only_sync_of(directory):
+            if args.once or args.dry_run:
+                syncer = sync.DirectorySync(store, directory, bound_to=bound_to,
+                                            dry_run=args.dry_run)  # fmt: skip
+                show(syncer.run_once())
             else:
                 sync.watch(store, directory, database=database, on_pass=show, bound_to=bound_to)
     finally:

@@ -19,6 +19,14 @@ from pathlib import Path
 
 from memfs.scratch import REFUSED_NAMES, Kind, ScratchRules
 
+#: memfs's own records in a folder it syncs or exports into (``sync.STATE_FILE``, its lock,
+#: ``tools.EXPORT_STATE``): never memory.
+OWN_STATE = (".memfs-sync.json", ".memfs-export.json")
+
+
+#: What is passed over without a word (editors leave many scratch files).
+SILENT = frozenset({"skipped_scratch", "own_state"})
+
 
 @dataclass(frozen=True)
 class Passed:
@@ -26,7 +34,7 @@ class Passed:
 
     path: str  # relative to the folder; a folder ends in "/"
     why: str
-    #: The report's count it goes to (``skipped_scratch`` is not listed one by one).
+    #: The report's count it goes to (those in ``SILENT`` are not listed one by one).
     kind: str
 
 
@@ -59,6 +67,9 @@ def memory_files(root: Path, rules: ScratchRules) -> Iterator[tuple[str, Path] |
         for name in sorted(filenames):
             full = here / name
             rel = str(full.relative_to(root))
+            if name.startswith(OWN_STATE):
+                yield Passed(rel, "memfs's own record", "own_state")
+                continue
             if rules.classify(name) is not Kind.DOCUMENT:
                 yield Passed(rel, "a scratch name", "skipped_scratch")
                 continue

@@ -213,13 +213,20 @@ memfs reindex ~/memory/MEMORY.md""",
         "export",
         "write the workspace out as a Markdown tree",
         """
-Writes every document under DIRECTORY with its mtime.""",
+Writes every document under DIRECTORY with its mtime. A file there that changed since the
+last export into DIRECTORY (or that no export wrote) is kept and listed, and the exit code
+is 1, unless --force. Never into a memfs mount.""",
         """
-memfs export ~/memory-backup""",
+memfs export ~/memory-backup
+memfs export ~/memory-backup --dry-run""",
         common,
     )
     export.add_argument("directory", type=Path, help="where to write (created if missing)")
     _database_flags(export)
+    export.add_argument("--force", action="store_true",
+                        help="overwrite files changed since the last export")  # fmt: skip
+    export.add_argument("--dry-run", action="store_true",
+                        help="list what would be written; write nothing")  # fmt: skip
     export.add_argument("--json", action="store_true", help="machine-readable output")
 
     imp = _command(
@@ -231,6 +238,7 @@ Each UTF-8 file becomes a document (one transaction each, IronClaw's write rules
 that exist are skipped unless --overwrite; scratch names are skipped. Exits 1 if some files
 could not be read or are not text; they are listed on stderr.""",
         """
+memfs import ~/notes --dry-run
 memfs import ~/notes
 memfs import ~/notes --overwrite --json""",
         common,
@@ -238,6 +246,8 @@ memfs import ~/notes --overwrite --json""",
     imp.add_argument("directory", type=Path, help="the tree to read")
     _database_flags(imp)
     imp.add_argument("--overwrite", action="store_true", help="replace existing documents")
+    imp.add_argument("--dry-run", action="store_true",
+                     help="list what would be imported; write nothing")  # fmt: skip
     imp.add_argument("--json", action="store_true", help="machine-readable output")
 
     migrate = _command(
@@ -333,12 +343,15 @@ Two-way sync for machines without FUSE. Continuous unless --once; Ctrl-C stops i
 a directory inside a memfs mount (that is the workspace already).""",
         """
 memfs sync ~/agent-memory
+memfs sync ~/agent-memory --dry-run
 memfs sync ~/agent-memory --once --json""",
         common,
     )
     sync.add_argument("directory", type=Path, help="a plain directory (created if missing)")
     _database_flags(sync)
     sync.add_argument("--once", action="store_true", help="one pass, then exit")
+    sync.add_argument("--dry-run", action="store_true",
+                      help="one pass that only says what it would do (implies --once)")  # fmt: skip
     sync.add_argument("--json", action="store_true", help="print each pass as JSON")
 
     recover = _command(sub, "recover", "list, restore or discard changes a mount could not "

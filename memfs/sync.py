@@ -35,7 +35,7 @@ from uuid import UUID
 from memfs.db import FileAttrs, MetaStore, ToolStore
 from memfs.db.interface import DocumentStore, WorkspaceScope
 from memfs.errors import EXIT_FAILED, EXIT_USAGE, CommandError
-from memfs.local_tree import Passed, memory_files, read_regular
+from memfs.local_tree import SILENT, Passed, memory_files, read_regular
 from memfs.paths import loadable_path
 from memfs.scratch import ScratchRules
 from memfs.tree import to_ns
@@ -126,7 +126,10 @@ class DirectorySync:
         *,
         reads: ToolStore | None = None,
         bound_to: Mapping[str, str] | None = None,
+        dry_run: bool = False,
     ) -> None:
+        #: Only report what a pass would do: change neither side, nor the state.
+        self.dry_run = dry_run
         #: Writes go through the document store, as a mount's do.  Reads of every document
         #: at once: on the legacy layout through the tools' store (on the same pool unless
         #: given), in one query; on Reborn through the document store, a batch at a time.
@@ -185,12 +188,10 @@ class DirectorySync:
         for item in memory_files(self.root, self.rules):
             if isinstance(item, Passed):
                 self._unread.add(item.path)
-                if item.kind != "skipped_scratch":
+                if item.kind not in SILENT:
                     report.skipped.append(f"{item.path} ({item.why})")
                 continue
             rel, full = item
-            if full.name.startswith(STATE_FILE):
-                continue
             problem = None
             if not loadable_path(rel):
                 problem = "a name IronClaw cannot store"
@@ -246,8 +247,9 @@ class DirectorySync:
             unchanged = old in local and digest(local[old].data) == base["hash"]
             if unchanged and old not in remote and moved_to and moved_to not in local:
                 target = self.root / moved_to  # renamed in the database
-                target.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(self.root / old, target)
+                if not self.dry_run:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(self.root / old, target)
                 local[moved_to] = local.pop(old)
                 state[moved_to] = state.pop(old)
                 report.renamed.append(f"{old} -> {moved_to} (in the database)")
@@ -262,7 +264,9 @@ class DirectorySync:
             if len(twins) == 1:  # renamed in the directory: move the row, keep its id
                 new = twins[0]
                 attrs = FileAttrs(None, local[new].mtime_ns)
-                if self.store.rename_document(remote[old][0], new, None, attrs, []) is not None:
+                if self.dry_run or (
+                    self.store.rename_document(remote[old][0], new, None, attrs, []) is not None
+                ):
                     remote[new] = remote.pop(old)
                     state[new] = state.pop(old)
                     report.renamed.append(f"{old} -> {new} (in the directory)")
@@ -277,7 +281,8 @@ class DirectorySync:
             )
             if entry is not None:
                 new_state[path] = entry
-        self._save_state(new_state)
+        if not self.dry_run:
+            self._save_state(new_state)
         return report
 
     def _reconcile(
@@ -302,7 +307,8 @@ class DirectorySync:
             return result
         if here is not None:  # only in the directory
             if base is not None and digest(here.data) == base_hash:
-                (self.root / path).unlink()
+                if not self.dry_run:
+                    (self.root / path).unlink()
                 report.deleted_local.append(path)
                 return None
             return self._push(path, here, None, None, report)
@@ -310,7 +316,7 @@ class DirectorySync:
             # Deleted here, unchanged there: deleted there too, but only at the version
             # read (another writer's change since then stays and comes back here).
             if base is not None and digest(there[1]) == base_hash:
-                if self.store.delete_document(there[0], [], there[2]):
+                if self.dry_run or self.store.delete_document(there[0], [], there[2]):
                     report.deleted_remote.append(path)
                     return None
                 return {"hash": "", "id": str(there[0])}  # pulled by the next pass
@@ -325,6 +331,9 @@ class DirectorySync:
         expected: datetime | None,
         report: SyncReport,
     ) -> dict[str, Any]:
+        if self.dry_run:
+            report.pushed.append(path)
+            return {}
         attrs = FileAttrs(None, here.mtime_ns)
         result = self.store.commit_document(
             doc_id, path, here.data.decode("utf-8"), attrs, expected
@@ -339,6 +348,9 @@ class DirectorySync:
         self, path: str, there: tuple[UUID, bytes, datetime, int | None], report: SyncReport
     ) -> dict[str, Any]:
         doc_id, data, updated_at, mtime_ns = there
+        if self.dry_run:
+            report.pulled.append(path)
+            return {}
         target = self.root / path
         target.parent.mkdir(parents=True, exist_ok=True)
         temp = target.with_name(f".{target.name}.memfs-sync")

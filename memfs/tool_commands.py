@@ -76,7 +76,8 @@ def run_tool(args: argparse.Namespace, settings: Settings) -> int:
         paths = [workspace_path(p) for p in args.paths]
         report = tools.reindex(settings, paths or None)
     elif command == "export":
-        report = tools.export_tree(settings, _export_target(args.directory.expanduser()))
+        report = tools.export_tree(settings, _export_target(args.directory.expanduser()),
+                                   force=args.force, dry_run=args.dry_run)  # fmt: skip
     elif command == "versions":
         report = tools.list_versions(settings, workspace_path(args.path))
     elif command == "restore":
@@ -85,7 +86,8 @@ def run_tool(args: argparse.Namespace, settings: Settings) -> int:
         source = args.directory.expanduser()
         if not source.is_dir():
             raise CommandError(f"{source} is not a directory to import from", EXIT_USAGE)
-        report = tools.import_tree(settings, source, overwrite=args.overwrite)
+        report = tools.import_tree(settings, source, overwrite=args.overwrite,
+                                   dry_run=args.dry_run)  # fmt: skip
     else:  # pragma: no cover - the parser allows no other command here
         sys.stderr.write(f"memfs: unknown command {command}\n")
         return EXIT_USAGE

@@ -8,6 +8,8 @@ legacy reads go through ``memfs.db.ToolStore``, Reborn ones through its document
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
 import os
 import sys
@@ -34,7 +36,7 @@ from memfs.db.tool_store import StoredDocument
 from memfs.embeddings.config import EmbeddingSettings
 from memfs.errors import EXIT_FAILED, CommandError, Refused, WriteRefused
 from memfs.ironclaw.settings import ConfigError, resolve_embeddings, resolve_search
-from memfs.local_tree import Passed, memory_files, read_regular
+from memfs.local_tree import SILENT, Passed, memory_files, read_regular
 from memfs.mountpoint import FSTYPE, mount_at
 from memfs.paths import loadable_path
 from memfs.processes import process_running
@@ -495,16 +497,26 @@ def restore_version(settings: Settings, path: str, number: int) -> Report:
 # -- export / import ---------------------------------------------------------------------
 
 
-def export_tree(settings: Settings, target: Path) -> Report:
+#: What the last ``memfs export`` into a folder wrote there (path -> SHA-256), so the next
+#: one can tell a file edited since from its own copy.
+EXPORT_STATE = ".memfs-export.json"
+
+
+def export_tree(
+    settings: Settings, target: Path, *, force: bool = False, dry_run: bool = False
+) -> Report:
     """Every document of the workspace (either layout) as a file under ``target``, with
-    its mtime; contents are read a batch at a time."""
-    report = Report("export")
-    database = open_database(settings)
+    its mtime; contents are read a batch at a time.  A file changed there since the last
+    export (or not written by one) is kept, and listed, unless ``force``."""
+    report = Report("export (dry run: nothing written)" if dry_run else "export")
+    database = open_database(settings, read_only=dry_run)
     try:
         store = database.documents(settings)
         rows = store.load_documents()
         seen: set[str] = set()
-        target.mkdir(parents=True, exist_ok=True)
+        if not dry_run:
+            target.mkdir(parents=True, exist_ok=True)
+        exporter = _Exporter(store, target, report, force=force, dry_run=dry_run)
         batch: list[DocRow] = []
         for row in progress(rows, "exporting"):
             if row.path in seen or not loadable_path(row.path):
@@ -513,11 +525,12 @@ def export_tree(settings: Settings, target: Path) -> Report:
                 continue
             seen.add(row.path)
             batch.append(row)
-            if len(batch) == EXPORT_BATCH or row is rows[-1]:
-                _export_batch(store, batch, target, report)
+            if len(batch) == EXPORT_BATCH:
+                exporter.write(batch)
                 batch = []
         if batch:
-            _export_batch(store, batch, target, report)
+            exporter.write(batch)
+        exporter.finish()
     finally:
         database.close()
     return report
@@ -527,25 +540,84 @@ def export_tree(settings: Settings, target: Path) -> Report:
 EXPORT_BATCH = 200
 
 
-def _export_batch(store: DocumentStore, rows: list[DocRow], target: Path, report: Report) -> None:
-    contents = store.read_contents([row.id for row in rows])
-    for row in rows:
-        found = contents.get(row.id)
-        if found is None:
-            report.problems.append(f"skipped {row.path!r}: removed while exporting")
+class _Exporter:
+    """Writes batches of documents under ``target``, keeping ``EXPORT_STATE``."""
+
+    def __init__(
+        self, store: DocumentStore, target: Path, report: Report, *, force: bool, dry_run: bool
+    ) -> None:
+        self.store, self.target, self.report = store, target, report
+        self.force, self.dry_run = force, dry_run
+        try:
+            loaded = json.loads((target / EXPORT_STATE).read_text())
+            self.exported: dict[str, str] = dict(loaded.get("files", {}))
+        except (OSError, ValueError, AttributeError):
+            self.exported = {}
+        self.written: dict[str, str] = {}
+
+    def write(self, rows: list[DocRow]) -> None:
+        contents = self.store.read_contents([row.id for row in rows])
+        for row in rows:
+            found = contents.get(row.id)
+            if found is None:
+                self.report.problems.append(f"skipped {row.path!r}: removed while exporting")
+                self.report.add("skipped")
+                continue
+            self._one(row, found.data)
+
+    def _one(self, row: DocRow, data: bytes) -> None:
+        report, destination = self.report, self.target / row.path
+        new_hash = hashlib.sha256(data).hexdigest()
+        try:
+            existing = read_regular(destination)
+        except FileNotFoundError:
+            existing = None
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTDIR, errno.EISDIR, errno.ELOOP, errno.EINVAL):
+                raise
+            report.problems.append(f"skipped {row.path!r}: something else is at its path")
             report.add("skipped")
-            continue
-        destination = target / row.path
+            return
+        if existing is not None:
+            old_hash = hashlib.sha256(existing).hexdigest()
+            if old_hash == new_hash:
+                self.written[row.path] = new_hash
+                report.add("unchanged")
+                return
+            if not self.force and self.exported.get(row.path) != old_hash:
+                report.problems.append(
+                    f"kept {row.path!r}: the file there changed since the last export (or "
+                    "no export wrote it); --force overwrites it"
+                )
+                report.add("kept_changed")
+                return
+        report.add("overwritten" if existing is not None else "exported")
+        if self.dry_run:
+            report.items.append(
+                {"would": "overwrite" if existing is not None else "write", "path": row.path}
+            )
+            return
         try:
             destination.parent.mkdir(parents=True, exist_ok=True)
-            destination.write_bytes(found.data)
+            destination.write_bytes(data)
         except (NotADirectoryError, IsADirectoryError, FileExistsError):
             report.problems.append(f"skipped {row.path!r}: a file and a directory share its path")
             report.add("skipped")
-            continue
+            return
         stamp = row.attrs.mtime_ns if row.attrs.mtime_ns is not None else to_ns(row.updated_at)
         os.utime(destination, ns=(stamp, stamp))
-        report.add("exported")
+        self.written[row.path] = new_hash
+
+    def finish(self) -> None:
+        """Record what the folder now holds from this export (kept files keep their old
+        record, so a later --force is still needed for them)."""
+        if self.dry_run:
+            return
+        files = {**{p: h for p, h in self.exported.items() if (self.target / p).exists()},
+                 **self.written}  # fmt: skip
+        temp = self.target / (EXPORT_STATE + ".tmp")
+        temp.write_text(json.dumps({"files": files}, indent=1, sort_keys=True))
+        os.replace(temp, self.target / EXPORT_STATE)
 
 
 #: What ``import`` passes over that fails it (exit 1): content the user may have meant to
@@ -553,13 +625,17 @@ def _export_batch(store: DocumentStore, rows: list[DocRow], target: Path, report
 PASSED_FAILS = frozenset({"unreadable", "skipped_symlink_out"})
 
 
-def import_tree(settings: Settings, source: Path, *, overwrite: bool) -> Report:
-    """Import a Markdown tree; existing paths are skipped unless ``overwrite``; never dups."""
+def import_tree(
+    settings: Settings, source: Path, *, overwrite: bool, dry_run: bool = False
+) -> Report:
+    """Import a Markdown tree; existing paths are skipped unless ``overwrite``; never dups.
+    ``dry_run``: each file that would be written is listed, and refused where IronClaw's
+    rules that need no database would refuse it."""
     if not source.is_dir():
         raise FileNotFoundError(f"{source} is not a directory")
-    report = Report("import")
+    report = Report("import (dry run: nothing written)" if dry_run else "import")
     rules = ScratchRules()
-    database = open_database(settings)
+    database = open_database(settings, read_only=dry_run)
     try:
         store = database.documents(settings)
         existing_ids: dict[str, UUID] = {}
@@ -570,9 +646,10 @@ def import_tree(settings: Settings, source: Path, *, overwrite: bool) -> Report:
             if isinstance(item, Passed):
                 if item.kind in PASSED_FAILS:
                     report.problems.append(f"{item.path}: {item.why}, not imported")
-                elif item.kind != "skipped_scratch":
+                elif item.kind not in SILENT:
                     report.items.append({"skipped": item.path, "why": item.why})
-                report.add(item.kind)
+                if item.kind != "own_state":
+                    report.add(item.kind)
                 continue
             rel, full = item
             if not loadable_path(rel):
@@ -596,6 +673,16 @@ def import_tree(settings: Settings, source: Path, *, overwrite: bool) -> Report:
                 report.add("skipped_existing")
                 continue
             mtime = full.stat().st_mtime_ns
+            if dry_run:
+                refused = store.content_problem(rel, text)
+                if refused is not None:
+                    report.problems.append(f"{rel}: {refused.reason}, not imported")
+                    report.add("refused")
+                    continue
+                would = "create" if doc_id is None else "overwrite"
+                report.items.append({"would": would, "path": rel})
+                report.add("created" if doc_id is None else "overwritten")
+                continue
             try:
                 result = store.commit_document(doc_id, rel, text, FileAttrs(None, mtime))
             except WriteRefused as refused:
