@@ -20,8 +20,8 @@ from pathlib import Path
 from memfs.scratch import REFUSED_NAMES, Kind, ScratchRules
 
 #: memfs's own records in a folder it syncs or exports into (``sync.STATE_FILE``, its lock,
-#: ``tools.EXPORT_STATE``): never memory.
-OWN_STATE = (".memfs-sync.json", ".memfs-export.json")
+#: a pull's temporary file, ``tools.EXPORT_STATE``): never memory.
+OWN_STATE = (".memfs-sync.json", ".memfs-sync-", ".memfs-export.json")
 
 
 #: What is passed over without a word (editors leave many scratch files).

@@ -28,7 +28,9 @@ COMMAND_FORMAT = "memfs: %(message)s"
 def log_file_for(mountpoint: Path) -> Path:
     """This mount point's log: ``<name>-<hash of its path>.log`` in the state directory."""
     digest = hashlib.sha256(str(mountpoint).encode()).hexdigest()[:8]
-    return default_log_dir() / f"{mountpoint.name or 'root'}-{digest}.log"
+    # A name may take all of NAME_MAX (255 bytes): keep what fits beside "-<hash>.log".
+    name = (mountpoint.name or "root").encode()[:200].decode(errors="ignore")
+    return default_log_dir() / f"{name}-{digest}.log"
 
 
 def configure(

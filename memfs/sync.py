@@ -25,6 +25,7 @@ import hashlib
 import json
 import logging
 import os
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -353,7 +354,8 @@ class DirectorySync:
             return {}
         target = self.root / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        temp = target.with_name(f".{target.name}.memfs-sync")
+        # Not named after the file: a 255-byte name leaves no room for a suffix.
+        temp = target.with_name(f".memfs-sync-{uuid.uuid4().hex[:12]}.tmp")
         temp.write_bytes(data)
         stamp = mtime_ns if mtime_ns is not None else to_ns(updated_at)
         os.utime(temp, ns=(stamp, stamp))
@@ -410,7 +412,7 @@ def watch(
 
     def relevant(_change: object, path: str) -> bool:
         name = Path(path).name
-        return not name.startswith(STATE_FILE) and not name.endswith(".memfs-sync")
+        return not name.startswith((STATE_FILE, ".memfs-sync-"))
 
     async def main() -> None:
         send, receive = trio.open_memory_channel[str](math.inf)

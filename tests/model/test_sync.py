@@ -222,3 +222,21 @@ def test_sync_reads_only_what_the_mount_would_keep_and_deletes_nothing_it_passed
     assert rows(sql_conn)["notes.md"][1] == "notes\n"
     (root / "notes.md").write_text("text again\n")
     assert syncer.run_once().pushed == ["notes.md"]  # its state was kept meanwhile
+
+
+def test_a_name_of_255_bytes_syncs(
+    database: Database, database_url: str, sql_conn: psycopg.Connection[Any], work_dir: Path
+) -> None:
+    """The pull's temporary file was named after the file: a name the mount accepted (255
+    bytes) made every later sync crash with 'File name too long'."""
+    name = "é" * 125 + "xy.md"  # 255 bytes in UTF-8
+    assert len(name.encode()) == 255
+    sql_conn.execute("INSERT INTO memory_documents (user_id, path, content) VALUES "
+                     "('default', %s, 'long\n')", (name,))  # fmt: skip
+    root = work_dir / "long-names"
+    done = sync_once(work_dir, root, database_url)
+    assert done.returncode == 0, done.stderr
+    assert (root / name).read_text() == "long\n"
+    assert sorted(p.name for p in root.iterdir()) == sorted(
+        [name, STATE_FILE, STATE_FILE + ".lock"]
+    )

@@ -462,3 +462,13 @@ def test_mount_8_and_fstab(cli: Cli, database_url: str, sql_conn: psycopg.Connec
         subprocess.run(["umount", str(target)], timeout=TIMEOUT, check=True)
     finally:
         helper.unlink(missing_ok=True)
+
+
+def test_a_mount_point_name_of_250_characters_mounts(cli: Cli, database_url: str) -> None:
+    """Its log file was named after it: 'File name too long', an internal error."""
+    target = cli.base / ("m" * 250)
+    result = cli("mount", str(target), "--database-url", database_url)
+    assert result.returncode == 0, result.stderr
+    (target / "a.md").write_text("x\n")
+    assert (target / "a.md").read_text() == "x\n"
+    assert any(log.name.startswith("m" * 200 + "-") for log in cli.log_dir.glob("*.log"))
