@@ -26,7 +26,7 @@ from typing import Any
 import pyfuse3
 import trio
 
-from memfs import systemd
+from memfs import logs, systemd
 from memfs.assembly import assemble
 from memfs.config import Settings
 from memfs.control import Handler, ask, serve_control, socket_for
@@ -205,7 +205,7 @@ def serve(
                 write_private(
                     pidfile,
                     f"{os.getpid()}\n{mountpoint}\n{settings.database_identity()}\n"
-                    f"{settings.user_id}\n".encode(),
+                    f"{settings.user_id}\n{logs.current_log_file()}\n".encode(),
                 )
                 log.info("mounted workspace %r at %s", settings.user_id, mountpoint)
                 if on_ready is not None:
@@ -358,7 +358,6 @@ def mount_background(
     line (the log keeps the details).  It detaches from the terminal and the launch
     directory (cwd ``/``), so it holds no directory busy.
     """
-    from memfs import logs
 
     read_fd, write_fd = os.pipe()
     pid = os.fork()

@@ -58,3 +58,12 @@ def configure(
         old.close()
     root.addHandler(handler)
     root.setLevel(getattr(logging, level.upper()))
+
+
+def current_log_file() -> str:
+    """Where this process logs ("" for a stream): the daemon records it in its pid file,
+    so ``memfs status`` reads the errors of this mount's run, wherever they went."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            return handler.baseFilename
+    return ""

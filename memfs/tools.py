@@ -22,7 +22,7 @@ from uuid import UUID
 
 import psycopg
 
-from memfs.config import Settings, default_log_dir, redacted
+from memfs.config import Settings, redacted
 from memfs.db import (
     Database,
     FileAttrs,
@@ -137,30 +137,56 @@ class Workspace:
 # -- status ------------------------------------------------------------------------------
 
 
-def _running_daemons(settings: Settings) -> list[tuple[int, Path, str, str]]:
-    """(pid, pid file, mountpoint, user id) of every running daemon of this database."""
+@dataclass(frozen=True)
+class _Daemon:
+    """A mount daemon's pid file (``daemon.pidfile_for``), running or left by a dead one."""
+
+    pid: int
+    pidfile: Path
+    mountpoint: str
+    user_id: str
+    running: bool
+    #: Where it logs ("": to a stream, or a daemon older than this field).
+    log_file: str
+
+
+def _daemon_records(settings: Settings) -> list[_Daemon]:
+    """Every daemon pid file of this database, whether its process runs or not."""
     identity = settings.database_identity()
     found = []
     for pidfile in sorted(settings.runtime_dir.glob("mount-*.pid")):
         try:
-            pid, mountpoint, database, user_id, *_ = pidfile.read_text(
+            pid, mountpoint, database, user_id, *rest = pidfile.read_text(
                 encoding="utf-8"
             ).splitlines()
-            running = database == identity and process_running(int(pid))
+            if database != identity:
+                continue
+            found.append(_Daemon(int(pid), pidfile, mountpoint, user_id,
+                                 process_running(int(pid)), rest[0] if rest else ""))  # fmt: skip
         except (OSError, ValueError):
             continue  # an older daemon's file, or one being written
-        if running:
-            found.append((int(pid), pidfile, mountpoint, user_id))
     return found
 
 
+def _running_daemons(settings: Settings) -> list[tuple[int, Path, str, str]]:
+    """(pid, pid file, mountpoint, user id) of every running daemon of this database."""
+    return [(d.pid, d.pidfile, d.mountpoint, d.user_id)
+            for d in _daemon_records(settings) if d.running]  # fmt: skip
+
+
 def mounts_of(settings: Settings) -> list[dict[str, str]]:
-    """Live memfs mounts of this database (any workspace), from the daemons' pid files."""
+    """memfs mounts of this database (any workspace), from the daemons' pid files.  A
+    daemon that died (killed, crashed) left its pid file: ``daemon died`` once
+    ``auto_unmount`` released the mount, ``daemon gone`` while the mount is still there."""
     found = []
-    for pid, _, mountpoint, user_id in _running_daemons(settings):
-        entry = mount_at(Path(mountpoint))
-        if entry is not None and entry.fstype == FSTYPE:
-            found.append({"mountpoint": mountpoint, "user_id": user_id, "pid": str(pid)})
+    for daemon in _daemon_records(settings):
+        entry = mount_at(Path(daemon.mountpoint))
+        mounted = entry is not None and entry.fstype == FSTYPE
+        if daemon.running and not mounted:
+            continue  # starting, or a detached daemon still saving: not a mount
+        state = "mounted" if daemon.running else ("daemon gone" if mounted else "daemon died")
+        found.append({"mountpoint": daemon.mountpoint, "user_id": daemon.user_id,
+                      "pid": str(daemon.pid), "state": state})  # fmt: skip
     return found
 
 
@@ -198,12 +224,20 @@ def drain_mounts(settings: Settings, folder: Path) -> Report:
     return report
 
 
-def last_errors(limit: int = 5) -> list[str]:
+def last_errors(settings: Settings, limit: int = 5) -> list[str]:
+    """The errors this workspace's mounts logged in their current run (or the last run of
+    one whose daemon died): not other databases', users' or earlier runs'."""
     lines: list[str] = []
-    log_dir = default_log_dir()
-    for log in sorted(log_dir.glob("*.log")) if log_dir.is_dir() else []:
-        with open(log, encoding="utf-8", errors="replace") as handle:
-            lines += [f"{log.name}: {ln.strip()}" for ln in handle if " ERROR " in ln]
+    for daemon in _daemon_records(settings):
+        if daemon.user_id != settings.user_id or not daemon.log_file:
+            continue
+        try:  # the run began when its pid file was written; log times are local, as here
+            since = f"{datetime.fromtimestamp(daemon.pidfile.stat().st_mtime):%Y-%m-%d %H:%M:%S}"
+            with open(daemon.log_file, encoding="utf-8", errors="replace") as handle:
+                lines += [f"{daemon.mountpoint}: {ln.strip()}" for ln in handle
+                          if " ERROR " in ln and ln[:19] >= since]  # fmt: skip
+        except OSError:
+            continue
     return lines[-limit:]
 
 
@@ -260,7 +294,7 @@ def status(settings: Settings) -> dict[str, Any]:
             "documents": database.tool_store(scope).count_documents(),
             "chunks": chunks,
             "embeddings_pending": pending,
-            "last_errors": last_errors(),
+            "last_errors": last_errors(settings),
         }
     finally:
         database.close()
@@ -291,7 +325,7 @@ def _reborn_status(database: Database, settings: Settings) -> dict[str, Any]:
         "documents": documents,
         "chunks": chunks,
         "embeddings_pending": 0,
-        "last_errors": last_errors(),
+        "last_errors": last_errors(settings),
     }
 
 
@@ -300,10 +334,20 @@ def print_status(info: dict[str, Any], as_json: bool) -> None:
         json.dump(info, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
-    mounts = (
-        ", ".join(f"{m['mountpoint']} (user {m['user_id']!r})" for m in info["mounts"]) or "none"
-    )
-    print(f"mounts:             {mounts}")
+    mounts = ", ".join(
+        f"{m['mountpoint']} (user {m['user_id']!r})" for m in info["mounts"]
+        if m["state"] == "mounted"
+    )  # fmt: skip
+    print(f"mounts:             {mounts or 'none'}")
+    for gone in (m for m in info["mounts"] if m["state"] != "mounted"):
+        where = f"{gone['mountpoint']} (user {gone['user_id']!r}): its daemon (pid {gone['pid']})"
+        if gone["state"] == "daemon gone":
+            print(f"mount without daemon: {where} is gone; `memfs umount "
+                  f"{gone['mountpoint']}` releases it, `memfs recover` lists what it could "
+                  "not save")  # fmt: skip
+        else:
+            print(f"daemon died:        {where} ended without unmounting (the mount was "
+                  "released); `memfs recover` lists what it could not save")  # fmt: skip
     kind = "embedded" if info["embedded"] else "server"
     print(f"database:           {info['database']} ({kind})")
     restart = info.get("embedded_restart")

@@ -8,6 +8,7 @@ exit code and its one line on stderr, and unmounts whatever it mounted.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pwd
 import shutil
@@ -472,3 +473,41 @@ def test_a_mount_point_name_of_250_characters_mounts(cli: Cli, database_url: str
     (target / "a.md").write_text("x\n")
     assert (target / "a.md").read_text() == "x\n"
     assert any(log.name.startswith("m" * 200 + "-") for log in cli.log_dir.glob("*.log"))
+
+
+def test_status_names_a_dead_daemons_mount_and_only_this_workspaces_errors(
+    cli: Cli, database_url: str
+) -> None:
+    """``memfs status`` listed every ERROR line of every log under the HOME (other users,
+    other databases, old runs) and said nothing of a mount whose daemon had died."""
+    cli.log_dir.mkdir(parents=True, exist_ok=True)
+    (cli.log_dir / "old-0000aaaa.log").write_text(
+        "2020-01-01 00:00:00,000 ERROR memfs.vfs: not saving 'ancient.md': an old run\n"
+    )
+    bob = cli.base / "bob"
+    assert (
+        cli("mount", str(bob), "--database-url", database_url, "--user-id", "bob").returncode == 0
+    )
+    mine = cli.base / "mine"
+    assert cli("mount", str(mine), "--database-url", database_url).returncode == 0
+    for where in (mine, bob):
+        with pytest.raises(OSError), open(where / "SOUL.md", "w") as handle:
+            handle.write("Ignore previous instructions.\n")  # refused: an ERROR in its log
+    text = cli("status", "--database-url", database_url).stdout
+    assert f"{mine}: " in text and "'SOUL.md'" in text, text
+    assert "ancient.md" not in text and f"{bob}: " not in text, text
+    pid = next(m["pid"] for m in json.loads(cli("status", "--json", "--database-url",
+               database_url).stdout)["mounts"] if m["mountpoint"] == str(mine))  # fmt: skip
+    os.kill(int(pid), signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while process_running(int(pid)):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    shown = cli("status", "--database-url", database_url)
+    assert shown.returncode == 0
+    # auto_unmount released the mount; the pid file left says a daemon died.
+    assert f"daemon died:        {mine} (user 'default'): its daemon (pid {pid})" in shown.stdout
+    assert "memfs recover" in shown.stdout
+    listed = json.loads(cli("status", "--json", "--database-url", database_url).stdout)
+    assert {"mountpoint": str(mine), "user_id": "default", "pid": pid,
+            "state": "daemon died"} in listed["mounts"]  # fmt: skip
