@@ -120,10 +120,7 @@ def _run(parser: Parser, args: argparse.Namespace, level: str) -> int:
 
     logs.configure(level, daemon_format=False)
     if command == "umount":
-        from memfs.daemon import unmount
-
-        return unmount(Settings.from_env(), args.mountpoint, timeout=args.timeout,
-                       force=args.force)  # fmt: skip
+        return _umount(args)
     if command == "install-unit":
         return _install_unit(args)
     settings = settings_from(args)
@@ -157,6 +154,35 @@ def _mount(args: argparse.Namespace, level: str) -> int:
             if not is_mounted(requested):
                 with contextlib.suppress(OSError):
                     requested.rmdir()  # only if still empty
+
+
+def _umount(args: argparse.Namespace) -> int:
+    from memfs.mountpoint import busy_users, mount_at, pidfile_for
+    from memfs.processes import process_running
+
+    settings = Settings.from_env()
+    mountpoint = args.mountpoint.expanduser().absolute()
+    entry = mount_at(mountpoint)
+    if entry is None:  # said at once, before loading the daemon's modules
+        try:
+            pidfile = pidfile_for(settings.runtime_dir, mountpoint.resolve())
+            lingering = process_running(int(pidfile.read_text(encoding="utf-8").split()[0]))
+        except (OSError, ValueError, IndexError):
+            lingering = False
+        if not lingering:
+            raise MountError(f"{mountpoint} is not mounted")
+    if entry is not None and entry.fstype == "fuse.memfs" and not args.lazy:
+        busy = busy_users(mountpoint.resolve())
+        if busy:
+            raise MountError(
+                f"{mountpoint} is busy: {'; '.join(busy[:5])}"
+                f"{f' and {len(busy) - 5} more' if len(busy) > 5 else ''}; leave it (cd "
+                "elsewhere, close the files) and try again, or `memfs umount --lazy` detaches "
+                "it now and ends it when they let go"
+            )
+    from memfs.daemon import unmount
+
+    return unmount(settings, args.mountpoint, timeout=args.timeout, force=args.force)
 
 
 def _mount_on(args: argparse.Namespace, level: str, settings: Settings) -> int:

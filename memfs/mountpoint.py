@@ -124,3 +124,33 @@ def prepare_mountpoint(mountpoint: Path, *, allow_non_empty: bool = False) -> Pa
             )
     check_fuse()
     return mountpoint.resolve()
+
+
+def busy_users(mountpoint: Path) -> list[str]:
+    """Processes (other than this one) whose working or root directory, or an open file,
+    is inside ``mountpoint``: "pid 123 (bash): working directory".  Only processes this
+    user may inspect are seen (all of them for root)."""
+    inside = str(mountpoint)
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            name = (entry / "comm").read_text().strip()
+            how = None
+            for link, what in (("cwd", "working directory"), ("root", "root directory")):
+                target = os.readlink(entry / link)
+                if target == inside or target.startswith(inside + "/"):
+                    how = what
+                    break
+            if how is None:
+                for fd in (entry / "fd").iterdir():
+                    target = os.readlink(fd)
+                    if target == inside or target.startswith(inside + "/"):
+                        how = f"open file {target}"
+                        break
+        except OSError:
+            continue  # gone, or not ours to look at
+        if how is not None:
+            found.append(f"pid {entry.name} ({name}): {how}")
+    return found

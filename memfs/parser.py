@@ -135,9 +135,12 @@ Asks the daemon to commit every file still open and unmount, and waits for it. E
 naming the files, if some could not be saved (they are kept for `memfs recover`). Refuses
 (exit 1, naming them) while some files are in the daemon's memory only, neither saved nor
 kept on disk: `memfs recover --to DIR` writes them to a folder; --force unmounts anyway and
-the daemon stays alive until they are saved or kept.""",
+the daemon stays alive until they are saved or kept. Refuses (exit 4, naming them) while
+a process works inside the mount (a shell's working directory, an open file), which would
+otherwise be left in a detached directory: --lazy detaches anyway.""",
         """
 memfs umount ~/memory
+memfs umount --lazy ~/memory
 memfs umount --force ~/memory""",
         common,
     )
@@ -147,6 +150,9 @@ memfs umount --force ~/memory""",
     umount.add_argument("--force", action="store_true",
                         help="unmount even with files in the daemon's memory only (the daemon "
                         "keeps them, alive, until they are saved or kept)")  # fmt: skip
+    umount.add_argument("--lazy", action="store_true",
+                        help="detach now even if a process is still inside (its working "
+                        "directory or an open file); the mount ends when they let go")  # fmt: skip
 
     init = _command(
         sub,

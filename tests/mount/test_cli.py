@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from memfs.mountpoint import mount_at
 from memfs.options import OPTIONS
 from memfs.parser import build_parser
 from tests.mounting import Mount, memfs_env
@@ -444,3 +445,47 @@ def test_import_and_sync_dry_runs_change_nothing(
     assert sorted(p.name for p in tree.iterdir()) == ["SOUL.md", "new.md"]
     paths = [r[0] for r in sql_conn.execute("SELECT path FROM memory_documents")]
     assert paths == ["agent.md"]
+
+
+def test_umount_of_what_is_not_mounted_answers_without_loading_the_daemon(work_dir: Path) -> None:
+    """It took 1-2 s to say "not mounted": the daemon's modules (trio, pyfuse3, psycopg)
+    were loaded first."""
+    probe = (
+        "import sys; from memfs.cli import main\n"
+        f"code = main(['umount', {str(work_dir)!r}])\n"
+        "heavy = [m for m in ('pyfuse3', 'trio', 'psycopg') if m in sys.modules]\n"
+        "print(code, heavy)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60, check=True)  # fmt: skip
+    assert done.stdout.strip() == "4 []", done.stdout
+    assert done.stderr.strip() == f"memfs: {work_dir} is not mounted"
+
+
+@pytest.mark.mount
+def test_umount_refuses_while_a_process_works_inside_unless_lazy(
+    database_url: str, mount_factory: Any
+) -> None:
+    """A shell whose working directory was inside was left in a detached directory, with
+    no word: the daemon's unmount detaches a busy mount lazily."""
+    mount = mount_factory(database_url)
+    (mount.path() / "notes").mkdir()
+    inside = subprocess.Popen(["sleep", "60"], cwd=mount.path("notes"))
+
+    def umount(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "memfs", "umount", *args],
+                              env=mount.env, capture_output=True, text=True, timeout=60,
+                              check=False)  # fmt: skip
+
+    try:
+        refused = umount(str(mount.path()))
+        assert refused.returncode == 4
+        one_clear_line(refused, "is busy", f"pid {inside.pid} (sleep): working directory",
+                       "--lazy")  # fmt: skip
+        assert mount_at(mount.path()) is not None
+        lazy = umount("--lazy", str(mount.path()))
+        assert lazy.returncode == 0, lazy.stderr
+        assert mount_at(mount.path()) is None
+    finally:
+        inside.kill()
+        inside.wait(timeout=10)
