@@ -44,8 +44,8 @@ def run_history(
     extra = ["--agent-id", agent_id] if agent_id else []
     mounts = [mount_factory(database_url, name=f"m{i}", extra_args=extra, plant=plant)
               for i in range(MOUNTS)]  # fmt: skip
-    run = Run(engine, database_url, mounts, seed, client_env(work_dir / f"history-{seed}"),
-              agent_id)  # fmt: skip
+    home = work_dir / f"history-{engine}-{seed}-{plant or 'clean'}"  # the sync folder's too
+    run = Run(engine, database_url, mounts, seed, client_env(home), agent_id)
     drive(run, workers_per_mount=WORKERS, operations=operations,
           agent_operations=operations // 4)  # fmt: skip
     problems = settle_and_unmount(run)
