@@ -383,6 +383,14 @@ def inspect(conn: psycopg.Connection[tuple[object, ...]]) -> SchemaInfo | None:
     )
 
 
+def memfs_schema_version(conn: psycopg.Connection[tuple[object, ...]]) -> int | None:
+    """The version of the ``memfs`` schema's objects here (None: not there yet)."""
+    if not _exists(conn, "memfs.meta"):
+        return None
+    row = conn.execute("SELECT value FROM memfs.meta WHERE key = 'schema_version'").fetchone()
+    return int(str(row[0])) if row else None
+
+
 def ensure_schema(conn: psycopg.Connection[tuple[object, ...]]) -> SchemaInfo:
     """Create what is missing, in one transaction, and describe the result.
 
@@ -392,6 +400,10 @@ def ensure_schema(conn: psycopg.Connection[tuple[object, ...]]) -> SchemaInfo:
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
         info = inspect(conn)
+        if info is not None and memfs_schema_version(conn) == MEMFS_SCHEMA_VERSION:
+            # Nothing to create or upgrade: no DDL, so a role that may not create (a
+            # SELECT-only role's read-only mount) uses what the owner set up.
+            return info
         created = info is None
         if info is None:
             log.info("no memory tables found: creating IronClaw-compatible schema")

@@ -56,3 +56,38 @@ def test_read_only_mount_refuses_every_change(
     mounts = Path("/proc/self/mounts").read_text().splitlines()
     options = [line.split()[3].split(",") for line in mounts if str(mnt) in line]
     assert options and "ro" in options[0]
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=str)
+def test_a_select_only_role_mounts_read_only(
+    engine: Engine,
+    database_url: str,
+    sql_conn: psycopg.Connection[Any],
+    mount_factory: Any,
+) -> None:
+    """It could not mount at all, even with --read-only: the mount ran its schema's DDL
+    first, though the owner had set everything up."""
+    engine.prepare(database_url)
+    engine.agent_writes(sql_conn, database_url, {"MEMORY.md": "remember this\n"})
+    owner = mount_factory(database_url)  # the owner's mount has made memfs's schema
+    assert (owner.path() / "MEMORY.md").read_text() == "remember this\n"
+    owner.stop()
+    role = f"reader_{os.getpid()}"
+    sql_conn.execute(f"DROP ROLE IF EXISTS {role}")
+    sql_conn.execute(f"CREATE ROLE {role} LOGIN")
+    for schema in ("public", "memfs"):
+        sql_conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+        sql_conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {role}")
+    reader_url = database_url.replace("postgresql://postgres", f"postgresql://{role}", 1)
+    assert reader_url != database_url
+    try:
+        reader = mount_factory(reader_url, name="reader", extra_args=["--read-only"])
+        assert (reader.path() / "MEMORY.md").read_text() == "remember this\n"
+        assert os.listdir(reader.path() / ".search" / "remember") == ["01-MEMORY.md"]
+        with pytest.raises(OSError) as refused:
+            (reader.path() / "MEMORY.md").write_text("changed")
+        assert refused.value.errno == errno.EROFS
+        reader.stop()
+    finally:
+        sql_conn.execute(f"DROP OWNED BY {role}")
+        sql_conn.execute(f"DROP ROLE {role}")
