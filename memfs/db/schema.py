@@ -356,11 +356,42 @@ def reborn_is_live(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
     return bool(row and row[0])
 
 
+#: The columns memfs reads and writes in each of IronClaw's tables: a table of that name
+#: without them is another program's, refused in one line before any query of memfs's
+#: fails on it.
+EXPECTED_COLUMNS = {
+    "memory_documents": ("id", "user_id", "agent_id", "path", "content", "created_at",
+                         "updated_at", "metadata"),
+    "memory_chunks": ("document_id", "chunk_index", "content"),
+    "root_filesystem_entries": ("path", "contents", "created_at", "updated_at", "is_dir",
+                                "content_type", "kind", "indexed", "version"),
+}  # fmt: skip
+
+
+def _check_columns(conn: psycopg.Connection[tuple[object, ...]], table: str) -> None:
+    found = {
+        str(row[0])
+        for row in conn.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) "
+            "AND attnum > 0 AND NOT attisdropped",
+            (table,),
+        )
+    }
+    missing = [c for c in EXPECTED_COLUMNS[table] if c not in found]
+    if missing:
+        raise SchemaError(
+            f"this database's {table} table is not IronClaw's (no column "
+            f"{', '.join(missing)}): memfs will not guess; point it at IronClaw's database "
+            "or an empty one"
+        )
+
+
 def inspect(conn: psycopg.Connection[tuple[object, ...]]) -> SchemaInfo | None:
     """Describe the database's memory schema, or None if it has none yet."""
     has_docs = _exists(conn, "memory_documents")
     reborn = reborn_is_live(conn) or (not has_docs and _exists(conn, "root_filesystem_entries"))
     if reborn:
+        _check_columns(conn, "root_filesystem_entries")
         if has_docs:
             log.info(
                 "IronClaw >= 1.1 keeps this database's memory in root_filesystem_entries; "
@@ -373,6 +404,8 @@ def inspect(conn: psycopg.Connection[tuple[object, ...]]) -> SchemaInfo | None:
     for needed in ("memory_chunks",):
         if not _exists(conn, needed):
             raise SchemaError(f"memory_documents exists but {needed} does not; refusing to guess")
+    _check_columns(conn, "memory_documents")
+    _check_columns(conn, "memory_chunks")
     kind = "ironclaw" if _is_ironclaw(conn) else "compatible"
     if kind == "ironclaw" and not _function_exists(conn, "list_workspace_files(text,uuid,text)"):
         log.warning("IronClaw database without list_workspace_files; continuing")

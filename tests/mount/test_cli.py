@@ -514,3 +514,17 @@ def test_a_server_older_than_postgresql_13_is_refused_in_one_line() -> None:
     assert str(refused.value) == (
         "the server runs PostgreSQL 12.15: memfs needs PostgreSQL 13 or later"
     )
+
+
+@pytest.mark.parametrize("table", ["memory_documents", "root_filesystem_entries"])
+def test_a_table_of_that_name_from_another_program_is_refused_in_one_line(
+    table: str, database_url: str, work_dir: Path, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """Raw SQL errors before ("column user_id does not exist")."""
+    sql_conn.execute(f"CREATE TABLE {table} (id SERIAL PRIMARY KEY, path TEXT, title TEXT)")
+    if table == "memory_documents":
+        sql_conn.execute("CREATE TABLE memory_chunks (id SERIAL, document_id INT)")
+    for args in (["status"], ["import", str(work_dir)], ["init"]):
+        result = run(work_dir, *args, "--database-url", database_url)
+        assert result.returncode == EXIT_DATABASE, (args, result.stderr)
+        one_clear_line(result, f"{table} table is not IronClaw's", "no column")
