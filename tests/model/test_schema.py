@@ -119,7 +119,11 @@ def test_ironclaw_database_is_used_as_is(
 
 
 def test_reborn_only_database_is_mounted_as_reborn(sql_conn: psycopg.Connection[Any]) -> None:
-    sql_conn.execute("CREATE TABLE root_filesystem_entries (path TEXT PRIMARY KEY, contents BYTEA)")
+    sql_conn.execute(
+        "CREATE TABLE root_filesystem_entries (path TEXT PRIMARY KEY, contents BYTEA, "
+        "created_at TIMESTAMPTZ, updated_at TIMESTAMPTZ, is_dir BOOLEAN, content_type TEXT, "
+        "kind TEXT, indexed JSONB, version BIGINT)"
+    )
     assert ensure_schema(sql_conn).kind == "reborn"
     created = sql_conn.execute("SELECT to_regclass('memory_documents')").fetchone()
     assert created == (None,)
