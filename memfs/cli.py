@@ -283,7 +283,7 @@ def _sync(args: argparse.Namespace, settings: Settings) -> int:
 
     def show(report: sync.SyncReport) -> None:
         if args.json:
-            print(json.dumps(report.__dict__), flush=True)
+            print(json.dumps(report.as_json(args.dry_run)), flush=True)
         else:
             counts = ", ".join(f"{v} {k}" for k, v in report.counts().items()) or "in sync"
             print(f"memfs sync{' (dry run: nothing changed)' if args.dry_run else ''}: "

@@ -319,6 +319,7 @@ memfs log --tz-offset 60 "standup notes" """,
     _database_flags(daily)
     daily.add_argument("--tz-offset", type=int, default=None, metavar="MINUTES",
                        help="minutes east of UTC (default: local time)")  # fmt: skip
+    daily.add_argument("--json", action="store_true", help="machine-readable output")
 
     versions = _command(
         sub,

@@ -82,11 +82,16 @@ def _reborn_search(
 def print_outcome(outcome: SearchOutcome, *, as_json: bool) -> None:
     if as_json:
         payload = {
-            "query": outcome.query,
-            "search": outcome.mode,
-            "fusion": outcome.fusion,
-            "note": outcome.note,
-            "results": [
+            "command": "search",
+            "details": {
+                "query": outcome.query,
+                "search": outcome.mode,
+                "fusion": outcome.fusion,
+                "note": outcome.note,
+            },
+            "counts": {"results": len(outcome.results)},
+            "problems": [],
+            "items": [
                 {
                     "path": r.path,
                     "score": r.score,

@@ -67,6 +67,19 @@ class SyncReport:
     def counts(self) -> dict[str, int]:
         return {k: len(v) for k, v in self.__dict__.items() if v}
 
+    def as_json(self, dry_run: bool = False) -> dict[str, Any]:
+        """Every command's JSON shape: one item per path and what the pass did to it."""
+        items: list[dict[str, str]] = []
+        for action, entries in self.__dict__.items():
+            for entry in entries:
+                if action == "skipped":  # "path (why)"
+                    path, _, why = entry.partition(" (")
+                    items.append({"action": action, "path": path, "why": why.rstrip(")")})
+                else:
+                    items.append({"action": action, "path": entry})
+        return {"command": "sync (dry run: nothing changed)" if dry_run else "sync",
+                "counts": self.counts(), "items": items, "problems": []}  # fmt: skip
+
     @property
     def changed(self) -> bool:
         return any(

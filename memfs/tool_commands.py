@@ -53,7 +53,11 @@ def run_tool(args: argparse.Namespace, settings: Settings) -> int:
         if not text.strip():  # IronClaw's own tool refuses blank content too
             raise CommandError("log: the entry is empty; nothing appended", EXIT_USAGE)
         path = tools.daily_log(settings, text, args.tz_offset)
-        print(f"memfs: appended to {path}")
+        if args.json:
+            report = tools.Report("log", counts={"appended": 1}, items=[{"path": path}])
+            report.emit(True)
+        else:
+            print(f"memfs: appended to {path}")
         return EXIT_OK
     if command == "recover" and args.to is not None:
         report = tools.drain_mounts(settings, args.to)

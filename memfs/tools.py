@@ -73,7 +73,7 @@ class Report:
     #: One record per thing the command lists (JSON objects; one line each as text).
     items: list[dict[str, Any]] = field(default_factory=list)
     #: What the counts are about ("to": where a copy went), one line each before the items.
-    details: dict[str, str] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
 
     def add(self, key: str, n: int = 1) -> None:
         self.counts[key] = self.counts.get(key, 0) + n
@@ -329,9 +329,23 @@ def _reborn_status(database: Database, settings: Settings) -> dict[str, Any]:
     }
 
 
+#: ``status`` keys that are counts in the one JSON shape (the rest are details).
+_STATUS_COUNTS = ("documents", "chunks", "embeddings_pending")
+
+
+def status_json(info: dict[str, Any]) -> dict[str, Any]:
+    """``status`` in every command's JSON shape: the mounts are its items, this
+    workspace's mounts' errors its problems (they do not fail the command)."""
+    details = {k: v for k, v in info.items()
+               if k not in (*_STATUS_COUNTS, "mounts", "last_errors")}  # fmt: skip
+    return {"command": "status", "details": details,
+            "counts": {k: info[k] for k in _STATUS_COUNTS}, "items": info["mounts"],
+            "problems": info["last_errors"]}  # fmt: skip
+
+
 def print_status(info: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        json.dump(info, sys.stdout, indent=2)
+        json.dump(status_json(info), sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
     mounts = ", ".join(
@@ -403,7 +417,7 @@ def seed(settings: Settings) -> Report:
                 workspace.store.commit_document(None, path, text, FileAttrs())
                 report.add("created")
             else:
-                report.add("already present")
+                report.add("already_present")
     finally:
         workspace.close()
     return report

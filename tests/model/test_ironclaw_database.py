@@ -135,7 +135,7 @@ def test_settings_table_configures_embeddings(
         env = {"EMBEDDING_ENABLED": "false", "SEARCH_RRF_K": "90"}
         status = memfs(work_dir, database_url, "status", "--json", **env)
         assert status.returncode == 0, status.stderr
-        settings = json.loads(status.stdout)["settings"]
+        settings = json.loads(status.stdout)["details"]["settings"]
         assert settings["embeddings enabled"] == {"value": True, "source": "settings table"}
         assert settings["embedding provider"] == {"value": "ollama", "source": "settings table"}
         assert settings["embedding dimension"] == {"value": 768, "source": "default"}
@@ -151,7 +151,7 @@ def test_settings_table_configures_embeddings(
         found = memfs(work_dir, database_url, "search", "deploy schedule", "--json", **env)
         assert found.returncode == 0, found.stderr
         assert [r["path"] for r in fake.requests][:1] == ["/api/embed"]
-        assert json.loads(found.stdout)["results"][0]["path"] == "notes.md"
+        assert json.loads(found.stdout)["items"][0]["path"] == "notes.md"
 
 
 def test_bad_settings_are_refused_like_ironclaw(database_url: str, work_dir: Path) -> None:

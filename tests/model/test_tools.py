@@ -111,8 +111,8 @@ def test_reindex_and_log(
 def test_status(database_url: str, sql_conn: psycopg.Connection[Any], work_dir: Path) -> None:
     memfs(work_dir, database_url, "seed")
     info = json.loads(memfs(work_dir, database_url, "status", "--json").stdout)
-    assert info["documents"] == 9 and info["chunks"] == 9
-    assert info["embeddings_pending"] == 9 and info["change_feed"] is True
-    assert info["database"] == redacted(database_url)  # libpq key=value form
+    assert info["counts"] == {"documents": 9, "chunks": 9, "embeddings_pending": 9}
+    assert info["details"]["change_feed"] is True
+    assert info["details"]["database"] == redacted(database_url)  # libpq key=value form
     text = memfs(work_dir, database_url, "status").stdout
     assert "documents:          9" in text

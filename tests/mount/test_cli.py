@@ -173,8 +173,8 @@ def test_search_with_the_provider_down_falls_back_at_once(
     result = run(work_dir, "search", "deploy", "--json", "--database-url", database_url, env=env)
     assert result.returncode == 0, result.stderr
     outcome = json.loads(result.stdout)
-    assert outcome["note"] and "could not be embedded" in outcome["note"]
-    assert [r["path"] for r in outcome["results"]][:1] and "retry" not in result.stderr
+    assert outcome["details"]["note"] and "could not be embedded" in outcome["details"]["note"]
+    assert [r["path"] for r in outcome["items"]][:1] and "retry" not in result.stderr
 
 
 def test_an_empty_log_entry_is_refused(database_url: str, work_dir: Path) -> None:
@@ -291,7 +291,7 @@ def test_status_on_ironclaw_memory_is_read_only(
     sql_conn.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
     result = run(work_dir, "status", "--json", "--database-url", database_url)
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["documents"] == 1
+    assert json.loads(result.stdout)["counts"]["documents"] == 1
 
 
 def test_import_reports_unreadable_files_and_fails(database_url: str, work_dir: Path) -> None:
@@ -309,17 +309,24 @@ def test_import_reports_unreadable_files_and_fails(database_url: str, work_dir: 
 
 
 def test_json_reports_share_one_shape(database_url: str, work_dir: Path) -> None:
+    """status, search, sync and log had shapes of their own; seed counted 'already present'."""
     tree = work_dir / "json-shape"
     tree.mkdir()
     (tree / "a.md").write_text("a\n")
     shapes = {}
     for args in (["import", str(tree)], ["export", str(work_dir / "json-out")], ["seed"],
-                 ["reindex"], ["recover"]):  # fmt: skip
+                 ["seed"], ["reindex"], ["recover"], ["status"], ["search", "a"],
+                 ["sync", str(work_dir / "json-sync"), "--once"], ["log", "an entry"],
+                 ["versions", "a.md"]):  # fmt: skip
         result = run(work_dir, *args, "--json", "--database-url", database_url)
         payload = json.loads(result.stdout)
-        shapes[args[0]] = sorted(payload)
+        shapes[" ".join(args[:1])] = sorted(set(payload) - {"details"})
+        assert payload["command"].startswith(args[0]), payload
         assert all(key.replace("_", "").isalpha() for key in payload["counts"]), payload
-    assert set(map(tuple, shapes.values())) == {("command", "counts", "items", "problems")}
+        assert isinstance(payload["items"], list) and isinstance(payload["problems"], list)
+    assert {k: tuple(v) for k, v in shapes.items()} == dict.fromkeys(
+        shapes, ("command", "counts", "items", "problems")
+    )
 
 
 def test_install_unit_without_a_user_systemd(work_dir: Path) -> None:

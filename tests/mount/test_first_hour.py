@@ -177,7 +177,7 @@ def test_o_options_logs_and_the_daemons_directory(
         assert os.readlink(f"/proc/{pid}/cwd") == "/"  # the launch directory is not held
     status = cli("status", "--json", "--database-url", database_url, "--user-id", "alice")
     assert status.returncode == 0, status.stderr
-    shown = {m["mountpoint"] for m in __import__("json").loads(status.stdout)["mounts"]}
+    shown = {m["mountpoint"] for m in __import__("json").loads(status.stdout)["items"]}
     assert shown == {str(one), str(two)}
 
 
@@ -394,8 +394,8 @@ def test_two_unix_users_each_have_their_embedded_server(work_dir: Path) -> None:
             assert (out.with_suffix(".mount-rc")).read_text().strip() == "0", mounted
             assert "Traceback" not in mounted and "PermissionError" not in mounted
             info = __import__("json").loads((out.with_suffix(".status")).read_text())
-            assert info["documents"] == 1 and info["embedded"] is True
-            assert [m["mountpoint"] for m in info["mounts"]] == [f"{user.pw_dir}/memory"]
+            assert info["counts"]["documents"] == 1 and info["details"]["embedded"] is True
+            assert [m["mountpoint"] for m in info["items"]] == [f"{user.pw_dir}/memory"]
             assert (out.with_suffix(".umount-rc")).read_text().strip() == "0"
             pgdata = Path(user.pw_dir) / ".local/share/memfs/pgdata"
             assert wait_for(lambda pgdata=pgdata: not postgres_running(pgdata))
@@ -497,7 +497,7 @@ def test_status_names_a_dead_daemons_mount_and_only_this_workspaces_errors(
     assert f"{mine}: " in text and "'SOUL.md'" in text, text
     assert "ancient.md" not in text and f"{bob}: " not in text, text
     pid = next(m["pid"] for m in json.loads(cli("status", "--json", "--database-url",
-               database_url).stdout)["mounts"] if m["mountpoint"] == str(mine))  # fmt: skip
+               database_url).stdout)["items"] if m["mountpoint"] == str(mine))  # fmt: skip
     os.kill(int(pid), signal.SIGKILL)
     deadline = time.monotonic() + 10
     while process_running(int(pid)):
@@ -510,4 +510,4 @@ def test_status_names_a_dead_daemons_mount_and_only_this_workspaces_errors(
     assert "memfs recover" in shown.stdout
     listed = json.loads(cli("status", "--json", "--database-url", database_url).stdout)
     assert {"mountpoint": str(mine), "user_id": "default", "pid": pid,
-            "state": "daemon died"} in listed["mounts"]  # fmt: skip
+            "state": "daemon died"} in listed["items"]  # fmt: skip

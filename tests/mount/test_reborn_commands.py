@@ -58,8 +58,8 @@ def test_export_import_and_search_work_on_a_reborn_database(
                               check=False)  # fmt: skip
     assert searched.returncode == 0, searched.stderr
     found = json.loads(searched.stdout)
-    assert [(r["path"], r["score"]) for r in found["results"]] == [("MEMORY.md", 1.0)]
-    assert found["fusion"] == "per-document RRF (IronClaw v1.3)"
+    assert [(r["path"], r["score"]) for r in found["items"]] == [("MEMORY.md", 1.0)]
+    assert found["details"]["fusion"] == "per-document RRF (IronClaw v1.3)"
 
 
 def test_log_reindex_and_seed_on_a_reborn_database(
@@ -111,7 +111,11 @@ def test_sync_once_both_ways_on_a_reborn_database(
                               check=False)  # fmt: skip
         assert done.returncode == 0, done.stderr
         report: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
-        return report
+        assert report["command"] == "sync" and report["problems"] == []
+        by_action: dict[str, list[str]] = {}
+        for item in report["items"]:
+            by_action.setdefault(item["action"], []).append(item["path"])
+        return by_action
 
     assert sync()["pushed"] == ["MEMORY.md"]
     left = rows(sql_conn)
@@ -125,7 +129,7 @@ def test_sync_once_both_ways_on_a_reborn_database(
     )
     assert sync()["pulled"] == ["daily/2026-11-24.md"]
     assert (folder / "daily" / "2026-11-24.md").read_text() == "from the agent\n"
-    assert sync() == {k: [] for k in sync()}, "in sync: nothing to do"
+    assert sync() == {}, "in sync: nothing to do"
     # Both sides change MEMORY.md: the local file wins, the agent's content is a version.
     sql_conn.execute(
         "UPDATE root_filesystem_entries SET contents = 'the agent changed it\n', "

@@ -153,8 +153,8 @@ def test_hybrid_search_through_the_mount_and_cli(
         env=env, capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     payload = json.loads(cli.stdout)
-    assert payload["search"] == "hybrid"
-    assert [r["path"] for r in payload["results"]] == ["MEMORY.md", "daily/2026-03-03.md"]
+    assert payload["details"]["search"] == "hybrid"
+    assert [r["path"] for r in payload["items"]] == ["MEMORY.md", "daily/2026-03-03.md"]
     long_query = ("deploy schedule " * 700)[:10_000]
     cli = subprocess.run(
         [sys.executable, "-m", "memfs", "search", long_query, "--database-url", database_url],
