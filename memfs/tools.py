@@ -12,6 +12,7 @@ import errno
 import hashlib
 import json
 import os
+import shutil
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -48,19 +49,18 @@ T = TypeVar("T")
 
 
 def progress(items: Iterable[T], label: str, total: int | None = None) -> Iterator[T]:
-    """Yield items, drawing a progress bar on stderr when it is a terminal."""
+    """Yield items, drawing a progress bar with rate and time left (tqdm) on stderr when it
+    is a terminal and there are more than a few; quiet otherwise (cron, pipes, --json)."""
+    from tqdm import tqdm
+
     if total is None:
         items = list(items)
         total = len(items)
-    show = sys.stderr.isatty() and total > 20
-    for index, item in enumerate(items, 1):
-        yield item
-        if show and (index == total or index % 10 == 0):
-            done = int(30 * index / total)
-            sys.stderr.write(f"\r{label} [{'#' * done}{'.' * (30 - done)}] {index}/{total}")
-            sys.stderr.flush()
-    if show:
-        sys.stderr.write("\n")
+    quiet = not sys.stderr.isatty() or total <= 20
+    # A terminal that reports no size (0x0: some ptys) gets 80x24: tqdm would draw nothing.
+    size = shutil.get_terminal_size()
+    yield from tqdm(items, desc=label, total=total, disable=quiet, unit="doc",
+                    file=sys.stderr, ncols=size.columns, nrows=size.lines)  # fmt: skip
 
 
 @dataclass

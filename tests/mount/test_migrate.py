@@ -252,4 +252,10 @@ def test_migrate_draws_progress_on_a_terminal(database_url: str) -> None:
         os.close(parent)
     assert result.returncode == 1  # odd.meta/x.md is refused
     assert "memfs migrate: 46 documents read" in result.stdout
-    assert b"memfs migrate [" in drawn and b"] 46/46" in drawn
+    # tqdm's bar: the label, the count, and the rate and time left.
+    assert b"memfs migrate:" in drawn and b"46/46" in drawn and b"doc/s]" in drawn, drawn
+    quiet = subprocess.run(  # stderr not a terminal: no bar at all
+        [sys.executable, "-m", "memfs", "migrate", "--database-url", database_url],
+        capture_output=True, timeout=120, env=env(), text=True, check=False,
+    )  # fmt: skip
+    assert "46/46" not in quiet.stderr and "doc/s" not in quiet.stderr
