@@ -535,3 +535,30 @@ def test_a_table_of_that_name_from_another_program_is_refused_in_one_line(
         result = run(work_dir, *args, "--database-url", database_url)
         assert result.returncode == EXIT_DATABASE, (args, result.stderr)
         one_clear_line(result, f"{table} table is not IronClaw's", "no column")
+
+
+def test_a_failing_set_up_step_ends_in_one_line_naming_it(tmp_path: Path) -> None:
+    """Set-up swallowed pip's failure and ended in a ModuleNotFoundError traceback."""
+    repo = Path(__file__).resolve().parents[2]
+    copy = tmp_path / "clone"
+    (copy / "scripts").mkdir(parents=True)
+    shutil.copy(repo / "scripts" / "setup", copy / "scripts" / "setup")
+    unobtainable = "dependencies = ['no-such-package-anywhere==9.9']\n"
+    (copy / "pyproject.toml").write_text(
+        "[project]\nname = 'memfs'\nversion = '0'\n" + unobtainable
+    )
+    env = dict(os.environ, HOME=str(tmp_path / "home"), PIP_NO_INDEX="1",
+               PIP_FIND_LINKS=str(tmp_path))  # fmt: skip
+    no_venv = subprocess.run(["bash", "scripts/setup"], cwd=copy, capture_output=True,
+                             text=True, timeout=300, check=False,
+                             env=dict(env, PYTHON="/bin/false"))  # fmt: skip
+    assert no_venv.returncode == 1
+    assert no_venv.stderr.strip().splitlines() == [
+        "setup: creating .venv with /bin/false failed: is python3-venv installed?"
+    ], no_venv.stderr
+    no_pip = subprocess.run(["bash", "scripts/setup"], cwd=copy, capture_output=True,
+                            text=True, timeout=300, check=False, env=env)  # fmt: skip
+    assert no_pip.returncode == 1 and "Traceback" not in no_pip.stderr, no_pip.stderr
+    lines = no_pip.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("setup: pip could not install memfs"), lines
+    assert "package index" in lines[0]

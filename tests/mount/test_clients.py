@@ -34,7 +34,7 @@ pytestmark = pytest.mark.mount
 def needs(*programs: str) -> None:
     missing = [p for p in programs if shutil.which(p) is None]
     if missing:
-        pytest.skip(f"not installed: {', '.join(missing)} (scripts/setup installs them)")
+        pytest.skip(f"not installed: {', '.join(missing)} (scripts/setup-tests installs them)")
 
 
 @pytest.fixture

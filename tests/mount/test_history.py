@@ -38,7 +38,7 @@ def run_history(
     """One checked run: two mounts (with ``plant``, a fault planted in their daemons)."""
     missing = missing_programs()
     if missing:
-        pytest.skip(f"not installed: {', '.join(missing)} (scripts/setup installs them)")
+        pytest.skip(f"not installed: {', '.join(missing)} (scripts/setup-tests installs them)")
     # Legacy: an agent id, so IronClaw's unique (user, agent, path) index applies.
     agent_id = str(uuid.uuid4()) if engine.name == "legacy" else None
     extra = ["--agent-id", agent_id] if agent_id else []

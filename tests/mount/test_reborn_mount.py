@@ -65,7 +65,7 @@ def test_real_saves_leave_rows_ironclaw_reads(
 ) -> None:
     missing = missing_programs()
     if missing:
-        pytest.skip(f"not installed: {', '.join(missing)} (scripts/setup installs them)")
+        pytest.skip(f"not installed: {', '.join(missing)} (scripts/setup-tests installs them)")
     mnt = alice.path()
     (mnt / "doc.md").write_text("# shared\n")
     assert documents(sql_conn)["doc.md"]["version"] == 1

@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -60,6 +61,8 @@ def row_state(engine: Engine, conn: psycopg.Connection[Any], path: str) -> tuple
 
 def traced_redirect(mount: Mount, work: Path, name: str, text: str) -> tuple[int, list[str]]:
     """``printf text > name`` in bash under strace; (exit status, the calls on the file)."""
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed (scripts/setup-tests installs it)")
     trace = work / f"trace-{name}-{time.monotonic_ns()}"
     target = mount.path(name)
     done = subprocess.run(

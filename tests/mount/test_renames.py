@@ -151,7 +151,7 @@ def test_save_pattern_keeps_the_documents_identity(
     mounted = engine_mount
     program = NEEDS.get(save.__name__) or ("rsync" if save.__name__.startswith("rsync") else None)
     if program and shutil.which(program) is None:
-        pytest.skip(f"{program} is not installed (scripts/setup installs it)")
+        pytest.skip(f"{program} is not installed (scripts/setup-tests installs it)")
     before = prepare(engine, mounted, sql_conn, "notes.md")
     if save.__name__.startswith("rsync"):
         tmp = work_dir / f"src-{save.__name__}-{time.monotonic_ns()}"

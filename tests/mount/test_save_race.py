@@ -46,7 +46,7 @@ def test_real_saves_racing_an_sql_agent_lose_nothing_and_delete_nothing(
     mounted = engine_mount
     missing = missing_programs()
     if missing:
-        pytest.skip(f"not installed: {', '.join(missing)} (scripts/setup installs them)")
+        pytest.skip(f"not installed: {', '.join(missing)} (scripts/setup-tests installs them)")
     seed = int(os.environ.get("MEMFS_RACE_SEED", random.randrange(1 << 30)))
     print(f"save race seed: {seed}")
     rng = random.Random(seed)
