@@ -100,14 +100,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(parser: Parser, args: argparse.Namespace, level: str) -> int:
     command = args.command
     if command == "completion":
-        import shtab
+        from memfs.manual import completion, install_completion
 
-        sys.stdout.write(shtab.complete(parser, shell=args.shell))
+        if args.install:
+            print(f"memfs: {install_completion(parser, args.shell)}")
+        else:
+            sys.stdout.write(completion(parser, args.shell))
         return 0
     if command == "man":
-        from argparse_manpage.manpage import Manpage
+        from memfs.manual import manual
 
-        sys.stdout.write(str(Manpage(parser)))
+        sys.stdout.write(manual(parser))
         return 0
     if command == "install-helper":
         from memfs.helper import install_helper

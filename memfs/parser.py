@@ -452,11 +452,16 @@ echo 'memfs /home/me/memory fuse.memfs noauto,user_id=alice 0 0' | sudo tee -a /
         """
 Generated from this parser, so it always matches the installed memfs.""",
         """
-memfs completion bash > ~/.local/share/bash-completion/completions/memfs
+memfs completion bash --install
+memfs completion fish --install
 memfs completion zsh > ~/.zfunc/_memfs""",
         common,
     )
-    completion.add_argument("shell", choices=["bash", "zsh"], help="bash or zsh")
+    completion.add_argument("shell", choices=["bash", "zsh", "fish"], help="bash, zsh or fish")
+    completion.add_argument("--install", action="store_true",
+                            help="write it where the shell looks (bash-completion's, "
+                            "~/.zfunc, fish's folder), making the folders, instead of "
+                            "printing it")  # fmt: skip
 
     _command(
         sub,

@@ -373,6 +373,42 @@ def test_completion_and_manual_come_from_the_parser(work_dir: Path) -> None:
         assert rendered.returncode == 0 and "install-helper" in rendered.stdout
 
 
+def test_the_manual_has_the_sections_a_manual_has(work_dir: Path) -> None:
+    """It had no NAME description, EXIT STATUS, ENVIRONMENT or FILES."""
+    from memfs.options import OPTIONS
+
+    page = run(work_dir, "man").stdout
+    assert "memfs \\- mount an AI agent's long\\-term memory" in page
+    headings = re.findall(r"^\.SH (.+)$", page, flags=re.MULTILINE)
+    assert {"NAME", "SYNOPSIS", "EXIT STATUS", "ENVIRONMENT", "FILES"} <= set(headings)
+    environment = page.split(".SH ENVIRONMENT", 1)[1].split(".SH ", 1)[0]
+    for option in OPTIONS:
+        for name in option.env:
+            assert f".B {name}" in environment, name
+    exits = page.split(".SH EXIT STATUS", 1)[1].split(".SH ", 1)[0]
+    assert [int(code) for code in re.findall(r"^\.B (\d+)$", exits, re.MULTILINE)] == [
+        0, 1, 2, 3, 4, 130,
+    ]  # fmt: skip
+
+
+def test_completion_installs_on_a_fresh_home(work_dir: Path) -> None:
+    """The README's completion lines failed on a fresh HOME (the folders did not exist);
+    there was no fish."""
+    home = work_dir / "fresh-completion-home"
+    home.mkdir()
+    fish_file = ".config/fish/completions/memfs.fish"
+    for shell, where in (("bash", ".local/share/bash-completion/completions/memfs"),
+                         ("zsh", ".zfunc/_memfs"), ("fish", fish_file)):  # fmt: skip
+        done = run(work_dir, "completion", shell, "--install", env={"HOME": str(home)})
+        assert done.returncode == 0, done.stderr
+        assert str(home / where) in done.stdout
+        assert "install-helper" in (home / where).read_text()
+    if shutil.which("fish"):
+        checked = subprocess.run(["fish", "-n", str(home / fish_file)], capture_output=True,
+                                 text=True, timeout=30, check=False)  # fmt: skip
+        assert checked.returncode == 0, checked.stderr
+
+
 def test_mount_logs_rotate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import logging
 
