@@ -127,6 +127,11 @@ class Settings:
     allow_other: bool = False
     #: Mount over a directory that holds files (hidden until unmount).
     allow_non_empty: bool = False
+    #: Owner and group every file is shown with (None: the mounting user's).
+    uid: int | None = None
+    gid: int | None = None
+    #: Permission bits taken away from every mode shown.
+    umask: int = 0
     #: Extra libfuse/kernel mount options (``-o`` items that are not memfs settings).
     fuse_options: list[str] = field(default_factory=list)
     debug_fuse: bool = False

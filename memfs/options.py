@@ -179,6 +179,17 @@ def parse_fuse_option(text: str) -> str:
                        "(`memfs mount --help` lists memfs's)")  # fmt: skip
 
 
+def parse_umask(text: str) -> int:
+    """An octal permission mask, as umask(1) and sshfs's ``umask=`` take it (``077``)."""
+    try:
+        value = int(text.strip(), 8)
+    except ValueError:
+        raise SettingError("expected an octal mask such as 022 or 077") from None
+    if not 0 <= value <= 0o777:
+        raise SettingError("expected an octal mask between 000 and 777")
+    return value
+
+
 def parse_level(text: str) -> str:
     value = text.strip().lower()
     if value not in LOG_LEVELS:
@@ -267,6 +278,12 @@ OPTIONS: tuple[Option, ...] = (
            "/etc/fuse.conf)", env=("MEMFS_ALLOW_OTHER",), switch=True),
     Option("allow_non_empty", "mount over a directory that holds files (they are hidden "
            "until unmount)", env=("MEMFS_ALLOW_NON_EMPTY",), switch=True),
+    Option("uid", "the owner every file is shown with (default: the mounting user; with "
+           "allow_other, as sshfs's uid=)", parse_int(0), env=("MEMFS_UID",), metavar="UID"),
+    Option("gid", "the group every file is shown with (default: the mounting user's)",
+           parse_int(0), env=("MEMFS_GID",), metavar="GID"),
+    Option("umask", "permission bits taken away from every file and folder shown, octal "
+           "(077: the owner's alone)", parse_umask, env=("MEMFS_UMASK",), metavar="MASK"),
     Option("fuse_options", "extra libfuse/kernel mount options, comma-separated",
            parse_fuse_option, env=("MEMFS_FUSE_OPTIONS",), repeated=True, flag=False,
            metavar="OPTS"),

@@ -147,6 +147,7 @@ class FilesystemBase:
         *,
         uid: int | None = None,
         gid: int | None = None,
+        umask: int = 0,
         calls: DatabaseCalls | None = None,
         recovery: RecoveryArea | None = None,
         cache_bytes: int = 64 * 1024 * 1024,
@@ -167,8 +168,11 @@ class FilesystemBase:
         self.tools = tools
         #: ``.prompt``, the system prompt IronClaw assembles (``memfs.vfs.prompt_file``).
         self.prompt = prompt
+        #: The owner, group and masked-off permission bits every file is shown with
+        #: (``--uid``, ``--gid``, ``--umask``); the stored modes are unmasked.
         self.uid = os.getuid() if uid is None else uid
         self.gid = os.getgid() if gid is None else gid
+        self.umask = umask
         self.clock = clock
         self.monotonic = monotonic
         self.tree = Tree(clock())
@@ -523,7 +527,7 @@ class FilesystemBase:
             buffer = self.buffers.get(node.ino)
             return Attributes(
                 ino=node.ino,
-                mode=node.mode,
+                mode=node.mode & ~self.umask,
                 nlink=node.nlink,
                 uid=self.uid,
                 gid=self.gid,
@@ -536,7 +540,7 @@ class FilesystemBase:
         if isinstance(node, SymlinkNode):
             return Attributes(
                 ino=node.ino,
-                mode=node.mode,
+                mode=node.mode & ~self.umask,
                 nlink=1,
                 uid=self.uid,
                 gid=self.gid,
@@ -549,7 +553,7 @@ class FilesystemBase:
         assert isinstance(node, DirNode)
         return Attributes(
             ino=node.ino,
-            mode=node.mode,
+            mode=node.mode & ~self.umask,
             nlink=2 + node.subdirs,
             uid=self.uid,
             gid=self.gid,

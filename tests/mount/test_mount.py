@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import tarfile
 import time
@@ -329,3 +330,19 @@ def test_a_user_id_libfuse_cannot_spell_still_mounts(
     owners = {row[0] for row in sql_conn.execute("SELECT user_id FROM memory_documents")}
     assert owners == {user_id}
     assert os.path.ismount(mount.path())
+
+
+def test_uid_gid_and_umask_set_what_every_file_is_shown_with(
+    database_url: str, mount_factory: Any
+) -> None:
+    """sshfs's and rclone's uid=, gid= and umask=, which users bring along."""
+    mount = mount_factory(database_url, extra_args=["--uid", "12345", "--gid", "23456",
+                                                    "-o", "umask=077"])  # fmt: skip
+    (mount.path() / "notes").mkdir()
+    (mount.path() / "notes" / "a.md").write_text("a\n")
+    shown = (mount.path() / "notes" / "a.md").stat()
+    assert (shown.st_uid, shown.st_gid) == (12345, 23456)
+    assert stat.S_IMODE(shown.st_mode) == 0o600
+    assert stat.S_IMODE((mount.path() / "notes").stat().st_mode) == 0o700
+    os.chmod(mount.path() / "notes" / "a.md", 0o640)  # the stored mode; the mask still applies
+    assert stat.S_IMODE((mount.path() / "notes" / "a.md").stat().st_mode) == 0o600
