@@ -192,6 +192,15 @@ def _mount_on(args: argparse.Namespace, level: str, settings: Settings) -> int:
     from memfs import logs
     from memfs.mountpoint import prepare_mountpoint
 
+    if not settings.database_url:
+        data = settings.pgdata.absolute()
+        target = args.mountpoint.expanduser().absolute()
+        if data == target or data.is_relative_to(target):
+            raise MountError(
+                f"mounting at {target} would hide the embedded database's folder {data} "
+                "from every later command and mount: mount somewhere else (or move the "
+                "data with --data-dir)"
+            )
     mountpoint = prepare_mountpoint(args.mountpoint, allow_non_empty=settings.allow_non_empty)
     _check_embedded(settings)
     if args.foreground:

@@ -26,6 +26,21 @@ log = logging.getLogger(__name__)
 EMBEDDED_DATABASE = "memfs"
 
 
+def _refuse_if_hidden(pgdata: Path) -> None:
+    """A memfs mount over the data directory (or a folder above it) hides the embedded
+    server's files from every new process: say so rather than "no workspace yet" (or
+    create a second cluster inside the mount)."""
+    from memfs.mountpoint import containing_memfs_mount
+
+    mount = containing_memfs_mount(pgdata.absolute())
+    if mount is not None:
+        raise DatabaseError(
+            f"the embedded database's folder {pgdata} is under the memfs mount at "
+            f"{mount.mountpoint}, which hides it: unmount it (`memfs umount "
+            f"{mount.mountpoint}`) and mount somewhere else"
+        )
+
+
 def start_embedded(
     pgdata: Path,
     database: str = EMBEDDED_DATABASE,
@@ -40,6 +55,7 @@ def start_embedded(
     Without ``create``, a missing cluster or database is a ``DatabaseError`` and nothing is
     created.
     """
+    _refuse_if_hidden(pgdata)
     if not create and not (pgdata / "PG_VERSION").exists():
         raise DatabaseError(
             f"no workspace yet: the embedded database in {pgdata} has not been created "

@@ -511,3 +511,21 @@ def test_status_names_a_dead_daemons_mount_and_only_this_workspaces_errors(
     listed = json.loads(cli("status", "--json", "--database-url", database_url).stdout)
     assert {"mountpoint": str(mine), "user_id": "default", "pid": pid,
             "state": "daemon died"} in listed["items"]  # fmt: skip
+
+
+def test_a_mount_over_the_embedded_databases_folder_is_refused_and_named(
+    cli: Cli, database_url: str
+) -> None:
+    """A mount over the data folder hid the embedded server's files: `memfs status` said
+    "no workspace yet … `memfs init` creates it" (which would have made a second one)."""
+    data = Path(cli.env["XDG_DATA_HOME"])
+    refused = cli("mount", str(data))
+    assert refused.returncode == EXIT_MOUNT
+    one_line(refused, "would hide the embedded database's folder", str(data / "memfs"))
+    assert mount_at(data) is None
+    # Covered anyway (a mount of another database there): commands say what happened.
+    data.mkdir(parents=True, exist_ok=True)
+    assert cli("mount", str(data), "--database-url", database_url).returncode == 0
+    status = cli("status")
+    assert status.returncode == EXIT_DATABASE
+    one_line(status, "is under the memfs mount at", "memfs umount")
