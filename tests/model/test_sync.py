@@ -33,6 +33,15 @@ def files(root: Path) -> set[str]:
     }
 
 
+def continuous_sync(work_dir: Path, root: Path, url: str) -> subprocess.Popen[str]:
+    """``memfs sync DIR`` watching both sides (stopped by the caller with SIGTERM)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "memfs", "sync", str(root), "--database-url", url],
+        env=memfs_env(work_dir / "runtime"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+
+
 def test_one_pass_each_way_deletes_renames_and_conflicts(
     database: Database, sql_conn: psycopg.Connection[Any], work_dir: Path
 ) -> None:
@@ -104,11 +113,7 @@ def test_continuous_sync_follows_both_sides(
 ) -> None:
     root = work_dir / "live-sync"
     root.mkdir()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memfs", "sync", str(root), "--database-url", database_url],
-        env=memfs_env(work_dir / "runtime"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True,
-    )  # fmt: skip
+    proc = continuous_sync(work_dir, root, database_url)
     try:
         deadline = time.monotonic() + 30
         while not (root / STATE_FILE).exists() and time.monotonic() < deadline:
@@ -180,11 +185,7 @@ def test_two_syncs_of_one_folder_do_not_run_at_once(
 ) -> None:
     root = work_dir / "shared"
     root.mkdir()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memfs", "sync", str(root), "--database-url", database_url],
-        env=memfs_env(work_dir / "runtime"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True,
-    )  # fmt: skip
+    proc = continuous_sync(work_dir, root, database_url)
     try:
         deadline = time.monotonic() + 30
         while not (root / STATE_FILE).exists():

@@ -43,6 +43,17 @@ def eventually(check: Callable[[], bool], timeout: float = 5.0) -> None:
         time.sleep(0.01)
 
 
+def mount_with_old(
+    engine: Engine, database_url: str, sql_conn: psycopg.Connection[Any], mount_factory: Any,
+    name: str,
+) -> Mount:  # fmt: skip
+    """A mount showing ``name`` with the agent's content ``OLD``."""
+    engine.agent_writes(sql_conn, database_url, {name: OLD})
+    mount: Mount = mount_factory(database_url)
+    eventually(lambda: mount.path(name).exists())
+    return mount
+
+
 def row_state(engine: Engine, conn: psycopg.Connection[Any], path: str) -> tuple[Any, ...]:
     """What a write changes on the document row: legacy updated_at; Reborn version and
     updated_at."""
@@ -102,9 +113,7 @@ def test_a_shell_redirect_is_one_ironclaw_write(
     name: str,
     same: bool,
 ) -> None:
-    engine.agent_writes(sql_conn, database_url, {name: OLD})
-    mount: Mount = mount_factory(database_url)
-    eventually(lambda: mount.path(name).exists())
+    mount = mount_with_old(engine, database_url, sql_conn, mount_factory, name)
     before = row_state(engine, sql_conn, name)
     versions = engine.versions(sql_conn, name)
     log = engine.statement_log(sql_conn)
@@ -149,9 +158,7 @@ def test_ftruncate_a_flush_then_writes_is_one_write(
 ) -> None:
     """The other way to empty then refill one open file: ftruncate, a close of a duplicate
     (a flush with only the truncation), then the write."""
-    engine.agent_writes(sql_conn, database_url, {name: OLD})
-    mount: Mount = mount_factory(database_url)
-    eventually(lambda: mount.path(name).exists())
+    mount = mount_with_old(engine, database_url, sql_conn, mount_factory, name)
     log = engine.statement_log(sql_conn)
     fd = os.open(mount.path(name), os.O_WRONLY)
     try:
@@ -180,9 +187,7 @@ def test_a_lone_truncation(
     """Emptying a file and closing it: an empty document (memfs's documented extension),
     except a protected file on Reborn, which IronClaw refuses: EINVAL at close, and the
     mount shows the stored content again."""
-    engine.agent_writes(sql_conn, database_url, {name: OLD})
-    mount: Mount = mount_factory(database_url)
-    eventually(lambda: mount.path(name).exists())
+    mount = mount_with_old(engine, database_url, sql_conn, mount_factory, name)
     refused = engine.name == "reborn" and name == "SOUL.md"
     done = subprocess.run(
         [sys.executable, "-c", "import sys; open(sys.argv[1], 'w').close()", str(mount.path(name))],
@@ -207,9 +212,7 @@ def test_truncate_by_path_commits_at_once(
     mount_factory: Any,
     name: str,
 ) -> None:
-    engine.agent_writes(sql_conn, database_url, {name: OLD})
-    mount: Mount = mount_factory(database_url)
-    eventually(lambda: mount.path(name).exists())
+    mount = mount_with_old(engine, database_url, sql_conn, mount_factory, name)
     done = subprocess.run(  # truncate(2) (coreutils' truncate opens and uses ftruncate)
         [sys.executable, "-c", "import os, sys; os.truncate(sys.argv[1], 0)",
          str(mount.path(name))],
