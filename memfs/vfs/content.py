@@ -162,7 +162,10 @@ class ContentMixin(FilesystemBase):
         try:
             buffer = await self._buffer(node, load=not truncate)
         except DocumentGone as gone:
-            self.apply_deletion(gone.doc_id)  # what the removal's event will say
+            # What the removal's event will say, under the namespace lock as the event is
+            # applied: a rename awaiting the database holds it, and its target may be this.
+            async with self.ns_lock:
+                self.apply_deletion(gone.doc_id)
             what = self.describe_node(node)
             raise FsError(errno.ESTALE, f"{what} was deleted elsewhere") from gone
         if node.parent is None:
