@@ -8,15 +8,22 @@ Concurrency: trio runs one request handler at a time between ``await`` points, s
 updates need no locks.  Operations that change the namespace and await the database hold
 ``ns_lock`` so the tree and the rows change together; a document's content commits are
 serialised by its buffer's lock.
+
+Lock order: ``ns_lock`` first, then a buffer's lock, never the other way round.  A commit
+of a file without a row (new, or unbound by another writer's delete) needs both: it takes
+the namespace lock before the buffer's, or runs inside a rename that holds it already
+(``holding_ns_lock``).  The other writers' changes (``coherence``) and a deletion ``open``
+discovers are applied under ``ns_lock`` too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -640,6 +647,19 @@ class FilesystemBase:
         """``mark_contended`` for the path a file is shown at (none: it is not shown)."""
         if node.parent is not None:
             self.mark_contended(self.tree.path_of(node))
+
+    def holding_ns_lock(self) -> bool:
+        """Whether this task holds ``ns_lock`` (a rename committing its source)."""
+        return self.ns_lock.statistics().owner is trio.lowlevel.current_task()
+
+    @contextlib.asynccontextmanager
+    async def ns_locked(self) -> AsyncIterator[None]:
+        """``ns_lock``, unless this task holds it already (trio's lock is not reentrant)."""
+        if self.holding_ns_lock():
+            yield
+            return
+        async with self.ns_lock:
+            yield
 
     def open_for_writing(self, node: FileNode) -> bool:
         """Whether a descriptor of ``node`` is open for writing here (a scan of the open

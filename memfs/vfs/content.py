@@ -468,69 +468,80 @@ class ContentMixin(FilesystemBase):
 
         Content the database refuses is dropped (``_reject``) when ``final``; otherwise
         (flush, fsync: descriptors may still write) the buffer is kept unchanged for the
-        next commit."""
-        buffer = self.buffers.get(node.ino)
-        if not isinstance(buffer, FileBuffer) or not buffer.dirty or node.scratch:
+        next commit.  A file with no row yet (new, or unbound by another writer's delete)
+        is placed by its path, under the namespace lock, taken before the buffer's (the
+        lock order of ``memfs.vfs.base``; a rename holding it may call this)."""
+        while True:
+            buffer = self.buffers.get(node.ino)
+            if not isinstance(buffer, FileBuffer) or not buffer.dirty or node.scratch:
+                return
+            if node.doc_id is None and not self.holding_ns_lock():
+                async with self.ns_lock:  # then the buffer's, in this call
+                    await self.commit(node, final=final)
+                return
+            async with buffer.lock:
+                if node.doc_id is None and not self.holding_ns_lock():
+                    continue  # unbound while this waited: the locks again, in order
+                await self._commit_locked(node, buffer, final)
+                return
+
+    async def _commit_locked(self, node: FileNode, buffer: FileBuffer, final: bool) -> None:
+        """``commit``'s work, under the buffer's lock (and the namespace lock if the file
+        has no row)."""
+        if not buffer.dirty:
             return
-        async with buffer.lock:
-            if not buffer.dirty:
-                return
-            if node.parent is None:
-                buffer.dirty = False  # unlinked while open: nothing to keep
-                self._saved(node)
-                return
-            try:
-                text, generation = buffer.commit_text()
-            except FsError as exc:
-                await self._refuse_content(node, exc, final)
-                raise
-            attrs = FileAttrs(node.custom_mode, node.client_mtime_ns)
-            try:
-                if node.doc_id is None:
-                    async with self.ns_lock:
-                        if node.parent is None:
-                            buffer.dirty = False
-                            return
-                        path = self.tree.path_of(node)
-                        result = await self._commit_document(None, path, text, attrs)
-                else:
-                    path = self.tree.path_of(node)
-                    result = await self._commit_document(
-                        node.doc_id, path, text, attrs, node.updated_at
-                    )
-            except WriteRefused as exc:
-                await self._refuse_content(node, exc, final)
-                raise
-            if result.conflict:
-                log.warning(
-                    "%r changed in the database after it was opened here; the other change "
-                    "is kept as %s and this save is the current content",
-                    path,
-                    result.conflict,
+        if node.parent is None:
+            buffer.dirty = False  # unlinked while open: nothing to keep
+            self._saved(node)
+            return
+        try:
+            text, generation = buffer.commit_text()
+        except FsError as exc:
+            await self._refuse_content(node, exc, final)
+            raise
+        attrs = FileAttrs(node.custom_mode, node.client_mtime_ns)
+        try:
+            if node.doc_id is None:  # the namespace lock is held (``commit``)
+                path = self.tree.path_of(node)
+                result = await self._commit_document(None, path, text, attrs)
+            else:
+                path = self.tree.path_of(node)
+                result = await self._commit_document(
+                    node.doc_id, path, text, attrs, node.updated_at
                 )
-            if node.parent is not None:
-                self.tree.bind_document(node, result.doc_id)
-            else:
-                node.doc_id = result.doc_id
-            node.updated_at = result.updated_at
-            if buffer.generation == generation and self.cache.accepts(len(buffer)):
-                self.cache.put(result.doc_id, result.updated_at, buffer.snapshot())
-            else:
-                self.cache.drop(result.doc_id)
-            del text
-            self.kernel_version[node.ino] = result.updated_at
-            if node.client_mtime_ns is None and result.changed:
-                node.mtime_ns = node.ctime_ns = to_ns(result.updated_at)
-            buffer.mark_clean(generation)
-            if not buffer.dirty:
-                self._saved(node)
-            log.debug(
-                "committed %r (%s): %s%s",
+        except WriteRefused as exc:
+            await self._refuse_content(node, exc, final)
+            raise
+        if result.conflict:
+            log.warning(
+                "%r changed in the database after it was opened here; the other change "
+                "is kept as %s and this save is the current content",
                 path,
-                result.doc_id,
-                "created" if result.created else ("updated" if result.changed else "unchanged"),
-                ", previous content versioned" if result.versioned else "",
+                result.conflict,
             )
+        if node.parent is not None:
+            self.tree.bind_document(node, result.doc_id)
+        else:
+            node.doc_id = result.doc_id
+        node.updated_at = result.updated_at
+        if buffer.generation == generation and self.cache.accepts(len(buffer)):
+            self.cache.put(result.doc_id, result.updated_at, buffer.snapshot())
+        else:
+            self.cache.drop(result.doc_id)
+        del text
+        self.kernel_version[node.ino] = result.updated_at
+        if node.client_mtime_ns is None and result.changed:
+            node.mtime_ns = node.ctime_ns = to_ns(result.updated_at)
+        buffer.mark_clean(generation)
+        if not buffer.dirty:
+            self._saved(node)
+        log.debug(
+            "committed %r (%s): %s%s",
+            path,
+            result.doc_id,
+            "created" if result.created else ("updated" if result.changed else "unchanged"),
+            ", previous content versioned" if result.versioned else "",
+        )
 
     async def _refuse_content(self, node: FileNode, exc: FsError, final: bool) -> None:
         if final:
@@ -560,7 +571,7 @@ class ContentMixin(FilesystemBase):
             for handle in self.handles.values():
                 if handle.node is node and handle.failed is None:
                     handle.failed = exc
-            async with self.ns_lock:
+            async with self.ns_locked():
                 parent = node.parent
                 if parent is not None:
                     name = node.name

@@ -192,3 +192,51 @@ async def test_a_rename_here_after_another_writers_change_does_not_serve_the_old
         await fs.rename(ROOT_INODE, "a", ROOT_INODE, "b")
     assert await read_all(fs, ino) == b"mine\nagent\n"
     assert fs.getattr(ino).size == len(b"mine\nagent\n")
+
+
+async def test_a_file_deleted_elsewhere_while_written_here_can_be_renamed_and_flushed_at_once(
+    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """The Reborn soak's hang (emacs's rename waited 22 minutes): another writer deleted
+    x.md while it was open for writing here, so its next commit places a new row by path.
+    That commit took the namespace lock inside the buffer's; a rename holds the namespace
+    lock and commits its source under it, taking the buffer's.  A flush and a rename
+    started together (trio orders each batch at random: both orders come up in 20 rounds)
+    deadlocked, or the rename re-took the lock it held (EIO)."""
+    for round_ in range(20):
+        name = f"x{round_}.md"
+        ino = await write_file(fs, ROOT_INODE, name, b"old\n")
+        node = fs.tree.get_file(ino)
+        assert node.doc_id is not None
+        fh, _ = await fs.open(ino, WRITE)
+        await fs.write(fh, 0, b"new\n")
+        sql_conn.execute("DELETE FROM memory_documents WHERE path = %s", (name,))
+        async with fs.ns_lock:
+            fs.apply_deletion(node.doc_id)  # as the change feed applies it
+        assert node.doc_id is None and node.parent is not None
+        with trio.fail_after(10):  # a deadlock fails here, not at the suite's timeout
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(fs.flush, fh)
+                nursery.start_soon(fs.rename, ROOT_INODE, name, ROOT_INODE, name + "~")  # emacs
+        await fs.release(fh)
+        assert docs(sql_conn)[name] == "new\n"  # saved anew; the backup name is scratch
+        assert name not in fs.tree.get_dir(ROOT_INODE).children
+
+
+async def test_a_rename_commits_a_file_without_a_row_under_the_lock_it_holds(
+    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """Without the race: the rename's own commit of such a file re-took the namespace lock
+    its rename held (trio's lock is not reentrant): EIO."""
+    ino = await write_file(fs, ROOT_INODE, "x.md", b"old\n")
+    node = fs.tree.get_file(ino)
+    fh, _ = await fs.open(ino, WRITE)
+    await fs.write(fh, 0, b"new\n")
+    sql_conn.execute("DELETE FROM memory_documents WHERE path = 'x.md'")
+    assert node.doc_id is not None
+    async with fs.ns_lock:
+        fs.apply_deletion(node.doc_id)
+    with trio.fail_after(10):
+        await fs.rename(ROOT_INODE, "x.md", ROOT_INODE, "x.md~")
+    await fs.release(fh)
+    assert docs(sql_conn) == {"x.md": "new\n"}
