@@ -483,7 +483,7 @@ def _loop(
 
 def drive(
     run: Run, *, workers_per_mount: int, operations: int, agent_operations: int,
-    seconds: float | None = None,
+    seconds: float | None = None, deadline: float | None = None,
 ) -> None:  # fmt: skip
     """Run every writer for its share of ``operations`` (all at once; with ``seconds``,
     until that much time has passed if sooner), then wait."""
@@ -516,14 +516,46 @@ def drive(
     try:
         for thread in threads:
             thread.start()
+        if deadline is None:  # a whole run's writers end by then, or a syscall hangs
+            deadline = 120 + 2.0 * share if seconds is None else seconds + 120
+        ends = time.monotonic() + deadline
         for thread in threads:
-            thread.join(timeout=COMMAND_TIMEOUT * share if seconds is None else seconds + 120)
-            if thread.is_alive():
-                failures.append(f"a writer did not finish: {thread.name}")
+            thread.join(timeout=max(0.0, ends - time.monotonic()))
+        stuck = [t for t in threads if t.is_alive()]
+        if stuck:  # a syscall that never returns: a violation, and the run must still end
+            hung = [str(m.mountpoint) for m in run.mounts if abort_fuse_connection(m.mountpoint)]
+            for thread in stuck:
+                thread.join(timeout=COMMAND_TIMEOUT)
+            failures.append(
+                f"hang: {len(stuck)} writer(s) did not finish by the deadline; "
+                f"FUSE connections aborted to end them: {', '.join(hung) or 'none'}"
+            )
     finally:
         for sql in [agent, *run.agents]:
             sql.close()
     assert not failures, failures
+
+
+def abort_fuse_connection(mountpoint: Path) -> bool:
+    """Abort a FUSE mount's connection (fusectl), so syscalls stuck waiting on its daemon
+    return (ENOTCONN) and their processes can end: the way out of a hang, found by the
+    device number in mountinfo (a stat of the mount would hang too)."""
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        if len(fields) > 4 and fields[4] == str(mountpoint):
+            minor = fields[2].split(":")[1]
+            break
+    else:
+        return False
+    connections = Path("/sys/fs/fuse/connections")
+    if not (connections / minor).is_dir():  # fusectl not mounted yet
+        subprocess.run(["mount", "-t", "fusectl", "none", str(connections)],
+                       capture_output=True, timeout=10, check=False)  # fmt: skip
+    try:
+        (connections / minor / "abort").write_text("1")
+    except OSError:
+        return False
+    return True
 
 
 def settle_and_unmount(run: Run) -> dict[str, str]:

@@ -8,7 +8,8 @@
   the cause of defect 1 (a pipeline aborted by a guard left the connection unable to run
   a statement psycopg believed prepared);
 * ``no-target-guard``: a file renamed onto a name first deletes whatever rows are there
-  (the guard that refuses a rename onto a row the mount did not show, gone: the old code).
+  (the guard that refuses a rename onto a row the mount did not show, gone: the old code);
+* ``hang-rename``: a rename onto ``x.md`` never answers (a deadlock's symptom).
 
 Test tooling only: the faults are monkeypatches applied before ``memfs.cli.main`` runs.
 """
@@ -89,9 +90,26 @@ def _prepared() -> None:
     memfs.db._connect_kwargs = connect_kwargs
 
 
+def _hang_rename() -> None:
+    """A rename onto x.md never answers (as the lock-order deadlock left emacs's)."""
+    import trio
+
+    from memfs.vfs import Filesystem
+
+    real = Filesystem.rename
+
+    async def rename(self: Any, old_parent: int, old_name: str, new_parent: int,
+                     new_name: str, **kwargs: Any) -> None:  # fmt: skip
+        if new_name == "x.md":
+            await trio.sleep_forever()
+        await real(self, old_parent, old_name, new_parent, new_name, **kwargs)
+
+    Filesystem.rename = rename  # type: ignore[method-assign]
+
+
 FAULTS = {"prepared": _prepared, "no-version": _no_version,
           "unconditional-delete": _unconditional_delete,
-          "no-target-guard": _no_target_guard}  # fmt: skip
+          "no-target-guard": _no_target_guard, "hang-rename": _hang_rename}  # fmt: skip
 
 
 def main() -> int:

@@ -33,7 +33,7 @@ WORKERS = 2
 
 def run_history(
     engine: Engine, database_url: str, mount_factory: Any, work_dir: Path, seed: int,
-    operations: int, plant: str | None = None,
+    operations: int, plant: str | None = None, deadline: float | None = None,
 ) -> tuple[Run, list[str]]:  # fmt: skip
     """One checked run: two mounts (with ``plant``, a fault planted in their daemons)."""
     missing = missing_programs()
@@ -47,7 +47,7 @@ def run_history(
     home = work_dir / f"history-{engine}-{seed}-{plant or 'clean'}"  # the sync folder's too
     run = Run(engine, database_url, mounts, seed, client_env(home), agent_id)
     drive(run, workers_per_mount=WORKERS, operations=operations,
-          agent_operations=operations // 4)  # fmt: skip
+          agent_operations=operations // 4, deadline=deadline)  # fmt: skip
     problems = settle_and_unmount(run)
     return run, check(run.history, final_state(run, problems))
 

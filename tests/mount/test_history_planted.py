@@ -36,3 +36,15 @@ def test_a_planted_fault_fails_the_checker(
         if lost:  # (markers carry the seed: a later run cannot find an earlier one's)
             return
     raise AssertionError(f"the checker missed the planted fault {fault!r} (seeds {SEEDS})")
+
+
+@pytest.mark.timeout(300)
+def test_a_syscall_that_never_returns_fails_the_checker_and_the_run_still_ends(
+    engine: Engine, database_url: str, mount_factory: Any, work_dir: Path
+) -> None:
+    """A lock-order deadlock left a rename waiting 22 minutes in the Reborn soak, and the
+    soak waited with it: a writer that does not finish by the deadline is a violation, and
+    aborting the mounts' FUSE connections lets the stuck processes (and the run) end."""
+    with pytest.raises(AssertionError, match=r"hang: \d+ writer"):
+        run_history(engine, database_url, mount_factory, work_dir, 1, 200,
+                    plant="hang-rename", deadline=30)  # fmt: skip
