@@ -31,6 +31,7 @@ from memfs.reindex import Reindexer
 from memfs.scratch import ScratchRules
 from memfs.search import SearchConfig, SearchEngine
 from memfs.search.reborn import RebornSearch
+from memfs.stats import MountStats
 from memfs.vfs import (
     Filesystem,
     Maintenance,
@@ -53,6 +54,8 @@ class MountParts:
     """Everything one mount runs; the daemon starts the workers and serves ``fs``."""
 
     store: DocumentStore
+    #: The live statistics every part counts into (``memfs stats``, ``--metrics``).
+    stats: MountStats
     calls: DatabaseCalls
     fs: Filesystem
     writers: OtherWriters
@@ -74,13 +77,14 @@ def assemble(
     recovery: RecoveryArea,
 ) -> MountParts:
     """Build a mount's parts (call inside the trio run: the workers make trio objects)."""
+    stats = MountStats()
     calls = DatabaseCalls(
         concurrency=settings.pool_size, deadline=settings.call_deadline, probe=database.ping,
-        reconnect=database.pool.check,
+        reconnect=database.pool.check, stats=stats,
     )  # fmt: skip
     origin = uuid.uuid4().hex
     if database.reborn:
-        return _assemble_reborn(settings, database, calls, kernel=kernel, recovery=recovery)
+        return _assemble_reborn(settings, database, calls, stats, kernel=kernel, recovery=recovery)
     scope = legacy_scope(settings)
     store = database.store(scope, origin=origin)
     background = calls.with_deadline(BACKGROUND_DEADLINE)
@@ -133,9 +137,12 @@ def assemble(
             onboarded=functools.partial(database.onboarding_completed, scope.user_id),
             shared=_lent_by(database, settings),
         ),
+        stats=stats,
     )
+    _watch(stats, fs, reindexer, embeddings)
     return MountParts(
         store=store,
+        stats=stats,
         calls=calls,
         fs=fs,
         writers=OtherWriters(fs),
@@ -144,6 +151,35 @@ def assemble(
         embedder=embedder,
         embeddings=embeddings,
     )
+
+
+def _watch(
+    stats: MountStats,
+    fs: Filesystem,
+    reindexer: Reindexer | None,
+    embeddings: EmbeddingWorker | None,
+) -> None:
+    """Report the values the mount's parts keep themselves."""
+    cache = fs.cache
+    stats.watch("memfs_cache_hits", "reads served from the content cache",
+                lambda: cache.hits, "counter")  # fmt: skip
+    stats.watch("memfs_cache_misses", "reads that fetched content from the database",
+                lambda: cache.misses, "counter")  # fmt: skip
+    stats.watch("memfs_cache_bytes", "bytes of document content cached", lambda: cache.used)
+    stats.watch("memfs_open_files", "open file handles", lambda: len(fs.handles))
+    stats.watch("memfs_unsaved_files", "files whose changes the database refused or could "
+                "not take yet (kept in memory and the recovery area)",
+                lambda: len(fs.unsaved))  # fmt: skip
+    stats.watch("memfs_deferred_changes", "removals and folder moves not committed yet",
+                fs.store.changes_queued)  # fmt: skip
+    stats.watch("memfs_database_unresponsive", "1 while the database is not answering",
+                lambda: float(fs.calls.unresponsive_since is not None))  # fmt: skip
+    if reindexer is not None:
+        stats.watch("memfs_documents_rechunked", "documents re-chunked after a write",
+                    lambda: reindexer.indexed, "counter")  # fmt: skip
+    if embeddings is not None:
+        stats.watch("memfs_chunks_embedded", "chunk embeddings written",
+                    lambda: embeddings.written, "counter")  # fmt: skip
 
 
 def _lent_by(
@@ -174,6 +210,7 @@ def _assemble_reborn(
     settings: Settings,
     database: Database,
     calls: DatabaseCalls,
+    stats: MountStats,
     *,
     kernel: KernelNotifier,
     recovery: RecoveryArea,
@@ -207,9 +244,12 @@ def _assemble_reborn(
         kernel=kernel,
         extensions=extensions,
         tools=ToolFolders(ToolFileStore(database.pool, scope.prefix), calls),
+        stats=stats,
     )
+    _watch(stats, fs, None, None)
     return MountParts(
         store=store,
+        stats=stats,
         calls=calls,
         fs=fs,
         writers=OtherWriters(fs),

@@ -124,6 +124,8 @@ def _run(parser: Parser, args: argparse.Namespace, level: str) -> int:
     logs.configure(level, daemon_format=False)
     if command == "umount":
         return _umount(args)
+    if command == "stats":
+        return _stats(args)
     if command == "install-unit":
         return _install_unit(args)
     settings = settings_from(args)
@@ -186,6 +188,40 @@ def _umount(args: argparse.Namespace) -> int:
     from memfs.daemon import unmount
 
     return unmount(settings, args.mountpoint, timeout=args.timeout, force=args.force)
+
+
+def _stats(args: argparse.Namespace) -> int:
+    """Ask the daemon for its live statistics (``memfs.stats``); the command's modules
+    only, not the daemon's."""
+    from memfs.control import ask, socket_for
+    from memfs.mountpoint import mount_at, pidfile_for
+    from memfs.stats import sample_name
+    from memfs.tools import Report
+
+    settings = Settings.from_env()
+    mountpoint = args.mountpoint.expanduser().absolute()
+    if mount_at(mountpoint) is None:
+        raise MountError(f"{mountpoint} is not mounted")
+    pidfile = pidfile_for(settings.runtime_dir, mountpoint.resolve())
+    try:
+        reply = ask(socket_for(pidfile), {"op": "stats"}, 5.0)
+    except (OSError, ValueError) as exc:
+        raise MountError(f"the daemon serving {mountpoint} did not answer ({exc})") from None
+    samples = reply.get("stats") if reply else None
+    if not isinstance(samples, list):
+        raise MountError(
+            f"no statistics from {mountpoint}: not a memfs mount of this user, or its "
+            "daemon predates `memfs stats`"
+        )
+    shown = [s for s in samples if args.all or not s["metric"].endswith("_bucket")]
+    if args.json:
+        Report("stats", items=shown).emit(True)
+        return 0
+    names = [sample_name(s) for s in shown]
+    width = max((len(n) for n in names), default=0)
+    for name, sample in zip(names, shown, strict=True):
+        print(f"{name:<{width}}  {sample['value']:g}")
+    return 0
 
 
 def _mount_on(args: argparse.Namespace, level: str, settings: Settings) -> int:

@@ -124,6 +124,8 @@ class Settings:
     pooler: bool = False
     #: A direct URL for LISTEN (None: the database URL, unless it is a pooler).
     listen_url: str | None = None
+    #: Where the Prometheus endpoint listens (``--metrics``; None: not served).
+    metrics: tuple[str, int] | None = None
     allow_other: bool = False
     #: Mount over a directory that holds files (hidden until unmount).
     allow_non_empty: bool = False

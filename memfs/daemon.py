@@ -44,6 +44,7 @@ from memfs.private import private_dir, write_private
 from memfs.processes import process_running
 from memfs.recovery import RecoveryArea
 from memfs.search import SearchConfig
+from memfs.stats import MountStats
 from memfs.vfs import Filesystem, OtherWriters
 
 log = logging.getLogger(__name__)
@@ -154,6 +155,7 @@ def serve(
             if parts.embedder is None:
                 log.info("no embedding provider (EMBEDDING_ENABLED is off): search is full-text")
             send, receive = trio.open_memory_channel[dict[str, object]](math.inf)
+            log.debug("this mount's transactions are tagged memfs.origin=%s", store.origin)
             listener = None
             if use_feed:
                 # LISTEN before loading the tree: a change made between the load and the
@@ -169,7 +171,9 @@ def serve(
             else:
                 await parts.writers.baseline()
             await fs.load()
-            ops = MemfsOperations(fs, attr_timeout=attr_timeout)
+            ops = MemfsOperations(fs, attr_timeout=attr_timeout, stats=parts.stats)
+            if settings.metrics is not None:
+                _serve_metrics(parts.stats, *settings.metrics)
             control_path = socket_for(pidfile)
 
             async def control(request: dict[str, Any]) -> dict[str, Any]:
@@ -180,6 +184,8 @@ def serve(
                     return {"kept": recovery.kept(), "unkept": fs.unkept()}
                 if op == "status":
                     return {"kept": recovery.kept(), "unkept": fs.unkept()}
+                if op == "stats":
+                    return {"stats": parts.stats.snapshot()}
                 if op == "drain":
                     written, failed = fs.drain(Path(str(request["to"])))
                     return {"written": written, "failed": failed, "unkept": fs.unkept()}
@@ -259,6 +265,18 @@ def serve(
 
 #: How often a mount on the embedded PostgreSQL checks that the server still runs.
 SUPERVISE_SECONDS = 1.0
+
+
+def _serve_metrics(stats: MountStats, host: str, port: int) -> None:
+    """``--metrics``: Prometheus's endpoint; one that cannot listen is logged, never the
+    end of the mount (``memfs stats`` still reads the same statistics)."""
+    try:
+        stats.serve(host, port)
+    except OSError as exc:
+        log.error("no metrics endpoint at %s:%d (%s); `memfs stats` still works",
+                  host, port, exc.strerror or exc)  # fmt: skip
+        return
+    log.info("serving statistics for Prometheus at http://%s:%d/metrics", host, port)
 
 
 async def _supervise_embedded(server: Any) -> None:

@@ -22,6 +22,7 @@ import pyfuse3
 
 from memfs.errors import FsError
 from memfs.paths import decode_name
+from memfs.stats import MountStats
 from memfs.vfs import Attributes, Filesystem
 
 log = logging.getLogger(__name__)
@@ -63,9 +64,14 @@ def _guard(
 
     @functools.wraps(handler)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        stats = args[0].stats  # type: ignore[attr-defined]
+        if stats is not None:
+            stats.request(name)
         try:
             return await handler(*args, **kwargs)
         except FsError as exc:
+            if stats is not None:
+                stats.error(name, exc.errno)
             if exc.errno in (errno.ENOENT, errno.EEXIST):
                 level = logging.DEBUG
             else:
@@ -74,10 +80,14 @@ def _guard(
                 ops: MemfsOperations = args[0]  # type: ignore[assignment]
                 log.log(level, "%s %s: %s", name, _subject(ops.fs, name, tuple(args[1:])), exc)
             raise pyfuse3.FUSEError(exc.errno) from None
-        except pyfuse3.FUSEError:
+        except pyfuse3.FUSEError as exc:
+            if stats is not None:
+                stats.error(name, exc.errno)
             raise
         except Exception:
             ops = args[0]  # type: ignore[assignment]
+            if stats is not None:
+                stats.error(name, errno.EIO)
             log.exception(
                 "unexpected error in %s %s; answering EIO",
                 name,
@@ -95,10 +105,14 @@ class MemfsOperations(pyfuse3.Operations):
     enable_writeback_cache = False
     enable_acl = False
 
-    def __init__(self, fs: Filesystem, attr_timeout: float = 1.0) -> None:
+    def __init__(
+        self, fs: Filesystem, attr_timeout: float = 1.0, stats: MountStats | None = None
+    ) -> None:
         super().__init__()
         self.fs = fs
         self.attr_timeout = attr_timeout
+        #: Requests and errors by operation (``memfs stats``).
+        self.stats = stats
 
     def _entry(self, attrs: Attributes) -> pyfuse3.EntryAttributes:
         entry = pyfuse3.EntryAttributes()

@@ -43,6 +43,15 @@ def parse_seconds(text: str) -> float:
     return value
 
 
+def parse_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` or ``PORT`` (on 127.0.0.1): where ``--metrics`` listens."""
+    host, _, port = text.strip().rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise SettingError("expected HOST:PORT or PORT, e.g. 127.0.0.1:9567")
+    return host, int(port)
+
+
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
@@ -274,6 +283,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("attr_timeout", "seconds the kernel caches names and attributes "
            "(default: 60 with the change feed, 1 when polling)", parse_seconds,
            env=("MEMFS_ATTR_TIMEOUT",), metavar="SECONDS"),
+    Option("metrics", "serve the mount's live statistics to Prometheus at HOST:PORT "
+           "(a port alone listens on 127.0.0.1; `memfs stats` reads them without it)",
+           parse_address, env=("MEMFS_METRICS",), metavar="HOST:PORT"),
     Option("allow_other", "let other users into the mount (needs user_allow_other in "
            "/etc/fuse.conf)", env=("MEMFS_ALLOW_OTHER",), switch=True),
     Option("allow_non_empty", "mount over a directory that holds files (they are hidden "

@@ -166,6 +166,24 @@ memfs umount --force ~/memory""",
                         help="detach now even if a process is still inside (its working "
                         "directory or an open file); the mount ends when they let go")  # fmt: skip
 
+    stats = _command(
+        sub,
+        "stats",
+        "print a running mount's live statistics",
+        """
+Asks the daemon serving the mount for its statistics: FUSE requests and errors (by
+operation and errno), commits by outcome, database calls and their time, the content
+cache, open and unsaved files, deferred changes. The same numbers `--metrics` serves to
+Prometheus. Histogram buckets only with --all.""",
+        """
+memfs stats ~/memory
+memfs stats --json ~/memory | jq '.counts'""",
+        common,
+    )
+    stats.add_argument("mountpoint", type=Path, help="a directory memfs has mounted")
+    stats.add_argument("--all", action="store_true", help="every sample, buckets too")
+    stats.add_argument("--json", action="store_true", help="machine-readable output")
+
     init = _command(
         sub,
         "init",

@@ -40,6 +40,7 @@ from psycopg_pool import PoolTimeout
 from memfs.db.deadline import CallGuard
 from memfs.db.deferred import ChangesRefused
 from memfs.errors import DatabaseUnavailable, FsError
+from memfs.stats import MountStats
 
 log = logging.getLogger("memfs.db")
 
@@ -65,8 +66,11 @@ class DatabaseCalls:
         probe: Callable[[], object] | None = None,
         reconnect: Callable[[], object] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        stats: MountStats | None = None,
     ) -> None:
         self.limiter = trio.CapacityLimiter(concurrency)
+        #: Each call's duration and outcome (``memfs stats``).
+        self.stats = stats
         self.deadline = deadline
         self._probe = probe
         #: Drops the pool's dead connections (a restarted server left them all dead), so
@@ -127,6 +131,20 @@ class DatabaseCalls:
         return False
 
     async def _run(self, call: Callable[[], T], name: str, deadline: float) -> T:
+        if self.stats is None:
+            return await self._run_guarded(call, name, deadline)
+        started, outcome = self._clock(), "error"
+        try:
+            result = await self._run_guarded(call, name, deadline)
+            outcome = "ok"
+            return result
+        except DatabaseUnavailable:
+            outcome = "timeout"
+            raise
+        finally:
+            self.stats.database_call(self._clock() - started, outcome)
+
+    async def _run_guarded(self, call: Callable[[], T], name: str, deadline: float) -> T:
         guard = CallGuard()
         # Shielded: a call is never abandoned halfway because its caller was cancelled (the
         # mount stopping); it finishes, or its own deadline cuts it off.

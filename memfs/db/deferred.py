@@ -197,6 +197,11 @@ class DeferredChanges:
         with self._cond:
             return {c.doc_id for b in self._batches() for c in b.changes if isinstance(c, Delete)}
 
+    def count(self) -> int:
+        """Changes not committed yet: waiting, or in a batch in flight."""
+        with self._cond:
+            return sum(len(batch.changes) for batch in self._batches())
+
     def moving(self) -> bool:
         """Whether a directory move is not sent yet, or sent and its answer not taken."""
         with self._cond:
@@ -392,6 +397,9 @@ class DeferringStore:
     def changes_waiting(self) -> bool:
         """Whether deferred changes wait (a refused batch put back: the sender sends it)."""
         return self.deferred.waiting()
+
+    def changes_queued(self) -> int:
+        return self.deferred.count()
 
     def flush_changes(self) -> bool:
         """Send the deferred changes now (nothing if none wait); False if none did.  A

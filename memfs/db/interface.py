@@ -291,6 +291,9 @@ class DocumentStore(Protocol):
     def changes_waiting(self) -> bool:
         """Whether deferred changes wait to be sent."""
 
+    def changes_queued(self) -> int:
+        """How many deferred changes are not committed yet (waiting or in flight)."""
+
     def take_skipped(self) -> list[tuple[Change, str]]:
         """Deferred changes not made (their condition failed, or the database refused
         them), with why, since the last call: the mount reloads its tree."""

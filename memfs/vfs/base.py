@@ -42,6 +42,7 @@ from memfs.kernel import KernelNotifier, RecordingNotifier
 from memfs.paths import PROMPT_FILE, loadable_path
 from memfs.recovery import RecoveryArea
 from memfs.scratch import Kind, ScratchRules
+from memfs.stats import MountStats
 from memfs.tree import (
     SYNTHETIC,
     DirNode,
@@ -169,8 +170,11 @@ class FilesystemBase:
         on_changed: Callable[[UUID], None] | None = None,
         tools: ToolFolders | None = None,
         prompt: PromptFile | None = None,
+        stats: MountStats | None = None,
     ) -> None:
         self.store = store
+        #: The mount's live statistics (commits by outcome, and what is watched there).
+        self.stats = stats
         #: Tool folders' files, kept in memfs's own schema (``memfs.vfs.tool_folders``).
         self.tools = tools
         #: ``.prompt``, the system prompt IronClaw assembles (``memfs.vfs.prompt_file``).
@@ -454,7 +458,12 @@ class FilesystemBase:
             self._request_reindex(result.doc_id)  # IronClaw re-indexes every write
         elif result.changed:
             self._announce(result.doc_id)
+        self.count_commit(result)
         return result
+
+    def count_commit(self, result: CommitResult) -> None:
+        if self.stats is not None:
+            self.stats.committed(result)
 
     def _reindex_deferred(self) -> bool:
         """Whether commits leave re-chunking to the running reindex worker."""

@@ -439,6 +439,8 @@ class NamespaceMixin(ContentMixin):
             self.store.replace_document, source_id, replaced, new_path, text, attrs, keep,
             index_now=not self._reindex_deferred(), expected=seen, source_at=source_at,
         )  # fmt: skip
+        if result is not None:
+            self.count_commit(result)
         if result is not None and result.conflict:
             log.warning(
                 "%r changed in the database after this mount last showed it; the other "
@@ -612,6 +614,11 @@ class NamespaceMixin(ContentMixin):
                 claimed = self.saves.claim(new_path)
                 doc_id = claimed[0] if claimed is not None else None
         result = await self._commit_document(doc_id, new_path, text, attrs)
+        log.debug(
+            "committed %r (%s) from the temporary %r: %s%s", new_path, result.doc_id,
+            source.name, "created" if result.created else "updated",
+            ", previous content versioned" if result.versioned else "",
+        )  # fmt: skip
         self._become_document(source, result, data)
 
     def _scratch_text(self, node: FileNode, what: str) -> tuple[bytes, str]:
@@ -664,6 +671,7 @@ class NamespaceMixin(ContentMixin):
             directory.scratch = False
             directory.explicit = True
         for (node, _, data, _), result in zip(files, results, strict=True):
+            self.count_commit(result)
             self._become_document(node, result, data)
             if result.changed:  # commit_documents re-chunked them in its transaction
                 self._announce(result.doc_id)
