@@ -56,6 +56,18 @@ WEIGHTS = {
 AGENT_WEIGHTS = {"agent-append": 6, "agent-create": 3, "agent-delete": 1}
 
 
+def _reweigh(setting: str) -> None:
+    """``MEMFS_HISTORY_WEIGHTS=mv-dir-collide=12,rsync=20``: weigh operations or savers
+    otherwise, to chase a rare violation with the operations it involves."""
+    for item in filter(None, setting.split(",")):
+        name, _, weight = item.partition("=")
+        table = next(t for t in (WEIGHTS, SAVER_WEIGHTS, AGENT_WEIGHTS) if name in t)
+        table[name] = int(weight)
+
+
+_reweigh(os.environ.get("MEMFS_HISTORY_WEIGHTS", ""))
+
+
 #: How often a path is the one every writer shares (collisions on one document).
 HOT = 0.4
 

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.engines import Engine
+from tests.history import audit
 from tests.history.check import check
 from tests.history.driver import Run, drive, final_state, settle_and_unmount
 from tests.savers import client_env, missing_programs
@@ -44,6 +45,8 @@ def run_history(
     extra = ["--agent-id", agent_id] if agent_id else []
     mounts = [mount_factory(database_url, name=f"m{i}", extra_args=extra, plant=plant)
               for i in range(MOUNTS)]  # fmt: skip
+    if os.environ.get("MEMFS_HISTORY_KEEP"):
+        audit.install(database_url, engine.name)
     home = work_dir / f"history-{engine}-{seed}-{plant or 'clean'}"  # the sync folder's too
     run = Run(engine, database_url, mounts, seed, client_env(home), agent_id)
     drive(run, workers_per_mount=WORKERS, operations=operations,
@@ -75,6 +78,8 @@ def test_nothing_acknowledged_is_lost(
         )
         for n, mount in enumerate(mounts):
             (where / f"m{n}-{engine}-{seed}.log").write_text(mount.log_path.read_text())
+        if keep:
+            audit.save(database_url, saved.with_suffix(".audit.json"))
         logs = "\n".join(f"--- {m.mountpoint}\n{m.log()[-3000:]}" for m in mounts)
         raise AssertionError(
             f"seed {seed} on {engine}: {len(violations)} violations (history: {saved}):\n"
