@@ -213,6 +213,28 @@ memfs status --json --user-id alice""",
     _database_flags(status)
     status.add_argument("--json", action="store_true", help="machine-readable output")
 
+    doctor = _command(
+        sub,
+        "doctor",
+        "check a workspace's health; mend it with --repair",
+        """
+Checks memfs's schema, the change-feed trigger, pgvector, invalid indexes, duplicated
+paths, chunks that are not IronClaw's chunker's of their content, rows about documents
+that are gone, waiting work, the embedded server, stale pid files and the recovery area,
+and says what to do about each problem (one line each on stderr; exit 1 while any is
+left). Read-only unless --repair, which mends what it can without deleting anything anyone
+wrote: duplicates get names of their own, chunks are rebuilt, orphan rows and dead
+daemons' pid files go.""",
+        """
+memfs doctor
+memfs doctor --repair
+memfs doctor --json""",
+        common,
+    )
+    _database_flags(doctor)
+    doctor.add_argument("--repair", action="store_true", help="mend what can be mended")
+    doctor.add_argument("--json", action="store_true", help="machine-readable output")
+
     seed = _command(
         sub,
         "seed",

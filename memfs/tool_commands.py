@@ -76,6 +76,10 @@ def run_tool(args: argparse.Namespace, settings: Settings) -> int:
                 "memfs: wrote memfs's own starter files where absent; IronClaw, if pointed at "
                 "this database later, keeps them (it never replaces an existing file)"
             )
+    elif command == "doctor":
+        from memfs.doctor import doctor
+
+        report = doctor(settings, repair=args.repair)
     elif command == "reindex":
         paths = [workspace_path(p) for p in args.paths]
         report = tools.reindex(settings, paths or None)

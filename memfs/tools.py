@@ -150,7 +150,7 @@ class _Daemon:
     log_file: str
 
 
-def _daemon_records(settings: Settings) -> list[_Daemon]:
+def daemon_records(settings: Settings) -> list[_Daemon]:
     """Every daemon pid file of this database, whether its process runs or not."""
     identity = settings.database_identity()
     found = []
@@ -171,7 +171,7 @@ def _daemon_records(settings: Settings) -> list[_Daemon]:
 def _running_daemons(settings: Settings) -> list[tuple[int, Path, str, str]]:
     """(pid, pid file, mountpoint, user id) of every running daemon of this database."""
     return [(d.pid, d.pidfile, d.mountpoint, d.user_id)
-            for d in _daemon_records(settings) if d.running]  # fmt: skip
+            for d in daemon_records(settings) if d.running]  # fmt: skip
 
 
 def mounts_of(settings: Settings) -> list[dict[str, str]]:
@@ -179,7 +179,7 @@ def mounts_of(settings: Settings) -> list[dict[str, str]]:
     daemon that died (killed, crashed) left its pid file: ``daemon died`` once
     ``auto_unmount`` released the mount, ``daemon gone`` while the mount is still there."""
     found = []
-    for daemon in _daemon_records(settings):
+    for daemon in daemon_records(settings):
         entry = mount_at(Path(daemon.mountpoint))
         mounted = entry is not None and entry.fstype == FSTYPE
         if daemon.running and not mounted:
@@ -228,7 +228,7 @@ def last_errors(settings: Settings, limit: int = 5) -> list[str]:
     """The errors this workspace's mounts logged in their current run (or the last run of
     one whose daemon died): not other databases', users' or earlier runs'."""
     lines: list[str] = []
-    for daemon in _daemon_records(settings):
+    for daemon in daemon_records(settings):
         if daemon.user_id != settings.user_id or not daemon.log_file:
             continue
         try:  # the run began when its pid file was written; log times are local, as here

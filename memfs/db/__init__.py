@@ -21,8 +21,10 @@ from memfs.config import Settings
 from memfs.db.deadline import WatchedPool
 from memfs.db.embedded import release_embedded, start_embedded
 from memfs.db.embedding_store import EmbeddingStore
+from memfs.db.health import LegacyHealth, WorkspaceHealth
 from memfs.db.interface import CommitResult, DocRow, DocumentStore, FileAttrs, VersionStore
 from memfs.db.ironclaw_settings import onboarding_completed, read_ironclaw_settings
+from memfs.db.reborn.health import RebornHealth
 from memfs.db.reborn.layout import DEFAULT_AGENT, DEFAULT_USER, RebornScope
 from memfs.db.reborn.store import RebornStore
 from memfs.db.reborn.version_store import RebornVersionStore
@@ -33,6 +35,7 @@ from memfs.db.schema import (
     has_change_feed,
     inspect,
     install_change_feed,
+    memfs_schema_version,
 )
 from memfs.db.scoped import Scope
 from memfs.db.search_path import as_option, pin
@@ -140,6 +143,27 @@ class Database:
             except psycopg.Error:
                 pass  # not granted to this role: the OID and the layout's scope remain
         return found
+
+    def memfs_schema_version(self) -> int | None:
+        """The version of memfs's own schema here (None: not created)."""
+        with self.pool.connection() as conn:
+            return memfs_schema_version(conn)
+
+    def extension_version(self, name: str) -> str | None:
+        """The installed version of a PostgreSQL extension (None: not installed)."""
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                "SELECT extversion FROM pg_extension WHERE extname = %s", (name,)
+            ).fetchone()
+        return str(row[0]) if row else None
+
+    def health(self, settings: Settings) -> WorkspaceHealth:
+        """``memfs doctor``'s checks of the workspace the settings name."""
+        sidecars = self.memfs_schema_version() is not None
+        if self.reborn:
+            return RebornHealth(RebornStore(self.pool, reborn_scope(settings)),
+                                has_sidecars=sidecars)  # fmt: skip
+        return LegacyHealth(self.pool, legacy_scope(settings), has_sidecars=sidecars)
 
     def ping(self) -> None:
         """One round trip to the server (the call breaker's probe)."""

@@ -646,6 +646,11 @@ class RebornStore(DeferringStore):
         found = {self._relative(full): bytes(data) for full, data in rows.items()}
         return self._effective(found, relative, own)
 
+    def effective_metadata(self, found: Mapping[str, bytes], relative: str) -> Any:
+        """Effective metadata of ``relative`` from rows already read (relative path ->
+        contents: its ``.meta`` and the ``.config`` documents above it with theirs)."""
+        return self._effective(found, relative)
+
     def _effective(self, found: Mapping[str, bytes], relative: str, own: Any = None) -> Any:
         """Effective metadata of ``relative`` from the sidecar and ``.config`` rows found
         (relative path -> contents)."""
