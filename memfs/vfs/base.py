@@ -219,7 +219,7 @@ class FilesystemBase:
         #: Unsaved files whose content ``drain`` wrote to a folder the user named.
         self.drained: dict[int, str] = {}
         #: Renamed-away originals and tentative files (``memfs.vfs.saves``).
-        self.saves = EditorSaves(monotonic)
+        self.saves = EditorSaves(monotonic, self._shows)
         #: Version of each file's content the kernel may hold in its page cache.
         self.kernel_version: dict[int, Any] = {}
         #: Synthetic trees at the mount root (``.search``, ``.scopes``), made at ``load``,
@@ -481,6 +481,11 @@ class FilesystemBase:
 
     def touch_dir(self, directory: DirNode) -> None:
         directory.mtime_ns = directory.ctime_ns = self.clock()
+
+    def _shows(self, doc_id: UUID) -> bool:
+        """Whether a file in the tree stands for row ``doc_id``."""
+        node = self.tree.docs.get(doc_id)
+        return node is not None and node.parent is not None
 
     def apply_deletion(self, doc_id: UUID) -> None:
         """Another writer deleted document ``doc_id`` (its change-feed event, or a read

@@ -484,9 +484,11 @@ class NamespaceMixin(ContentMixin):
             # each moved file takes its row's new version from the answer (_adopt_moves),
             # and no other call of this mount reaches the database before it has (run_db).
             self._defer(MoveDir(old_path, new_path, replaced), *(KeepDir(p) for p in keep))
+            self.saves.folder_moved(old_path, new_path)  # rows waiting below move with it
             source.explicit = source.explicit or (isinstance(target, DirNode) and target.explicit)
             return
         moved = await self.run_db(self.store.rename_directory, old_path, new_path, replaced, keep)
+        self.saves.folder_moved(old_path, new_path)
         self._adopt_moved(moved)
         source.explicit = source.explicit or (isinstance(target, DirNode) and target.explicit)
 

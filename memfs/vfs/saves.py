@@ -4,10 +4,12 @@ Two save patterns pass a document through a name that is not a document:
 
 * **Renamed-away originals** (vim and emacs: ``x -> x~``, then a new ``x``).  The row stays
   untouched in the database and the renamed node remembers it (``origin_doc_id``), listed
-  here under the path it left.  The next file created at that path *claims* the row, so
-  the whole save is one UPDATE of the same document.  Unlinking the backup with no new file
-  deletes the row; renaming it back restores it; if the daemon stops mid-save, the row is
-  as it was.
+  here under the path the row is at.  The next file created at that path *claims* the row,
+  so the whole save is one UPDATE of the same document.  Unlinking the backup with no new
+  file deletes the row; renaming it back restores it; if the daemon stops mid-save, the row
+  is as it was.  The path follows the row: a move of a folder above it here moves it
+  (``folder_moved``); and a row the tree shows again (another writer wrote or moved it) is
+  a live document, no longer waiting: it is never claimed or replaced from the old path.
 * **Tentative names** (rsync's ``.x.AbC123``, other writers' dotfiles): scratch while
   open; renamed to a document name, the rename is the commit; left closed and not renamed
   for ``TENTATIVE_GRACE`` seconds, the file was meant to stay and becomes a document.
@@ -29,8 +31,13 @@ from memfs.tree import FileNode
 class EditorSaves:
     """Renamed-away originals by the path they left, and tentative files' deadlines."""
 
-    def __init__(self, monotonic: Callable[[], float]) -> None:
+    def __init__(
+        self, monotonic: Callable[[], float], shown: Callable[[UUID], bool]
+    ) -> None:
         self.monotonic = monotonic
+        #: Whether the tree shows a document bound to the row (a live document again).
+        self.shown = shown
+        #: The waiting rows' nodes, by the path the row is at.
         self._originals: dict[str, FileNode] = {}
         #: Tentative inodes and when each falls due (None: open, not due).
         self._tentative: dict[int, float | None] = {}
@@ -43,12 +50,23 @@ class EditorSaves:
         node.origin_doc_id = node.doc_id
         self._originals[path] = node
 
+    def _waiting(self, path: str) -> FileNode | None:
+        """The node whose row waits at ``path``; a row shown again is released."""
+        node = self._originals.get(path)
+        if node is None or node.origin_doc_id is None:
+            return None
+        if self.shown(node.origin_doc_id):
+            self.release(node)
+            return None
+        return node
+
     def claim(self, path: str) -> tuple[UUID, datetime | None] | None:
         """A new document at ``path`` (created, or a temporary renamed there) takes over
         the row waiting there: its id and the version the save is based on."""
-        node = self._originals.pop(path, None)
+        node = self._waiting(path)
         if node is None or node.origin_doc_id is None:
             return None
+        del self._originals[path]
         claimed = (node.origin_doc_id, node.updated_at)
         node.origin_doc_id = None
         return claimed
@@ -56,7 +74,7 @@ class EditorSaves:
     def replaced_by(self, path: str, doc_id: UUID | None) -> tuple[UUID, datetime | None] | None:
         """Another document (``doc_id``) moved to ``path``: the row waiting there, other
         than its own, is the one the move replaces (its id and the version shown)."""
-        node = self._originals.get(path)
+        node = self._waiting(path)
         if node is None or node.origin_doc_id is None or node.origin_doc_id == doc_id:
             return None
         replaced = (node.origin_doc_id, node.updated_at)
@@ -69,6 +87,13 @@ class EditorSaves:
             if waiting is node:
                 del self._originals[path]
         node.origin_doc_id = None
+
+    def folder_moved(self, old: str, new: str) -> None:
+        """This mount moved the folder ``old`` to ``new``: the rows waiting below it moved
+        with it (the scratch backups did too)."""
+        below = old + "/"
+        for path in [p for p in self._originals if p.startswith(below)]:
+            self._originals[new + path[len(old) :]] = self._originals.pop(path)
 
     def row_deleted(self, doc_id: UUID) -> None:
         """Another writer deleted a row: nothing waits for it any more."""
