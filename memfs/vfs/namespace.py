@@ -281,7 +281,16 @@ class NamespaceMixin(ContentMixin):
             "place: deleting the document",
             self.describe_node(node),
         )
-        await self.run_db(self.store.delete_document, node.origin_doc_id, [])
+        # Only as this mount showed it: another writer's save into the waiting row, not
+        # seen here yet, keeps it (the change feed or the next poll shows it again).
+        deleted = await self.run_db(
+            self.store.delete_document, node.origin_doc_id, [], node.updated_at
+        )
+        if not deleted:
+            log.warning(
+                "%s: the document changed in the database after this mount last showed it; "
+                "it is kept", self.describe_node(node),
+            )  # fmt: skip
         self.cache.drop(node.origin_doc_id)
         self.saves.release(node)
 
