@@ -31,9 +31,7 @@ from memfs.tree import FileNode
 class EditorSaves:
     """Renamed-away originals by the path they left, and tentative files' deadlines."""
 
-    def __init__(
-        self, monotonic: Callable[[], float], shown: Callable[[UUID], bool]
-    ) -> None:
+    def __init__(self, monotonic: Callable[[], float], shown: Callable[[UUID], bool]) -> None:
         self.monotonic = monotonic
         #: Whether the tree shows a document bound to the row (a live document again).
         self.shown = shown

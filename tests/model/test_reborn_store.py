@@ -315,6 +315,28 @@ def test_a_folder_rename_moves_every_document_and_sidecar(
     assert left["archive/p/q/2.md.chunks/0"]["indexed"]["doc_relative_path"] == "archive/p/q/2.md"
 
 
+def test_a_folder_move_rolled_back_with_its_transaction_keeps_the_ids(
+    store: RebornStore, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """A folder move waiting for the next transaction rides on a save IronClaw refuses
+    (an emptied ``SOUL.md``): the transaction rolls back, and the ids must still name the
+    rows where they are.  The move changed them as it was sent: the retry then gave the
+    moved document a new id, so the mount never learnt the row's version after the move,
+    and its ``rm`` of the moved file was skipped as another writer's change."""
+    from memfs.db.deferred import MoveDir
+
+    first = store.commit_document(None, "b/z.md", "one", NO_ATTRS)
+    store.commit_document(None, "SOUL.md", "soul", NO_ATTRS)
+    store.defer(MoveDir("b", "c"))
+    with pytest.raises(WriteRefused):
+        store.commit_document(None, "SOUL.md", "", NO_ATTRS)
+    assert store.path_of(first.doc_id) == "b/z.md", "the ids follow only committed moves"
+    assert store.flush_changes()
+    assert list(store.take_moved()) == [first.doc_id]
+    assert store.path_of(first.doc_id) == "c/z.md"
+    assert store.id_of("c/z.md") == first.doc_id
+
+
 def _chunked(conn: psycopg.Connection[Any]) -> list[str]:
     return sorted(p.split(".chunks/")[0] for p in rows(conn) if ".chunks/" in p)
 

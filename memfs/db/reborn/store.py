@@ -138,6 +138,42 @@ class RebornStore(DeferringStore):
             self._ids[relative] = doc_id
             self._paths[doc_id] = relative
 
+    def _moved_in_transaction(self, doc_id: UUID, relative: str) -> None:
+        """``_moved_to`` for a move the transaction under way makes: undone if it rolls
+        back (``_after_transaction``), so the ids keep naming the rows where they are."""
+        with self._lock:
+            before = self._paths.get(doc_id)
+            undo = (doc_id, before, relative, self._ids.get(relative),
+                    None if before is None else self._ids.get(before))  # fmt: skip
+        self._moved_to(doc_id, relative)
+        self._pending_undo().append(undo)
+
+    def _pending_undo(self) -> list[tuple[UUID, str | None, str, UUID | None, UUID | None]]:
+        undo: list[tuple[UUID, str | None, str, UUID | None, UUID | None]] | None = getattr(
+            self._moved_checks, "undo", None
+        )
+        if undo is None:
+            undo = self._moved_checks.undo = []
+        return undo
+
+    def _undo_moves(self) -> None:
+        """The id changes of a rolled-back transaction's moves, undone newest first."""
+        undo = self._pending_undo()
+        with self._lock:
+            for doc_id, before, relative, at_relative, at_before in reversed(undo):
+                for path, holder in ((relative, at_relative), (before, at_before)):
+                    if path is None:
+                        continue
+                    if holder is None:
+                        self._ids.pop(path, None)
+                    else:
+                        self._ids[path] = holder
+                if before is None:
+                    self._paths.pop(doc_id, None)
+                else:
+                    self._paths[doc_id] = before
+        undo.clear()
+
     def _forget(self, doc_id: UUID) -> None:
         with self._lock:
             old = self._paths.pop(doc_id, None)
@@ -927,7 +963,9 @@ class RebornStore(DeferringStore):
         checks = self._pending_checks()
         taken, checks[:] = list(checks), []
         if not committed:
+            self._undo_moves()
             return
+        self._pending_undo().clear()
         for relatives, metadata, chunked in taken:
             found = {self._relative(full): bytes(data) for full, data in metadata.fetchall()}
             has_chunks = {self._relative(full) for (full,) in chunked.fetchall()}
@@ -1014,7 +1052,7 @@ class RebornStore(DeferringStore):
             at = moved_at.get(self.scope.row(new_rel))
             if at is not None:
                 moved[doc_id] = Moved(before[old_rel], at)
-                self._moved_to(doc_id, new_rel)
+                self._moved_in_transaction(doc_id, new_rel)
         return moved
 
     def replace_document(
