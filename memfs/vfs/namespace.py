@@ -186,6 +186,8 @@ class NamespaceMixin(ContentMixin):
                 self.drop_if_freed(node.ino)
                 return
             assert isinstance(node, FileNode)
+            if node.doc_id is not None:
+                await self._settle_moves()
             keep = self._keep_if_emptied(parent, node)
             if node.doc_id is not None or keep:
                 removal = None
@@ -200,6 +202,14 @@ class NamespaceMixin(ContentMixin):
             self.tree.detach(node)
             self.touch_dir(parent)
             self.drop_if_freed(node.ino)
+
+    async def _settle_moves(self) -> None:
+        """A folder move not sent yet (or not taken in) first: it changes the version of
+        every row below it, and a removal or rename guards on the version this mount
+        shows (``mv a b; rm b/x`` in one burst skipped the ``rm`` as another writer's
+        change).  A round trip only in that case."""
+        if self.store.moving():
+            await self.flush_changes()
 
     def _deferring(self) -> bool:
         """Whether namespace changes may ride on the next transaction (``db.deferred``):
@@ -345,6 +355,8 @@ class NamespaceMixin(ContentMixin):
                     raise FsError(errno.ENOTEMPTY)
             elif isinstance(target, DirNode):
                 raise FsError(errno.EISDIR)
+            if isinstance(source, FileNode) or isinstance(target, FileNode):
+                await self._settle_moves()
             kind = self._kind(new_parent, new_name, is_dir=source.is_dir)
             if kind is Kind.DOCUMENT:
                 self._check_storable(new_path, self._longest_below(source))

@@ -171,3 +171,28 @@ async def test_a_rename_onto_a_document_the_mount_does_not_show_is_refused(
         await fs.rename(ROOT_INODE, "x.md", ROOT_INODE, "y.md")
     assert refused.value.errno == errno.EEXIST
     assert engine.contents(sql_conn) == {"x.md": "mine\n", "y.md": "the agent's\n"}
+
+
+async def test_a_file_removed_right_after_its_folder_moved_is_removed(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
+) -> None:
+    """``mv a b; rm b/old.md`` before either is sent: the move changes the row's version
+    in the same transaction, and the removal's guard must still know it as this mount's."""
+    fs, _ = two
+    a = await fs.mkdir(ROOT_INODE, "a", 0o755)
+    await write_file(fs, a.ino, "old.md", b"old\n")
+    await write_file(fs, ROOT_INODE, "keep.md", b"keep\n")
+    await settle(fs)
+    release = hold_flushes(fs)  # for a moment: both changes are made before it is sent
+    await fs.rename(ROOT_INODE, "a", ROOT_INODE, "b")
+    b = await fs.lookup(ROOT_INODE, "b")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_set_later, release)
+        await fs.unlink(b.ino, "old.md")
+    await settle(fs)
+    assert engine.contents(sql_conn) == {"keep.md": "keep\n"}
+
+
+async def _set_later(event: trio.Event) -> None:
+    await trio.sleep(0.3)
+    event.set()
