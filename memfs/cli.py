@@ -201,7 +201,7 @@ def _stats(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     mountpoint = args.mountpoint.expanduser().absolute()
     if mount_at(mountpoint) is None:
-        raise MountError(f"{mountpoint} is not mounted")
+        raise MountError(f"{mountpoint} is not mounted (`memfs status` lists the mounts)")
     pidfile = pidfile_for(settings.runtime_dir, mountpoint.resolve())
     try:
         reply = ask(socket_for(pidfile), {"op": "stats"}, 5.0)

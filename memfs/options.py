@@ -170,8 +170,8 @@ _FUSE_VALUED = ("fsname=", "subtype=", "max_read=", "blksize=", "context=", "fsc
                 "defcontext=", "rootcontext=", "user=")  # fmt: skip
 #: Options of other FUSE tools people bring along, and what memfs offers instead.
 _FUSE_INSTEAD = {
-    "nonempty": "libfuse 3 has no nonempty; memfs's allow_non_empty mounts over a folder "
-    "that holds files",
+    "nonempty": "libfuse 3 has no nonempty; use -o allow_non_empty (memfs's option) to mount "
+    "over a folder that holds files",
 }
 
 

@@ -30,8 +30,10 @@ def _export_target(target: Path) -> Path:
     """Where ``export`` may write: a folder (made if missing), never inside a memfs mount
     (the copy would become memory: every document twice)."""
     if target.exists() and not target.is_dir():
-        raise CommandError(f"export: {target} is a file, not a folder to export into",
-                           EXIT_USAGE)  # fmt: skip
+        raise CommandError(
+            f"export: {target} is a file, not a folder to export into: give a folder "
+            "(made if missing)", EXIT_USAGE,
+        )  # fmt: skip
     resolved = Path(os.path.realpath(target))
     mount = containing_memfs_mount(resolved)
     if mount is not None:
@@ -51,7 +53,11 @@ def run_tool(args: argparse.Namespace, settings: Settings) -> int:
     if command == "log":
         text = " ".join(args.text)
         if not text.strip():  # IronClaw's own tool refuses blank content too
-            raise CommandError("log: the entry is empty; nothing appended", EXIT_USAGE)
+            raise CommandError(
+                "log: the entry is empty; nothing appended: give the text, e.g. "
+                "memfs log 'met Bob'",
+                EXIT_USAGE,
+            )
         path = tools.daily_log(settings, text, args.tz_offset)
         if args.json:
             report = tools.Report("log", counts={"appended": 1}, items=[{"path": path}])

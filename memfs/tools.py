@@ -501,7 +501,10 @@ def list_versions(settings: Settings, path: str) -> Report:
         store = workspace.database.version_store(settings)
         current = workspace.find(path)
         if current is None:
-            raise CommandError(f"no document at {path!r}", EXIT_FAILED)
+            raise CommandError(
+                f"no document at {path!r} (`memfs search WORDS` or `ls` of a mount finds its "
+                "path)", EXIT_FAILED,
+            )  # fmt: skip
         if not store.available:
             report.problems.append(
                 "this database keeps no versions (no memory_document_versions table)"
