@@ -13,6 +13,7 @@ import errno
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -28,9 +29,24 @@ def _is_continuation(byte: int) -> bool:
 class FileBuffer:
     """Bytes of one document while open, plus whether they differ from the database."""
 
-    def __init__(self, data: bytes, *, dirty: bool = False, truncated: bool = False) -> None:
+    def __init__(
+        self,
+        data: bytes,
+        *,
+        dirty: bool = False,
+        truncated: bool = False,
+        base: bytes | None = None,
+        base_version: Any = None,
+    ) -> None:
         self._data: bytes | bytearray = data
         self.dirty = dirty
+        #: What the writers of this buffer started from (the content it was loaded with,
+        #: then each commit's), and the row version holding exactly it (None: none does,
+        #: e.g. after a merge): the base of a three-way merge (``memfs.merge``).
+        self.base = base
+        self.base_version = base_version
+        #: Another writer changed the row while this buffer was open for writing.
+        self.others_changed = False
         #: The only change not yet committed is a truncation (``open(O_TRUNC)``, ftruncate):
         #: a shell's ``>`` closes that descriptor before it writes, and a flush then must not
         #: make the emptying an IronClaw write of its own (``ContentMixin.flush``).

@@ -215,10 +215,12 @@ class OtherWriters:
         writing = fs.open_for_writing(node)
         if writing or (isinstance(buffer, FileBuffer) and buffer.dirty):
             # A save through the mount is based on the version the file was opened at;
-            # its commit will see the newer row and keep both.
+            # its commit merges the newer row (``memfs.merge``) or keeps both.
+            if isinstance(buffer, FileBuffer):
+                buffer.others_changed = True
             log.info(
-                "%s changed in the database while open for writing here; both versions are "
-                "kept when it is saved",
+                "%s changed in the database while open for writing here; its save merges "
+                "the two, or keeps both",
                 fs.describe_node(node),
             )
             return

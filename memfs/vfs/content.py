@@ -11,11 +11,13 @@ import errno
 import os
 import stat
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
 from memfs.buffers import FileBuffer, ScratchBuffer
 from memfs.db.interface import FileAttrs
 from memfs.errors import DocumentGone, FsError, WriteRefused
+from memfs.merge import MERGE_LIMIT, merge, mergeable
 from memfs.private import write_private
 from memfs.tree import SYNTHETIC, FileNode, ScopedFile, SyntheticFile, to_ns
 from memfs.vfs.base import (
@@ -144,7 +146,8 @@ class ContentMixin(FilesystemBase):
             existing = self.buffers.get(node.ino)
             if existing is not None:  # another open loaded it while we waited
                 return existing
-            buffer = FileBuffer(data)
+            base = data if len(data) <= MERGE_LIMIT else None
+            buffer = FileBuffer(data, base=base, base_version=node.updated_at)
         self.buffers[node.ino] = buffer
         return buffer
 
@@ -500,15 +503,17 @@ class ContentMixin(FilesystemBase):
             await self._refuse_content(node, exc, final)
             raise
         attrs = FileAttrs(node.custom_mode, node.client_mtime_ns)
+        path = self.tree.path_of(node)
+        ours, merged = text, None
         try:
             if node.doc_id is None:  # the namespace lock is held (``commit``)
-                path = self.tree.path_of(node)
                 result = await self._commit_document(None, path, text, attrs)
             else:
-                path = self.tree.path_of(node)
-                result = await self._commit_document(
-                    node.doc_id, path, text, attrs, node.updated_at
-                )
+                expected = node.updated_at
+                merged = await self._merge_others(node, buffer, path, text)
+                if merged is not None:
+                    text, expected = merged
+                result = await self._commit_document(node.doc_id, path, text, attrs, expected)
         except WriteRefused as exc:
             await self._refuse_content(node, exc, final)
             raise
@@ -524,6 +529,14 @@ class ContentMixin(FilesystemBase):
         else:
             node.doc_id = result.doc_id
         node.updated_at = result.updated_at
+        if merged is not None and not result.conflict:
+            self._show_merged(node, buffer, generation, ours, text, result.updated_at, final)
+            buffer.mark_clean(generation)
+            if not buffer.dirty:
+                self._saved(node)
+            return
+        buffer.base, buffer.base_version = self._base_of(ours), result.updated_at
+        buffer.others_changed = False
         if buffer.generation == generation and self.cache.accepts(len(buffer)):
             self.cache.put(result.doc_id, result.updated_at, buffer.snapshot())
         else:
@@ -542,6 +555,66 @@ class ContentMixin(FilesystemBase):
             "created" if result.created else ("updated" if result.changed else "unchanged"),
             ", previous content versioned" if result.versioned else "",
         )
+
+    @staticmethod
+    def _base_of(text: str) -> bytes | None:
+        data = text.encode("utf-8")
+        return data if len(data) <= MERGE_LIMIT else None
+
+    async def _merge_others(
+        self, node: FileNode, buffer: FileBuffer, path: str, ours: str
+    ) -> tuple[str, Any] | None:
+        """Another writer changed the row since this buffer's writers read it: the save
+        merged with their change (``memfs.merge``) and the version merged with, or None
+        (nothing to merge, the base unknown, or the changes overlap): the save is then
+        made on today's rule, the other change kept as a version.  A round trip only when
+        the change feed (or a poll) told of such a change, or after an earlier merge."""
+        if buffer.base is None or not mergeable(path) or node.doc_id is None:
+            return None
+        if buffer.base_version == node.updated_at and not buffer.others_changed:
+            return None
+        found = await self.run_db(self.store.read_content, node.doc_id)
+        if found is None or found.version == buffer.base_version:
+            return None
+        try:
+            base, theirs = buffer.base.decode("utf-8"), found.data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        if len(found.data) > MERGE_LIMIT or len(ours) > MERGE_LIMIT:
+            log.info("%r: changed by another writer meanwhile; too large to merge (over %d "
+                     "bytes): the save wins, the other change is kept",
+                     path, MERGE_LIMIT)  # fmt: skip
+            return None
+        outcome = merge(base, theirs, ours)
+        if outcome.text is None:
+            lines = ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in outcome.overlaps)
+            log.warning("%r: this save and another writer's change overlap (lines %s of the "
+                        "save): the save wins, the other change is kept as a version", path,
+                        lines)  # fmt: skip
+            return None
+        log.info("%r: merged with another writer's change (%s)", path, outcome.how)
+        return outcome.text, found.version
+
+    def _show_merged(
+        self, node: FileNode, buffer: FileBuffer, generation: int, ours: str, merged: str,
+        version: Any, final: bool,
+    ) -> None:  # fmt: skip
+        """After a merged save: the mount shows the merged row once no descriptor writes
+        to the file any more; until then its writers keep their own bytes, which the next
+        save merges again (their base is what they wrote, no row holds it)."""
+        data = merged.encode("utf-8")
+        if node.doc_id is not None and self.cache.accepts(len(data)):
+            self.cache.put(node.doc_id, version, data)
+        if final and buffer.generation == generation and not self.open_for_writing(node):
+            shown = FileBuffer(data, base=self._base_of(merged), base_version=version)
+            self.take_others_content(node, shown)
+            node.size = len(data)
+        else:
+            buffer.base, buffer.base_version = self._base_of(ours), None
+        buffer.others_changed = False
+        self.kernel_version.pop(node.ino, None)
+        self.kernel.attributes(node.ino)
+        self.kernel.inode(node.ino)
 
     async def _refuse_content(self, node: FileNode, exc: FsError, final: bool) -> None:
         if final:
