@@ -118,13 +118,19 @@ def test_memfs_init_installs_the_trigger_on_an_ironclaw_database(
     assert refinery == (4,)
 
 
+#: What a mount logs when another writer's change reaches a file open for writing there.
+OPEN_CHANGED = "changed in the database while open for writing here"
+
+
 def versions(conn: psycopg.Connection[Any]) -> list[str]:
     return [r[0] for r in conn.execute("SELECT content FROM memory_document_versions")]
 
 
-def test_concurrent_change_is_kept_as_a_version(
+def test_a_concurrent_append_is_merged_and_the_row_it_replaced_kept_as_a_version(
     mounted: Mount, sql_conn: psycopg.Connection[Any]
 ) -> None:
+    """The agent appends while a person has the file open; the person's save merges the
+    two (issue 32): both lines are in the document, the agent's row became a version."""
     target = mounted.path("MEMORY.md")
     target.write_text("line 1\n")
     with open(target, "r+") as handle:  # opened by a person...
@@ -132,12 +138,32 @@ def test_concurrent_change_is_kept_as_a_version(
         sql_conn.execute(  # ...while the agent appends with SQL
             "UPDATE memory_documents SET content = content || 'agent line\n'"
         )
-        time.sleep(0.2)
+        eventually(lambda: OPEN_CHANGED in mounted.log(), VISIBLE_WITHIN)  # the feed told it
         handle.write("person line\n")
     row = sql_conn.execute("SELECT content FROM memory_documents").fetchone()
-    assert row == ("line 1\nperson line\n",)
+    assert row == ("line 1\nagent line\nperson line\n",)
     assert "line 1\nagent line\n" in versions(sql_conn)
-    assert "changed in the database after it was opened" in mounted.log()
+    assert "merged with another writer's change" in mounted.log()
+    assert target.read_text() == "line 1\nagent line\nperson line\n"
+
+
+def test_an_overlapping_concurrent_change_is_kept_as_a_version(
+    mounted: Mount, sql_conn: psycopg.Connection[Any]
+) -> None:
+    target = mounted.path("MEMORY.md")
+    target.write_text("line 1\n")
+    with open(target, "r+") as handle:  # opened by a person...
+        assert handle.read() == "line 1\n"
+        sql_conn.execute(  # ...while the agent rewrites the same line
+            "UPDATE memory_documents SET content = 'line one, the agent''s\n'"
+        )
+        eventually(lambda: OPEN_CHANGED in mounted.log(), VISIBLE_WITHIN)
+        handle.seek(0)
+        handle.write("LINE 1\n")  # the same line, edited
+    row = sql_conn.execute("SELECT content FROM memory_documents").fetchone()
+    assert row == ("LINE 1\n",)
+    assert "line one, the agent's\n" in versions(sql_conn)
+    assert "overlap" in mounted.log()
 
 
 def test_concurrent_change_without_versions_becomes_a_conflict_copy(
@@ -149,13 +175,13 @@ def test_concurrent_change_without_versions_becomes_a_conflict_copy(
     target.write_text("line 1\n")
     with open(target, "r+") as handle:
         handle.read()
-        sql_conn.execute("UPDATE memory_documents SET content = content || 'agent line\n'")
+        sql_conn.execute("UPDATE memory_documents SET content = 'line one, the agent''s\n'")
         handle.write("person line\n")
     rows = dict(sql_conn.execute("SELECT path, content FROM memory_documents").fetchall())
     assert rows.pop("MEMORY.md") == "line 1\nperson line\n"
     [(copy, content)] = rows.items()
     assert copy.startswith("MEMORY.md.conflict-") and copy.endswith(".md")
-    assert content == "line 1\nagent line\n"
+    assert content == "line one, the agent's\n"
     eventually((mount.path() / copy).exists, 3.0)
 
 
@@ -218,9 +244,10 @@ def test_two_mounts_writing_one_file_lose_nothing(
         from_a.write("from a\n")
         from_a.flush()
         os.fsync(from_a.fileno())
+        eventually(lambda: OPEN_CHANGED in b.log(), VISIBLE_WITHIN)  # b heard of it
         from_b.write("from b\n")
     final = sql_conn.execute("SELECT content FROM memory_documents").fetchone()[0]  # type: ignore[index]
-    assert final == "base\nfrom b\n"
+    assert final == "base\nfrom a\nfrom b\n"  # both appends, merged (issue 32)
     assert "base\nfrom a\n" in versions(sql_conn)
 
 
