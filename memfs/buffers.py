@@ -47,6 +47,9 @@ class FileBuffer:
         self.base_version = base_version
         #: Another writer changed the row while this buffer was open for writing.
         self.others_changed = False
+        #: The process that last opened it for writing (0: unknown), whose base the next
+        #: commit becomes (``SaverBases``).
+        self.writer = 0
         #: The only change not yet committed is a truncation (``open(O_TRUNC)``, ftruncate):
         #: a shell's ``>`` closes that descriptor before it writes, and a flush then must not
         #: make the emptying an IronClaw write of its own (``ContentMixin.flush``).

@@ -132,6 +132,7 @@ class Filesystem(NamespaceMixin):
         *,
         noreplace: bool = False,
         exchange: bool = False,
+        pid: int = 0,
     ) -> None:
         """A document moved into a tool folder (Obsidian's delete to ``.trash``) leaves
         memory: kept as a tool file first, then its row is deleted."""
@@ -139,7 +140,7 @@ class Filesystem(NamespaceMixin):
         leaving = isinstance(source, FileNode) and not source.scratch and source.doc_id is not None
         await super().rename(
             old_parent_ino, old_name, new_parent_ino, new_name,
-            noreplace=noreplace, exchange=exchange,
+            noreplace=noreplace, exchange=exchange, pid=pid,
         )  # fmt: skip
         kept = await self._sync_tools()
         if (

@@ -58,7 +58,7 @@ from memfs.vfs.extensions import SyntheticTree
 if TYPE_CHECKING:
     from memfs.vfs.prompt_file import PromptFile
     from memfs.vfs.tool_folders import ToolFolders
-from memfs.vfs.saves import EditorSaves
+from memfs.vfs.saves import EditorSaves, SaverBases
 
 log = logging.getLogger("memfs.vfs")
 
@@ -220,6 +220,8 @@ class FilesystemBase:
         self.drained: dict[int, str] = {}
         #: Renamed-away originals and tentative files (``memfs.vfs.saves``).
         self.saves = EditorSaves(monotonic, self._shows)
+        #: What each process last read or wrote of each document: its next save's base.
+        self.bases = SaverBases()
         #: Version of each file's content the kernel may hold in its page cache.
         self.kernel_version: dict[int, Any] = {}
         #: Synthetic trees at the mount root (``.search``, ``.scopes``), made at ``load``,

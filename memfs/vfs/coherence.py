@@ -224,6 +224,9 @@ class OtherWriters:
                 fs.describe_node(node),
             )
             return
+        if node.doc_id is not None:  # processes that read the old version keep it as a base
+            fs.bases.superseded(node.doc_id, node.updated_at,
+                                fs.cache.get(node.doc_id, node.updated_at))  # fmt: skip
         node.updated_at = row.updated_at
         node.client_mtime_ns = row.attrs.mtime_ns
         node.mtime_ns = row.attrs.mtime_ns or to_ns(row.updated_at)

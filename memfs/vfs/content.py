@@ -151,8 +151,8 @@ class ContentMixin(FilesystemBase):
         self.buffers[node.ino] = buffer
         return buffer
 
-    async def open(self, ino: int, flags: int) -> tuple[int, bool]:
-        """Open a file; returns (fh, keep_cache)."""
+    async def open(self, ino: int, flags: int, pid: int = 0) -> tuple[int, bool]:
+        """Open a file for process ``pid`` (0: unknown); returns (fh, keep_cache)."""
         node = self.tree.get_file(ino)
         if node.parent is None:
             refuse_stale(node)
@@ -177,6 +177,7 @@ class ContentMixin(FilesystemBase):
             # open came after the removal) instead of writing where no name leads.
             self._drop_idle_buffer(node)
             refuse_stale(node)
+        self._note_base(node, buffer, pid, writable=writable, truncate=truncate)
         if truncate and len(buffer) > 0:
             buffer.truncate(0)
         if truncate:
@@ -528,8 +529,13 @@ class ContentMixin(FilesystemBase):
             self.tree.bind_document(node, result.doc_id)
         else:
             node.doc_id = result.doc_id
+        if result.changed and node.updated_at is not None:  # other readers' bases
+            self.bases.superseded(result.doc_id, node.updated_at,
+                                  self.cache.get(result.doc_id, node.updated_at))  # fmt: skip
         node.updated_at = result.updated_at
         if merged is not None and not result.conflict:
+            # The writer's base is what it wrote: no row holds it (the row is the merge).
+            self.bases.saw(path, buffer.writer, result.doc_id, None, ours.encode("utf-8"))
             self._show_merged(node, buffer, generation, ours, text, result.updated_at, final)
             buffer.mark_clean(generation)
             if not buffer.dirty:
@@ -537,6 +543,7 @@ class ContentMixin(FilesystemBase):
             return
         buffer.base, buffer.base_version = self._base_of(ours), result.updated_at
         buffer.others_changed = False
+        self.bases.saw(path, buffer.writer, result.doc_id, result.updated_at)
         if buffer.generation == generation and self.cache.accepts(len(buffer)):
             self.cache.put(result.doc_id, result.updated_at, buffer.snapshot())
         else:
@@ -561,6 +568,36 @@ class ContentMixin(FilesystemBase):
         data = text.encode("utf-8")
         return data if len(data) <= MERGE_LIMIT else None
 
+    def _note_base(
+        self, node: FileNode, buffer: Buffer, pid: int, *, writable: bool, truncate: bool
+    ) -> None:
+        """What process ``pid`` starts from: an open that reads is its base from now on; a
+        write that starts from an empty file (``O_TRUNC``) is based on what it read last."""
+        if not isinstance(buffer, FileBuffer) or type(node) is not FileNode or node.scratch:
+            return
+        if node.doc_id is None or node.parent is None:
+            return
+        path = self.tree.path_of(node)
+        if writable:
+            buffer.writer = pid or buffer.writer
+        if truncate and buffer.base is None:
+            self._adopt_saver_base(buffer, node.doc_id, path, pid)
+        elif not truncate:
+            self.bases.saw(path, pid, node.doc_id, buffer.base_version or node.updated_at)
+
+    def _adopt_saver_base(self, buffer: FileBuffer, doc_id: UUID, path: str, pid: int) -> None:
+        """A buffer written from empty takes the base of the process writing it."""
+        found = self.bases.base(path, pid)
+        if found is None or found.doc_id != doc_id:
+            return
+        data = found.data if found.data is not None else self.cache.get(doc_id, found.version)
+        if data is None:
+            log.info("%r: what process %d read last is no longer cached; a change by another "
+                     "writer meanwhile is kept as a version, not merged", path, pid)  # fmt: skip
+            return
+        buffer.base = data if len(data) <= MERGE_LIMIT else None
+        buffer.base_version = found.version if found.data is None else None
+
     async def _merge_others(
         self, node: FileNode, buffer: FileBuffer, path: str, ours: str
     ) -> tuple[str, Any] | None:
@@ -573,11 +610,20 @@ class ContentMixin(FilesystemBase):
             return None
         if buffer.base_version == node.updated_at and not buffer.others_changed:
             return None
-        found = await self.run_db(self.store.read_content, node.doc_id)
-        if found is None or found.version == buffer.base_version:
+        return await self._merge_with_row(node.doc_id, path, buffer.base, buffer.base_version,
+                                          ours)  # fmt: skip
+
+    async def _merge_with_row(
+        self, doc_id: UUID, path: str, base_data: bytes, base_version: Any, ours: str
+    ) -> tuple[str, Any] | None:
+        """``ours`` merged with the row as it is now, based on ``base_data`` (the row at
+        ``base_version``, None: no row version holds it); None if there is nothing to
+        merge or the changes overlap."""
+        found = await self.run_db(self.store.read_content, doc_id)
+        if found is None or found.version == base_version:
             return None
         try:
-            base, theirs = buffer.base.decode("utf-8"), found.data.decode("utf-8")
+            base, theirs = base_data.decode("utf-8"), found.data.decode("utf-8")
         except UnicodeDecodeError:
             return None
         if len(found.data) > MERGE_LIMIT or len(ours) > MERGE_LIMIT:

@@ -26,6 +26,7 @@ from memfs.buffers import FileBuffer, ScratchBuffer
 from memfs.db.deferred import Change, Delete, DropDir, KeepDir, MoveDir
 from memfs.db.interface import CommitResult, FileAttrs
 from memfs.errors import DatabaseUnavailable, FsError
+from memfs.merge import MERGE_LIMIT, mergeable
 from memfs.paths import check_new_name
 from memfs.scratch import REFUSED_NAMES, TENTATIVE_GRACE, Kind
 from memfs.tree import SYNTHETIC, DirNode, FileNode, Node, to_ns
@@ -97,7 +98,9 @@ class NamespaceMixin(ContentMixin):
             self.touch_dir(parent)
             return node
 
-    async def create(self, parent_ino: int, name: str, mode: int, flags: int) -> tuple[int, Node]:
+    async def create(
+        self, parent_ino: int, name: str, mode: int, flags: int, pid: int = 0
+    ) -> tuple[int, Node]:
         """Create and open a new, empty file; a document reaches the database at close.
 
         The kernel sends CREATE after a lookup found no such name; by the time it arrives
@@ -110,15 +113,15 @@ class NamespaceMixin(ContentMixin):
                 reopen = existing
             else:
                 reopen = None
-                fh, node = self._create_locked(parent_ino, name, mode, flags)
+                fh, node = self._create_locked(parent_ino, name, mode, flags, pid)
         if reopen is not None:  # outside the lock: open may read from the database
-            fh, _ = await self.open(reopen.ino, flags)
+            fh, _ = await self.open(reopen.ino, flags, pid)
             reopen.lookups += 1
             return fh, reopen
         return fh, node
 
     def _create_locked(
-        self, parent_ino: int, name: str, mode: int, flags: int
+        self, parent_ino: int, name: str, mode: int, flags: int, pid: int = 0
     ) -> tuple[int, FileNode]:
         """A new file (or scratch file) and its handle; the caller holds ``ns_lock``."""
         parent, path = self._new_entry(parent_ino, name)
@@ -129,10 +132,12 @@ class NamespaceMixin(ContentMixin):
         buffer: FileBuffer | ScratchBuffer
         if kind is Kind.DOCUMENT:
             buffer = FileBuffer(b"", dirty=True)
+            buffer.writer = pid
             claimed = self.saves.claim(path)
             if claimed is not None:
                 node.doc_id, node.updated_at = claimed  # the version this save is based on
                 log.debug("%r takes over the row of its renamed-away original", path)
+                self._adopt_saver_base(buffer, claimed[0], path, pid)
         else:
             node.scratch = True
             buffer = ScratchBuffer(self.spill)
@@ -332,6 +337,7 @@ class NamespaceMixin(ContentMixin):
         *,
         noreplace: bool = False,
         exchange: bool = False,
+        pid: int = 0,
     ) -> None:
         if exchange:
             raise FsError(errno.EINVAL, "RENAME_EXCHANGE is not supported")
@@ -363,7 +369,7 @@ class NamespaceMixin(ContentMixin):
             if source.scratch and kind is not Kind.DOCUMENT:
                 await self._replace_target(target)
             elif source.scratch:
-                await self._scratch_to_document(source, new_path, target)
+                await self._scratch_to_document(source, new_path, target, pid)
             elif kind is not Kind.DOCUMENT:
                 if isinstance(source, DirNode) and self._into_tool_folder(new_parent, new_name):
                     await self._folder_leaves_memory(source, target)
@@ -587,8 +593,12 @@ class NamespaceMixin(ContentMixin):
             folders.extend(c for c in folder.children.values() if isinstance(c, DirNode))
         log.info("%s moved into a tool folder with its documents", self.describe_node(source))
 
-    async def _scratch_to_document(self, source: Node, new_path: str, target: Node | None) -> None:
-        """A temporary renamed onto a document name: the rename is the commit."""
+    async def _scratch_to_document(
+        self, source: Node, new_path: str, target: Node | None, pid: int = 0
+    ) -> None:
+        """A temporary renamed onto a document name: the rename is the commit.  Renamed by
+        a process that read the document (``sed -i``, an editor) over another writer's
+        change it did not read, the two are merged (``memfs.merge``)."""
         if isinstance(source, DirNode):
             await self._commit_scratch_dir(source, new_path, target)
             return
@@ -636,13 +646,43 @@ class NamespaceMixin(ContentMixin):
             if doc_id is None:  # e.g. rsync --backup: x -> x~, tmp -> x
                 claimed = self.saves.claim(new_path)
                 doc_id = claimed[0] if claimed is not None else None
-        result = await self._commit_document(doc_id, new_path, text, attrs)
+        expected, ours = None, text
+        shown = target.updated_at if isinstance(target, FileNode) else None
+        merged = await self._merge_saver_base(doc_id, new_path, pid, text, shown)
+        if merged is not None:
+            (text, expected), data = merged, merged[0].encode("utf-8")
+        if doc_id is not None and shown is not None:  # other readers' bases keep the bytes
+            self.bases.superseded(doc_id, shown, self.cache.get(doc_id, shown))
+        result = await self._commit_document(doc_id, new_path, text, attrs, expected)
+        if merged is not None and not result.conflict:
+            self.bases.saw(new_path, pid, result.doc_id, None, ours.encode("utf-8"))
+            self.kernel.inode(source.ino)  # it cached the saver's bytes, not the merge
+        else:
+            self.bases.saw(new_path, pid, result.doc_id, result.updated_at)
         log.debug(
             "committed %r (%s) from the temporary %r: %s%s", new_path, result.doc_id,
             source.name, "created" if result.created else "updated",
             ", previous content versioned" if result.versioned else "",
         )  # fmt: skip
         self._become_document(source, result, data)
+
+    async def _merge_saver_base(
+        self, doc_id: UUID | None, path: str, pid: int, ours: str, shown: object
+    ) -> tuple[str, object] | None:
+        """A renamed save merged with another writer's change since what process ``pid``
+        read (its base), or None: no base known, no change heard of, or an overlap."""
+        if doc_id is None or not mergeable(path):
+            return None
+        base = self.bases.base(path, pid)
+        if base is None or base.doc_id != doc_id:
+            return None
+        if base.data is None and base.version == shown:
+            return None  # the mount has heard of no change since that read
+        data = base.data if base.data is not None else self.cache.get(doc_id, base.version)
+        if data is None or len(data) > MERGE_LIMIT:
+            return None
+        return await self._merge_with_row(doc_id, path, data, base.version if base.data is None
+                                          else None, ours)  # fmt: skip
 
     def _scratch_text(self, node: FileNode, what: str) -> tuple[bytes, str]:
         """A scratch file's bytes and their text, or EILSEQ if they cannot be a document."""

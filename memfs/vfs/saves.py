@@ -16,16 +16,90 @@ Two save patterns pass a document through a name that is not a document:
 
 ``EditorSaves`` holds both tables; ``memfs.vfs.namespace`` decides when a save is one of
 these and asks here what waits where.
+
+``SaverBases`` holds what each process last read or wrote of each document: the base of a
+three-way merge (``memfs.merge``) when its next save lands over another writer's change.
+Rename saves and ``O_TRUNC`` rewrites start from an empty file, so the base is found by
+path and process, not by handle.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from memfs.scratch import TENTATIVE_GRACE
 from memfs.tree import FileNode
+
+#: How many (path, process) bases are remembered: a version id each; bytes only where no
+#: row or cache entry holds them any more (a merged save's own bytes, a version another
+#: writer replaced), up to ``BASE_BYTES`` in all (the oldest go first).
+BASES_KEPT = 4096
+BASE_BYTES = 16 << 20
+
+
+class Base(NamedTuple):
+    """What one process last read or wrote of a document: the row version, or the bytes."""
+
+    doc_id: UUID
+    version: Any
+    data: bytes | None
+
+
+class SaverBases:
+    """The base of each process's next save of each document (bounded, oldest forgotten)."""
+
+    def __init__(self, kept: int = BASES_KEPT, max_bytes: int = BASE_BYTES) -> None:
+        self._kept = kept
+        self._max_bytes = max_bytes
+        self._bytes = 0
+        self._bases: OrderedDict[tuple[str, int], Base] = OrderedDict()
+        #: The keys of each document's bases (``superseded`` looks at those alone).
+        self._by_doc: dict[UUID, set[tuple[str, int]]] = {}
+
+    def saw(
+        self, path: str, pid: int, doc_id: UUID | None, version: Any, data: bytes | None = None
+    ) -> None:
+        """Process ``pid`` read (or wrote) ``path`` at ``version`` (``data``: bytes no row
+        version holds).  Unknown processes (0) and documents without a row are not kept."""
+        if pid <= 0 or doc_id is None:
+            return
+        self._put((path, pid), Base(doc_id, version, data))
+
+    def _put(self, key: tuple[str, int], base: Base) -> None:
+        self._drop(key)
+        self._bases[key] = base
+        self._by_doc.setdefault(base.doc_id, set()).add(key)
+        self._bytes += len(base.data or b"")
+        while len(self._bases) > self._kept or self._bytes > self._max_bytes:
+            self._drop(next(iter(self._bases)))
+
+    def _drop(self, key: tuple[str, int]) -> None:
+        old = self._bases.pop(key, None)
+        if old is not None:
+            self._bytes -= len(old.data or b"")
+            keys = self._by_doc.get(old.doc_id)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._by_doc[old.doc_id]
+
+    def superseded(self, doc_id: UUID, version: Any, data: bytes | None) -> None:
+        """Row ``doc_id`` leaves ``version`` (``data``: its bytes, None if not at hand):
+        the bases at that version keep the bytes, or are forgotten without them."""
+        for key in list(self._by_doc.get(doc_id, ())):
+            base = self._bases[key]
+            if base.data is None and base.version == version:
+                if data is None:
+                    self._drop(key)
+                else:
+                    self._put(key, Base(doc_id, version, data))
+
+    def base(self, path: str, pid: int) -> Base | None:
+        return self._bases.get((path, pid)) if pid > 0 else None
 
 
 class EditorSaves:

@@ -84,3 +84,82 @@ async def test_a_save_with_no_other_change_costs_no_extra_round_trip(
     await fs.release(fh)
     assert engine.contents(sql_conn) == {"MEMORY.md": "one\ntwo\n"}
     assert calls == [], "no merge check without another writer's change"
+
+
+VIM, SED, OTHER = 4242, 4343, 4444
+WRITE = os.O_WRONLY
+
+
+async def read_as(fs: Filesystem, ino: int, pid: int) -> bytes:
+    fh, _ = await fs.open(ino, os.O_RDONLY, pid)
+    try:
+        return fs.read(fh, 0, 1 << 16)
+    finally:
+        await fs.release(fh)
+
+
+async def rewrite_as(fs: Filesystem, ino: int, pid: int, data: bytes) -> None:
+    """vim with ``backupcopy=yes``: the whole buffer written over the file (O_TRUNC)."""
+    fh, _ = await fs.open(ino, WRITE | os.O_TRUNC, pid)
+    await fs.write(fh, 0, data)
+    await fs.release(fh)
+
+
+async def test_a_rewrite_from_empty_is_based_on_what_its_process_read(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
+) -> None:
+    """vim keeps MEMORY.md open for minutes (it read it once) while the agent appends; the
+    person fixes line 1 and writes: the agent's line stays in the document.  Then vim's
+    next write (from its own bytes, which lack the agent's line) keeps it too."""
+    fs, _ = two
+    ino = await write_file(fs, ROOT_INODE, "MEMORY.md", b"frist\nsecond\n")
+    assert await read_as(fs, ino, VIM) == b"frist\nsecond\n"
+    assert engine.agent_appends(sql_conn, "MEMORY.md", "agent fact\n")
+    await OtherWriters(fs).resync()
+    await rewrite_as(fs, ino, VIM, b"first\nsecond\n")
+    assert engine.contents(sql_conn) == {"MEMORY.md": "first\nsecond\nagent fact\n"}
+    assert await read_all(fs, ino) == b"first\nsecond\nagent fact\n"
+    await rewrite_as(fs, ino, VIM, b"first\nsecond\nthird\n")  # vim never re-read
+    assert engine.contents(sql_conn) == {"MEMORY.md": "first\nsecond\nagent fact\nthird\n"}
+
+
+async def test_a_process_that_read_nothing_saves_on_the_old_rule(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
+) -> None:
+    fs, _ = two
+    ino = await write_file(fs, ROOT_INODE, "MEMORY.md", b"one\n")
+    assert engine.agent_appends(sql_conn, "MEMORY.md", "agent\n")
+    await OtherWriters(fs).resync()
+    await rewrite_as(fs, ino, OTHER, b"replaced\n")  # `echo replaced > MEMORY.md`
+    assert engine.contents(sql_conn) == {"MEMORY.md": "replaced\n"}
+    assert "one\nagent\n" in engine.versions(sql_conn, "MEMORY.md")
+
+
+async def test_a_rename_save_is_merged_by_the_process_that_read(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
+) -> None:
+    """vim's ``backupcopy=no`` (x -> x~, a new x) and ``sed -i`` (a temporary renamed over
+    x): new handles, found by path and process."""
+    fs, _ = two
+    ino = await write_file(fs, ROOT_INODE, "MEMORY.md", b"a\nb\n")
+    await read_as(fs, ino, VIM)
+    assert engine.agent_appends(sql_conn, "MEMORY.md", "agent 1\n")
+    await OtherWriters(fs).resync()
+    await fs.rename(ROOT_INODE, "MEMORY.md", ROOT_INODE, "MEMORY.md~", pid=VIM)
+    fh, node = await fs.create(ROOT_INODE, "MEMORY.md", 0o644, WRITE, VIM)
+    await fs.write(fh, 0, b"A\nb\n")
+    await fs.release(fh)
+    await fs.unlink(ROOT_INODE, "MEMORY.md~")
+    assert engine.contents(sql_conn) == {"MEMORY.md": "A\nb\nagent 1\n"}
+
+    await read_as(fs, node.ino, SED)
+    assert engine.agent_appends(sql_conn, "MEMORY.md", "agent 2\n")
+    await OtherWriters(fs).resync()
+    fh, _ = await fs.create(ROOT_INODE, "sedXy12Ab", 0o644, WRITE, SED)
+    await fs.write(fh, 0, b"A\nB\nagent 1\n")  # sed -i 's/b/B/'
+    await fs.release(fh)
+    await fs.rename(ROOT_INODE, "sedXy12Ab", ROOT_INODE, "MEMORY.md", pid=SED)
+    assert engine.contents(sql_conn) == {"MEMORY.md": "A\nB\nagent 1\nagent 2\n"}
+    shown = fs.tree.resolve("MEMORY.md")
+    assert shown is not None
+    assert await read_all(fs, shown.ino) == b"A\nB\nagent 1\nagent 2\n"
