@@ -62,6 +62,12 @@ def merge(base: str, theirs: str, ours: str) -> Merge:
         return Merge(ours, "nothing to merge")
     if o == b:
         return Merge(theirs, "only theirs changed")
+    if o.startswith(t):  # ours holds theirs already (its writer had read it)
+        return Merge(ours, "ours holds theirs")
+    if t.startswith(o):
+        return Merge(theirs, "theirs holds ours")
+    if t.startswith(b) and o.endswith(t[len(b) :]):
+        return Merge(ours, "ours holds their lines")
     if t.startswith(b) and o.startswith(b):  # both appended: theirs, then our lines
         return _unended(Merge(t + o[len(b) :], "both appended"), theirs, ours)
     if t.startswith(b):  # they only appended: our edit, then their lines

@@ -571,8 +571,10 @@ class ContentMixin(FilesystemBase):
     def _note_base(
         self, node: FileNode, buffer: Buffer, pid: int, *, writable: bool, truncate: bool
     ) -> None:
-        """What process ``pid`` starts from: an open that reads is its base from now on; a
-        write that starts from an empty file (``O_TRUNC``) is based on what it read last."""
+        """What process ``pid`` starts from: its first read since it last wrote the document
+        (``SaverBases.read``).  A write is based on that, not on what the open loaded: vim
+        rewrites a file it read minutes ago (``ftruncate`` and the whole buffer, or
+        ``O_TRUNC``) after reading it once more for its backup."""
         if not isinstance(buffer, FileBuffer) or type(node) is not FileNode or node.scratch:
             return
         if node.doc_id is None or node.parent is None:
@@ -580,16 +582,20 @@ class ContentMixin(FilesystemBase):
         path = self.tree.path_of(node)
         if writable:
             buffer.writer = pid or buffer.writer
-        if truncate and buffer.base is None:
-            self._adopt_saver_base(buffer, node.doc_id, path, pid)
-        elif not truncate:
-            self.bases.saw(path, pid, node.doc_id, buffer.base_version or node.updated_at)
+            if buffer.base is None or not buffer.dirty:
+                self._adopt_saver_base(buffer, node.doc_id, path, pid)
+        if not truncate:
+            self.bases.read(path, pid, node.doc_id, buffer.base_version or node.updated_at)
 
     def _adopt_saver_base(self, buffer: FileBuffer, doc_id: UUID, path: str, pid: int) -> None:
         """A buffer written from empty takes the base of the process writing it."""
         found = self.bases.base(path, pid)
         if found is None or found.doc_id != doc_id:
             return
+        if found.data is None and buffer.base is not None and found.version == buffer.base_version:
+            return  # the buffer holds that very version
+        log.debug("%r written by process %d, based on what it read at %s", path, pid,
+                  found.version)  # fmt: skip
         data = found.data if found.data is not None else self.cache.get(doc_id, found.version)
         if data is None:
             log.info("%r: what process %d read last is no longer cached; a change by another "

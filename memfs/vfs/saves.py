@@ -42,11 +42,13 @@ BASE_BYTES = 16 << 20
 
 
 class Base(NamedTuple):
-    """What one process last read or wrote of a document: the row version, or the bytes."""
+    """What one process read or wrote of a document: the row version, or the bytes."""
 
     doc_id: UUID
     version: Any
     data: bytes | None
+    #: Read (not written) by the process: a later read does not replace it.
+    read: bool = False
 
 
 class SaverBases:
@@ -63,11 +65,24 @@ class SaverBases:
     def saw(
         self, path: str, pid: int, doc_id: UUID | None, version: Any, data: bytes | None = None
     ) -> None:
-        """Process ``pid`` read (or wrote) ``path`` at ``version`` (``data``: bytes no row
-        version holds).  Unknown processes (0) and documents without a row are not kept."""
+        """Process ``pid`` wrote ``path`` at ``version`` (``data``: bytes no row version
+        holds): its next save is based on that.  Unknown processes (0) and documents
+        without a row are not kept."""
         if pid <= 0 or doc_id is None:
             return
         self._put((path, pid), Base(doc_id, version, data))
+
+    def read(self, path: str, pid: int, doc_id: UUID | None, version: Any) -> None:
+        """Process ``pid`` read ``path`` at ``version``.  Its first read since it last wrote
+        the document is its base: an editor reads a file once and may read it again just
+        before it writes (vim's backup copy), after another writer's change it never
+        showed its user."""
+        if pid <= 0 or doc_id is None:
+            return
+        known = self._bases.get((path, pid))
+        if known is not None and known.read and known.doc_id == doc_id:
+            return
+        self._put((path, pid), Base(doc_id, version, None, read=True))
 
     def _put(self, key: tuple[str, int], base: Base) -> None:
         self._drop(key)
@@ -96,7 +111,7 @@ class SaverBases:
                 if data is None:
                     self._drop(key)
                 else:
-                    self._put(key, Base(doc_id, version, data))
+                    self._put(key, base._replace(data=data))
 
     def base(self, path: str, pid: int) -> Base | None:
         return self._bases.get((path, pid)) if pid > 0 else None

@@ -72,3 +72,18 @@ def test_trivial_merges(base: str, theirs: str, ours: str, merged: str) -> None:
 )  # fmt: skip
 def test_whole_value_files_are_never_merged(path: str, merged: bool) -> None:
     assert mergeable(path) is merged
+
+
+@pytest.mark.parametrize(
+    ("base", "theirs", "ours"),
+    [
+        ("a\n", "a\nagent\n", "a\nagent\nmine\n"),  # the writer had read theirs since
+        ("a\n", "a\nagent\n", "A\nagent\n"),
+        ("a\n", "a\nagent\nmore\n", "a\nagent\n"),  # ours is a prefix of theirs
+    ],
+)
+def test_a_base_older_than_what_the_writer_saw_duplicates_nothing(
+    base: str, theirs: str, ours: str
+) -> None:
+    merged = merge(base, theirs, ours).text
+    assert merged is not None and merged.count("agent") == 1
