@@ -224,7 +224,7 @@ class OtherWriters:
                 fs.describe_node(node),
             )
             return
-        if node.doc_id is not None:  # processes that read the old version keep it as a base
+        if node.doc_id is not None and fs.bases.tracks(node.doc_id):  # readers' bases keep it
             fs.bases.superseded(node.doc_id, node.updated_at,
                                 fs.cache.get(node.doc_id, node.updated_at))  # fmt: skip
         node.updated_at = row.updated_at

@@ -529,7 +529,7 @@ class ContentMixin(FilesystemBase):
             self.tree.bind_document(node, result.doc_id)
         else:
             node.doc_id = result.doc_id
-        if result.changed and node.updated_at is not None:  # other readers' bases
+        if result.changed and node.updated_at is not None and self.bases.tracks(result.doc_id):
             self.bases.superseded(result.doc_id, node.updated_at,
                                   self.cache.get(result.doc_id, node.updated_at))  # fmt: skip
         node.updated_at = result.updated_at

@@ -651,7 +651,7 @@ class NamespaceMixin(ContentMixin):
         merged = await self._merge_saver_base(doc_id, new_path, pid, text, shown)
         if merged is not None:
             (text, expected), data = merged, merged[0].encode("utf-8")
-        if doc_id is not None and shown is not None:  # other readers' bases keep the bytes
+        if doc_id is not None and shown is not None and self.bases.tracks(doc_id):
             self.bases.superseded(doc_id, shown, self.cache.get(doc_id, shown))
         result = await self._commit_document(doc_id, new_path, text, attrs, expected)
         if merged is not None and not result.conflict:

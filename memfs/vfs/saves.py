@@ -102,6 +102,10 @@ class SaverBases:
                 if not keys:
                     del self._by_doc[old.doc_id]
 
+    def tracks(self, doc_id: UUID) -> bool:
+        """Whether some process's base is a version of ``doc_id``."""
+        return doc_id in self._by_doc
+
     def superseded(self, doc_id: UUID, version: Any, data: bytes | None) -> None:
         """Row ``doc_id`` leaves ``version`` (``data``: its bytes, None if not at hand):
         the bases at that version keep the bytes, or are forgotten without them."""
