@@ -16,15 +16,8 @@ import psycopg
 from memfs.tree import ROOT_INODE
 from memfs.vfs import Filesystem, OtherWriters
 from tests.engines import Engine
+from tests.model.test_feed_races import read_all
 from tests.model.test_round_trips import write_file
-
-
-async def read_all(fs: Filesystem, ino: int) -> bytes:
-    fh, _ = await fs.open(ino, os.O_RDONLY)
-    try:
-        return fs.read(fh, 0, 1 << 16)
-    finally:
-        await fs.release(fh)
 
 
 async def test_an_append_while_the_agent_appended_keeps_both_lines(
