@@ -540,12 +540,18 @@ class ContentMixin(FilesystemBase):
             buffer.mark_clean(generation)
             if not buffer.dirty:
                 self._saved(node)
+            log.debug("committed %r (%s): merged, previous content versioned", path,
+                      result.doc_id)  # fmt: skip
             return
-        buffer.base, buffer.base_version = self._base_of(ours), result.updated_at
+        # One copy of the committed bytes serves as the writers' base and the cache entry.
+        same = buffer.generation == generation
+        committed = buffer.snapshot() if same else ours.encode("utf-8")
+        buffer.base = committed if len(committed) <= MERGE_LIMIT else None
+        buffer.base_version = result.updated_at
         buffer.others_changed = False
         self.bases.saw(path, buffer.writer, result.doc_id, result.updated_at)
-        if buffer.generation == generation and self.cache.accepts(len(buffer)):
-            self.cache.put(result.doc_id, result.updated_at, buffer.snapshot())
+        if same and self.cache.accepts(len(committed)):
+            self.cache.put(result.doc_id, result.updated_at, committed)
         else:
             self.cache.drop(result.doc_id)
         del text
