@@ -450,14 +450,19 @@ class NamespaceMixin(ContentMixin):
         text: str | None,
         keep: list[str],
         seen: datetime | None,
+        source_seen: datetime | None = None,
     ) -> CommitResult | None:
         """``rename`` of a document over another: IronClaw's write of the target path with
         the source's content, then its delete of the source, in one transaction.  The target
         keeps its identity and history; the file now stands for the target's row.  ``seen``
         is the target's version this mount last showed: if another writer changed it since,
-        that change is kept (as for any save) and logged."""
+        that change is kept (as for any save) and logged.  ``text`` given, ``source_seen``
+        is the source row's version it stands for (a renamed-away original's, as this mount
+        last showed it): the row is deleted only at that version, so another writer's
+        change to it meanwhile is kept.  ``text`` None, the stored content moves, read
+        under the row's lock."""
         attrs = FileAttrs(source.custom_mode, source.client_mtime_ns or source.mtime_ns)
-        source_at = None
+        source_at = source_seen
         if text is None and source.doc_id == source_id:
             cached = self.cache.get(source_id, source.updated_at)  # spares a round trip
             if cached is not None:
@@ -627,7 +632,7 @@ class NamespaceMixin(ContentMixin):
                 # A renamed-away document moved over another one: IronClaw's write of the
                 # target with this content, then its delete of this row.
                 result = await self._replace_document(
-                    source, doc_id, replaced, new_path, text, [], seen
+                    source, doc_id, replaced, new_path, text, [], seen, source.updated_at
                 )
                 if result is not None:
                     self._become_document(source, result, data)

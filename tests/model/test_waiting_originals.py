@@ -89,3 +89,24 @@ async def test_a_backup_removed_after_another_writer_saved_the_waiting_row_keeps
     await fs.unlink(ROOT_INODE, "z.md~")  # this mount has not seen the other's save
     await settle(fs)
     assert engine.contents(sql_conn) == {"z.md": "first\nthe other writer's save\n"}
+
+
+async def test_a_backup_renamed_over_another_document_keeps_a_change_to_its_row(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
+) -> None:
+    """``a -> a~`` (the row waits), the agent appends to the row, then ``a~ -> b`` over
+    another document: b takes the backup's bytes and a's row goes.  The row was deleted
+    whatever it held (the agent's line gone with it, no version); it is deleted only as
+    this mount showed it, and otherwise kept (Reborn) or kept as a version of b (legacy)."""
+    fs, _ = two
+    await write_file(fs, ROOT_INODE, "a.md", b"first\n")
+    await write_file(fs, ROOT_INODE, "b.md", b"bee\n")
+    await settle(fs)
+    await fs.rename(ROOT_INODE, "a.md", ROOT_INODE, "a.md~")  # the row waits at a.md
+    assert engine.agent_appends(sql_conn, "a.md", "the agent's line")
+    await fs.rename(ROOT_INODE, "a.md~", ROOT_INODE, "b.md")
+    await settle(fs)
+    assert engine.contents(sql_conn)["b.md"] == "first\n"
+    kept = [*engine.contents(sql_conn).values(), *engine.versions(sql_conn, "b.md"),
+            *engine.versions(sql_conn, "a.md")]  # fmt: skip
+    assert any("the agent's line" in text for text in kept), kept

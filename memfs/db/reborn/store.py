@@ -1075,8 +1075,9 @@ class RebornStore(DeferringStore):
             return None
         with self._transaction() as conn:
             if content is None:
-                row = conn.execute(
-                    f"SELECT contents FROM {_TABLE} WHERE path = %s AND kind = 'memory_document'",
+                row = conn.execute(  # locked: the row deleted below is the row read
+                    f"SELECT contents FROM {_TABLE} WHERE path = %s "
+                    "AND kind = 'memory_document' FOR UPDATE",
                     (self.scope.row(source),),
                     binary=True,
                 ).fetchone()
