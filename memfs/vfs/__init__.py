@@ -152,7 +152,8 @@ class Filesystem(NamespaceMixin):
             and self.tools.top(self, source) is not None
         ):
             doc_id = source.origin_doc_id
-            await self.run_db(self.store.delete_document, doc_id, [])
+            # Only as this mount showed the row: another writer's change meanwhile stays.
+            await self.run_db(self.store.delete_document, doc_id, [], source.updated_at)
             self.cache.drop(doc_id)
             self.saves.release(source)
             log.info(
