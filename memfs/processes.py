@@ -21,3 +21,19 @@ def command_line(pid: int) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def process_of(thread: int) -> int:
+    """The process (thread group) a thread id belongs to, or ``thread`` itself if it cannot
+    be told (gone, or 0).  FUSE names the calling *thread*: a program that reads a file on
+    one thread and writes it on another (rclone, Go, node's thread pool) is one process."""
+    if thread <= 0:
+        return thread
+    try:
+        with open(f"/proc/{thread}/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"Tgid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return thread

@@ -95,3 +95,118 @@ def test_vim_fixing_a_typo_while_the_agent_appends_keeps_the_agents_fact(
     assert "merged with another writer's change" in engine_mount.log()
     eventually(lambda: "# Memory" in target.read_text(), "the mount to show the merge")
     assert target.read_text() == "# Memory\n- prefers tea\n- deploys on Fridays\n"
+
+
+#: Each editor's keys: fix line 1, answering its "changed on disk" questions as a person
+#: who wants their fix written would.
+EDITORS = {
+    "emacs": "emacs -nw -Q MEMORY.md",  # renames the original to MEMORY.md~ on its first save
+    "nano": "nano MEMORY.md",  # writes in place (O_TRUNC)
+}
+ANSWERS = {
+    "really edit the buffer?": ["y"],  # emacs, at the first change
+    "Save anyway? (yes or no)": ["yes", "Enter"],  # emacs, at the save
+    "continue saving?": ["y"],  # nano, at the save
+}
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("editor", sorted(EDITORS))
+def test_emacs_and_nano_fixing_a_typo_while_the_agent_appends_keep_the_agents_fact(
+    engine: Engine, engine_mount: Mount, sql_conn: psycopg.Connection[Any], work_dir: Path,
+    editor: str,
+) -> None:  # fmt: skip
+    if shutil.which(editor) is None or shutil.which("tmux") is None:
+        pytest.skip(f"needs {editor} and tmux (scripts/setup-tests installs them)")
+    target = engine_mount.path("MEMORY.md")
+    target.write_text("# Memroy\n- prefers tea\n")
+    env = client_env(work_dir / f"home-{editor}")
+    tmux = Tmux(f"memfs-merge-{engine}-{editor}", f"cd {engine_mount.path()} && {EDITORS[editor]}",
+                env)  # fmt: skip
+
+    def answer() -> None:
+        screen = tmux.screen()
+        for question, keys in ANSWERS.items():
+            if question in screen:
+                tmux.keys(*keys)
+                time.sleep(0.3)
+
+    try:
+        eventually(lambda: "prefers tea" in tmux.screen(), f"{editor} to show the file")
+        assert engine.agent_appends(sql_conn, "MEMORY.md", "- deploys on Fridays\n")
+        eventually(lambda: "Fridays" in target.read_text(), "the mount to show the agent's fact")
+        time.sleep(1.1)  # editors compare modification times to the second
+        if editor == "emacs":
+            tmux.keys("M-<", "C-k")
+            time.sleep(0.5)
+            answer()
+            tmux.keys("# Memory")
+            time.sleep(0.3)
+            tmux.keys("C-x", "C-s")
+        else:
+            tmux.keys("C-k", "# Memory", "Enter")
+            time.sleep(0.3)
+            tmux.keys("C-o")
+            time.sleep(0.3)
+            tmux.keys("Enter")
+
+        def written() -> bool:
+            answer()
+            return engine.contents(sql_conn).get("MEMORY.md", "").startswith("# Memory")
+
+        eventually(written, f"{editor}'s write")
+    finally:
+        tmux.close()
+    assert engine.contents(sql_conn)["MEMORY.md"] == (
+        "# Memory\n- prefers tea\n- deploys on Fridays\n"
+    )
+    assert "merged with another writer's change" in engine_mount.log()
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("program", ["sed -i", "VS Code's save"])
+def test_a_program_that_read_the_file_before_the_agent_appended_keeps_both(
+    engine: Engine, engine_mount: Mount, sql_conn: psycopg.Connection[Any], work_dir: Path,
+    program: str,
+) -> None:  # fmt: skip
+    """``sed -i`` (reads, writes a temporary, renames it over the file) and VS Code's save
+    on Linux (node reads the file when it opens and writes it in place, ``'w'``, when it is
+    saved, each on whichever of libuv's pool threads is free: here the write comes from
+    another thread for certain), each held between its read and its write while the agent
+    appends.  FUSE names the calling thread; the base is kept per process."""
+    if program == "VS Code's save" and shutil.which("node") is None:
+        pytest.skip("needs node (scripts/setup-tests installs it)")
+    target = engine_mount.path("MEMORY.md")
+    target.write_text("# Memroy\n- prefers tea\n")
+    slug = f"{engine}-{program.split(maxsplit=1)[0].strip('-')}"
+    ready, go = work_dir / f"ready-{slug}", work_dir / f"go-{slug}"
+    wait = f"touch {ready}; while [ ! -e {go} ]; do sleep 0.05; done"
+    if program == "sed -i":  # ``1e``: run a command (here: wait) once line 1 was read
+        command = ["sed", "-i", "-e", f"1e sh -c '{wait}'", "-e", "1s/Memroy/Memory/",
+                   "MEMORY.md"]  # fmt: skip
+    else:
+        script = (  # the read on the main thread, the write from a worker thread
+            "const fs = require('fs');"
+            "const {execSync} = require('child_process');"
+            "const {Worker} = require('worker_threads');"
+            "const text = fs.readFileSync('MEMORY.md', 'utf8');"
+            f"execSync({wait!r});"
+            "new Worker(`require('fs').writeFileSync('MEMORY.md', "
+            "  require('worker_threads').workerData, {flag: 'w'})`, "
+            "  {eval: true, workerData: text.replace('Memroy', 'Memory')});"
+        )
+        command = ["node", "-e", script]
+    saver = subprocess.Popen(command, cwd=engine_mount.path(), stderr=subprocess.PIPE)
+    try:
+        eventually(ready.exists, f"{program} to read the file")
+        assert engine.agent_appends(sql_conn, "MEMORY.md", "- deploys on Fridays\n")
+        eventually(lambda: "Fridays" in target.read_text(), "the mount to show the agent's fact")
+        go.touch()
+        _, err = saver.communicate(timeout=30)
+        assert saver.returncode == 0, err
+    finally:
+        saver.kill()
+    assert engine.contents(sql_conn)["MEMORY.md"] == (
+        "# Memory\n- prefers tea\n- deploys on Fridays\n"
+    )
+    assert "merged with another writer's change" in engine_mount.log()
