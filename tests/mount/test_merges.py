@@ -210,3 +210,33 @@ def test_a_program_that_read_the_file_before_the_agent_appended_keeps_both(
         "# Memory\n- prefers tea\n- deploys on Fridays\n"
     )
     assert "merged with another writer's change" in engine_mount.log()
+
+
+@pytest.mark.timeout(180)
+def test_rsync_over_a_file_the_agent_appended_to_keeps_both(
+    engine: Engine, engine_mount: Mount, sql_conn: psycopg.Connection[Any], work_dir: Path
+) -> None:
+    """``rsync --checksum`` of a fixed copy over the document: its receiver reads the file
+    it replaces, writes ``.MEMORY.md.XXXXXX`` and renames it a few seconds later
+    (``--bwlimit``), after the agent appended: the base is what the receiver read."""
+    if shutil.which("rsync") is None:
+        pytest.skip("needs rsync (scripts/setup-tests installs it)")
+    facts = "".join(f"- fact {n} about the person and what they prefer\n" for n in range(100))
+    target = engine_mount.path("MEMORY.md")
+    target.write_text("# Memroy\n" + facts)
+    source = work_dir / f"rsync-source-{engine}" / "MEMORY.md"
+    source.parent.mkdir(parents=True)
+    source.write_text("# Memory\n" + facts)  # 5 KiB: about 2.5 s at 2 KiB/s
+    saver = subprocess.Popen(["rsync", "--checksum", "--bwlimit=2", str(source), "MEMORY.md"],
+                             cwd=engine_mount.path(), stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        time.sleep(0.5)  # its generator has checksummed the file (milliseconds)
+        assert engine.agent_appends(sql_conn, "MEMORY.md", "- deploys on Fridays\n")
+        eventually(lambda: "Fridays" in target.read_text(), "the mount to show the agent's fact")
+        assert saver.poll() is None, "rsync finished before the agent's change: no race"
+        _, err = saver.communicate(timeout=60)
+        assert saver.returncode == 0, err
+    finally:
+        saver.kill()
+    assert engine.contents(sql_conn)["MEMORY.md"] == "# Memory\n" + facts + "- deploys on Fridays\n"
+    assert "merged with another writer's change" in engine_mount.log()
