@@ -45,6 +45,9 @@ class FileBuffer:
         #: e.g. after a merge): the base of a three-way merge (``memfs.merge``).
         self.base = base
         self.base_version = base_version
+        #: IronClaw's hash of the base when its bytes were no longer at hand as a writer
+        #: adopted it (``base`` None): the merge fetches them from the version rows.
+        self.base_digest: str | None = None
         #: Another writer changed the row while this buffer was open for writing.
         self.others_changed = False
         #: The process that last opened it for writing (0: unknown), whose base the next

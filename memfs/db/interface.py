@@ -197,6 +197,10 @@ class DocumentStore(Protocol):
         """Several documents' content in one round trip (those that exist); ``near`` is a
         path in their folder, whose indexing rules come along for later saves."""
 
+    def content_by_hash(self, doc_id: UUID, digest: str) -> bytes | None:
+        """The content with IronClaw's hash ``digest`` (``sha256:<hex>``) that the document
+        holds now or kept as a version, or None: a merge base the cache no longer holds."""
+
     # -- writes (each one transaction, carrying the deferred changes first) ------------------
 
     def commit_document(

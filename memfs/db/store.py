@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import hashlib
 import itertools
 import logging
 import uuid
@@ -57,6 +56,7 @@ from memfs.db.scoped import (
     folder_config_paths,
 )
 from memfs.errors import WriteRefused
+from memfs.ironclaw.hashing import bytes_hash, content_hash
 from memfs.ironclaw.write_rules import (
     DocumentMetadata,
     check_injection,
@@ -109,7 +109,7 @@ _SERVER_HASH = "'sha256:' || encode(sha256(convert_to(d.content, 'UTF8')), 'hex'
 #: SQLSTATEs: ``memfs.expect`` found the row changed; the function is missing.
 _CHANGED = "MF001"
 _UNDEFINED_FUNCTION = "42883"
-_EMPTY_HASH = "sha256:" + hashlib.sha256(b"").hexdigest()
+_EMPTY_HASH = bytes_hash(b"")
 #: The scope's nearest ``.config`` among %(configs)s (add a SELECT list in front).
 #: True when documents moved from under ``old_configs`` to under ``new_configs`` may be
 #: indexed differently: the nearest ``.config`` above differs, or an engine path is involved
@@ -141,24 +141,6 @@ _NEAREST_CONFIG = (
     f"FROM memory_documents WHERE {SCOPE} AND path = ANY(%(configs)s) "
     "ORDER BY length(path) DESC LIMIT 1"
 )
-
-
-def _bytes_hash(data: bytes) -> str:
-    """``content_hash`` of content held as its UTF-8 bytes."""
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-#: Characters hashed at a time, so hashing a large document never holds a second copy.
-_HASH_SLICE = 1 << 20
-
-
-def content_hash(content: str) -> str:
-    """IronClaw's version hash: ``sha256:`` + lowercase hex of the UTF-8 bytes (encoded a
-    slice at a time: UTF-8 encodes each character alone, so the bytes are the same)."""
-    digest = hashlib.sha256()
-    for start in range(0, len(content), _HASH_SLICE):
-        digest.update(content[start : start + _HASH_SLICE].encode("utf-8"))
-    return "sha256:" + digest.hexdigest()
 
 
 class MetaStore(DeferringStore, ScopedStore):
@@ -335,6 +317,21 @@ class MetaStore(DeferringStore, ScopedStore):
             ).fetchone()
         return Content(bytes(row[0]), row[1]) if row else None
 
+    def content_by_hash(self, doc_id: UUID, digest: str) -> bytes | None:
+        current = (
+            "SELECT convert_to(d.content, 'UTF8') FROM memory_documents d "
+            f"WHERE d.id = %(id)s AND {DOC_SCOPE} AND {_SERVER_HASH} = %(hash)s"
+        )
+        kept = (
+            "SELECT convert_to(v.content, 'UTF8') FROM memory_document_versions v "
+            "JOIN memory_documents d ON d.id = v.document_id "
+            f"WHERE v.document_id = %(id)s AND {DOC_SCOPE} AND v.content_hash = %(hash)s"
+        )
+        query = f"({current}) UNION ALL ({kept}) LIMIT 1" if self.schema.has_versions else current
+        with self.pool.connection() as conn:
+            row = conn.execute(query, self._params(id=doc_id, hash=digest), binary=True).fetchone()
+        return bytes(row[0]) if row is not None else None
+
     def read_contents(
         self, doc_ids: Sequence[UUID], near: str | None = None
     ) -> dict[UUID, Content]:
@@ -357,7 +354,7 @@ class MetaStore(DeferringStore, ScopedStore):
         for doc_id, data, updated_at, path, own, own_md5, folder, folder_md5 in rows:
             found[doc_id] = Content(bytes(data), updated_at)
             if near is not None and folder_config_paths(path) == configs:
-                stored = _bytes_hash(data)
+                stored = bytes_hash(data)
                 row = KnownRow(path, updated_at, stored, own, own_md5, folder, folder_md5)
                 self.known.remember(doc_id, row, configs)
         return found

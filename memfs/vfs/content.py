@@ -17,6 +17,7 @@ from uuid import UUID
 from memfs.buffers import FileBuffer, ScratchBuffer
 from memfs.db.interface import FileAttrs
 from memfs.errors import DocumentGone, FsError, WriteRefused
+from memfs.ironclaw.hashing import bytes_hash
 from memfs.merge import MERGE_LIMIT, merge, mergeable
 from memfs.private import write_private
 from memfs.tree import SYNTHETIC, FileNode, ScopedFile, SyntheticFile, to_ns
@@ -547,9 +548,10 @@ class ContentMixin(FilesystemBase):
         same = buffer.generation == generation
         committed = buffer.snapshot() if same else ours.encode("utf-8")
         buffer.base = committed if len(committed) <= MERGE_LIMIT else None
-        buffer.base_version = result.updated_at
+        buffer.base_version, buffer.base_digest = result.updated_at, None
         buffer.others_changed = False
-        self.bases.saw(path, buffer.writer, result.doc_id, result.updated_at)
+        self.bases.saw(path, buffer.writer, result.doc_id, result.updated_at,
+                       digest=bytes_hash(committed) if buffer.writer > 0 else None)  # fmt: skip
         if same and self.cache.accepts(len(committed)):
             self.cache.put(result.doc_id, result.updated_at, committed)
         else:
@@ -591,7 +593,16 @@ class ContentMixin(FilesystemBase):
             if buffer.base is None or not buffer.dirty:
                 self._adopt_saver_base(buffer, node.doc_id, path, pid)
         if not truncate:
-            self.bases.read(path, pid, node.doc_id, buffer.base_version or node.updated_at)
+            version = buffer.base_version or node.updated_at
+            self.bases.read(path, pid, node.doc_id, version,
+                            lambda: self._digest_of(node.doc_id, version, buffer))  # fmt: skip
+
+    def _digest_of(self, doc_id: UUID | None, version: Any, buffer: FileBuffer) -> str | None:
+        """IronClaw's hash of the document at ``version``, if its bytes are at hand."""
+        data = buffer.base if buffer.base_version == version else None
+        if data is None and doc_id is not None:
+            data = self.cache.get(doc_id, version)
+        return bytes_hash(data) if data is not None else None
 
     def _adopt_saver_base(self, buffer: FileBuffer, doc_id: UUID, path: str, pid: int) -> None:
         """A buffer written from empty takes the base of the process writing it."""
@@ -603,6 +614,11 @@ class ContentMixin(FilesystemBase):
         log.debug("%r written by process %d, based on what it read at %s", path, pid,
                   found.version)  # fmt: skip
         data = found.data if found.data is not None else self.cache.get(doc_id, found.version)
+        buffer.base_digest = None
+        if data is None and found.digest is not None:  # fetched by its hash if a merge needs it
+            buffer.base, buffer.base_version = None, found.version
+            buffer.base_digest = found.digest
+            return
         if data is None:
             log.info("%r: what process %d read last is no longer cached; a change by another "
                      "writer meanwhile is kept as a version, not merged", path, pid)  # fmt: skip
@@ -618,12 +634,30 @@ class ContentMixin(FilesystemBase):
         (nothing to merge, the base unknown, or the changes overlap): the save is then
         made on today's rule, the other change kept as a version.  A round trip only when
         the change feed (or a poll) told of such a change, or after an earlier merge."""
-        if buffer.base is None or not mergeable(path) or node.doc_id is None:
+        base = buffer.base
+        if (base is None and buffer.base_digest is None) or not mergeable(path):
+            return None
+        if node.doc_id is None:
             return None
         if buffer.base_version == node.updated_at and not buffer.others_changed:
             return None
-        return await self._merge_with_row(node.doc_id, path, buffer.base, buffer.base_version,
-                                          ours)  # fmt: skip
+        if base is None and buffer.base_digest is not None:
+            base = await self._stored_base(node.doc_id, path, buffer.base_digest)
+        if base is None:
+            return None
+        return await self._merge_with_row(node.doc_id, path, base, buffer.base_version, ours)
+
+    async def _stored_base(self, doc_id: UUID, path: str, digest: str) -> bytes | None:
+        """A base whose bytes no cache holds any more, from the row or its version rows
+        (by IronClaw's hash of it), or None (logged) if neither holds it."""
+        data = await self.run_db(self.store.content_by_hash, doc_id, digest)
+        if data is None or len(data) > MERGE_LIMIT:
+            log.info("%r: what its writer read is neither cached nor kept as a version; a "
+                     "change by another writer meanwhile is kept as a version, not merged",
+                     path)  # fmt: skip
+            return None
+        log.debug("%r: its writer's base fetched from the version rows", path)
+        return data
 
     async def _merge_with_row(
         self, doc_id: UUID, path: str, base_data: bytes, base_version: Any, ours: str
@@ -669,6 +703,7 @@ class ContentMixin(FilesystemBase):
             node.size = len(data)
         else:
             buffer.base, buffer.base_version = self._base_of(ours), None
+            buffer.base_digest = None
         buffer.others_changed = False
         self.kernel_version.pop(node.ino, None)
         self.kernel.attributes(node.ino)

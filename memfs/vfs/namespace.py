@@ -26,6 +26,7 @@ from memfs.buffers import FileBuffer, ScratchBuffer
 from memfs.db.deferred import Change, Delete, DropDir, KeepDir, MoveDir
 from memfs.db.interface import CommitResult, FileAttrs
 from memfs.errors import DatabaseUnavailable, FsError
+from memfs.ironclaw.hashing import bytes_hash
 from memfs.merge import MERGE_LIMIT, mergeable
 from memfs.paths import check_new_name
 from memfs.scratch import REFUSED_NAMES, TENTATIVE_GRACE, Kind
@@ -663,7 +664,8 @@ class NamespaceMixin(ContentMixin):
             self.bases.saw(new_path, pid, result.doc_id, None, ours.encode("utf-8"))
             self.kernel.inode(source.ino)  # it cached the saver's bytes, not the merge
         else:
-            self.bases.saw(new_path, pid, result.doc_id, result.updated_at)
+            self.bases.saw(new_path, pid, result.doc_id, result.updated_at,
+                           digest=bytes_hash(data) if pid > 0 else None)  # fmt: skip
         log.debug(
             "committed %r (%s) from the temporary %r: %s%s", new_path, result.doc_id,
             source.name, "created" if result.created else "updated",
@@ -684,6 +686,8 @@ class NamespaceMixin(ContentMixin):
         if base.data is None and base.version == shown:
             return None  # the mount has heard of no change since that read
         data = base.data if base.data is not None else self.cache.get(doc_id, base.version)
+        if data is None and base.digest is not None:
+            data = await self._stored_base(doc_id, path, base.digest)
         if data is None or len(data) > MERGE_LIMIT:
             return None
         return await self._merge_with_row(doc_id, path, data, base.version if base.data is None

@@ -49,6 +49,9 @@ class Base(NamedTuple):
     data: bytes | None
     #: Read (not written) by the process: a later read does not replace it.
     read: bool = False
+    #: IronClaw's hash of the bytes (None: not known): when neither the cache nor ``data``
+    #: holds them any more, the merge finds them among the version rows by it.
+    digest: str | None = None
 
 
 class SaverBases:
@@ -63,26 +66,39 @@ class SaverBases:
         self._by_doc: dict[UUID, set[tuple[str, int]]] = {}
 
     def saw(
-        self, path: str, pid: int, doc_id: UUID | None, version: Any, data: bytes | None = None
+        self,
+        path: str,
+        pid: int,
+        doc_id: UUID | None,
+        version: Any,
+        data: bytes | None = None,
+        digest: str | None = None,
     ) -> None:
         """Process ``pid`` wrote ``path`` at ``version`` (``data``: bytes no row version
-        holds): its next save is based on that.  Unknown processes (0) and documents
-        without a row are not kept."""
+        holds; ``digest``: their hash): its next save is based on that.  Unknown processes
+        (0) and documents without a row are not kept."""
         if pid <= 0 or doc_id is None:
             return
-        self._put((path, pid), Base(doc_id, version, data))
+        self._put((path, pid), Base(doc_id, version, data, digest=digest))
 
-    def read(self, path: str, pid: int, doc_id: UUID | None, version: Any) -> None:
-        """Process ``pid`` read ``path`` at ``version``.  Its first read since it last wrote
-        the document is its base: an editor reads a file once and may read it again just
-        before it writes (vim's backup copy), after another writer's change it never
-        showed its user."""
+    def read(
+        self,
+        path: str,
+        pid: int,
+        doc_id: UUID | None,
+        version: Any,
+        digest: Callable[[], str | None] = lambda: None,
+    ) -> None:
+        """Process ``pid`` read ``path`` at ``version`` (``digest``: its hash, asked for
+        only when kept).  Its first read since it last wrote the document is its base: an
+        editor reads a file once and may read it again just before it writes (vim's backup
+        copy), after another writer's change it never showed its user."""
         if pid <= 0 or doc_id is None:
             return
         known = self._bases.get((path, pid))
         if known is not None and known.read and known.doc_id == doc_id:
             return
-        self._put((path, pid), Base(doc_id, version, None, read=True))
+        self._put((path, pid), Base(doc_id, version, None, read=True, digest=digest()))
 
     def _put(self, key: tuple[str, int], base: Base) -> None:
         self._drop(key)
@@ -108,12 +124,14 @@ class SaverBases:
 
     def superseded(self, doc_id: UUID, version: Any, data: bytes | None) -> None:
         """Row ``doc_id`` leaves ``version`` (``data``: its bytes, None if not at hand):
-        the bases at that version keep the bytes, or are forgotten without them."""
+        the bases at that version keep the bytes, or their hash, or are forgotten."""
         for key in list(self._by_doc.get(doc_id, ())):
             base = self._bases[key]
             if base.data is None and base.version == version:
-                if data is None:
+                if data is None and base.digest is None:
                     self._drop(key)
+                elif data is None:
+                    continue
                 else:
                     self._put(key, base._replace(data=data))
 

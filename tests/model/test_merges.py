@@ -156,3 +156,32 @@ async def test_a_rename_save_is_merged_by_the_process_that_read(
     shown = fs.tree.resolve("MEMORY.md")
     assert shown is not None
     assert await read_all(fs, shown.ino) == b"A\nB\nagent 1\nagent 2\n"
+
+
+async def test_a_base_the_cache_no_longer_holds_is_found_among_the_versions(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
+) -> None:
+    """vim read MEMORY.md long ago; the cache has since let its bytes go (other files
+    filled it).  The agent's write kept them as a version (IronClaw versions what it
+    replaces): the save finds its base there by IronClaw's hash and merges.  Then the same
+    by a rename save (``sed -i``)."""
+    fs, _ = two
+    ino = await write_file(fs, ROOT_INODE, "MEMORY.md", b"frist\nsecond\n")
+    assert await read_as(fs, ino, VIM) == b"frist\nsecond\n"
+    node = fs.tree.get_file(ino)
+    assert node.doc_id is not None
+    fs.cache.drop(node.doc_id)  # evicted
+    engine.agent_overwrites(sql_conn, "MEMORY.md", "frist\nsecond\nagent fact\n")
+    await OtherWriters(fs).resync()
+    await rewrite_as(fs, ino, VIM, b"first\nsecond\n")
+    assert engine.contents(sql_conn) == {"MEMORY.md": "first\nsecond\nagent fact\n"}
+
+    await read_as(fs, ino, SED)
+    fs.cache.drop(node.doc_id)
+    engine.agent_overwrites(sql_conn, "MEMORY.md", "first\nsecond\nagent fact\nagent 2\n")
+    await OtherWriters(fs).resync()
+    fh, _ = await fs.create(ROOT_INODE, "sedXy12Ab", 0o644, WRITE, SED)
+    await fs.write(fh, 0, b"first\nSECOND\nagent fact\n")
+    await fs.release(fh)
+    await fs.rename(ROOT_INODE, "sedXy12Ab", ROOT_INODE, "MEMORY.md", pid=SED)
+    assert engine.contents(sql_conn) == {"MEMORY.md": "first\nSECOND\nagent fact\nagent 2\n"}

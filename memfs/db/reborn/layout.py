@@ -9,11 +9,12 @@ in memfs's words; nothing here touches the database.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import unicodedata
 from dataclasses import dataclass
 from typing import Any
+
+from memfs.ironclaw.hashing import bytes_hash
 
 #: The id IronClaw writes for "absent" in a scope path; forbidden as a real id.
 NONE = "_none"
@@ -162,8 +163,8 @@ def dumps(value: Any) -> str:
 
 
 def content_hash(data: bytes) -> str:
-    """A version's ``content_hash``: ``sha256:`` and the lowercase hex of the bytes."""
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+    """A version's ``content_hash`` (``memfs.ironclaw.hashing``)."""
+    return bytes_hash(data)
 
 
 def version_body(scope: RebornScope, old: bytes, changed_by: str | None = None) -> bytes:

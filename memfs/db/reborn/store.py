@@ -329,6 +329,33 @@ class RebornStore(DeferringStore):
             ).fetchall()
         return {wanted[full]: Content(bytes(data), updated) for full, data, updated in rows}
 
+    def content_by_hash(self, doc_id: UUID, digest: str) -> bytes | None:
+        relative = self.path_of(doc_id)
+        if relative is None:
+            return None
+        full = self.scope.row(relative)
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                f"SELECT contents, kind FROM {_TABLE} WHERE (path = %(doc)s "
+                "  AND kind = 'memory_document' "
+                "  AND 'sha256:' || encode(sha256(contents), 'hex') = %(hash)s) "
+                "OR (path >= %(p)s || '/' AND path < %(p)s || '0' "
+                "  AND kind = 'memory_document_version' "
+                "  AND position(convert_to(%(hash)s, 'UTF8') IN contents) > 0)",
+                {"doc": full, "p": full + ".versions", "hash": digest},
+                binary=True,
+            ).fetchall()
+        for data, kind in rows:  # a version's body names the hash: its content must match
+            if kind == layout.DOCUMENT_KIND:
+                return bytes(data)
+            try:
+                found = json.loads(bytes(data)).get("content")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(found, str) and layout.content_hash(found.encode("utf-8")) == digest:
+                return found.encode("utf-8")
+        return None
+
     def fingerprint(self) -> tuple[int, str]:
         """Changes whenever a row of the scope is inserted, updated or deleted (polling:
         IronClaw notifies nothing, §4.4)."""
