@@ -84,6 +84,7 @@ class _PendingCommit:
     version: psycopg.Cursor[tuple[Any, ...]] | None = None
     chunks: int = 0
     conflict: str | None = None
+    replaced_hash: str | None = None
     #: What the row's metadata and folder were (remembered for one-round-trip saves).
     own: Any = None
     own_md5: str = EMPTY_METADATA_MD5
@@ -100,7 +101,7 @@ class _PendingCommit:
         versioned = self.version is not None and self.version.rowcount == 1
         return CommitResult(
             self.doc_id, updated_at, self.created, self.changed, self.chunks, versioned,
-            self.conflict,
+            self.conflict, self.replaced_hash,
         )  # fmt: skip
 
 
@@ -666,6 +667,7 @@ class MetaStore(DeferringStore, ScopedStore):
                 check_schema(path, content, meta.schema)
             concurrent = expected is not None and pending.updated_at != expected
             if pending.changed and concurrent and not stored_empty:
+                pending.replaced_hash = stored_hash
                 conflict = self._keep_concurrent_change(
                     conn, pending.doc_id, path, stored_hash, meta, index_now=chunks is not None
                 )

@@ -15,7 +15,7 @@ from typing import Any
 from uuid import UUID
 
 from memfs.buffers import FileBuffer, ScratchBuffer
-from memfs.db.interface import FileAttrs
+from memfs.db.interface import CommitResult, FileAttrs
 from memfs.errors import DocumentGone, FsError, WriteRefused
 from memfs.ironclaw.hashing import bytes_hash
 from memfs.merge import MERGE_LIMIT, merge, mergeable
@@ -516,6 +516,14 @@ class ContentMixin(FilesystemBase):
                 if merged is not None:
                     text, expected = merged
                 result = await self._commit_document(node.doc_id, path, text, attrs, expected)
+                if merged is None and result.replaced_hash is not None:
+                    late = await self._merge_replaced(
+                        path, await self._buffer_base(node.doc_id, path, buffer), ours, attrs,
+                        result,
+                    )  # fmt: skip
+                    if late is not None:
+                        text, result = late
+                        merged = (text, None)
         except WriteRefused as exc:
             await self._refuse_content(node, exc, final)
             raise
@@ -659,6 +667,12 @@ class ContentMixin(FilesystemBase):
         log.debug("%r: its writer's base fetched from the version rows", path)
         return data
 
+    async def _buffer_base(self, doc_id: UUID, path: str, buffer: FileBuffer) -> bytes | None:
+        """The bytes a buffer's writers started from, fetched by hash if need be."""
+        if buffer.base is not None or buffer.base_digest is None:
+            return buffer.base
+        return await self._stored_base(doc_id, path, buffer.base_digest)
+
     async def _merge_with_row(
         self, doc_id: UUID, path: str, base_data: bytes, base_version: Any, ours: str
     ) -> tuple[str, Any] | None:
@@ -668,11 +682,18 @@ class ContentMixin(FilesystemBase):
         found = await self.run_db(self.store.read_content, doc_id)
         if found is None or found.version == base_version:
             return None
+        merged = self._merge_texts(path, base_data, found.data, ours)
+        return (merged, found.version) if merged is not None else None
+
+    @staticmethod
+    def _merge_texts(path: str, base_data: bytes, theirs_data: bytes, ours: str) -> str | None:
+        """The three-way merge of a save (logged), or None: not text, too large, or the
+        changes overlap."""
         try:
-            base, theirs = base_data.decode("utf-8"), found.data.decode("utf-8")
+            base, theirs = base_data.decode("utf-8"), theirs_data.decode("utf-8")
         except UnicodeDecodeError:
             return None
-        if len(found.data) > MERGE_LIMIT or len(ours) > MERGE_LIMIT:
+        if len(theirs_data) > MERGE_LIMIT or len(ours) > MERGE_LIMIT:
             log.info("%r: changed by another writer meanwhile; too large to merge (over %d "
                      "bytes): the save wins, the other change is kept",
                      path, MERGE_LIMIT)  # fmt: skip
@@ -685,7 +706,27 @@ class ContentMixin(FilesystemBase):
                         lines)  # fmt: skip
             return None
         log.info("%r: merged with another writer's change (%s)", path, outcome.how)
-        return outcome.text, found.version
+        return outcome.text
+
+    async def _merge_replaced(
+        self, path: str, base_data: bytes | None, ours: str, attrs: FileAttrs,
+        result: CommitResult,
+    ) -> tuple[str, CommitResult] | None:  # fmt: skip
+        """The save landed over another writer's change the mount had not heard of yet
+        (the change feed is milliseconds behind): that change, kept as a version, is merged
+        in by a second write based on the save's own.  The merged text and that write's
+        result, or None (no base, the change not found, nothing to add, an overlap)."""
+        if base_data is None or result.replaced_hash is None or not mergeable(path):
+            return None
+        theirs = await self.run_db(self.store.content_by_hash, result.doc_id,
+                                   result.replaced_hash)  # fmt: skip
+        if theirs is None:
+            return None
+        merged = self._merge_texts(path, base_data, theirs, ours)
+        if merged is None or merged == ours:
+            return None
+        again = await self._commit_document(result.doc_id, path, merged, attrs, result.updated_at)
+        return merged, again
 
     def _show_merged(
         self, node: FileNode, buffer: FileBuffer, generation: int, ours: str, merged: str,

@@ -33,6 +33,7 @@ from memfs.scratch import REFUSED_NAMES, TENTATIVE_GRACE, Kind
 from memfs.tree import SYNTHETIC, DirNode, FileNode, Node, to_ns
 from memfs.vfs.base import log
 from memfs.vfs.content import ContentMixin
+from memfs.vfs.saves import Base
 
 
 def _as_text(data: bytes, what: str) -> str:
@@ -657,9 +658,20 @@ class NamespaceMixin(ContentMixin):
         merged = await self._merge_saver_base(doc_id, new_path, pid, text, shown)
         if merged is not None:
             (text, expected), data = merged, merged[0].encode("utf-8")
+        based = self.bases.base(new_path, pid) if merged is None and doc_id is not None else None
+        if based is not None and based.doc_id == doc_id:
+            expected = shown  # a change the mount has not heard of is told, and merged below
+        else:
+            based = None
         if doc_id is not None and shown is not None and self.bases.tracks(doc_id):
             self.bases.superseded(doc_id, shown, self.cache.get(doc_id, shown))
         result = await self._commit_document(doc_id, new_path, text, attrs, expected)
+        if based is not None and result.replaced_hash is not None:
+            base_data = await self._base_bytes(result.doc_id, new_path, based)
+            late = await self._merge_replaced(new_path, base_data, ours, attrs, result)
+            if late is not None:
+                (text, result), merged = late, (late[0], None)
+                data = text.encode("utf-8")
         if merged is not None and not result.conflict:
             self.bases.saw(new_path, pid, result.doc_id, None, ours.encode("utf-8"))
             self.kernel.inode(source.ino)  # it cached the saver's bytes, not the merge
@@ -685,13 +697,18 @@ class NamespaceMixin(ContentMixin):
             return None
         if base.data is None and base.version == shown:
             return None  # the mount has heard of no change since that read
-        data = base.data if base.data is not None else self.cache.get(doc_id, base.version)
-        if data is None and base.digest is not None:
-            data = await self._stored_base(doc_id, path, base.digest)
+        data = await self._base_bytes(doc_id, path, base)
         if data is None or len(data) > MERGE_LIMIT:
             return None
         return await self._merge_with_row(doc_id, path, data, base.version if base.data is None
                                           else None, ours)  # fmt: skip
+
+    async def _base_bytes(self, doc_id: UUID, path: str, base: Base) -> bytes | None:
+        """The bytes of a process's base, if they can be had (by hash from the rows)."""
+        data = base.data if base.data is not None else self.cache.get(doc_id, base.version)
+        if data is None and base.digest is not None:
+            data = await self._stored_base(doc_id, path, base.digest)
+        return data
 
     def _scratch_text(self, node: FileNode, what: str) -> tuple[bytes, str]:
         """A scratch file's bytes and their text, or EILSEQ if they cannot be a document."""

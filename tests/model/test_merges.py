@@ -185,3 +185,36 @@ async def test_a_base_the_cache_no_longer_holds_is_found_among_the_versions(
     await fs.release(fh)
     await fs.rename(ROOT_INODE, "sedXy12Ab", ROOT_INODE, "MEMORY.md", pid=SED)
     assert engine.contents(sql_conn) == {"MEMORY.md": "first\nSECOND\nagent fact\nagent 2\n"}
+
+
+async def test_a_save_over_a_change_the_mount_has_not_heard_of_yet_merges_it(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
+) -> None:
+    """The change feed is milliseconds behind: the agent's append lands, then vim's save,
+    before the mount hears of it.  The save's guard finds the row changed: the agent's
+    content is kept as a version and merged in by a second write.  Then the same for a
+    rename save (``sed -i``) and an ``O_APPEND`` write."""
+    fs, _ = two
+    ino = await write_file(fs, ROOT_INODE, "MEMORY.md", b"frist\nsecond\n")
+    await read_as(fs, ino, VIM)
+    assert engine.agent_appends(sql_conn, "MEMORY.md", "agent 1\n")  # not heard of here
+    await rewrite_as(fs, ino, VIM, b"first\nsecond\n")
+    assert engine.contents(sql_conn) == {"MEMORY.md": "first\nsecond\nagent 1\n"}
+    assert "first\nsecond\n" in engine.versions(sql_conn, "MEMORY.md")  # vim's own save
+
+    await read_as(fs, ino, SED)
+    assert engine.agent_appends(sql_conn, "MEMORY.md", "agent 2\n")
+    fh, node = await fs.create(ROOT_INODE, "sedXy12Ab", 0o644, WRITE, SED)
+    await fs.write(fh, 0, b"first\nSECOND\nagent 1\n")
+    await fs.release(fh)
+    await fs.rename(ROOT_INODE, "sedXy12Ab", ROOT_INODE, "MEMORY.md", pid=SED)
+    assert engine.contents(sql_conn) == {"MEMORY.md": "first\nSECOND\nagent 1\nagent 2\n"}
+    assert await read_all(fs, node.ino) == b"first\nSECOND\nagent 1\nagent 2\n"
+
+    fh, _ = await fs.open(node.ino, WRITE | os.O_APPEND, OTHER)
+    assert engine.agent_appends(sql_conn, "MEMORY.md", "agent 3\n")
+    await fs.write(fh, 0, b"mine\n")
+    await fs.release(fh)
+    assert engine.contents(sql_conn) == {
+        "MEMORY.md": "first\nSECOND\nagent 1\nagent 2\nagent 3\nmine\n"
+    }

@@ -428,6 +428,7 @@ class RebornStore(DeferringStore):
             check_schema(relative, text, meta.schema)
         # The writes go together with the COMMIT; their answers are read after it.
         conflict = None
+        replaced: str | None = None  # the hash of another writer's content it replaces
         version: Cursor | None = None
         if current is None:
             self._place_from(place, relative)
@@ -438,6 +439,8 @@ class RebornStore(DeferringStore):
                 log.warning("%r is stored, but IronClaw's agent %s", relative, unwritable)
         else:
             other_changed = expected is not None and current.updated_at != expected
+            if other_changed and current.contents and current.contents != data:
+                replaced = layout.content_hash(current.contents)
             versioned = bool(current.contents) and current.contents != data and meta.versioned
             if other_changed and not versioned and current.contents != data:
                 conflict = self._keep_as_copy(conn, relative, current.contents)
@@ -454,7 +457,14 @@ class RebornStore(DeferringStore):
             if version is not None and other_changed:
                 kept = f"version {int(self._one(version)[0])}"
             return CommitResult(
-                self.id_of(relative), updated_at, created, True, chunks, versioned, kept
+                self.id_of(relative),
+                updated_at,
+                created,
+                True,
+                chunks,
+                versioned,
+                kept,
+                replaced,
             )
 
         return finish
