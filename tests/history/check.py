@@ -203,4 +203,68 @@ def check(history: History, state: FinalState) -> list[str]:
     return problems
 
 
-__all__ = ["FinalState", "check", "overwritten_while_open", "places", "removed_after"]
+#: Operations after which a line may leave the current content without a merge failing:
+#: they replace the content (a truncation, ``replace``'s one-line file, a file renamed onto
+#: it) or push a copy read earlier by another process (``memfs sync``; rsync and rclone
+#: copy what the driver read before they started).
+_REPLACING = {"truncate", "shell-truncate", "replace", "mv"}
+_COPIES = {"rsync", "rclone"}
+
+
+def _replaces(op: Op) -> bool:
+    if op.kind in _REPLACING or op.writer == "sync":
+        return True
+    return op.kind == "save" and op.detail.split(":", maxsplit=1)[0] in _COPIES
+
+
+def not_merged(history: History, state: FinalState) -> list[str]:
+    """The tightened rule (issue 32): every acknowledged write's line is in the *current*
+    content of a document, unless an operation that replaces content or removes the
+    document may have come after it, or came while a save that ended after it was under
+    way.  Concurrent saves and appends change different lines (each adds its own), so none
+    of them may push another's line into a version."""
+    current: set[str] = set()
+    for text in state.documents.values():
+        current.update(_lines(text))
+    index = _index(history.ops)
+    replacing: dict[str, list[Op]] = {}
+    for op in history.ops:
+        if _replaces(op):
+            for path in {op.path, op.target} - {None}:
+                assert path is not None
+                replacing.setdefault(path, []).append(op)
+    for listed in replacing.values():
+        listed.sort(key=lambda op: op.end)
+    saves: dict[str, list[Op]] = {}
+    for op in history.ops:
+        if op.kind == "save" and op.mount is not None:
+            saves.setdefault(op.path, []).append(op)
+    for listed in saves.values():
+        listed.sort(key=lambda op: op.end)
+    problems = []
+    for op in history.ops:
+        if op.kind not in WRITES or op.outcome != OK or op.marker is None:
+            continue
+        if op.marker in current or removed_after(op, history.ops) is not None:
+            continue
+        paths = list(_reachable(op, index))
+        # A save that ended after the write may have read before a replacing operation
+        # that came before the write: its change and that replacement overlap, and the
+        # save wins over both (the rule for overlapping changes).
+        since = min(
+            [op.start, *(s.start for p in paths for s in _ended_since(saves.get(p, []), op.start))]
+        )
+        if any(_ended_since(replacing.get(p, []), since) for p in paths):
+            continue
+        problems.append(f"only in a version: {op.describe()}")
+    return problems
+
+
+__all__ = [
+    "FinalState",
+    "check",
+    "not_merged",
+    "overwritten_while_open",
+    "places",
+    "removed_after",
+]

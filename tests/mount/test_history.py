@@ -20,7 +20,7 @@ import pytest
 
 from tests.engines import Engine
 from tests.history import audit
-from tests.history.check import check
+from tests.history.check import check, not_merged
 from tests.history.driver import Run, drive, final_state, settle_and_unmount
 from tests.savers import client_env, missing_programs
 
@@ -63,6 +63,7 @@ def test_nothing_acknowledged_is_lost(
     run, violations = run_history(engine, database_url, mount_factory, work_dir, seed,
                                   OPERATIONS)  # fmt: skip
     summary = run.history.summary()
+    violations += not_merged(run.history, final_state(run, {}))  # issue 32's tightening
     print(f"history seed {seed} on {engine}: {summary}")
     if violations:
         mounts = run.mounts

@@ -4,7 +4,7 @@ holds on one that keeps it (the checker run against real mounts is in
 
 from __future__ import annotations
 
-from tests.history.check import FinalState, check, places
+from tests.history.check import FinalState, check, not_merged, places
 from tests.history.record import FAIL, INFO, OK, History, Op
 
 
@@ -109,3 +109,28 @@ def test_a_rename_onto_the_file_on_the_same_mount_while_open_excuses_a_write() -
     assert check(history(write, other), state({})) != []
     refused = op("mv", "b.md", 10.2, 10.6, FAIL, target="a.md", mount="/m0")
     assert check(history(write, refused), state({})) != []
+
+
+def test_a_line_pushed_into_a_version_by_a_concurrent_save_breaks_the_tightened_rule() -> None:
+    """Issue 32: non-overlapping concurrent changes are all in the current content."""
+    append = op("append", "a.md", 10, 11, marker="w-1")
+    save = op("save", "a.md", 9, 12, marker="w-2", detail="vim backupcopy=yes",
+              mount="/m0")  # fmt: skip
+    h = history(append, save)
+    assert not_merged(h, state({"a.md": "w-2\n"}, [("a.md", "w-1\n")])) == [
+        "only in a version: w append a.md [w-1]: ok"
+    ]
+    assert check(h, state({"a.md": "w-2\n"}, [("a.md", "w-1\n")])) == []  # kept, not lost
+    assert not_merged(h, state({"a.md": "w-1\nw-2\n"})) == []
+
+
+def test_the_tightened_rule_excuses_replacements_and_saves_overlapping_them() -> None:
+    append = op("append", "a.md", 10, 11, marker="w-1")
+    kept = state({"a.md": "w-9\n"}, [("a.md", "w-1\n")])
+    assert not_merged(history(append, op("truncate", "a.md", 12, 13, marker="w-9")), kept) == []
+    assert not_merged(history(append, op("mv", "b.md", 12, 13, target="a.md")), kept) == []
+    # A save that read before a truncation that came before the append, and saved after it.
+    save = op("save", "a.md", 5, 12, marker="w-9", detail="nano", mount="/m0")
+    truncation = op("shell-truncate", "a.md", 6, 7, marker="w-8")
+    assert not_merged(history(truncation, append, save), kept) == []
+    assert not_merged(history(op("truncate", "a.md", 1, 2, marker="w-8"), append), kept) != []
