@@ -8,8 +8,10 @@ and folders, tool files, the agent by SQL as IronClaw writes on the layout) agai
 ``--mounts`` mounts of one workspace on an embedded PostgreSQL for ``--minutes`` per engine,
 then unmounts them and checks the history (SEMANTICS.md, "What the history checker
 proves").  Reports operations, acknowledgements, errors by errno, lost writes (must be 0),
-duplicate paths (must be 0), daemons that exited, and the longest syscall; exits 1 on any
-violation.  Not part of CI.
+duplicate paths (must be 0), lines only in a version where the merge rule wants them in the
+current content (must be 0), the most shared file's figures (its writers, their lines, how
+many are in the current content, the versions made), daemons that exited, and the longest
+syscall; exits 1 on any violation.  Not part of CI.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memfs.db.embedded import start_embedded
 from tests.engines import Engine
-from tests.history.check import check
+from tests.history.check import check, not_merged, shared_file
 from tests.history.driver import Run, drive, final_state, settle_and_unmount
 from tests.mounting import Mount
 from tests.savers import client_env
@@ -67,6 +69,8 @@ def soak(engine: Engine, work: Path, args: argparse.Namespace) -> dict[str, obje
             mount.stop()
     state = final_state(run, problems)
     violations = check(run.history, state)
+    unmerged = not_merged(run.history, state)
+    violations += unmerged
     if violations:  # kept for the post-mortem: the history, the rows, the daemons' logs
         (work / f"history-{engine}.json").write_text(
             json.dumps([dataclasses.asdict(op) for op in run.history.ops], default=str)
@@ -79,7 +83,8 @@ def soak(engine: Engine, work: Path, args: argparse.Namespace) -> dict[str, obje
     return {
         "engine": str(engine), "mounts": args.mounts, "minutes": round(elapsed / 60, 1),
         **summary, "lost": len(lost), "duplicates": len(state.duplicates),
-        "daemons_exited": len(problems), "violations": len(violations),
+        "daemons_exited": len(problems), "not_merged": len(unmerged),
+        "shared_file": shared_file(run.history, state), "violations": len(violations),
         "driver_failures": driver_failures,
         "first_violations": violations[:20],
     }  # fmt: skip

@@ -26,6 +26,7 @@ from memfs.db.tool_file_store import ToolFileStore
 from memfs.embeddings import Embedder, EmbeddingSettings
 from memfs.embeddings.worker import EmbeddingWorker
 from memfs.kernel import KernelNotifier
+from memfs.processes import process_of
 from memfs.recovery import RecoveryArea
 from memfs.reindex import Reindexer
 from memfs.scratch import ScratchRules
@@ -138,6 +139,7 @@ def assemble(
             shared=_lent_by(database, settings),
         ),
         stats=stats,
+        process_of=process_of,
     )
     _watch(stats, fs, reindexer, embeddings)
     return MountParts(
@@ -245,6 +247,7 @@ def _assemble_reborn(
         extensions=extensions,
         tools=ToolFolders(ToolFileStore(database.pool, scope.prefix), calls),
         stats=stats,
+        process_of=process_of,
     )
     _watch(stats, fs, None, None)
     return MountParts(

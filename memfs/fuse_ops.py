@@ -22,7 +22,6 @@ import pyfuse3
 
 from memfs.errors import FsError
 from memfs.paths import decode_name
-from memfs.processes import process_of
 from memfs.stats import MountStats
 from memfs.vfs import Attributes, Filesystem
 
@@ -244,14 +243,12 @@ class MemfsOperations(pyfuse3.Operations):
         flags: int,
         ctx: pyfuse3.RequestContext,
     ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
-        fh, node = await self.fs.create(
-            parent_inode, decode_name(name), mode, flags, process_of(ctx.pid)
-        )
+        fh, node = await self.fs.create(parent_inode, decode_name(name), mode, flags, ctx.pid)
         return pyfuse3.FileInfo(fh=fh), self._entry(self.fs.attributes(node))  # type: ignore[arg-type]
 
     @_guard
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
-        fh, keep_cache = await self.fs.open(inode, flags, process_of(ctx.pid))
+        fh, keep_cache = await self.fs.open(inode, flags, ctx.pid)
         return pyfuse3.FileInfo(  # type: ignore[arg-type]
             fh=fh, keep_cache=keep_cache, direct_io=self.fs.direct_io(fh)
         )
@@ -297,7 +294,7 @@ class MemfsOperations(pyfuse3.Operations):
             decode_name(name_new),
             noreplace=bool(flags & pyfuse3.RENAME_NOREPLACE),
             exchange=bool(flags & pyfuse3.RENAME_EXCHANGE),
-            pid=process_of(ctx.pid),
+            pid=ctx.pid,
         )
 
     @_guard

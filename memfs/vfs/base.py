@@ -171,6 +171,7 @@ class FilesystemBase:
         tools: ToolFolders | None = None,
         prompt: PromptFile | None = None,
         stats: MountStats | None = None,
+        process_of: Callable[[int], int] = lambda thread: thread,
     ) -> None:
         self.store = store
         #: The mount's live statistics (commits by outcome, and what is watched there).
@@ -221,7 +222,7 @@ class FilesystemBase:
         #: Renamed-away originals and tentative files (``memfs.vfs.saves``).
         self.saves = EditorSaves(monotonic, self._shows)
         #: What each process last read or wrote of each document: its next save's base.
-        self.bases = SaverBases()
+        self.bases = SaverBases(process_of=process_of)
         #: Version of each file's content the kernel may hold in its page cache.
         self.kernel_version: dict[int, Any] = {}
         #: Synthetic trees at the mount root (``.search``, ``.scopes``), made at ``load``,

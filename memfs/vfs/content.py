@@ -178,7 +178,8 @@ class ContentMixin(FilesystemBase):
             # open came after the removal) instead of writing where no name leads.
             self._drop_idle_buffer(node)
             refuse_stale(node)
-        self._note_base(node, buffer, pid, writable=writable, truncate=truncate)
+        if not (writable and flags & os.O_APPEND):  # an append's base is what it loaded
+            self._note_base(node, buffer, pid, writable=writable, truncate=truncate)
         if truncate and len(buffer) > 0:
             buffer.truncate(0)
         if truncate:
@@ -590,7 +591,9 @@ class ContentMixin(FilesystemBase):
         """What process ``pid`` starts from: its first read since it last wrote the document
         (``SaverBases.read``).  A write is based on that, not on what the open loaded: vim
         rewrites a file it read minutes ago (``ftruncate`` and the whole buffer, or
-        ``O_TRUNC``) after reading it once more for its backup."""
+        ``O_TRUNC``) after reading it once more for its backup.  Not called for an
+        ``O_APPEND`` open: its writes go at the end of what it loaded, its base (another
+        thread of the process may have read the file long ago: that is not this write's)."""
         if not isinstance(buffer, FileBuffer) or type(node) is not FileNode or node.scratch:
             return
         if node.doc_id is None or node.parent is None:

@@ -57,8 +57,18 @@ class Base(NamedTuple):
 class SaverBases:
     """The base of each process's next save of each document (bounded, oldest forgotten)."""
 
-    def __init__(self, kept: int = BASES_KEPT, max_bytes: int = BASE_BYTES) -> None:
+    def __init__(
+        self,
+        kept: int = BASES_KEPT,
+        max_bytes: int = BASE_BYTES,
+        process_of: Callable[[int], int] = lambda thread: thread,
+    ) -> None:
         self._kept = kept
+        #: The process a thread belongs to (FUSE names the calling thread).  A base is kept
+        #: for the thread and, as a fallback, for its process: a thread that read nothing
+        #: of a document saves what its process last read or wrote of it (node and VS Code,
+        #: rclone, Go programs read on one thread and write from another).
+        self._process_of = process_of
         self._max_bytes = max_bytes
         self._bytes = 0
         self._bases: OrderedDict[tuple[str, int], Base] = OrderedDict()
@@ -101,6 +111,10 @@ class SaverBases:
         self._put((path, pid), Base(doc_id, version, None, read=True, digest=digest()))
 
     def _put(self, key: tuple[str, int], base: Base) -> None:
+        self._put_one((key[0], -self._process_of(key[1])), base)  # the process's: negative
+        self._put_one(key, base)
+
+    def _put_one(self, key: tuple[str, int], base: Base) -> None:
         self._drop(key)
         self._bases[key] = base
         self._by_doc.setdefault(base.doc_id, set()).add(key)
@@ -136,7 +150,13 @@ class SaverBases:
                     self._put(key, base._replace(data=data))
 
     def base(self, path: str, pid: int) -> Base | None:
-        return self._bases.get((path, pid)) if pid > 0 else None
+        """What thread ``pid`` read or wrote of ``path`` last; if nothing, its process."""
+        if pid <= 0:
+            return None
+        found = self._bases.get((path, pid))
+        if found is None:
+            found = self._bases.get((path, -self._process_of(pid)))
+        return found
 
 
 class EditorSaves:

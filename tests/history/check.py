@@ -260,6 +260,35 @@ def not_merged(history: History, state: FinalState) -> list[str]:
     return problems
 
 
+def shared_file(history: History, state: FinalState) -> dict[str, object]:
+    """The figures of the path the most writers wrote to (issue 32's "soak's shared file"):
+    its writers, the lines they were told were written, how many of those are in current
+    content, only in a version, or gone with a removal of the document; and the version
+    rows of the path at the end."""
+    by_path: dict[str, list[Op]] = {}
+    for op in history.ops:
+        if op.kind in WRITES and op.outcome == OK and op.marker is not None:
+            by_path.setdefault(op.path, []).append(op)
+    if not by_path:
+        return {}
+    path, writes = max(
+        by_path.items(), key=lambda item: (len({o.writer for o in item[1]}), len(item[1]))
+    )
+    current = {line for text in state.documents.values() for line in _lines(text)}
+    kept = {line for _, text in state.versions for line in _lines(text)}
+    return {
+        "path": path,
+        "writers": len({op.writer for op in writes}),
+        "lines_acknowledged": len(writes),
+        "in_current_content": sum(op.marker in current for op in writes),
+        "only_in_versions": sum(op.marker not in current and op.marker in kept for op in writes),
+        "removed_with_the_document": sum(
+            op.marker not in current and op.marker not in kept for op in writes
+        ),
+        "versions_at_end": sum(1 for where, _ in state.versions if where == path),
+    }
+
+
 __all__ = [
     "FinalState",
     "check",
@@ -267,4 +296,5 @@ __all__ = [
     "overwritten_while_open",
     "places",
     "removed_after",
+    "shared_file",
 ]
