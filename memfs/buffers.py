@@ -48,6 +48,9 @@ class FileBuffer:
         #: IronClaw's hash of the base when its bytes were no longer at hand as a writer
         #: adopted it (``base`` None): the merge fetches them from the version rows.
         self.base_digest: str | None = None
+        #: A new file only ever written through ``O_APPEND`` descriptors: if another writer
+        #: made the document meanwhile, its lines go after theirs, as on one disk.
+        self.appends_only = False
         #: Another writer changed the row while this buffer was open for writing.
         self.others_changed = False
         #: The process that last opened it for writing (0: unknown), whose base the next

@@ -666,8 +666,9 @@ class MetaStore(DeferringStore, ScopedStore):
             if pending.changed and not engine:
                 check_schema(path, content, meta.schema)
             concurrent = expected is not None and pending.updated_at != expected
-            if pending.changed and concurrent and not stored_empty:
+            if pending.changed and not stored_empty:
                 pending.replaced_hash = stored_hash
+            if pending.changed and concurrent and not stored_empty:
                 conflict = self._keep_concurrent_change(
                     conn, pending.doc_id, path, stored_hash, meta, index_now=chunks is not None
                 )

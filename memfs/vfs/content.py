@@ -180,6 +180,8 @@ class ContentMixin(FilesystemBase):
             refuse_stale(node)
         if not (writable and flags & os.O_APPEND):  # an append's base is what it loaded
             self._note_base(node, buffer, pid, writable=writable, truncate=truncate)
+            if writable and isinstance(buffer, FileBuffer):
+                buffer.appends_only = False
         if truncate and len(buffer) > 0:
             buffer.truncate(0)
         if truncate:
@@ -511,13 +513,19 @@ class ContentMixin(FilesystemBase):
         try:
             if node.doc_id is None:  # the namespace lock is held (``commit``)
                 result = await self._commit_document(None, path, text, attrs)
+                if buffer.appends_only and not result.created and result.replaced_hash:
+                    # ``>>`` of a file another writer made meanwhile: after their lines.
+                    late = await self._merge_replaced(path, b"", ours, attrs, result)
+                    if late is not None:
+                        text, result = late
+                        merged = (text, None)
             else:
                 expected = node.updated_at
                 merged = await self._merge_others(node, buffer, path, text)
                 if merged is not None:
                     text, expected = merged
                 result = await self._commit_document(node.doc_id, path, text, attrs, expected)
-                if merged is None and result.replaced_hash is not None:
+                if merged is None and result.conflict and result.replaced_hash is not None:
                     late = await self._merge_replaced(
                         path, await self._buffer_base(node.doc_id, path, buffer), ours, attrs,
                         result,

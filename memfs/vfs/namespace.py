@@ -135,6 +135,7 @@ class NamespaceMixin(ContentMixin):
         if kind is Kind.DOCUMENT:
             buffer = FileBuffer(b"", dirty=True)
             buffer.writer = pid
+            buffer.appends_only = bool(flags & os.O_APPEND)
             claimed = self.saves.claim(path)
             if claimed is not None:
                 node.doc_id, node.updated_at = claimed  # the version this save is based on
@@ -666,7 +667,7 @@ class NamespaceMixin(ContentMixin):
         if doc_id is not None and shown is not None and self.bases.tracks(doc_id):
             self.bases.superseded(doc_id, shown, self.cache.get(doc_id, shown))
         result = await self._commit_document(doc_id, new_path, text, attrs, expected)
-        if based is not None and result.replaced_hash is not None:
+        if based is not None and result.conflict and result.replaced_hash is not None:
             base_data = await self._base_bytes(result.doc_id, new_path, based)
             late = await self._merge_replaced(new_path, base_data, ours, attrs, result)
             if late is not None:

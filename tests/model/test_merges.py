@@ -218,3 +218,25 @@ async def test_a_save_over_a_change_the_mount_has_not_heard_of_yet_merges_it(
     assert engine.contents(sql_conn) == {
         "MEMORY.md": "first\nSECOND\nagent 1\nagent 2\nagent 3\nmine\n"
     }
+
+
+async def test_an_append_creating_a_file_another_mount_just_made_goes_after_its_lines(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
+) -> None:
+    """``echo b >> f`` on one mount right after ``echo a >> f`` made f on another, before
+    this mount heard of it: on one disk the second append goes after the first line.  The
+    new file's save met the other mount's row: its line is appended after theirs, not
+    written over them (which kept them only as a version)."""
+    first, second = two
+    await write_file(first, ROOT_INODE, "f.md", b"a\n")  # not heard of on `second`
+    fh, _ = await second.create(ROOT_INODE, "f.md", 0o644, WRITE | os.O_APPEND, OTHER)
+    await second.write(fh, 0, b"b\n")
+    await second.release(fh)
+    assert engine.contents(sql_conn) == {"f.md": "a\nb\n"}
+    # A new file written from its start (`echo b > f`) replaces, as on one disk.
+    await write_file(first, ROOT_INODE, "g.md", b"a\n")
+    fh, _ = await second.create(ROOT_INODE, "g.md", 0o644, WRITE | os.O_TRUNC, OTHER)
+    await second.write(fh, 0, b"b\n")
+    await second.release(fh)
+    assert engine.contents(sql_conn)["g.md"] == "b\n"
+    assert "a\n" in engine.versions(sql_conn, "g.md")

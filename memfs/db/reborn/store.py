@@ -439,7 +439,7 @@ class RebornStore(DeferringStore):
                 log.warning("%r is stored, but IronClaw's agent %s", relative, unwritable)
         else:
             other_changed = expected is not None and current.updated_at != expected
-            if other_changed and current.contents and current.contents != data:
+            if current.contents and current.contents != data:
                 replaced = layout.content_hash(current.contents)
             versioned = bool(current.contents) and current.contents != data and meta.versioned
             if other_changed and not versioned and current.contents != data:
