@@ -310,7 +310,7 @@ OPTIONS: tuple[Option, ...] = (
            parse_int(100), env=("MEMFS_STATEMENT_TIMEOUT_MS",), flag=False),
     Option("lock_timeout_ms", "server-side lock timeout, ms", parse_int(10),
            env=("MEMFS_LOCK_TIMEOUT_MS",), flag=False),
-    Option("cache_bytes", "document content cached in the daemon, bytes or 64M/1G",
+    Option("cache_bytes", "document content held in the daemon (cache, merge bases), 64M/1G",
            parse_size, env=("MEMFS_CACHE_BYTES",), flag=False),
     Option("search_ttl", "seconds .search results are kept", parse_seconds,
            env=("MEMFS_SEARCH_TTL",), flag=False),

@@ -58,7 +58,7 @@ from memfs.vfs.extensions import SyntheticTree
 if TYPE_CHECKING:
     from memfs.vfs.prompt_file import PromptFile
     from memfs.vfs.tool_folders import ToolFolders
-from memfs.vfs.saves import EditorSaves, SaverBases
+from memfs.vfs.saves import BASES_SHARE, EditorSaves, SaverBases
 
 log = logging.getLogger("memfs.vfs")
 
@@ -188,7 +188,10 @@ class FilesystemBase:
         self.clock = clock
         self.monotonic = monotonic
         self.tree = Tree(clock())
-        self.cache = ContentCache(cache_bytes)
+        #: ``cache_bytes`` is the whole budget for content held in memory: a quarter of it
+        #: for the bytes of merge bases no row version holds (``SaverBases``), the rest for
+        #: the cache of document contents.
+        self.cache = ContentCache(cache_bytes - cache_bytes // BASES_SHARE)
         #: Every database call goes through this: worker threads, a deadline, a breaker.
         self.calls = calls or DatabaseCalls()
         self.ns_lock = trio.Lock()
@@ -222,7 +225,7 @@ class FilesystemBase:
         #: Renamed-away originals and tentative files (``memfs.vfs.saves``).
         self.saves = EditorSaves(monotonic, self._shows)
         #: What each process last read or wrote of each document: its next save's base.
-        self.bases = SaverBases(process_of=process_of)
+        self.bases = SaverBases(max_bytes=cache_bytes // BASES_SHARE, process_of=process_of)
         #: Version of each file's content the kernel may hold in its page cache.
         self.kernel_version: dict[int, Any] = {}
         #: Synthetic trees at the mount root (``.search``, ``.scopes``), made at ``load``,

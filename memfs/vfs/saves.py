@@ -39,6 +39,9 @@ from memfs.tree import FileNode
 #: writer replaced), up to ``BASE_BYTES`` in all (the oldest go first).
 BASES_KEPT = 4096
 BASE_BYTES = 16 << 20
+#: The share of the mount's content budget (``--cache-bytes``) the bases' bytes may take:
+#: one part in ``BASES_SHARE`` (16 MiB of the default 64 MiB).
+BASES_SHARE = 4
 
 
 class Base(NamedTuple):
