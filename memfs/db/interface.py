@@ -81,9 +81,9 @@ class CommitResult:
     versioned: bool
     #: How a concurrent change was kept ("version 3", "copy MEMORY.md.conflict-….md").
     conflict: str | None = None
-    #: IronClaw's hash of the content the save replaced (None: none, or the same): when
-    #: that was another writer's change the mount had not heard of, a merge can still fetch
-    #: it and fold it in.
+    #: IronClaw's hash of the content the save replaced, at least where it was not the
+    #: version the save was based on (None: none, or the same): when that was another
+    #: writer's change the mount had not heard of, a merge can still fetch and fold it in.
     replaced_hash: str | None = None
 
 

@@ -439,8 +439,8 @@ class RebornStore(DeferringStore):
                 log.warning("%r is stored, but IronClaw's agent %s", relative, unwritable)
         else:
             other_changed = expected is not None and current.updated_at != expected
-            if current.contents and current.contents != data:
-                replaced = layout.content_hash(current.contents)
+            if current.contents and current.contents != data and (other_changed or not expected):
+                replaced = layout.content_hash(current.contents)  # not hashed on a plain save
             versioned = bool(current.contents) and current.contents != data and meta.versioned
             if other_changed and not versioned and current.contents != data:
                 conflict = self._keep_as_copy(conn, relative, current.contents)
