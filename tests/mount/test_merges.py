@@ -35,6 +35,12 @@ def eventually(check: Callable[[], bool], what: str, timeout: float = 20.0) -> N
         time.sleep(0.05)
 
 
+def assert_both_kept(engine: Engine, conn: psycopg.Connection[Any], mount: Mount) -> None:
+    """The person's fix of line 1 and the agent's fact, both in the document, merged."""
+    assert engine.contents(conn)["MEMORY.md"] == "# Memory\n- prefers tea\n- deploys on Fridays\n"
+    assert "merged with another writer's change" in mount.log()
+
+
 class Tmux:
     """One program in a detached tmux session on its own server."""
 
@@ -89,10 +95,7 @@ def test_vim_fixing_a_typo_while_the_agent_appends_keeps_the_agents_fact(
         vim.keys(":q!", "Enter")
     finally:
         vim.close()
-    assert engine.contents(sql_conn)["MEMORY.md"] == (
-        "# Memory\n- prefers tea\n- deploys on Fridays\n"
-    )
-    assert "merged with another writer's change" in engine_mount.log()
+    assert_both_kept(engine, sql_conn, engine_mount)
     eventually(lambda: "# Memory" in target.read_text(), "the mount to show the merge")
     assert target.read_text() == "# Memory\n- prefers tea\n- deploys on Fridays\n"
 
@@ -157,10 +160,7 @@ def test_emacs_and_nano_fixing_a_typo_while_the_agent_appends_keep_the_agents_fa
         eventually(written, f"{editor}'s write")
     finally:
         tmux.close()
-    assert engine.contents(sql_conn)["MEMORY.md"] == (
-        "# Memory\n- prefers tea\n- deploys on Fridays\n"
-    )
-    assert "merged with another writer's change" in engine_mount.log()
+    assert_both_kept(engine, sql_conn, engine_mount)
 
 
 @pytest.mark.timeout(180)
@@ -206,10 +206,7 @@ def test_a_program_that_read_the_file_before_the_agent_appended_keeps_both(
         assert saver.returncode == 0, err
     finally:
         saver.kill()
-    assert engine.contents(sql_conn)["MEMORY.md"] == (
-        "# Memory\n- prefers tea\n- deploys on Fridays\n"
-    )
-    assert "merged with another writer's change" in engine_mount.log()
+    assert_both_kept(engine, sql_conn, engine_mount)
 
 
 @pytest.mark.timeout(180)
