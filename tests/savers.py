@@ -129,7 +129,12 @@ def write_file_atomic(mnt: Path, name: str, line: str, env: dict[str, str]) -> N
 
 
 def _local_copy(mnt: Path, name: str, line: str, env: dict[str, str]) -> Path:
-    source = Path(env["HOME"]) / "sync-source" / name
+    """The file rsync or rclone copies over ``mnt / name``: its content plus ``line``, in a
+    folder of this save's own (``line`` is unique).  One shared ``sync-source/<name>`` let a
+    concurrent save of another folder's file of the same name overwrite it before the
+    program read it: the program then copied that other content, and the history blamed
+    the mount for the line it never wrote (stop 38's ``z.md``, stop 39's ``d/x.md``)."""
+    source = Path(env["HOME"]) / "sync-source" / line / name
     source.parent.mkdir(parents=True, exist_ok=True)
     source.write_text((mnt / name).read_text() + line + "\n")
     return source
@@ -137,7 +142,10 @@ def _local_copy(mnt: Path, name: str, line: str, env: dict[str, str]) -> Path:
 
 def rsync(mnt: Path, name: str, line: str, env: dict[str, str]) -> None:
     source = _local_copy(mnt, name, line, env)
-    _run(["rsync", "--checksum", str(source), name], mnt, env)
+    try:
+        _run(["rsync", "--checksum", str(source), name], mnt, env)
+    finally:
+        shutil.rmtree(source.parent, ignore_errors=True)
 
 
 def rclone(mnt: Path, name: str, line: str, env: dict[str, str]) -> None:
@@ -146,11 +154,14 @@ def rclone(mnt: Path, name: str, line: str, env: dict[str, str]) -> None:
     transfer: sizes differ"), deletes it itself ("Removing failed copy") and copies again:
     a delete the user's tool chose, on a local disk too, which the race would count."""
     source = _local_copy(mnt, name, line, env)
-    _run(
-        ["rclone", "copyto", "--checksum", "--ignore-size", "--ignore-checksum",
-         str(source), str(mnt / name)],
-        mnt, env,
-    )  # fmt: skip
+    try:
+        _run(
+            ["rclone", "copyto", "--checksum", "--ignore-size", "--ignore-checksum",
+             str(source), str(mnt / name)],
+            mnt, env,
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(source.parent, ignore_errors=True)
 
 
 SAVERS: dict[str, Saver] = {
