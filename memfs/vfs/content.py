@@ -520,11 +520,15 @@ class ContentMixin(FilesystemBase):
                         text, result = late
                         merged = (text, None)
             else:
-                expected = node.updated_at
                 merged = await self._merge_others(node, buffer, path, text)
-                if merged is not None:
-                    text, expected = merged
-                result = await self._commit_document(node.doc_id, path, text, attrs, expected)
+                found = await self._commit_merged(node.doc_id, path, merged, attrs)
+                if merged is not None and found is not None:
+                    text, result = merged[0], found
+                else:
+                    merged = None
+                    result = await self._commit_document(
+                        node.doc_id, path, text, attrs, node.updated_at
+                    )
                 if merged is None and result.conflict and result.replaced_hash is not None:
                     late = await self._merge_replaced(
                         path, await self._buffer_base(node.doc_id, path, buffer), ours, attrs,
@@ -736,8 +740,24 @@ class ContentMixin(FilesystemBase):
         merged = self._merge_texts(path, base_data, theirs, ours)
         if merged is None or merged == ours:
             return None
-        again = await self._commit_document(result.doc_id, path, merged, attrs, result.updated_at)
-        return merged, again
+        again = await self._commit_merged(result.doc_id, path, (merged, result.updated_at), attrs)
+        return (merged, again) if again is not None else None
+
+    async def _commit_merged(
+        self, doc_id: UUID, path: str, merged: tuple[str, Any] | None, attrs: FileAttrs
+    ) -> CommitResult | None:
+        """Commit a merge (text, and the version it was made against), or None if there is
+        none or IronClaw's rules refuse it (the other writer's lines may hold what a
+        system-prompt file may not): the save alone is then written, as without a merge."""
+        if merged is None:
+            return None
+        try:
+            return await self._commit_document(doc_id, path, merged[0], attrs, merged[1])
+        except WriteRefused as exc:
+            log.warning("%r: the merge with another writer's change is refused (%s); this "
+                        "save alone is written, the other change is kept as a version",
+                        path, exc.reason)  # fmt: skip
+            return None
 
     def _show_merged(
         self, node: FileNode, buffer: FileBuffer, generation: int, ours: str, merged: str,
