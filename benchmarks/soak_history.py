@@ -59,7 +59,8 @@ def soak(engine: Engine, work: Path, args: argparse.Namespace) -> dict[str, obje
         driver_failures: list[str] = []
         try:
             drive(run, workers_per_mount=args.workers, operations=10**9,
-                  agent_operations=10**9, seconds=args.minutes * 60)  # fmt: skip
+                  agent_operations=10**9, seconds=args.minutes * 60,
+                  shared_log=True)  # fmt: skip
         except AssertionError as failed:  # a writer thread's own failure: report, go on
             driver_failures = [str(failed)]
         elapsed = time.monotonic() - began

@@ -18,6 +18,7 @@ import errno
 import math
 import os
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 import trio
@@ -384,7 +385,7 @@ class NamespaceMixin(ContentMixin):
                     await self._rename_dir(source, new_path, target, keep)
                 else:
                     assert isinstance(source, FileNode)
-                    await self._rename_file(source, new_path, target, keep)
+                    await self._rename_file(source, new_path, target, keep, pid)
                 if keep:
                     old_parent.explicit = True
             if target is not None:
@@ -411,7 +412,7 @@ class NamespaceMixin(ContentMixin):
             await self.run_db(self.store.delete_directory, self.tree.path_of(target), [])
 
     async def _rename_file(
-        self, source: FileNode, new_path: str, target: Node | None, keep: list[str]
+        self, source: FileNode, new_path: str, target: Node | None, keep: list[str], pid: int = 0
     ) -> None:
         replaced = target.doc_id if isinstance(target, FileNode) and not target.scratch else None
         seen = target.updated_at if isinstance(target, FileNode) else None
@@ -426,9 +427,17 @@ class NamespaceMixin(ContentMixin):
         attrs = FileAttrs(source.custom_mode, source.mtime_ns)
         if replaced is not None and replaced != source.doc_id:
             await self.commit(source)  # pending changes first: the rename carries them
-            await self._replace_document(
-                source, source.doc_id, replaced, new_path, None, keep, seen
+            merged = await self._merge_renamed(source, replaced, new_path, pid, seen)
+            text, source_seen = None, None
+            if merged is not None:
+                text, seen, _ = merged
+                source_seen = source.updated_at
+            result = await self._replace_document(
+                source, source.doc_id, replaced, new_path, text, keep, seen, source_seen, text
             )
+            if merged is not None and result is not None and not result.conflict:
+                self.bases.saw(new_path, pid, result.doc_id, None, merged[2])
+                self.kernel.inode(source.ino)  # it cached the saver's bytes, not the merge
             return
         moved = await self.run_db(
             self.store.rename_document, source.doc_id, new_path, replaced, attrs, keep,
@@ -454,6 +463,7 @@ class NamespaceMixin(ContentMixin):
         keep: list[str],
         seen: datetime | None,
         source_seen: datetime | None = None,
+        merged_text: str | None = None,
     ) -> CommitResult | None:
         """``rename`` of a document over another: IronClaw's write of the target path with
         the source's content, then its delete of the source, in one transaction.  The target
@@ -463,7 +473,8 @@ class NamespaceMixin(ContentMixin):
         is the source row's version it stands for (a renamed-away original's, as this mount
         last showed it): the row is deleted only at that version, so another writer's
         change to it meanwhile is kept.  ``text`` None, the stored content moves, read
-        under the row's lock."""
+        under the row's lock.  ``merged_text``: ``text`` is a merge with another writer's
+        change, not the source's bytes (the caches then hold the merge)."""
         attrs = FileAttrs(source.custom_mode, source.client_mtime_ns or source.mtime_ns)
         source_at = source_seen
         if text is None and source.doc_id == source_id:
@@ -489,8 +500,12 @@ class NamespaceMixin(ContentMixin):
             log.warning("%s vanished from the database during rename", self.describe_node(source))
             return None
         data = self.cache.get(source_id, source.updated_at) if source.doc_id else None
+        if merged_text is not None:
+            data = merged_text.encode("utf-8")  # the row is the merge, not the source's bytes
         self.cache.drop(source_id)
-        kernel_current = self.kernel_version.get(source.ino) == source.updated_at
+        kernel_current = (
+            merged_text is None and self.kernel_version.get(source.ino) == source.updated_at
+        )
         self.tree.bind_document(source, result.doc_id)
         source.updated_at = result.updated_at
         if data is not None:
@@ -688,6 +703,27 @@ class NamespaceMixin(ContentMixin):
             ", previous content versioned" if result.versioned else "",
         )  # fmt: skip
         self._become_document(source, result, data)
+
+    async def _merge_renamed(
+        self, source: FileNode, replaced: UUID, new_path: str, pid: int, shown: datetime | None
+    ) -> tuple[str, Any, bytes] | None:
+        """A document written by a process that read ``new_path`` (node's write-file-atomic,
+        a temporary with an ordinary name) renamed over it after another writer's change:
+        the merged text, the version merged with, and the process's own bytes; or None."""
+        if source.doc_id is None or not self.bases.tracks(replaced):
+            return None
+        data = self.cache.get(source.doc_id, source.updated_at)
+        if data is None:
+            found = await self.run_db(self.store.read_content, source.doc_id)
+            if found is None or found.version != source.updated_at:
+                return None
+            data = found.data
+        try:
+            ours = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        merged = await self._merge_saver_base(replaced, new_path, pid, ours, shown)
+        return (merged[0], merged[1], data) if merged is not None else None
 
     async def _merge_saver_base(
         self, doc_id: UUID | None, path: str, pid: int, ours: str, shown: object

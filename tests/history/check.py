@@ -271,8 +271,9 @@ def shared_file(history: History, state: FinalState) -> dict[str, object]:
             by_path.setdefault(op.path, []).append(op)
     if not by_path:
         return {}
-    path, writes = max(
-        by_path.items(), key=lambda item: (len({o.writer for o in item[1]}), len(item[1]))
+    path, writes = max(  # the soak's shared file if it ran one (``driver.SHARED``)
+        by_path.items(),
+        key=lambda item: (item[0] == "shared.md", len({o.writer for o in item[1]}), len(item[1])),
     )
     current = {line for text in state.documents.values() for line in _lines(text)}
     kept = {line for _, text in state.versions for line in _lines(text)}

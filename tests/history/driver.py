@@ -178,8 +178,8 @@ class MountWriter:
             self.name, kind, path, marker=marker, mount=str(self.root), **extra
         )
 
-    def op_append(self) -> None:
-        path = random_path(self.rng)
+    def op_append(self, path: str | None = None) -> None:
+        path = path or random_path(self.rng)
         op = self._begin("append", path, write=True)
         _write_file(op, self.root / path, f"{op.marker}\n".encode(), os.O_APPEND)
 
@@ -188,21 +188,22 @@ class MountWriter:
         op = self._begin("truncate", path, write=True)
         _write_file(op, self.root / path, f"{op.marker}\n".encode(), os.O_TRUNC)
 
-    def _shell(self, kind: str, redirect: str) -> None:
-        path = random_path(self.rng)
+    def _shell(self, kind: str, redirect: str, path: str | None = None) -> None:
+        path = path or random_path(self.rng)
         op = self._begin(kind, path, write=True)
         script = f"echo {op.marker} {redirect} {path}"
         _command(op, ["bash", "-c", script], self.root, self.run.env, ok=INFO)
 
-    def op_shell_append(self) -> None:
-        self._shell("shell-append", ">>")
+    def op_shell_append(self, path: str | None = None) -> None:
+        self._shell("shell-append", ">>", path)
 
     def op_shell_truncate(self) -> None:
         self._shell("shell-truncate", ">")
 
-    def op_save(self) -> None:
-        path = random_path(self.rng)
-        saver = self.rng.choices(list(SAVER_WEIGHTS), weights=list(SAVER_WEIGHTS.values()))[0]
+    def op_save(self, path: str | None = None, saver: str | None = None) -> None:
+        path = path or random_path(self.rng)
+        if saver is None:
+            saver = self.rng.choices(list(SAVER_WEIGHTS), weights=list(SAVER_WEIGHTS.values()))[0]
         op = self._begin("save", path, write=True)
         op.detail = saver
         folder, _, name = path.rpartition("/")
@@ -479,7 +480,8 @@ class SyncWriter:
 
 
 def _loop(
-    worker: MountWriter | Agent | SyncWriter, count: int, pause: float, failures: list[str],
+    worker: MountWriter | Agent | SyncWriter | SharedLogWriter, count: int, pause: float,
+    failures: list[str],
     until: float | None = None,
 ) -> None:  # fmt: skip
     try:
@@ -493,9 +495,42 @@ def _loop(
         failures.append(f"{worker.name}: {type(exc).__name__}: {exc}")
 
 
+#: The soak's shared file (``drive(shared_log=True)``): only ever appended to, by every
+#: mount and the agent, through appends, ``>>`` and the savers that read and rewrite it:
+#: issue 32's "one document holding every line" instead of hundreds of versions.
+SHARED = "shared.md"
+SHARED_SAVERS = ("vim backupcopy=yes", "vim backupcopy=no", "sed -i", "os.replace",
+                 "write-file-atomic", "emacs")  # fmt: skip
+
+
+class SharedLogWriter:
+    """Appends to ``SHARED`` through a random mount, or by SQL as the agent."""
+
+    def __init__(self, run: Run, rng: random.Random) -> None:
+        self.rng = rng
+        self.name = "shared"
+        self.writers = [MountWriter(run, m, f"s{n}", random.Random(rng.randrange(1 << 30)))
+                        for n, m in enumerate(run.mounts)]  # fmt: skip
+        self.agent = Agent(run, random.Random(rng.randrange(1 << 30)))
+        run.agents.append(self.agent)
+
+    def step(self) -> None:
+        pick = self.rng.random()
+        if pick < 0.2:
+            self.agent.step("agent-create", SHARED)  # appends, or makes it
+            return
+        writer = self.rng.choice(self.writers)
+        if pick < 0.55:
+            writer.op_append(SHARED)
+        elif pick < 0.7:
+            writer.op_shell_append(SHARED)
+        else:
+            writer.op_save(SHARED, self.rng.choice(SHARED_SAVERS))
+
+
 def drive(
     run: Run, *, workers_per_mount: int, operations: int, agent_operations: int,
-    seconds: float | None = None, deadline: float | None = None,
+    seconds: float | None = None, deadline: float | None = None, shared_log: bool = False,
 ) -> None:  # fmt: skip
     """Run every writer for its share of ``operations`` (all at once; with ``seconds``,
     until that much time has passed if sooner), then wait."""
@@ -525,6 +560,9 @@ def drive(
     )
     passes = max(1, operations // 30)  # one sync pass per 30 operations of the mounts
     threads.append(threading.Thread(target=_loop, args=(sync, passes, 0.2, failures, until)))
+    if shared_log:
+        shared = SharedLogWriter(run, random.Random(rng.randrange(1 << 30)))
+        threads.append(threading.Thread(target=_loop, args=(shared, share, 0.0, failures, until)))
     try:
         for thread in threads:
             thread.start()
