@@ -11,7 +11,10 @@ the vim process read.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -196,7 +199,8 @@ def test_a_program_that_read_the_file_before_the_agent_appended_keeps_both(
             "  {eval: true, workerData: text.replace('Memroy', 'Memory')});"
         )
         command = ["node", "-e", script]
-    saver = subprocess.Popen(command, cwd=engine_mount.path(), stderr=subprocess.PIPE)
+    saver = subprocess.Popen(command, cwd=engine_mount.path(), stderr=subprocess.PIPE,
+                             start_new_session=True)  # fmt: skip
     try:
         eventually(ready.exists, f"{program} to read the file")
         assert engine.agent_appends(sql_conn, "MEMORY.md", "- deploys on Fridays\n")
@@ -205,7 +209,9 @@ def test_a_program_that_read_the_file_before_the_agent_appended_keeps_both(
         _, err = saver.communicate(timeout=30)
         assert saver.returncode == 0, err
     finally:
-        saver.kill()
+        with contextlib.suppress(ProcessLookupError):  # its waiting shell too
+            os.killpg(saver.pid, signal.SIGKILL)
+        saver.wait(timeout=30)
     assert_both_kept(engine, sql_conn, engine_mount)
 
 
