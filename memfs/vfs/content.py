@@ -36,6 +36,10 @@ READ_AHEAD_DOCUMENTS = 512
 READ_AHEAD_BYTES = 8 * 1024 * 1024
 
 
+#: How many times in a row a save merges other writers' changes that landed as it wrote.
+LATE_MERGES = 4
+
+
 class ContentMixin(FilesystemBase):
     """Open, read, write, truncate and commit."""
 
@@ -515,7 +519,7 @@ class ContentMixin(FilesystemBase):
                 result = await self._commit_document(None, path, text, attrs)
                 if buffer.appends_only and not result.created and result.replaced_hash:
                     # ``>>`` of a file another writer made meanwhile: after their lines.
-                    late = await self._merge_replaced(path, b"", ours, attrs, result)
+                    late = await self._merge_late(path, b"", ours, attrs, result)
                     if late is not None:
                         text, result = late
                         merged = (text, None)
@@ -530,7 +534,7 @@ class ContentMixin(FilesystemBase):
                         node.doc_id, path, text, attrs, node.updated_at
                     )
                 if merged is None and result.conflict and result.replaced_hash is not None:
-                    late = await self._merge_replaced(
+                    late = await self._merge_late(
                         path, await self._buffer_base(node.doc_id, path, buffer), ours, attrs,
                         result,
                     )  # fmt: skip
@@ -742,6 +746,23 @@ class ContentMixin(FilesystemBase):
             return None
         again = await self._commit_merged(result.doc_id, path, (merged, result.updated_at), attrs)
         return (merged, again) if again is not None else None
+
+    async def _merge_late(
+        self, path: str, base_data: bytes | None, ours: str, attrs: FileAttrs,
+        result: CommitResult,
+    ) -> tuple[str, CommitResult] | None:  # fmt: skip
+        """``_merge_replaced``, again while yet another writer's change lands between a
+        merged write and the one before it (a file many writers append to), up to
+        ``LATE_MERGES`` rounds: each round is based on what the round before wrote."""
+        late = await self._merge_replaced(path, base_data, ours, attrs, result)
+        rounds = 1
+        while late is not None and late[1].conflict and rounds < LATE_MERGES:
+            again = await self._merge_replaced(path, ours.encode("utf-8"), late[0], attrs,
+                                               late[1])  # fmt: skip
+            if again is None:
+                break
+            ours, late, rounds = late[0], again, rounds + 1
+        return late
 
     async def _commit_merged(
         self, doc_id: UUID, path: str, merged: tuple[str, Any] | None, attrs: FileAttrs

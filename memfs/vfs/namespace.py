@@ -687,7 +687,7 @@ class NamespaceMixin(ContentMixin):
             result = await self._commit_document(doc_id, new_path, text, attrs, expected)
             if based is not None and result.conflict and result.replaced_hash is not None:
                 base_data = await self._base_bytes(result.doc_id, new_path, based)
-                late = await self._merge_replaced(new_path, base_data, ours, attrs, result)
+                late = await self._merge_late(new_path, base_data, ours, attrs, result)
                 if late is not None:
                     (text, result), merged = late, (late[0], None)
                     data = text.encode("utf-8")
