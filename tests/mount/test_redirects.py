@@ -87,7 +87,7 @@ def traced_redirect(mount: Mount, work: Path, name: str, text: str) -> tuple[int
     fd = opened.group(1)
     start = next(i for i, line in enumerate(lines) if f'"{target}"' in line)
     calls = [
-        line.split(" ", 1)[1]
+        line.split(None, 1)[1]
         for line in lines[start:]
         if re.search(rf"(dup2\({fd}, 1\)|close\({fd}\)|write\(1,)", line)
     ]
