@@ -53,6 +53,10 @@ class FileBuffer:
         self.appends_only = False
         #: Another writer changed the row while this buffer was open for writing.
         self.others_changed = False
+        #: The version of a merged row its writers do not see yet: committed while a
+        #: descriptor still wrote, so the buffer kept their bytes (``_show_merged``); the
+        #: last writer's close shows the row.
+        self.unshown_merge: object | None = None
         #: The process that last opened it for writing (0: unknown), whose base the next
         #: commit becomes (``SaverBases``).
         self.writer = 0

@@ -151,6 +151,11 @@ class ContentMixin(FilesystemBase):
             existing = self.buffers.get(node.ino)
             if existing is not None:  # another open loaded it while we waited
                 return existing
+            if node.size != len(data):  # never a size the bytes do not fill, or exceed
+                log.warning("%s: its size was %d, its content %d bytes; the content's size "
+                            "is shown", self.describe_node(node), node.size, len(data))  # fmt: skip
+                node.size = len(data)
+                self.kernel.attributes(node.ino)
             base = data if len(data) <= MERGE_LIMIT else None
             buffer = FileBuffer(data, base=base, base_version=node.updated_at)
         self.buffers[node.ino] = buffer
@@ -310,11 +315,39 @@ class ContentMixin(FilesystemBase):
                 self._keep_unsaved(node, exc.reason)
         finally:
             self.tree.release_handle(node)
+            if handle.writable:
+                await self._show_unshown_merge(node)
             if node.open_count == 0:
                 self.saves.closed(node.ino)
                 self._drop_if_deleted_elsewhere(node)
             self._drop_idle_buffer(node)
             self.drop_if_freed(node.ino)
+
+    async def _show_unshown_merge(self, node: FileNode) -> None:
+        """The last writer closed a file whose row is a merge its writers did not see
+        (``_show_merged``): the mount shows the row now, at the row's size (the buffer's
+        size with the row's bytes would serve a truncated merge)."""
+        buffer = self.buffers.get(node.ino)
+        if not isinstance(buffer, FileBuffer) or buffer.unshown_merge is None:
+            return
+        if buffer.dirty or self.open_for_writing(node):
+            return  # the next commit merges again, or the last close shows it
+        version, buffer.unshown_merge = buffer.unshown_merge, None
+        if node.doc_id is None or version != node.updated_at:
+            return
+        try:
+            data = await self.committed_bytes(node)
+        except FsError:
+            return  # gone meanwhile: the removal's event updates the file
+        if self.buffers.get(node.ino) is not buffer or buffer.dirty:
+            return  # opened and written again while the row was read
+        shown = FileBuffer(data, base=data if len(data) <= MERGE_LIMIT else None,
+                           base_version=node.updated_at)  # fmt: skip
+        self.take_others_content(node, shown)
+        node.size = len(data)
+        self.kernel_version.pop(node.ino, None)
+        self.kernel.attributes(node.ino)
+        self.kernel.inode(node.ino)
 
     def _drop_if_deleted_elsewhere(self, node: FileNode) -> None:
         """The last close of a file another writer deleted while it was open for writing
@@ -566,7 +599,7 @@ class ContentMixin(FilesystemBase):
         committed = buffer.snapshot() if same else ours.encode("utf-8")
         buffer.base = committed if len(committed) <= MERGE_LIMIT else None
         buffer.base_version, buffer.base_digest = result.updated_at, None
-        buffer.others_changed = False
+        buffer.others_changed, buffer.unshown_merge = False, None
         self.bases.saw(path, buffer.writer, result.doc_id, result.updated_at,
                        digest=bytes_hash(committed) if buffer.writer > 0 else None)  # fmt: skip
         if same and self.cache.accepts(len(committed)):
@@ -783,6 +816,7 @@ class ContentMixin(FilesystemBase):
         else:
             buffer.base, buffer.base_version = self._base_of(ours), None
             buffer.base_digest = None
+            buffer.unshown_merge = version
         buffer.others_changed = False
         self.kernel_version.pop(node.ino, None)
         self.kernel.attributes(node.ino)

@@ -288,3 +288,27 @@ async def test_a_document_renamed_over_the_file_its_process_read_is_merged(
     shown = fs.tree.resolve("MEMORY.md")
     assert shown is not None
     assert await read_all(fs, shown.ino) == b"first\nsecond\nagent fact\n"
+
+
+async def test_a_merge_saved_while_another_descriptor_writes_is_shown_at_the_last_close(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
+) -> None:
+    """emacs saves with a second descriptor of the file open for writing: the merge
+    commits while that one is open, so the file keeps showing the saver's bytes until it
+    closes.  Then the mount shows the merged row, at its own size: the size of the
+    saver's bytes with the row's bytes made a later ``cat`` read a truncated merge
+    (``agent human 0 rclone``), which the next save wrote back (save race, Reborn,
+    ``MEMFS_RACE_SEED=393046003``, with the late merge)."""
+    fs, _ = two
+    ino = await write_file(fs, ROOT_INODE, "MEMORY.md", b"a\n")
+    first, _ = await fs.open(ino, os.O_WRONLY | os.O_APPEND)
+    second, _ = await fs.open(ino, os.O_WRONLY)
+    assert engine.agent_appends(sql_conn, "MEMORY.md", "agent one\nagent two\n")
+    await OtherWriters(fs).resync()
+    await fs.write(first, 2, b"mine\n")
+    await fs.release(first)
+    merged = b"a\nagent one\nagent two\nmine\n"
+    assert engine.contents(sql_conn) == {"MEMORY.md": merged.decode()}
+    await fs.release(second)
+    assert fs.getattr(ino).size == len(merged)
+    assert await read_all(fs, ino) == merged

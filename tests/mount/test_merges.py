@@ -65,20 +65,28 @@ class Tmux:
         subprocess.run([*self.base, "kill-server"], check=False, timeout=30, capture_output=True)
 
 
+def edit_in_tmux(
+    engine: Engine, mount: Mount, work_dir: Path, program: str, command: str, slug: str
+) -> tuple[Path, Tmux]:
+    """``MEMORY.md`` with a typo in line 1, open in ``command`` (run in the mount) in a tmux
+    session named by the engine and ``slug``."""
+    if shutil.which(program) is None or shutil.which("tmux") is None:
+        pytest.skip(f"needs {program} and tmux (scripts/setup-tests installs them)")
+    target = mount.path("MEMORY.md")
+    target.write_text("# Memroy\n- prefers tea\n")
+    tmux = Tmux(f"memfs-merge-{engine}-{slug}", f"cd {mount.path()} && {command}",
+                client_env(work_dir / f"home-{slug}"))  # fmt: skip
+    return target, tmux
+
+
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("backupcopy", ["yes", "no"])
 def test_vim_fixing_a_typo_while_the_agent_appends_keeps_the_agents_fact(
     engine: Engine, engine_mount: Mount, sql_conn: psycopg.Connection[Any], work_dir: Path,
     backupcopy: str,
 ) -> None:  # fmt: skip
-    if shutil.which("vim") is None or shutil.which("tmux") is None:
-        pytest.skip("needs vim and tmux (scripts/setup-tests installs them)")
-    target = engine_mount.path("MEMORY.md")
-    target.write_text("# Memroy\n- prefers tea\n")
-    env = client_env(work_dir / f"home-{backupcopy}")
-    vim = Tmux(f"memfs-merge-{engine}-{backupcopy}",
-               f"cd {engine_mount.path()} && vim --clean -c 'set backupcopy={backupcopy}' "
-               "MEMORY.md", env)  # fmt: skip
+    command = f"vim --clean -c 'set backupcopy={backupcopy}' MEMORY.md"
+    target, vim = edit_in_tmux(engine, engine_mount, work_dir, "vim", command, backupcopy)
     try:
         eventually(lambda: "prefers tea" in vim.screen(), "vim to show the file")
         assert engine.agent_appends(sql_conn, "MEMORY.md", "- deploys on Fridays\n")
@@ -122,13 +130,7 @@ def test_emacs_and_nano_fixing_a_typo_while_the_agent_appends_keep_the_agents_fa
     engine: Engine, engine_mount: Mount, sql_conn: psycopg.Connection[Any], work_dir: Path,
     editor: str,
 ) -> None:  # fmt: skip
-    if shutil.which(editor) is None or shutil.which("tmux") is None:
-        pytest.skip(f"needs {editor} and tmux (scripts/setup-tests installs them)")
-    target = engine_mount.path("MEMORY.md")
-    target.write_text("# Memroy\n- prefers tea\n")
-    env = client_env(work_dir / f"home-{editor}")
-    tmux = Tmux(f"memfs-merge-{engine}-{editor}", f"cd {engine_mount.path()} && {EDITORS[editor]}",
-                env)  # fmt: skip
+    target, tmux = edit_in_tmux(engine, engine_mount, work_dir, editor, EDITORS[editor], editor)
 
     def answer() -> None:
         screen = tmux.screen()
