@@ -566,6 +566,14 @@ class ContentMixin(FilesystemBase):
                     result = await self._commit_document(
                         node.doc_id, path, text, attrs, node.updated_at
                     )
+                if merged is None and result.conflict and result.replaced_hash is not None:
+                    late = await self._merge_late(
+                        path, await self._buffer_base(node.doc_id, path, buffer), ours, attrs,
+                        result,
+                    )  # fmt: skip
+                    if late is not None:
+                        text, result = late
+                        merged = (text, None)
         except WriteRefused as exc:
             await self._refuse_content(node, exc, final)
             raise
@@ -710,6 +718,12 @@ class ContentMixin(FilesystemBase):
             return None
         log.debug("%r: its writer's base fetched from the version rows", path)
         return data
+
+    async def _buffer_base(self, doc_id: UUID, path: str, buffer: FileBuffer) -> bytes | None:
+        """The bytes a buffer's writers started from, fetched by hash if need be."""
+        if buffer.base is not None or buffer.base_digest is None:
+            return buffer.base
+        return await self._stored_base(doc_id, path, buffer.base_digest)
 
     async def _merge_with_row(
         self, doc_id: UUID, path: str, base_data: bytes, base_version: Any, ours: str

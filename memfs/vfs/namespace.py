@@ -672,6 +672,9 @@ class NamespaceMixin(ContentMixin):
         expected, ours = None, text
         shown = target.updated_at if isinstance(target, FileNode) else None
         merged = await self._merge_saver_base(doc_id, new_path, pid, text, shown)
+        based = self.bases.base(new_path, pid) if doc_id is not None else None
+        if based is None or based.doc_id != doc_id:
+            based = None
         if doc_id is not None and shown is not None and self.bases.tracks(doc_id):
             self.bases.superseded(doc_id, shown, self.cache.get(doc_id, shown))
         found = await self._commit_merged(doc_id, new_path, merged, attrs) if doc_id else None
@@ -679,7 +682,15 @@ class NamespaceMixin(ContentMixin):
             result, text, data = found, merged[0], merged[0].encode("utf-8")
         else:
             merged = None
+            if based is not None:
+                expected = shown  # a change the mount has not heard of is told, merged below
             result = await self._commit_document(doc_id, new_path, text, attrs, expected)
+            if based is not None and result.conflict and result.replaced_hash is not None:
+                base_data = await self._base_bytes(result.doc_id, new_path, based)
+                late = await self._merge_late(new_path, base_data, ours, attrs, result)
+                if late is not None:
+                    (text, result), merged = late, (late[0], None)
+                    data = text.encode("utf-8")
         if merged is not None and not result.conflict:
             self.bases.saw(new_path, pid, result.doc_id, None, ours.encode("utf-8"))
             self.kernel.inode(source.ino)  # it cached the saver's bytes, not the merge

@@ -12,7 +12,6 @@ import os
 from typing import Any
 
 import psycopg
-import pytest
 
 from memfs.tree import ROOT_INODE
 from memfs.vfs import Filesystem, OtherWriters
@@ -188,12 +187,6 @@ async def test_a_base_the_cache_no_longer_holds_is_found_among_the_versions(
     assert engine.contents(sql_conn) == {"MEMORY.md": "first\nSECOND\nagent fact\nagent 2\n"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the late merge after a failed guard is withdrawn: with it, the save race lost an "
-    "emacs save on Reborn (MEMFS_RACE_SEED=393046003, every run); such a save keeps the "
-    "other change as a version",
-)
 async def test_a_save_over_a_change_the_mount_has_not_heard_of_yet_merges_it(
     engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
 ) -> None:
