@@ -344,7 +344,7 @@ def _sync(args: argparse.Namespace, settings: Settings) -> int:
                 print(f"  conflict: {line} (the database's version is kept too)", flush=True)
 
     try:
-        layout = "reborn" if database.reborn else "legacy"
+        layout = database.layout
         bound_to = sync.binding(layout, store.scope, database.identity())
         # A dry run writes nothing, not even the lock: it only reads both sides.
         with contextlib.nullcontext() if args.dry_run else sync.only_sync_of(directory):

@@ -30,7 +30,7 @@ from memfs import logs, systemd
 from memfs.assembly import assemble
 from memfs.config import Settings
 from memfs.control import Handler, ask, serve_control, socket_for
-from memfs.db import open_database, reborn_scope
+from memfs.db import open_database
 from memfs.db.embedded import restart_embedded, server_running
 from memfs.embeddings import EmbeddingSettings
 from memfs.errors import EXIT_FAILED, MountError
@@ -116,17 +116,14 @@ def serve(
     with contextlib.suppress(FileNotFoundError):
         result_file(pidfile).unlink()  # an earlier run's report nobody collected
     try:
-        has_trigger = not database.reborn and database.has_change_feed()
+        by_design = database.polls_by_design(settings)
+        has_trigger = by_design is None and database.has_change_feed()
         use_feed = not settings.no_trigger and has_trigger and database.listen_url is not None
         attr_timeout = settings.attr_timeout
         if attr_timeout is None:
             attr_timeout = FEED_ATTR_TIMEOUT if use_feed else POLL_ATTR_TIMEOUT
-        if database.reborn:
-            log.info(
-                "IronClaw Reborn memory (root_filesystem_entries), %s; IronClaw notifies no "
-                "changes: polling for other writers every second",
-                reborn_scope(settings).describe(),
-            )
+        if by_design is not None:
+            log.info("%s: polling for other writers every second", by_design)
         elif use_feed:
             log.info("watching other writers through the change-feed trigger")
         elif has_trigger and not settings.no_trigger:

@@ -88,8 +88,9 @@ class Doctor:
             self._found("memfs schema", "ok", f"version {version}")
 
     def change_feed(self) -> None:
-        if self.database.reborn:
-            self._found("change feed", "note", "Reborn layout: mounts poll for other writers")
+        by_design = self.database.polls_by_design(self.settings)
+        if by_design is not None:
+            self._found("change feed", "note", f"{by_design}: mounts poll for other writers")
         elif self.database.has_change_feed():
             self._found("change feed", "ok", "the trigger is installed: mounts see other "
                         "writers' changes at once")  # fmt: skip
@@ -99,7 +100,7 @@ class Doctor:
                         "it (needs the tables' owner)")  # fmt: skip
 
     def pgvector(self) -> None:
-        if self.database.reborn:
+        if not self.database.keeps_embeddings():
             return
         version = self.database.extension_version("vector")
         if version is None:
@@ -171,17 +172,10 @@ class Doctor:
                    "`memfs doctor --repair` removes them", mend)  # fmt: skip
 
     def queues(self) -> None:
-        if self.database.reborn:
+        work = self.database.waiting_work(self.settings)
+        if work is None:
             return
-        from memfs.db import legacy_scope
-
-        scope = legacy_scope(self.settings)
-        queued = (
-            self.database.reindex_store(scope).queued_for_reindex()
-            if self.database.memfs_schema_version() is not None
-            else 0
-        )
-        chunks, pending = self.database.embedding_store(scope).count_chunks()
+        queued, chunks, pending = work
         self._found("waiting work", "note" if queued or pending else "ok",
                     f"{queued} document(s) waiting to be re-chunked, {pending} of {chunks} "
                     "chunks without an embedding (a mount's workers do them; `memfs "

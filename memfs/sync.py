@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from memfs.db import FileAttrs, MetaStore, ToolStore
+from memfs.db import FileAttrs
 from memfs.db.interface import DocumentStore, WorkspaceScope
 from memfs.errors import EXIT_FAILED, EXIT_USAGE, CommandError
 from memfs.local_tree import SILENT, Passed, memory_files, read_regular
@@ -44,8 +44,6 @@ from memfs.tree import to_ns
 log = logging.getLogger(__name__)
 
 STATE_FILE = ".memfs-sync.json"
-#: Documents whose contents one round trip reads (the Reborn layout's remote side).
-READ_BATCH = 200
 #: Forces the store to keep the database side of a conflict (never equals a real version).
 CONFLICT = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -138,19 +136,14 @@ class DirectorySync:
         root: Path,
         rules: ScratchRules | None = None,
         *,
-        reads: ToolStore | None = None,
         bound_to: Mapping[str, str] | None = None,
         dry_run: bool = False,
     ) -> None:
         #: Only report what a pass would do: change neither side, nor the state.
         self.dry_run = dry_run
-        #: Writes go through the document store, as a mount's do.  Reads of every document
-        #: at once: on the legacy layout through the tools' store (on the same pool unless
-        #: given), in one query; on Reborn through the document store, a batch at a time.
+        #: Reads (every document at once, ``export_rows``) and writes go through the
+        #: document store, as a mount's do.
         self.store = store
-        if reads is None and isinstance(store, MetaStore):
-            reads = ToolStore(store.pool, store.scope)
-        self.reads = reads
         self.root = root
         self.rules = rules or ScratchRules()
         self.state_path = root / STATE_FILE
@@ -228,21 +221,10 @@ class DirectorySync:
 
     def _remote(self) -> dict[str, tuple[UUID, bytes, datetime, int | None]]:
         rows: dict[str, tuple[UUID, bytes, datetime, int | None]] = {}
-        if self.reads is not None:
-            for row in self.reads.export_rows():
-                if loadable_path(row.path) and row.path not in rows:
-                    rows[row.path] = (
-                        row.id, row.content.encode("utf-8"), row.updated_at, row.mtime_ns
-                    )  # fmt: skip
-            return rows
-        docs = [d for d in self.store.load_documents() if loadable_path(d.path)]
-        for start in range(0, len(docs), READ_BATCH):
-            batch = docs[start : start + READ_BATCH]
-            contents = self.store.read_contents([d.id for d in batch])
-            for doc in batch:
-                found = contents.get(doc.id)
-                if found is not None and doc.path not in rows:
-                    rows[doc.path] = (doc.id, found.data, found.version, doc.attrs.mtime_ns)
+        for row in self.store.export_rows():
+            if loadable_path(row.path) and row.path not in rows:
+                data = row.content.encode("utf-8", "surrogateescape")
+                rows[row.path] = (row.id, data, row.updated_at, row.mtime_ns)
         return rows
 
     # -- one pass ------------------------------------------------------------------------
@@ -459,7 +441,7 @@ def watch(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(stop_on_signal, nursery.cancel_scope)
             # IronClaw's Reborn memory notifies nothing: poll its version fingerprint.
-            feed = not database.reborn and database.has_change_feed()
+            feed = database.notifies_changes()
             if feed and database.listen_url is not None:
                 listener = ChangeListener(
                     database.listen_url, database.listen_kwargs, from_feed,

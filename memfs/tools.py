@@ -32,8 +32,7 @@ from memfs.db import (
     open_database,
     reborn_scope,
 )
-from memfs.db.interface import DocRow, DocumentStore
-from memfs.db.tool_store import StoredDocument
+from memfs.db.interface import DocRow, DocumentStore, StoredDocument
 from memfs.embeddings.config import EmbeddingSettings
 from memfs.errors import EXIT_FAILED, CommandError, Refused, WriteRefused
 from memfs.ironclaw.settings import ConfigError, resolve_embeddings, resolve_search
@@ -115,20 +114,10 @@ class Workspace:
     def __init__(self, settings: Settings) -> None:
         self.database = open_database(settings)
         self.store: DocumentStore = self.database.documents(settings)
-        self._reads = (
-            None if self.database.reborn else self.database.tool_store(legacy_scope(settings))
-        )
 
     def find(self, path: str) -> StoredDocument | None:
         """The document at ``path`` (the newest row of a duplicated legacy path)."""
-        if self._reads is not None:
-            return self._reads.find_document(path)
-        assert isinstance(self.store, RebornStore)
-        doc_id = self.store.id_of(path)
-        found = self.store.read_content(doc_id)
-        if found is None:
-            return None
-        return StoredDocument(doc_id, found.data.decode("utf-8"), found.version)
+        return self.store.find_document(path)
 
     def close(self) -> None:
         self.database.close()
@@ -395,18 +384,9 @@ def seed(settings: Settings) -> Report:
     report = Report("seed")
     workspace = Workspace(settings)
     try:
-        if workspace.database.reborn:
-            raise Refused(
-                "this is IronClaw's Reborn memory: IronClaw >= 1.1 seeds nothing and takes its "
-                "identity from its own system prompt file, so starter files here would be "
-                "plain documents; memfs seeds nothing"
-            )
-        if workspace.database.schema.kind == "ironclaw":
-            raise Refused(
-                "this is IronClaw's database: IronClaw writes its own identity files "
-                "(AGENTS.md, SOUL.md, BOOTSTRAP.md, ...) at its next start and never replaces "
-                "an existing one, so memfs seeds nothing here"
-            )
+        refusal = workspace.database.seed_refusal()
+        if refusal is not None:
+            raise Refused(refusal)
         missing = {p for p in [*SEEDS, BOOTSTRAP[0]] if workspace.find(p) is None}
         wanted = dict(SEEDS)
         profile = workspace.find("context/profile.json")
@@ -438,21 +418,12 @@ def reindex(settings: Settings, paths: list[str] | None) -> Report:
     workspace = Workspace(settings)
     try:
         store = workspace.store
-        if isinstance(store, RebornStore):
-            rows = store.load_documents()
-            docs = [(row.id, row.path) for row in rows if not paths or row.path in paths]
-        else:
-            scope = legacy_scope(settings)
-            docs = workspace.database.tool_store(scope).document_ids(paths)
-            indexer = workspace.database.reindex_store(scope)
+        docs = store.reindex_targets(paths or None)
         if paths:
             found = {p for _, p in docs}
             report.problems += [f"no document at {p!r}" for p in paths if p not in found]
         for doc_id, path in progress(docs, "reindexing"):
-            if isinstance(store, RebornStore):
-                report.add("chunks", store.reindex_document(path))
-            else:
-                report.add("chunks", indexer.reindex_document(doc_id))
+            report.add("chunks", store.reindex(doc_id, path))
             report.add("documents")
     finally:
         workspace.close()

@@ -181,6 +181,58 @@ class Database:
             return read_ironclaw_settings(conn, owner)
 
     @property
+    def layout(self) -> str:
+        """The live memory layout's rule set: ``legacy`` (IronClaw <= 1.0's
+        ``memory_documents``) or ``reborn`` (1.1 and later)."""
+        return "reborn" if self.reborn else "legacy"
+
+    def polls_by_design(self, settings: Settings) -> str | None:
+        """Why mounts of this layout poll whatever is installed (None: a change feed can
+        announce other writers' changes): Reborn's IronClaw announces nothing."""
+        if self.reborn:
+            scope = reborn_scope(settings).describe()
+            table = "IronClaw Reborn memory (root_filesystem_entries)"
+            return f"{table}, {scope}; IronClaw notifies no changes"
+        return None
+
+    def notifies_changes(self) -> bool:
+        """Whether other writers' changes are announced: memfs's change-feed trigger on the
+        legacy layout (``polls_by_design`` says why not on Reborn)."""
+        return not self.reborn and self.has_change_feed()
+
+    def keeps_embeddings(self) -> bool:
+        """Whether the layout stores embeddings (pgvector): the legacy one.  IronClaw
+        v1.3's Reborn memory writes none."""
+        return not self.reborn
+
+    def waiting_work(self, settings: Settings) -> tuple[int, int, int] | None:
+        """Documents waiting to be re-chunked, chunks, and chunks without an embedding, of
+        the settings' workspace; None where the layout queues no such work (Reborn
+        re-chunks within each save and embeds nothing)."""
+        if self.reborn:
+            return None
+        scope = legacy_scope(settings)
+        queued = (
+            self.reindex_store(scope).queued_for_reindex()
+            if self.memfs_schema_version() is not None
+            else 0
+        )
+        chunks, pending = self.embedding_store(scope).count_chunks()
+        return queued, chunks, pending
+
+    def seed_refusal(self) -> str | None:
+        """Why ``memfs seed`` writes no starter files here (None: it may)."""
+        if self.reborn:
+            return ("this is IronClaw's Reborn memory: IronClaw >= 1.1 seeds nothing and "
+                    "takes its identity from its own system prompt file, so starter files "
+                    "here would be plain documents; memfs seeds nothing")  # fmt: skip
+        if self.schema.kind == "ironclaw":
+            return ("this is IronClaw's database: IronClaw writes its own identity files "
+                    "(AGENTS.md, SOUL.md, BOOTSTRAP.md, ...) at its next start and never "
+                    "replaces an existing one, so memfs seeds nothing here")  # fmt: skip
+        return None
+
+    @property
     def reborn(self) -> bool:
         """Whether the agent's memory is IronClaw's Reborn layout here (v1.1+)."""
         return self.schema.kind == "reborn"

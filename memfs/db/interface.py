@@ -30,10 +30,12 @@ __all__ = [
     "DocRow",
     "DocumentStore",
     "DropDir",
+    "ExportRow",
     "FileAttrs",
     "KeepDir",
     "MoveDir",
     "Moved",
+    "StoredDocument",
     "WorkspaceScope",
 ]
 
@@ -161,6 +163,25 @@ class WorkspaceScope(Protocol):
         """The workspace in words (which user, agent ...), for messages."""
 
 
+class StoredDocument(NamedTuple):
+    """A whole document as stored (newest row if its path is duplicated)."""
+
+    id: UUID
+    content: str
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class ExportRow:
+    """A document for export or sync: its client mtime is what a file's mtime restores."""
+
+    path: str
+    content: str
+    updated_at: datetime
+    mtime_ns: int | None
+    id: UUID
+
+
 class DocumentStore(Protocol):
     """One workspace's documents, as the filesystem model uses them."""
 
@@ -204,6 +225,23 @@ class DocumentStore(Protocol):
     def content_by_hash(self, doc_id: UUID, digest: str) -> bytes | None:
         """The content with IronClaw's hash ``digest`` (``sha256:<hex>``) that the document
         holds now or kept as a version, or None: a merge base the cache no longer holds."""
+
+    # -- whole documents (the workspace commands: seed, import, sync, reindex) -----------
+
+    def find_document(self, path: str) -> StoredDocument | None:
+        """The document at ``path`` with its text (the newest row where two share it)."""
+
+    def export_rows(self) -> list[ExportRow]:
+        """Every document with its text and client mtime, by path (a duplicated path:
+        newest first).  Bytes that are not UTF-8 (possible on Reborn) are kept as
+        surrogate escapes, so ``encode("utf-8", "surrogateescape")`` gives them back."""
+
+    def reindex_targets(self, paths: Sequence[str] | None) -> list[tuple[UUID, str]]:
+        """(id, path) of every document, or of those at ``paths``, by path."""
+
+    def reindex(self, doc_id: UUID, path: str) -> int:
+        """One document's chunks rebuilt from its content as IronClaw's indexer does; the
+        number written (0: gone, or not indexed)."""
 
     # -- writes (each one transaction, carrying the deferred changes first) ------------------
 

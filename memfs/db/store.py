@@ -38,9 +38,17 @@ from memfs.db.deferred import (
     MoveDir,
     Resolver,
 )
-from memfs.db.interface import CommitResult, Content, DocRow, FileAttrs
+from memfs.db.interface import (
+    CommitResult,
+    Content,
+    DocRow,
+    ExportRow,
+    FileAttrs,
+    StoredDocument,
+)
 from memfs.db.known import EMPTY_METADATA_MD5, KnownFolder, KnownRow, KnownRows
 from memfs.db.limits import legacy_max_path
+from memfs.db.reindex_store import ReindexStore
 from memfs.db.schema import SchemaInfo
 from memfs.db.scoped import (
     ATTRS_JOIN,
@@ -55,6 +63,7 @@ from memfs.db.scoped import (
     ScopedStore,
     folder_config_paths,
 )
+from memfs.db.tool_store import ToolStore
 from memfs.errors import WriteRefused
 from memfs.ironclaw.hashing import bytes_hash, content_hash
 from memfs.ironclaw.write_rules import (
@@ -304,6 +313,18 @@ class MetaStore(DeferringStore, ScopedStore):
                 self._params(),
             ).fetchall()
         return sorted(self.deferred.directories({r[0] for r in rows}))
+
+    def find_document(self, path: str) -> StoredDocument | None:
+        return ToolStore(self.pool, self.scope).find_document(path)
+
+    def export_rows(self) -> list[ExportRow]:
+        return ToolStore(self.pool, self.scope).export_rows()
+
+    def reindex_targets(self, paths: Sequence[str] | None) -> list[tuple[UUID, str]]:
+        return ToolStore(self.pool, self.scope).document_ids(paths)
+
+    def reindex(self, doc_id: UUID, path: str) -> int:
+        return ReindexStore(self.pool, self.scope).reindex_document(doc_id)
 
     def read_content(self, doc_id: UUID) -> Content | None:
         """A document's content (UTF-8 bytes) and version, or None if the row is gone.

@@ -5,31 +5,12 @@ the document store, as a mount's do."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
-from typing import NamedTuple
 from uuid import UUID
 
+from memfs.db.interface import ExportRow, StoredDocument
 from memfs.db.scoped import ATTRS_JOIN, DOC_SCOPE, SCOPE, ScopedStore
 
-
-class StoredDocument(NamedTuple):
-    """A whole document as stored (newest row if its path is duplicated)."""
-
-    id: UUID
-    content: str
-    updated_at: datetime
-
-
-@dataclass(frozen=True)
-class ExportRow:
-    """A document for export or sync: its client mtime is what a file's mtime restores."""
-
-    path: str
-    content: str
-    updated_at: datetime
-    mtime_ns: int | None
-    id: UUID
+__all__ = ["ExportRow", "StoredDocument", "ToolStore"]
 
 
 class ToolStore(ScopedStore):

@@ -50,8 +50,10 @@ from memfs.db.interface import (
     Content,
     DocRow,
     DocumentHistory,
+    ExportRow,
     FileAttrs,
     ImportOutcome,
+    StoredDocument,
 )
 from memfs.db.limits import reborn_max_path
 from memfs.db.reborn import layout
@@ -76,6 +78,8 @@ GUARD_FAILED = "MF001"
 #: Rows at P or below it (bytewise ranges: '/' is 0x2F, '0' is 0x30), as IronClaw selects.
 _AT_OR_BELOW = "(path = %(p)s OR (path >= %(p)s || '/' AND path < %(p)s || '0'))"
 _BELOW = "(path >= %(p)s || '/' AND path < %(p)s || '0')"
+#: Documents whose contents one round trip of ``export_rows`` reads.
+EXPORT_BATCH = 200
 
 
 @dataclass(frozen=True)
@@ -313,6 +317,37 @@ class RebornStore(DeferringStore):
 
     def read_content(self, doc_id: UUID) -> Content | None:
         return self.read_contents([doc_id]).get(doc_id)
+
+    def find_document(self, path: str) -> StoredDocument | None:
+        doc_id = self.id_of(path)
+        found = self.read_content(doc_id)
+        if found is None:
+            return None
+        return StoredDocument(doc_id, found.data.decode("utf-8", "surrogateescape"),
+                              found.version)  # fmt: skip
+
+    def export_rows(self) -> list[ExportRow]:
+        """Every document, a batch of ``EXPORT_BATCH`` contents per round trip."""
+        docs = self.load_documents()
+        rows: list[ExportRow] = []
+        for start in range(0, len(docs), EXPORT_BATCH):
+            batch = docs[start : start + EXPORT_BATCH]
+            contents = self.read_contents([d.id for d in batch])
+            for doc in batch:
+                found = contents.get(doc.id)
+                if found is not None:
+                    text = found.data.decode("utf-8", "surrogateescape")
+                    rows.append(ExportRow(doc.path, text, found.version, doc.attrs.mtime_ns,
+                                          doc.id))  # fmt: skip
+        return rows
+
+    def reindex_targets(self, paths: Sequence[str] | None) -> list[tuple[UUID, str]]:
+        wanted = set(paths) if paths is not None else None
+        return [(row.id, row.path) for row in self.load_documents()
+                if wanted is None or row.path in wanted]  # fmt: skip
+
+    def reindex(self, doc_id: UUID, path: str) -> int:
+        return self.reindex_document(path)
 
     def read_contents(
         self, doc_ids: Sequence[UUID], near: str | None = None
