@@ -18,6 +18,7 @@ from typing import Any
 import trio
 
 from memfs.errors import FsError
+from memfs.merge import MERGE_LIMIT
 
 _MAX_CHAR = 4
 
@@ -68,6 +69,12 @@ class FileBuffer:
         self.generation = 0
         #: Serialises commits of this document.
         self.lock = trio.Lock()
+
+    @classmethod
+    def of_row(cls, data: bytes, version: Any) -> FileBuffer:
+        """A clean buffer holding the row at ``version``: its writers' base, so a save
+        over another writer's change merges (none over ``MERGE_LIMIT``)."""
+        return cls(data, base=data if len(data) <= MERGE_LIMIT else None, base_version=version)
 
     def __len__(self) -> int:
         return len(self._data)

@@ -240,7 +240,7 @@ class OtherWriters:
             # replace them (no await between the two), or a reader meanwhile would be told
             # a size its reads do not fill (the kernel pads the page with NUL bytes).
             try:
-                fresh = FileBuffer(await fs.committed_bytes(node))
+                fresh = FileBuffer.of_row(await fs.committed_bytes(node), node.updated_at)
             except FsError:
                 fresh = FileBuffer(b"")
             fs.take_others_content(node, fresh)

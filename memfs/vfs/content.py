@@ -156,8 +156,7 @@ class ContentMixin(FilesystemBase):
                             "is shown", self.describe_node(node), node.size, len(data))  # fmt: skip
                 node.size = len(data)
                 self.kernel.attributes(node.ino)
-            base = data if len(data) <= MERGE_LIMIT else None
-            buffer = FileBuffer(data, base=base, base_version=node.updated_at)
+            buffer = FileBuffer.of_row(data, node.updated_at)
         self.buffers[node.ino] = buffer
         return buffer
 
@@ -341,8 +340,7 @@ class ContentMixin(FilesystemBase):
             return  # gone meanwhile: the removal's event updates the file
         if self.buffers.get(node.ino) is not buffer or buffer.dirty:
             return  # opened and written again while the row was read
-        shown = FileBuffer(data, base=data if len(data) <= MERGE_LIMIT else None,
-                           base_version=node.updated_at)  # fmt: skip
+        shown = FileBuffer.of_row(data, node.updated_at)
         self.take_others_content(node, shown)
         node.size = len(data)
         self.kernel_version.pop(node.ino, None)
@@ -824,7 +822,7 @@ class ContentMixin(FilesystemBase):
         if node.doc_id is not None and self.cache.accepts(len(data)):
             self.cache.put(node.doc_id, version, data)
         if final and buffer.generation == generation and not self.open_for_writing(node):
-            shown = FileBuffer(data, base=self._base_of(merged), base_version=version)
+            shown = FileBuffer.of_row(data, version)
             self.take_others_content(node, shown)
             node.size = len(data)
         else:
@@ -877,7 +875,7 @@ class ContentMixin(FilesystemBase):
         except FsError:
             data = b""
         node.size = len(data)
-        restored = FileBuffer(data)
+        restored = FileBuffer.of_row(data, node.updated_at)
         for handle in self.handles.values():
             if handle.node is node:
                 handle.buffer = restored

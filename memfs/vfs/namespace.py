@@ -765,7 +765,9 @@ class NamespaceMixin(ContentMixin):
         if node.client_mtime_ns is None:
             node.mtime_ns = node.ctime_ns = to_ns(result.updated_at)
         self.cache.put(result.doc_id, result.updated_at, data)
-        self.set_buffer(node, FileBuffer(data))
+        # Its writers' base is the row it became: an O_APPEND open right after (no read in
+        # between reloads the buffer) merges a change not heard of yet against it.
+        self.set_buffer(node, FileBuffer.of_row(data, result.updated_at))
         self.kernel_version.pop(node.ino, None)
         self.saves.untrack(node.ino)
         self._saved(node)

@@ -305,3 +305,24 @@ async def test_a_merge_saved_while_another_descriptor_writes_is_shown_at_the_las
     await fs.release(second)
     assert fs.getattr(ino).size == len(merged)
     assert await read_all(fs, ino) == merged
+
+
+async def test_an_append_right_after_a_rename_save_merges_a_change_not_heard_of(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
+) -> None:
+    """``sed -i`` saves by a rename, then ``>>`` appends at once on the same mount (no read
+    in between) while the agent appended, unheard of: the rename left the file a buffer
+    with no base, so the append could not merge and pushed the agent's line into a version
+    (the soak's shared file, Reborn: 33 of 1,437 lines, this among them)."""
+    fs, _ = two
+    ino = await write_file(fs, ROOT_INODE, "MEMORY.md", b"one\n")
+    await read_as(fs, ino, SED)
+    fh, node = await fs.create(ROOT_INODE, "sedXy12Ab", 0o644, WRITE, SED)
+    await fs.write(fh, 0, b"ONE\n")
+    await fs.release(fh)
+    await fs.rename(ROOT_INODE, "sedXy12Ab", ROOT_INODE, "MEMORY.md", pid=SED)
+    assert engine.agent_appends(sql_conn, "MEMORY.md", "agent\n")  # not heard of here
+    fh, _ = await fs.open(node.ino, WRITE | os.O_APPEND, OTHER)
+    await fs.write(fh, 4, b"mine\n")
+    await fs.release(fh)
+    assert engine.contents(sql_conn) == {"MEMORY.md": "ONE\nagent\nmine\n"}
