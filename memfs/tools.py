@@ -27,10 +27,7 @@ from memfs.config import Settings, redacted
 from memfs.db import (
     Database,
     FileAttrs,
-    RebornStore,
-    legacy_scope,
     open_database,
-    reborn_scope,
 )
 from memfs.db.interface import DocRow, DocumentStore, StoredDocument
 from memfs.embeddings.config import EmbeddingSettings
@@ -266,23 +263,20 @@ def status(settings: Settings) -> dict[str, Any]:
     """What ``memfs status`` shows; read-only (``open_database(read_only=True)``)."""
     database = open_database(settings, read_only=True)
     try:
-        if database.reborn:
-            return _reborn_status(database, settings)
-        scope = legacy_scope(settings)
-        chunks, pending = database.embedding_store(scope).count_chunks()
+        summary = database.workspace_summary(settings)
         return {
-            "settings": effective_settings(database, settings.user_id),
+            # IronClaw's embedding and search settings matter where it keeps embeddings.
+            "settings": (
+                effective_settings(database, settings.user_id)
+                if database.keeps_embeddings()
+                else {}
+            ),
             "mounts": mounts_of(settings),
             "database": redacted(database.url),
             "embedded": database.embedded is not None,
             "embedded_restart": _restart(database, settings),
             "schema": database.schema.describe(),
-            "change_feed": database.has_change_feed(),
-            "user_id": settings.user_id,
-            "agent_id": str(settings.agent_id) if settings.agent_id else None,
-            "documents": database.tool_store(scope).count_documents(),
-            "chunks": chunks,
-            "embeddings_pending": pending,
+            **summary,
             "last_errors": last_errors(settings),
         }
     finally:
@@ -294,28 +288,6 @@ def _restart(database: Database, settings: Settings) -> dict[str, Any] | None:
     from memfs.db.embedded import last_restart
 
     return last_restart(settings.pgdata) if database.embedded is not None else None
-
-
-def _reborn_status(database: Database, settings: Settings) -> dict[str, Any]:
-    """Status of a Reborn workspace: its scope, IronClaw's document list, chunk rows."""
-    scope = reborn_scope(settings)
-    documents, chunks = RebornStore(database.pool, scope).counts()
-    return {
-        "settings": {},
-        "mounts": mounts_of(settings),
-        "database": redacted(database.url),
-        "embedded": database.embedded is not None,
-        "embedded_restart": _restart(database, settings),
-        "schema": database.schema.describe(),
-        "change_feed": False,
-        "user_id": scope.user_id,
-        "agent_id": scope.agent,
-        "scope": scope.prefix,
-        "documents": documents,
-        "chunks": chunks,
-        "embeddings_pending": 0,
-        "last_errors": last_errors(settings),
-    }
 
 
 #: ``status`` keys that are counts in the one JSON shape (the rest are details).

@@ -220,6 +220,23 @@ class Database:
         chunks, pending = self.embedding_store(scope).count_chunks()
         return queued, chunks, pending
 
+    def workspace_summary(self, settings: Settings) -> dict[str, Any]:
+        """``memfs status``'s layout-specific part: whether a change feed announces other
+        writers, who the workspace belongs to, and its counts (documents, chunks, chunks
+        without an embedding).  Reads only; creates nothing, memfs's own tables included."""
+        if self.reborn:
+            scope = reborn_scope(settings)
+            documents, chunks = RebornStore(self.pool, scope).counts()
+            return {"change_feed": False, "user_id": scope.user_id, "agent_id": scope.agent,
+                    "scope": scope.prefix, "documents": documents, "chunks": chunks,
+                    "embeddings_pending": 0}  # fmt: skip
+        legacy = legacy_scope(settings)
+        chunks, pending = self.embedding_store(legacy).count_chunks()
+        return {"change_feed": self.has_change_feed(), "user_id": settings.user_id,
+                "agent_id": str(settings.agent_id) if settings.agent_id else None,
+                "documents": self.tool_store(legacy).count_documents(), "chunks": chunks,
+                "embeddings_pending": pending}  # fmt: skip
+
     def seed_refusal(self) -> str | None:
         """Why ``memfs seed`` writes no starter files here (None: it may)."""
         if self.reborn:
