@@ -432,12 +432,18 @@ class NamespaceMixin(ContentMixin):
             if merged is not None:
                 text, seen, _ = merged
                 source_seen = source.updated_at
+            based = self.bases.base(new_path, pid) if merged is None else None
+            if based is not None and based.data is None:  # the replace drops the cache
+                cached = self.cache.get(replaced, based.version)
+                based = based._replace(data=cached) if cached is not None else based
             result = await self._replace_document(
                 source, source.doc_id, replaced, new_path, text, keep, seen, source_seen, text
             )
             if merged is not None and result is not None and not result.conflict:
                 self.bases.saw(new_path, pid, result.doc_id, None, merged[2])
                 self.kernel.inode(source.ino)  # it cached the saver's bytes, not the merge
+            elif based is not None and based.doc_id == replaced and result is not None:
+                await self._merge_after_replace(source, new_path, pid, based, result, attrs)
             return
         moved = await self.run_db(
             self.store.rename_document, source.doc_id, new_path, replaced, attrs, keep,
@@ -452,6 +458,44 @@ class NamespaceMixin(ContentMixin):
         self._adopt_version(source, moved)
         source.client_mtime_ns = source.mtime_ns
         source.ctime_ns = self.clock()
+
+    async def _merge_after_replace(
+        self, source: FileNode, new_path: str, pid: int, based: Base, result: CommitResult,
+        attrs: FileAttrs,
+    ) -> None:  # fmt: skip
+        """A document renamed over the file its process read landed over a change this
+        mount had not heard of yet (its guard found it; the change is a version now): that
+        change is merged back by a second write, as for any save (``_merge_late``)."""
+        if not result.conflict or result.replaced_hash is None:
+            return
+        ours_data = self.cache.get(result.doc_id, result.updated_at)
+
+        if ours_data is None:
+            return
+        try:
+            ours = ours_data.decode("utf-8")
+        except UnicodeDecodeError:
+            return
+        base_data = await self._base_bytes(result.doc_id, new_path, based)
+        late = await self._merge_late(new_path, base_data, ours, attrs, result)
+        if late is None:
+            return
+        text, merged = late
+        data = text.encode("utf-8")
+        self.bases.saw(new_path, pid, merged.doc_id, None, ours_data)
+        if source.doc_id != merged.doc_id:
+            return  # moved on meanwhile: its own events show it
+        source.updated_at = merged.updated_at
+        self.cache.put(merged.doc_id, merged.updated_at, data)
+        buffer = self.buffers.get(source.ino)
+        if buffer is None:
+            source.size = len(data)  # read from the cache at the merged version
+        elif isinstance(buffer, FileBuffer) and not buffer.dirty:
+            self.take_others_content(source, FileBuffer.of_row(data, merged.updated_at))
+            source.size = len(data)
+        self.kernel_version.pop(source.ino, None)
+        self.kernel.attributes(source.ino)
+        self.kernel.inode(source.ino)
 
     async def _replace_document(
         self,

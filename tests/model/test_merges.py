@@ -326,3 +326,25 @@ async def test_an_append_right_after_a_rename_save_merges_a_change_not_heard_of(
     await fs.write(fh, 4, b"mine\n")
     await fs.release(fh)
     assert engine.contents(sql_conn) == {"MEMORY.md": "ONE\nagent\nmine\n"}
+
+
+async def test_a_document_renamed_over_a_change_not_heard_of_yet_merges_it(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
+) -> None:
+    """The same rename, before the mount has heard of the agent's append (Reborn mounts
+    poll once a second): the rename's guard finds the change, keeps it as a version, and
+    a second write merges it back (the shared file of ``MEMFS_HISTORY_SHARED=1`` runs
+    kept such lines only as versions on Reborn, 8 of 8 seeds)."""
+    fs, _ = two
+    ino = await write_file(fs, ROOT_INODE, "MEMORY.md", b"frist\nsecond\n")
+    await read_as(fs, ino, SED)
+    fh, _ = await fs.create(ROOT_INODE, ".MEMORY.md.new", 0o644, WRITE, SED)
+    await fs.write(fh, 0, b"first\nsecond\n")
+    await fs.release(fh)
+    assert engine.agent_appends(sql_conn, "MEMORY.md", "agent fact\n")  # not heard of
+    await fs.rename(ROOT_INODE, ".MEMORY.md.new", ROOT_INODE, "MEMORY.md", pid=SED)
+    assert engine.contents(sql_conn) == {"MEMORY.md": "first\nsecond\nagent fact\n"}
+    shown = fs.tree.resolve("MEMORY.md")
+    assert shown is not None
+    assert fs.getattr(shown.ino).size == len(b"first\nsecond\nagent fact\n")
+    assert await read_all(fs, shown.ino) == b"first\nsecond\nagent fact\n"

@@ -1,7 +1,9 @@
 """Nothing acknowledged is ever lost: the history checker (``tests.history``) on every engine.
 
-Two mounts of one workspace, two writers on each and the agent writing by SQL, for a fixed
-number of operations from fixed seeds; then the checker proves its rules (SEMANTICS.md,
+Two mounts of one workspace, two writers on each, the agent writing by SQL and the shared
+file every mount and the agent append to (one writer going from mount to mount, each save
+landing before the other mount has heard of the last), for a fixed number of operations
+from fixed seeds; then the checker proves its rules (SEMANTICS.md,
 "What the history checker proves") from the history and the final rows.  Replay or widen a
 run with ``MEMFS_HISTORY_SEEDS=7,8`` and ``MEMFS_HISTORY_OPS=2000``; the history of a failed
 run is written beside the mounts as JSON.
@@ -29,12 +31,18 @@ pytestmark = pytest.mark.mount
 SEEDS = [int(s) for s in os.environ.get("MEMFS_HISTORY_SEEDS", "1,2,3,4,5,6,7,8").split(",")]
 OPERATIONS = int(os.environ.get("MEMFS_HISTORY_OPS", "600"))
 MOUNTS = 2
+#: Seeds whose run adds the soak's shared file (every mount and the agent appending to one
+#: document, issue 32's merge rule): 1 and 2 in CI (it adds about a third to a run);
+#: ``MEMFS_HISTORY_SHARED=1``: every seed.  Before the merges of a save over a change not
+#: heard of yet were complete, Reborn failed it on 8 of 8 seeds.
+SHARED_SEEDS = {1, 2} if os.environ.get("MEMFS_HISTORY_SHARED") != "1" else set(SEEDS)
 WORKERS = 2
 
 
 def run_history(
     engine: Engine, database_url: str, mount_factory: Any, work_dir: Path, seed: int,
     operations: int, plant: str | None = None, deadline: float | None = None,
+    shared_log: bool = False,
 ) -> tuple[Run, list[str]]:  # fmt: skip
     """One checked run: two mounts (with ``plant``, a fault planted in their daemons)."""
     missing = missing_programs()
@@ -50,7 +58,7 @@ def run_history(
     home = work_dir / f"history-{engine}-{seed}-{plant or 'clean'}"  # the sync folder's too
     run = Run(engine, database_url, mounts, seed, client_env(home), agent_id)
     drive(run, workers_per_mount=WORKERS, operations=operations,
-          agent_operations=operations // 4, deadline=deadline)  # fmt: skip
+          agent_operations=operations // 4, deadline=deadline, shared_log=shared_log)  # fmt: skip
     problems = settle_and_unmount(run)
     return run, check(run.history, final_state(run, problems))
 
@@ -61,7 +69,7 @@ def test_nothing_acknowledged_is_lost(
     engine: Engine, database_url: str, mount_factory: Any, work_dir: Path, seed: int
 ) -> None:
     run, violations = run_history(engine, database_url, mount_factory, work_dir, seed,
-                                  OPERATIONS)  # fmt: skip
+                                  OPERATIONS, shared_log=seed in SHARED_SEEDS)  # fmt: skip
     summary = run.history.summary()
     violations += not_merged(run.history, final_state(run, {}))  # issue 32's tightening
     print(f"history seed {seed} on {engine}: {summary}")
