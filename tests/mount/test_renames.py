@@ -234,7 +234,8 @@ def test_os_replace_over_a_document_another_writer_just_changed_keeps_and_logs_i
     database_url: str, sql_conn: psycopg.Connection[Any], mount_factory: Any
 ) -> None:
     """The concurrency half of an atomic save: the agent appended after this mount last
-    showed the file; the rename-over keeps the agent's content as a version and says so."""
+    showed the file; the rename-over keeps the agent's content as a version, says so, and
+    (the process read the file) merges the agent's line back by a second write."""
     mount = mount_factory(database_url, extra_args=["--no-trigger"])  # sees it in ~1 s
     mnt = mount.path()
     (mnt / "notes.md").write_text("first\n")
@@ -244,7 +245,8 @@ def test_os_replace_over_a_document_another_writer_just_changed_keeps_and_logs_i
     )
     (mnt / ".notes.md.new").rename(mnt / "notes.md")
     assert sql_conn.execute("SELECT content FROM memory_documents").fetchall() == [
-        ("first\nmine\n",)
+        ("first\nagent\nmine\n",)
     ]
     assert "first\nagent\n" in versions(sql_conn, "notes.md")
     assert "'notes.md' changed in the database after this mount last showed it" in mount.log()
+    assert "'notes.md': merged with another writer's change" in mount.log()
