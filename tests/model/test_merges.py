@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 
-from memfs.tree import ROOT_INODE
+from memfs.tree import ROOT_INODE, FileNode
 from memfs.vfs import Filesystem, OtherWriters
 from tests.engines import Engine
 from tests.model.test_feed_races import read_all
@@ -98,6 +98,15 @@ async def rewrite_as(fs: Filesystem, ino: int, pid: int, data: bytes) -> None:
     await fs.release(fh)
 
 
+async def write_temp_as(fs: Filesystem, name: str, data: bytes, pid: int) -> FileNode:
+    """A temporary at the root written (and closed) by process ``pid``, as a saver makes
+    it before renaming it over the file."""
+    fh, node = await fs.create(ROOT_INODE, name, 0o644, WRITE, pid)
+    await fs.write(fh, 0, data)
+    await fs.release(fh)
+    return node
+
+
 async def test_a_rewrite_from_empty_is_based_on_what_its_process_read(
     engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
 ) -> None:
@@ -180,9 +189,7 @@ async def test_a_base_the_cache_no_longer_holds_is_found_among_the_versions(
     fs.cache.drop(node.doc_id)
     engine.agent_overwrites(sql_conn, "MEMORY.md", "first\nsecond\nagent fact\nagent 2\n")
     await OtherWriters(fs).resync()
-    fh, _ = await fs.create(ROOT_INODE, "sedXy12Ab", 0o644, WRITE, SED)
-    await fs.write(fh, 0, b"first\nSECOND\nagent fact\n")
-    await fs.release(fh)
+    await write_temp_as(fs, "sedXy12Ab", b"first\nSECOND\nagent fact\n", SED)
     await fs.rename(ROOT_INODE, "sedXy12Ab", ROOT_INODE, "MEMORY.md", pid=SED)
     assert engine.contents(sql_conn) == {"MEMORY.md": "first\nSECOND\nagent fact\nagent 2\n"}
 
@@ -204,9 +211,7 @@ async def test_a_save_over_a_change_the_mount_has_not_heard_of_yet_merges_it(
 
     await read_as(fs, ino, SED)
     assert engine.agent_appends(sql_conn, "MEMORY.md", "agent 2\n")
-    fh, node = await fs.create(ROOT_INODE, "sedXy12Ab", 0o644, WRITE, SED)
-    await fs.write(fh, 0, b"first\nSECOND\nagent 1\n")
-    await fs.release(fh)
+    node = await write_temp_as(fs, "sedXy12Ab", b"first\nSECOND\nagent 1\n", SED)
     await fs.rename(ROOT_INODE, "sedXy12Ab", ROOT_INODE, "MEMORY.md", pid=SED)
     assert engine.contents(sql_conn) == {"MEMORY.md": "first\nSECOND\nagent 1\nagent 2\n"}
     assert await read_all(fs, node.ino) == b"first\nSECOND\nagent 1\nagent 2\n"
@@ -271,9 +276,7 @@ async def test_a_document_renamed_over_the_file_its_process_read_is_merged(
     fs, _ = two
     ino = await write_file(fs, ROOT_INODE, "MEMORY.md", b"frist\nsecond\n")
     await read_as(fs, ino, SED)
-    fh, _ = await fs.create(ROOT_INODE, "MEMORY.md.1a2b3c4d", 0o644, WRITE, SED)
-    await fs.write(fh, 0, b"first\nsecond\n")
-    await fs.release(fh)
+    await write_temp_as(fs, "MEMORY.md.1a2b3c4d", b"first\nsecond\n", SED)
     assert engine.agent_appends(sql_conn, "MEMORY.md", "agent fact\n")
     await OtherWriters(fs).resync()
     await fs.rename(ROOT_INODE, "MEMORY.md.1a2b3c4d", ROOT_INODE, "MEMORY.md", pid=SED)
@@ -317,9 +320,7 @@ async def test_an_append_right_after_a_rename_save_merges_a_change_not_heard_of(
     fs, _ = two
     ino = await write_file(fs, ROOT_INODE, "MEMORY.md", b"one\n")
     await read_as(fs, ino, SED)
-    fh, node = await fs.create(ROOT_INODE, "sedXy12Ab", 0o644, WRITE, SED)
-    await fs.write(fh, 0, b"ONE\n")
-    await fs.release(fh)
+    node = await write_temp_as(fs, "sedXy12Ab", b"ONE\n", SED)
     await fs.rename(ROOT_INODE, "sedXy12Ab", ROOT_INODE, "MEMORY.md", pid=SED)
     assert engine.agent_appends(sql_conn, "MEMORY.md", "agent\n")  # not heard of here
     fh, _ = await fs.open(node.ino, WRITE | os.O_APPEND, OTHER)
@@ -338,9 +339,7 @@ async def test_a_document_renamed_over_a_change_not_heard_of_yet_merges_it(
     fs, _ = two
     ino = await write_file(fs, ROOT_INODE, "MEMORY.md", b"frist\nsecond\n")
     await read_as(fs, ino, SED)
-    fh, _ = await fs.create(ROOT_INODE, ".MEMORY.md.new", 0o644, WRITE, SED)
-    await fs.write(fh, 0, b"first\nsecond\n")
-    await fs.release(fh)
+    await write_temp_as(fs, ".MEMORY.md.new", b"first\nsecond\n", SED)
     assert engine.agent_appends(sql_conn, "MEMORY.md", "agent fact\n")  # not heard of
     await fs.rename(ROOT_INODE, ".MEMORY.md.new", ROOT_INODE, "MEMORY.md", pid=SED)
     assert engine.contents(sql_conn) == {"MEMORY.md": "first\nsecond\nagent fact\n"}
