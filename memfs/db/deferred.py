@@ -172,6 +172,9 @@ class DeferredChanges:
         self._skipped: list[tuple[Change, str]] = []
         #: Directory moves queued or in flight (``moving`` is asked before every call).
         self._unsent_moves = 0
+        #: One set per read under way (``deletions_during``): the documents whose delete
+        #: committed while it ran.
+        self._watchers: list[set[UUID]] = []
 
     def add(self, *changes: Change) -> None:
         with self._cond:
@@ -195,7 +198,37 @@ class DeferredChanges:
     def hidden(self) -> set[UUID]:
         """Rows deleted by this mount that the database may still hold."""
         with self._cond:
-            return {c.doc_id for b in self._batches() for c in b.changes if isinstance(c, Delete)}
+            return self._hidden()
+
+    def _hidden(self) -> set[UUID]:
+        return {c.doc_id for b in self._batches() for c in b.changes if isinstance(c, Delete)}
+
+    @contextmanager
+    def deletions_during(self) -> Iterator[set[UUID]]:
+        """For a read of rows: the set, filled when the block ends, of the rows it must not
+        show, those this mount deleted that its snapshot may still hold.  That is every
+        delete waiting or in flight at its end, and every one that committed while it ran
+        (queued before the read's snapshot or not): asked only before or only after, a
+        delete the sender committed in between slipped through, and the file came back
+        (CI, ``test_feed_races``: a feed event's re-read revived a file just removed)."""
+        committed: set[UUID] = set()
+        with self._cond:
+            self._watchers.append(committed)
+        try:
+            yield committed
+        finally:
+            with self._cond:
+                self._watchers.remove(committed)
+                committed |= self._hidden()
+
+    def _deleted(self, changes: Sequence[Change], outcome: BatchOutcome | None) -> None:
+        """Tell the reads under way which deletes committed (a skipped one left its row)."""
+        if not self._watchers:
+            return
+        skipped = {change for change, _ in outcome.skipped} if outcome else set()
+        done = {c.doc_id for c in changes if isinstance(c, Delete) and c not in skipped}
+        for watcher in self._watchers:
+            watcher.update(done)
 
     def count(self) -> int:
         """Changes not committed yet: waiting, or in a batch in flight."""
@@ -255,6 +288,7 @@ class DeferredChanges:
                     self._moved.update(outcome.moved)
                     self._skipped += outcome.skipped
                 self._unsent_moves -= _moves(batch.changes)
+                self._deleted(batch.changes, outcome)
             else:
                 batch.changes.extend(self._pending.changes)
                 batch.suspect = batch.suspect or refused or self._pending.suspect
@@ -269,6 +303,7 @@ class DeferredChanges:
                 self._moved.update(outcome.moved)
                 self._skipped += outcome.skipped
             self._unsent_moves -= _moves(batch.changes)
+            self._deleted(batch.changes, outcome)
 
     def release(self) -> None:
         """End a flight whose parts were accounted for (``sent``, ``drop``, ``finish``)."""

@@ -287,14 +287,13 @@ class MetaStore(DeferringStore, ScopedStore):
     def _doc_rows(self, where: str, params: dict[str, Any]) -> list[DocRow]:
         """``DocRow`` of the scope's documents matching ``where``, in path order, without
         those this mount deleted and has not sent yet (``db.deferred``)."""
-        with self.pool.connection() as conn:
+        with self.deferred.deletions_during() as hidden, self.pool.connection() as conn:
             rows = conn.execute(
                 "SELECT d.id, d.path, octet_length(d.content), d.created_at, d.updated_at, "
                 f"a.mode, a.mtime_ns FROM memory_documents d {ATTRS_JOIN} "
                 f"WHERE {DOC_SCOPE} AND {where} ORDER BY d.path, d.updated_at DESC, d.id",
                 params,
             ).fetchall()
-        hidden = self.deferred.hidden()
         return [
             DocRow(r[0], r[1], r[2], r[3], r[4], FileAttrs(r[5], r[6]))
             for r in rows

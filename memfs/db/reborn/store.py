@@ -243,8 +243,7 @@ class RebornStore(DeferringStore):
 
     def load_documents(self) -> list[DocRow]:
         """IronClaw's document list of the scope (§3.3), with memfs's attributes."""
-        hidden = self.deferred.hidden()
-        with self.pool.connection() as conn:
+        with self.deferred.deletions_during() as hidden, self.pool.connection() as conn:
             rows = conn.execute(
                 "SELECT e.path, octet_length(e.contents), e.created_at, e.updated_at, "
                 "  a.mode, a.mtime_ns "
@@ -287,7 +286,7 @@ class RebornStore(DeferringStore):
         wanted = {p: d for d in doc_ids if (p := self.path_of(d)) is not None}
         if not wanted:
             return {}
-        with self.pool.connection() as conn:
+        with self.deferred.deletions_during() as hidden, self.pool.connection() as conn:
             rows = conn.execute(
                 "SELECT e.path, octet_length(e.contents), e.created_at, e.updated_at, "
                 "  a.mode, a.mtime_ns "
@@ -296,7 +295,6 @@ class RebornStore(DeferringStore):
                 "WHERE e.path = ANY(%(paths)s) AND NOT e.is_dir AND e.kind = 'memory_document'",
                 {"paths": [self.scope.row(p) for p in wanted]},
             ).fetchall()
-        hidden = self.deferred.hidden()
         found = {}
         for full, size, created, updated, mode, mtime_ns in rows:
             doc_id = wanted[self._relative(full)]
