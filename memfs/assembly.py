@@ -9,8 +9,6 @@ is attached to the filesystem after it is built.  ``memfs.daemon`` runs what thi
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import os
 import uuid
 from collections.abc import Callable, Sequence
@@ -19,10 +17,8 @@ from uuid import UUID
 
 from memfs.buffers import ScratchSpill
 from memfs.config import Settings
-from memfs.db import Database, DocumentStore, RebornStore, Scope, legacy_scope, reborn_scope
+from memfs.db import Database, DocumentStore
 from memfs.db.calls import DatabaseCalls
-from memfs.db.reborn.search_store import RebornSearchStore
-from memfs.db.tool_file_store import ToolFileStore
 from memfs.embeddings import Embedder, EmbeddingSettings
 from memfs.embeddings.worker import EmbeddingWorker
 from memfs.kernel import KernelNotifier
@@ -30,8 +26,8 @@ from memfs.processes import process_of
 from memfs.recovery import RecoveryArea
 from memfs.reindex import Reindexer
 from memfs.scratch import ScratchRules
-from memfs.search import SearchConfig, SearchEngine
-from memfs.search.reborn import RebornSearch
+from memfs.search import SearchConfig
+from memfs.search.rankings import search_engine
 from memfs.stats import MountStats
 from memfs.vfs import (
     Filesystem,
@@ -77,23 +73,25 @@ def assemble(
     kernel: KernelNotifier,
     recovery: RecoveryArea,
 ) -> MountParts:
-    """Build a mount's parts (call inside the trio run: the workers make trio objects)."""
+    """Build a mount's parts (call inside the trio run: the workers make trio objects).
+
+    One path for every layout: the workspace's stores say what it has (``None`` where it
+    has none: Reborn re-chunks within each save, keeps no vectors and shows no
+    ``.prompt``), and each part is built only where its store exists."""
     stats = MountStats()
     calls = DatabaseCalls(
         concurrency=settings.pool_size, deadline=settings.call_deadline, probe=database.ping,
         reconnect=database.pool.check, stats=stats,
     )  # fmt: skip
-    origin = uuid.uuid4().hex
-    if database.reborn:
-        return _assemble_reborn(settings, database, calls, stats, kernel=kernel, recovery=recovery)
-    scope = legacy_scope(settings)
-    store = database.store(scope, origin=origin)
+    workspace = database.workspace(settings, origin=uuid.uuid4().hex)
+    store = workspace.documents
     background = calls.with_deadline(BACKGROUND_DEADLINE)
     writes = not settings.read_only
-    embedder = Embedder(embedding_settings) if embedding_settings else None
+    keeps_vectors = embedding_settings is not None and workspace.embeddings is not None
+    embedder = Embedder(embedding_settings) if keeps_vectors and embedding_settings else None
     embeddings = (
-        EmbeddingWorker(database.embedding_store(scope), embedder, background)
-        if embedder is not None and writes
+        EmbeddingWorker(workspace.embeddings, embedder, background)
+        if embedder is not None and workspace.embeddings is not None and writes
         else None
     )
 
@@ -102,20 +100,26 @@ def assemble(
         if embeddings is not None:
             embeddings.notify(doc_id)
 
-    reindexer = Reindexer(database.reindex_store(scope), background, changed) if writes else None
-    engine = SearchEngine(
-        database.search_store(scope), calls, embedder=embedder, config=search_config,
+    reindexer = (
+        Reindexer(workspace.reindex, background, changed)
+        if workspace.reindex is not None and writes
+        else None
+    )
+    engine = search_engine(
+        workspace.ranking, calls, embedder=embedder, config=search_config,
         read_scopes=settings.read_scopes,
     )  # fmt: skip
     settled = reindexer.settled if reindexer is not None else None
     search = SearchTree(
         engine, ttl=settings.search_ttl, deadline=settings.search_timeout, settled=settled
     )
-    versions = VersionsTree(database.version_store(settings), store, calls)
-    extensions: list[SyntheticTree] = [search, versions]
-    if settings.read_scopes:
-        scopes: list[DocumentStore] = [database.store(Scope(n)) for n in settings.read_scopes]
-        extensions.append(ScopesTree(scopes, calls))
+    extensions: list[SyntheticTree] = [search, VersionsTree(workspace.versions, store, calls)]
+    if workspace.readers:
+        extensions.append(ScopesTree(workspace.readers, calls))
+    prompt = None
+    if workspace.onboarded is not None:
+        lent = _lent_by(workspace.readers)
+        prompt = PromptFile(store, calls, onboarded=workspace.onboarded, shared=lent)
     fs = Filesystem(
         store,
         calls=calls,
@@ -131,13 +135,8 @@ def assemble(
         reindexer=reindexer,
         extensions=extensions,
         on_changed=changed,
-        tools=ToolFolders(ToolFileStore(database.pool, _legacy_key(scope)), calls),
-        prompt=PromptFile(
-            store,
-            calls,
-            onboarded=functools.partial(database.onboarding_completed, scope.user_id),
-            shared=_lent_by(database, settings),
-        ),
+        tools=ToolFolders(workspace.tool_files, calls),
+        prompt=prompt,
         stats=stats,
         process_of=process_of,
     )
@@ -148,7 +147,7 @@ def assemble(
         calls=calls,
         fs=fs,
         writers=OtherWriters(fs),
-        maintenance=Maintenance(fs, calls, database.statistics()),
+        maintenance=Maintenance(fs, calls, workspace.statistics),
         reindexer=reindexer,
         embedder=embedder,
         embeddings=embeddings,
@@ -184,80 +183,17 @@ def _watch(
                     lambda: embeddings.written, "counter")  # fmt: skip
 
 
-def _lent_by(
-    database: Database, settings: Settings
-) -> Callable[[Sequence[str]], dict[str, str]] | None:
+def _lent_by(readers: Sequence[DocumentStore]) -> Callable[[Sequence[str]], dict[str, str]] | None:
     """For ``.prompt``: documents the read scopes have, first scope first (None: none)."""
-    stores = [database.tool_store(Scope(user)) for user in settings.read_scopes]
-    if not stores:
+    if not readers:
         return None
 
     def lent(paths: Sequence[str]) -> dict[str, str]:
         found: dict[str, str] = {}
-        for store in stores:
+        for store in readers:
             for path in paths:
                 if path not in found and (document := store.find_document(path)) is not None:
                     found[path] = document.content
         return found
 
     return lent
-
-
-def _legacy_key(scope: Scope) -> str:
-    """The workspace a legacy mount's tool files belong to (``memfs.tool_files``)."""
-    return f"legacy/{scope.user_id}/{scope.agent_id or '-'}"
-
-
-def _assemble_reborn(
-    settings: Settings,
-    database: Database,
-    calls: DatabaseCalls,
-    stats: MountStats,
-    *,
-    kernel: KernelNotifier,
-    recovery: RecoveryArea,
-) -> MountParts:
-    """A mount of IronClaw's Reborn memory: every write indexes in its own transaction
-    (IronClaw's indexer runs synchronously too), and there are no embeddings to keep."""
-    scope = reborn_scope(settings)
-    store = RebornStore(database.pool, scope, origin=uuid.uuid4().hex)
-    engine = RebornSearch(RebornSearchStore(database.pool, scope), calls, store.id_of)
-    extensions: list[SyntheticTree] = [
-        SearchTree(engine, ttl=settings.search_ttl, deadline=settings.search_timeout),
-        VersionsTree(database.version_store(settings), store, calls),
-    ]
-    if settings.read_scopes:
-        others: list[DocumentStore] = [
-            RebornStore(database.pool, dataclasses.replace(scope, user_id=name))
-            for name in settings.read_scopes
-        ]
-        extensions.append(ScopesTree(others, calls))
-    fs = Filesystem(
-        store,
-        calls=calls,
-        recovery=recovery,
-        cache_bytes=settings.cache_bytes,
-        uid=settings.uid,
-        gid=settings.gid,
-        umask=settings.umask,
-        rules=ScratchRules.with_extra(settings.scratch_patterns, settings.tool_folders),
-        spill=ScratchSpill(settings.runtime_dir / f"scratch-{os.getpid()}"),
-        read_only=settings.read_only,
-        kernel=kernel,
-        extensions=extensions,
-        tools=ToolFolders(ToolFileStore(database.pool, scope.prefix), calls),
-        stats=stats,
-        process_of=process_of,
-    )
-    _watch(stats, fs, None, None)
-    return MountParts(
-        store=store,
-        stats=stats,
-        calls=calls,
-        fs=fs,
-        writers=OtherWriters(fs),
-        maintenance=Maintenance(fs, calls, None),
-        reindexer=None,
-        embedder=None,
-        embeddings=None,
-    )

@@ -11,12 +11,11 @@ from typing import Any, TypeVar
 import trio
 
 from memfs.config import Settings
-from memfs.db import Database, RebornStore, legacy_scope, open_database, reborn_scope
-from memfs.db.reborn.search_store import RebornSearchStore
+from memfs.db import open_database
 from memfs.embeddings import Embedder, EmbeddingSettings
 from memfs.errors import EXIT_USAGE, CommandError
-from memfs.search import SearchConfig, SearchEngine, SearchOutcome
-from memfs.search.reborn import RebornSearch
+from memfs.search import SearchConfig, SearchOutcome
+from memfs.search.rankings import search_engine
 
 T = TypeVar("T")
 
@@ -28,30 +27,31 @@ async def _in_thread(fn: Callable[..., T], *args: Any) -> T:
 def run_search(settings: Settings, query: str, *, limit: int, mode: str) -> SearchOutcome:
     """Run one search against the workspace and return its outcome."""
     database = open_database(settings, read_only=True)
-    if database.reborn:
-        try:
-            return _reborn_search(database, settings, query, limit=limit, mode=mode)
-        finally:
-            database.close()
     try:
+        workspace = database.workspace(settings)
         ironclaw_settings = database.ironclaw_settings(settings.user_id)
         config = SearchConfig.resolve(ironclaw_settings)
         embedding = EmbeddingSettings.resolve(ironclaw_settings)
+        if mode == "vector" and workspace.embeddings is None:
+            raise CommandError(
+                "--vector: IronClaw's Reborn memory keeps no embeddings; search without --vector",
+                EXIT_USAGE,
+            )
         if mode == "vector" and embedding is None:
             raise CommandError(
                 "--vector needs an embedding provider (EMBEDDING_ENABLED=true and its "
                 "settings; see `memfs status`), or search without --vector",
                 EXIT_USAGE,
             )
-        store = database.search_store(legacy_scope(settings))
 
         async def go() -> SearchOutcome:
-            embedder = Embedder(embedding) if embedding else None
+            keeps_vectors = embedding is not None and workspace.embeddings is not None
+            embedder = Embedder(embedding) if keeps_vectors and embedding else None
             if embedder is not None:
                 embedder.requests_failed_fast = True
             try:
-                engine = SearchEngine(
-                    store, _in_thread, embedder=embedder, config=config,
+                engine = search_engine(
+                    workspace.ranking, _in_thread, embedder=embedder, config=config,
                     read_scopes=settings.read_scopes,
                 )  # fmt: skip
                 return await engine.search(query, limit=limit, mode=mode)
@@ -62,21 +62,6 @@ def run_search(settings: Settings, query: str, *, limit: int, mode: str) -> Sear
         return trio.run(go)
     finally:
         database.close()
-
-
-def _reborn_search(
-    database: Database, settings: Settings, query: str, *, limit: int, mode: str
-) -> SearchOutcome:
-    """IronClaw v1.3's ranking of a Reborn workspace (full-text only: it has no vectors)."""
-    if mode == "vector":
-        raise CommandError(
-            "--vector: IronClaw's Reborn memory keeps no embeddings; search without --vector",
-            EXIT_USAGE,
-        )
-    scope = reborn_scope(settings)
-    documents = RebornStore(database.pool, scope)
-    engine = RebornSearch(RebornSearchStore(database.pool, scope), _in_thread, documents.id_of)
-    return trio.run(functools.partial(engine.search, query, limit=limit, mode=mode))
 
 
 def print_outcome(outcome: SearchOutcome, *, as_json: bool) -> None:

@@ -7,6 +7,8 @@ engine behind ``interface.DocumentStore``, and one narrow store per other consum
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +28,7 @@ from memfs.db.interface import CommitResult, DocRow, DocumentStore, FileAttrs, V
 from memfs.db.ironclaw_settings import onboarding_completed, read_ironclaw_settings
 from memfs.db.reborn.health import RebornHealth
 from memfs.db.reborn.layout import DEFAULT_AGENT, DEFAULT_USER, RebornScope
+from memfs.db.reborn.search_store import RebornSearchStore
 from memfs.db.reborn.store import RebornStore
 from memfs.db.reborn.version_store import RebornVersionStore
 from memfs.db.reindex_store import ReindexStore
@@ -42,8 +45,10 @@ from memfs.db.search_path import as_option, pin
 from memfs.db.search_store import SearchStore
 from memfs.db.statistics import PlannerStatistics
 from memfs.db.store import MetaStore
+from memfs.db.tool_file_store import ToolFileStore
 from memfs.db.tool_store import ToolStore
 from memfs.db.version_store import LegacyVersionStore
+from memfs.db.workspace import FullTextRanking, HybridRanking, Ranking, Workspace
 from memfs.errors import DatabaseError
 from memfs.options import SettingError
 
@@ -54,8 +59,11 @@ __all__ = [
     "DocumentStore",
     "EmbeddingStore",
     "FileAttrs",
+    "FullTextRanking",
+    "HybridRanking",
     "MetaStore",
     "PlannerStatistics",
+    "Ranking",
     "RebornScope",
     "RebornStore",
     "ReindexStore",
@@ -63,6 +71,7 @@ __all__ = [
     "Scope",
     "SearchStore",
     "ToolStore",
+    "Workspace",
     "legacy_scope",
     "open_database",
     "reborn_scope",
@@ -253,6 +262,40 @@ class Database:
     def reborn(self) -> bool:
         """Whether the agent's memory is IronClaw's Reborn layout here (v1.1+)."""
         return self.schema.kind == "reborn"
+
+    def workspace(self, settings: Settings, origin: str | None = None) -> Workspace:
+        """The stores of the workspace the settings name, on the live layout: the one
+        place the engine is chosen (``memfs.db.workspace``).  ``origin`` tags this
+        process's writes, so its own change-feed events are told apart."""
+        if self.reborn:
+            scope = reborn_scope(settings)
+            store = RebornStore(self.pool, scope, origin=origin)
+            readers: list[DocumentStore] = [
+                RebornStore(self.pool, dataclasses.replace(scope, user_id=name))
+                for name in settings.read_scopes
+            ]
+            return Workspace(
+                documents=store,
+                ranking=FullTextRanking(RebornSearchStore(self.pool, scope), store.id_of),
+                versions=RebornVersionStore(self.pool, scope),
+                tool_files=ToolFileStore(self.pool, scope.prefix),
+                readers=readers,
+            )
+        legacy = legacy_scope(settings)
+        return Workspace(
+            documents=self.store(legacy, origin=origin),
+            ranking=HybridRanking(SearchStore(self.pool, legacy)),
+            versions=self.version_store(settings),
+            # The key under which a legacy workspace's tool files are kept.
+            tool_files=ToolFileStore(
+                self.pool, f"legacy/{legacy.user_id}/{legacy.agent_id or '-'}"
+            ),
+            readers=[self.store(Scope(name)) for name in settings.read_scopes],
+            reindex=ReindexStore(self.pool, legacy),
+            embeddings=EmbeddingStore(self.pool, legacy),
+            statistics=PlannerStatistics(self.pool),
+            onboarded=functools.partial(self.onboarding_completed, legacy.user_id),
+        )
 
     def documents(self, settings: Settings, origin: str | None = None) -> DocumentStore:
         """The workspace the settings name, in whichever layout is the live one."""
