@@ -16,15 +16,16 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
-from psycopg_pool import ConnectionPool
-
 from memfs.config import Settings
-from memfs.db import Database, legacy_scope, open_database
-from memfs.db.history_store import HistoryStore
-from memfs.db.reborn.layout import DEFAULT_AGENT, DEFAULT_TENANT, DEFAULT_USER, RebornScope
-from memfs.db.reborn.store import RebornStore
-from memfs.db.search_path import pin_session
+from memfs.db import (
+    DEFAULT_AGENT,
+    DEFAULT_TENANT,
+    DEFAULT_USER,
+    Database,
+    RebornScope,
+    RebornTarget,
+    open_database,
+)
 from memfs.errors import EXIT_USAGE, CommandError, DatabaseError
 from memfs.tools import Report, progress
 
@@ -56,36 +57,6 @@ class Target:
             raise CommandError(f"target scope: {exc}", EXIT_USAGE) from None
 
 
-def _target_pool(url: str, settings: Settings) -> ConnectionPool[Any]:
-    """Connections to the target, which must hold IronClaw's Reborn tables already."""
-    pool: ConnectionPool[Any] = ConnectionPool(
-        url,
-        min_size=1,
-        max_size=1,
-        open=False,
-        kwargs={"autocommit": True, "prepare_threshold": None},  # see db._connect_kwargs
-        configure=pin_session,  # IronClaw's tables, not memfs's schema, even for a role named memfs
-    )
-    try:
-        pool.open(wait=True, timeout=settings.statement_timeout_ms / 1000)
-        with pool.connection() as conn:
-            row = conn.execute(
-                "SELECT count(*) FROM information_schema.columns WHERE table_schema = "
-                "current_schema() AND table_name = 'root_filesystem_entries' "
-                "AND column_name IN ('kind', 'indexed', 'version', 'is_dir', 'content_type')"
-            ).fetchone()
-    except (psycopg.Error, OSError) as exc:
-        pool.close()
-        raise DatabaseError(f"the target database cannot be used: {exc}") from None
-    if row is None or row[0] != 5:
-        pool.close()
-        raise DatabaseError(
-            "the target database has no IronClaw Reborn tables (root_filesystem_entries with "
-            "kind, indexed and version): start IronClaw >= 1.1 against it once, then migrate"
-        )
-    return pool
-
-
 def migrate(settings: Settings, target: Target, *, dry_run: bool = False) -> Report:
     """Copy the settings' legacy workspace into ``target``; the report counts what was
     (or, with ``dry_run``, would be) copied, and names each document not copied."""
@@ -97,18 +68,15 @@ def migrate(settings: Settings, target: Target, *, dry_run: bool = False) -> Rep
 
 
 def _migrate(source: Database, settings: Settings, target: Target, *, dry_run: bool) -> Report:
-    with source.pool.connection() as conn:
-        found = conn.execute("SELECT to_regclass('memory_documents')").fetchone()
-    if found is None or found[0] is None:
+    history = source.legacy_history(settings)
+    if history is None:
         raise DatabaseError("no legacy memory here (no memory_documents table) to migrate")
-    scope = legacy_scope(settings)
-    history = HistoryStore(source.pool, scope)
+    scope = history.scope
     to_scope = target.scope(scope.user_id)
-    pool = _target_pool(target.database_url or source.url, settings)
     report = Report("migrate (dry run)" if dry_run else "migrate")
     started = time.monotonic()
-    try:
-        store = RebornStore(pool, to_scope)
+    timeout = settings.statement_timeout_ms / 1000
+    with RebornTarget(target.database_url or source.url, to_scope, timeout=timeout) as store:
         total = history.count()
         for doc in progress(history.histories(), "memfs migrate", total):
             report.add("documents_read")
@@ -130,8 +98,6 @@ def _migrate(source: Database, settings: Settings, target: Target, *, dry_run: b
                 report.items.append(
                     {"path": doc.path, "outcome": outcome.action, "reason": outcome.reason}
                 )
-    finally:
-        pool.close()
     report.add("milliseconds", int((time.monotonic() - started) * 1000))
     agent = f", agent {scope.agent_id}" if scope.agent_id else ""
     report.details["from"] = f"memory_documents, user {scope.user_id!r}{agent}"

@@ -24,7 +24,7 @@ from uuid import UUID
 import trio
 
 from memfs.db.calls import RunDb
-from memfs.db.reindex_store import ReindexStore
+from memfs.db.capabilities import ReindexQueue
 from memfs.errors import FsError
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ class Reindexer:
 
     def __init__(
         self,
-        store: ReindexStore,
+        store: ReindexQueue,
         run_db: RunDb,
         on_indexed: Callable[[UUID], None],
         batch: int = BATCH,

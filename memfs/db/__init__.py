@@ -24,12 +24,14 @@ from memfs.db.deadline import WatchedPool
 from memfs.db.embedded import release_embedded, start_embedded
 from memfs.db.embedding_store import EmbeddingStore
 from memfs.db.health import LegacyHealth, WorkspaceHealth
+from memfs.db.history_store import HistoryStore
 from memfs.db.interface import CommitResult, DocRow, DocumentStore, FileAttrs, VersionStore
 from memfs.db.ironclaw_settings import onboarding_completed, read_ironclaw_settings
 from memfs.db.reborn.health import RebornHealth
-from memfs.db.reborn.layout import DEFAULT_AGENT, DEFAULT_USER, RebornScope
+from memfs.db.reborn.layout import DEFAULT_AGENT, DEFAULT_TENANT, DEFAULT_USER, RebornScope
 from memfs.db.reborn.search_store import RebornSearchStore
 from memfs.db.reborn.store import RebornStore
+from memfs.db.reborn.target import RebornTarget
 from memfs.db.reborn.version_store import RebornVersionStore
 from memfs.db.reindex_store import ReindexStore
 from memfs.db.schema import (
@@ -53,6 +55,9 @@ from memfs.errors import DatabaseError
 from memfs.options import SettingError
 
 __all__ = [
+    "DEFAULT_AGENT",
+    "DEFAULT_TENANT",
+    "DEFAULT_USER",
     "CommitResult",
     "Database",
     "DocRow",
@@ -66,6 +71,7 @@ __all__ = [
     "Ranking",
     "RebornScope",
     "RebornStore",
+    "RebornTarget",
     "ReindexStore",
     "SchemaInfo",
     "Scope",
@@ -296,6 +302,15 @@ class Database:
             statistics=PlannerStatistics(self.pool),
             onboarded=functools.partial(self.onboarding_completed, legacy.user_id),
         )
+
+    def legacy_history(self, settings: Settings) -> HistoryStore | None:
+        """Every legacy document of the settings' workspace with its versions, to copy into
+        Reborn (``memfs migrate``); None where this database holds no legacy memory."""
+        with self.pool.connection() as conn:
+            found = conn.execute("SELECT to_regclass('memory_documents')").fetchone()
+        if found is None or found[0] is None:
+            return None
+        return HistoryStore(self.pool, legacy_scope(settings))
 
     def documents(self, settings: Settings, origin: str | None = None) -> DocumentStore:
         """The workspace the settings name, in whichever layout is the live one."""

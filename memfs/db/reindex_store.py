@@ -3,12 +3,12 @@ whose indexing rules a move may have changed), re-chunked as IronClaw's write wo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from memfs.chunker import DEFAULT_CONFIG, ChunkConfig
+from memfs.db.capabilities import ReindexBatch
 from memfs.db.chunks import CHUNK_LOCK, chunks_for, replace_chunks
 from memfs.db.scoped import (
     FOLDER_JOIN,
@@ -21,14 +21,6 @@ from memfs.db.scoped import (
     folder_config_paths,
 )
 from memfs.ironclaw.write_rules import effective_metadata
-
-
-@dataclass(frozen=True)
-class ReindexBatch:
-    """What one ``reindex_queued`` call did: documents re-chunked, and how many still wait."""
-
-    done: list[UUID]
-    waiting: int
 
 
 class ReindexStore(ScopedStore):

@@ -3,24 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from uuid import UUID
 
 from pgvector import Vector
 
+from memfs.db.capabilities import ChunkHit
 from memfs.db.scoped import SCOPES, ScopedStore
-
-
-@dataclass(frozen=True)
-class ChunkHit:
-    """One chunk a search leg found, in rank order."""
-
-    chunk_id: UUID
-    document_id: UUID
-    path: str
-    chunk_index: int
-    content: str
-    user_id: str
 
 
 class SearchStore(ScopedStore):

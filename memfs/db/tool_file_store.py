@@ -4,20 +4,9 @@ kept for every mount of a workspace, never in the agent's tables (``memfs.vfs.to
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from memfs.db.capabilities import ToolFile
 from memfs.db.scoped import Conn, Pool
-
-
-@dataclass(frozen=True)
-class ToolFile:
-    """A file (or, with ``is_dir``, a folder) of a tool folder, by its mount path."""
-
-    path: str
-    is_dir: bool
-    content: bytes
-    mode: int
-    mtime_ns: int
 
 
 class ToolFileStore:

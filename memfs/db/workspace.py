@@ -13,13 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from uuid import UUID
 
-from memfs.db.embedding_store import EmbeddingStore
+from memfs.db.capabilities import (
+    ChunkSearch,
+    EmbeddingKeeper,
+    FullTextSearch,
+    ReindexQueue,
+    StatisticsKeeper,
+    ToolFiles,
+)
 from memfs.db.interface import DocumentStore, VersionStore
-from memfs.db.reborn.search_store import RebornSearchStore
-from memfs.db.reindex_store import ReindexStore
-from memfs.db.search_store import SearchStore
-from memfs.db.statistics import PlannerStatistics
-from memfs.db.tool_file_store import ToolFileStore
 
 
 @dataclass(frozen=True)
@@ -27,7 +29,7 @@ class HybridRanking:
     """IronClaw v1.0's search: full-text and vector matches of chunks, fused
     (``memfs.search.engine``)."""
 
-    store: SearchStore
+    store: ChunkSearch
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,7 @@ class FullTextRanking:
     """IronClaw v1.3 Reborn's search: full-text matches of whole documents by
     ``ts_rank`` (``memfs.search.reborn``); it keeps no vectors."""
 
-    store: RebornSearchStore
+    store: FullTextSearch
     #: The id the mount knows a document path by (its tree keys documents by id).
     document_id: Callable[[str], UUID]
 
@@ -55,15 +57,15 @@ class Workspace:
     #: The versions kept of every document (``.versions``).
     versions: VersionStore
     #: Editors' tool folders (``.obsidian``, ``.vscode`` ...), kept beside the memory.
-    tool_files: ToolFileStore
+    tool_files: ToolFiles
     #: The documents of each read scope, in the order given (``.scopes``, ``.prompt``).
     readers: list[DocumentStore]
     #: Documents waiting to be re-chunked (None: each save re-chunks in its transaction).
-    reindex: ReindexStore | None = None
+    reindex: ReindexQueue | None = None
     #: Chunks' embeddings (None: the layout keeps no vectors).
-    embeddings: EmbeddingStore | None = None
+    embeddings: EmbeddingKeeper | None = None
     #: The planner's statistics the maintenance task refreshes (None: nothing to keep).
-    statistics: PlannerStatistics | None = None
+    statistics: StatisticsKeeper | None = None
     #: Whether IronClaw's onboarding is done, for ``.prompt`` (None: no ``.prompt``).
     onboarded: Callable[[], bool] | None = None
 

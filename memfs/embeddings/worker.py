@@ -18,7 +18,7 @@ import trio
 from pgvector import Vector
 
 from memfs.db.calls import RunDb
-from memfs.db.embedding_store import EmbeddingStore
+from memfs.db.capabilities import EmbeddingKeeper
 from memfs.embeddings.client import Embedder
 from memfs.embeddings.providers import MAX_INPUT_BYTES, DimensionMismatch, EmbeddingError
 from memfs.errors import FsError
@@ -33,7 +33,7 @@ PAGE = 100
 class EmbeddingWorker:
     """One per mount (or per ``memfs`` command that writes)."""
 
-    def __init__(self, store: EmbeddingStore, embedder: Embedder, run_db: RunDb) -> None:
+    def __init__(self, store: EmbeddingKeeper, embedder: Embedder, run_db: RunDb) -> None:
         self.store = store
         self.embedder = embedder
         self.run_db = run_db

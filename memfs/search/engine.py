@@ -16,7 +16,7 @@ import trio
 from pgvector import Vector
 
 from memfs.db.calls import RunDb
-from memfs.db.search_store import ChunkHit, SearchStore
+from memfs.db.capabilities import ChunkHit, ChunkSearch
 from memfs.embeddings.client import Embedder
 from memfs.embeddings.providers import EmbeddingError
 from memfs.search.config import SearchConfig
@@ -83,7 +83,7 @@ def _secondary_identity(path: str) -> bool:
 class SearchEngine:
     def __init__(
         self,
-        store: SearchStore,
+        store: ChunkSearch,
         run_db: RunDb,
         *,
         embedder: Embedder | None = None,

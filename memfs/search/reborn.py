@@ -17,7 +17,7 @@ from uuid import UUID
 import regex
 
 from memfs.db.calls import RunDb
-from memfs.db.reborn.search_store import RebornSearchStore
+from memfs.db.capabilities import FullTextSearch
 from memfs.ironclaw.numbers import f32, f32_div
 from memfs.search.engine import SearchOutcome
 from memfs.search.fusion import SearchResult
@@ -41,7 +41,7 @@ class RebornSearch:
     """``SearchTree``'s engine for a Reborn mount (full-text only, as IronClaw's)."""
 
     def __init__(
-        self, store: RebornSearchStore, run_db: RunDb, document_id: Callable[[str], UUID]
+        self, store: FullTextSearch, run_db: RunDb, document_id: Callable[[str], UUID]
     ) -> None:
         self.store = store
         self.run_db = run_db

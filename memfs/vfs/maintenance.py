@@ -8,7 +8,7 @@ from collections.abc import Callable
 import trio
 
 from memfs.db.calls import DatabaseCalls
-from memfs.db.statistics import PlannerStatistics
+from memfs.db.capabilities import StatisticsKeeper
 from memfs.errors import FsError
 from memfs.vfs.base import log
 from memfs.vfs.namespace import NamespaceMixin
@@ -26,7 +26,7 @@ class Maintenance:
         self,
         fs: NamespaceMixin,
         calls: DatabaseCalls,
-        statistics: PlannerStatistics | None = None,
+        statistics: StatisticsKeeper | None = None,
         monotonic: Callable[[], float] | None = None,
     ) -> None:
         self.fs = fs

@@ -23,7 +23,7 @@ import trio
 
 from memfs.buffers import FileBuffer, ScratchBuffer, ScratchSpill
 from memfs.db.calls import RunDb
-from memfs.db.tool_file_store import ToolFile, ToolFileStore
+from memfs.db.capabilities import ToolFile, ToolFiles
 from memfs.kernel import KernelNotifier
 from memfs.scratch import ScratchRules
 from memfs.tree import DirNode, FileNode, Node, Tree
@@ -58,7 +58,7 @@ def _digest(is_dir: bool, mode: int, mtime_ns: int, content: bytes) -> Digest:
 class ToolFolders:
     """One workspace's tool folders: loaded at mount, written back as they change."""
 
-    def __init__(self, store: ToolFileStore, calls: RunDb) -> None:
+    def __init__(self, store: ToolFiles, calls: RunDb) -> None:
         self.store = store
         self.calls = calls
         #: What was last written, by path (signatures of the mount's own nodes).

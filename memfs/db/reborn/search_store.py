@@ -3,25 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from memfs.db.capabilities import RankedRow
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.scoped import Pool
 
 #: The tsvector IronClaw searches (and its per-scope GIN index covers, §5.4).
 _TSV = "to_tsvector('english', coalesce(indexed ->> 'content', ''))"
-
-
-@dataclass(frozen=True)
-class RankedRow:
-    """One row the query ranked (1-based), as IronClaw reads it."""
-
-    rank: int
-    path: str
-    kind: str | None
-    relative: str | None
-    chunk_index: int | None
-    content: str
 
 
 class RebornSearchStore:

@@ -1,0 +1,156 @@
+"""What the parts above ``memfs.db`` need of a workspace's stores besides its documents:
+each capability as a protocol, with the rows it answers.
+
+The search engines, the re-chunk and embedding workers, the maintenance task and the
+tool folders are written against these, and ``Database.workspace`` hands out whichever
+engine's implementation is live (``None`` where a layout has none).  No module outside
+``memfs.db`` imports an engine (the import contract in ``pyproject.toml``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+from uuid import UUID
+
+from pgvector import Vector
+
+from memfs.db.scoped import Scope
+
+# -- search ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChunkHit:
+    """One chunk a search leg found, in rank order."""
+
+    chunk_id: UUID
+    document_id: UUID
+    path: str
+    chunk_index: int
+    content: str
+    user_id: str
+
+
+class ChunkSearch(Protocol):
+    """IronClaw v1.0's two search legs over chunks, in one scope or several together."""
+
+    @property
+    def scope(self) -> Scope: ...
+
+    def search_fts(
+        self, query: str, limit: int, users: Sequence[str] | None = None
+    ) -> list[ChunkHit]: ...
+
+    def search_vector(
+        self, embedding: Vector, limit: int, users: Sequence[str] | None = None
+    ) -> list[ChunkHit]: ...
+
+
+@dataclass(frozen=True)
+class RankedRow:
+    """One row a full-text query ranked (1-based), as IronClaw Reborn reads it."""
+
+    rank: int
+    path: str
+    kind: str | None
+    relative: str | None
+    chunk_index: int | None
+    content: str
+
+
+class FullTextSearch(Protocol):
+    """IronClaw v1.3 Reborn's one search leg: rows matching any term, best first."""
+
+    def search(self, terms: Sequence[str], candidates: int) -> list[RankedRow]: ...
+
+
+# -- background work -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReindexBatch:
+    """What one ``reindex_queued`` call did: documents re-chunked, and how many still wait."""
+
+    done: list[UUID]
+    waiting: int
+
+
+class ReindexQueue(Protocol):
+    """Documents whose chunks a save left to the background (``memfs.reindex``)."""
+
+    def reindex_queued(self, limit: int = 64) -> ReindexBatch: ...
+
+    def drop_orphaned_reindex_entries(self) -> int: ...
+
+
+class EmbeddingKeeper(Protocol):
+    """Chunks still without a vector, and writing vectors (``memfs.embeddings.worker``)."""
+
+    def chunks_missing_embeddings(
+        self,
+        document_ids: Sequence[UUID] | None,
+        limit: int,
+        max_bytes: int,
+        exclude: Sequence[UUID] = (),
+    ) -> list[tuple[UUID, str]]: ...
+
+    def write_embeddings(self, items: Sequence[tuple[UUID, str, Vector]]) -> int: ...
+
+    def embedding_dimensions(self) -> list[int]: ...
+
+
+class StatisticsKeeper(Protocol):
+    """The planner's statistics, refreshed when missing or stale (``Maintenance``)."""
+
+    def refresh(self, min_changes: int = 500) -> list[str] | None: ...
+
+
+# -- tool folders ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolFile:
+    """A file (or, with ``is_dir``, a folder) of a tool folder, by its mount path."""
+
+    path: str
+    is_dir: bool
+    content: bytes
+    mode: int
+    mtime_ns: int
+
+
+class ToolFiles(Protocol):
+    """One workspace's editor tool folders (``.obsidian``, ``.vscode`` ...)."""
+
+    def load(self) -> list[ToolFile]: ...
+
+    def fingerprint(self) -> tuple[int, object]: ...
+
+    def digests(self) -> dict[str, tuple[bool, int, int, str]]: ...
+
+    def contents(self, paths: Sequence[str]) -> dict[str, bytes]: ...
+
+    def apply_checked(
+        self,
+        upserts: Sequence[ToolFile],
+        removed: Sequence[str],
+        expected: dict[str, str | None],
+    ) -> dict[str, tuple[ToolFile, str]]: ...
+
+    def apply(self, upserts: Sequence[ToolFile], removed: Sequence[str]) -> None: ...
+
+
+__all__ = [
+    "ChunkHit",
+    "ChunkSearch",
+    "EmbeddingKeeper",
+    "FullTextSearch",
+    "RankedRow",
+    "ReindexBatch",
+    "ReindexQueue",
+    "StatisticsKeeper",
+    "ToolFile",
+    "ToolFiles",
+]
