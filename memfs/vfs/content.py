@@ -650,10 +650,19 @@ class ContentMixin(FilesystemBase):
             buffer.writer = pid or buffer.writer
             if buffer.base is None or not buffer.dirty:
                 self._adopt_saver_base(buffer, node.doc_id, path, pid)
-        if not truncate:
-            version = buffer.base_version or node.updated_at
-            self.bases.read(path, pid, node.doc_id, version,
-                            lambda: self._digest_of(node.doc_id, version, buffer))  # fmt: skip
+        if truncate:
+            return
+        if buffer.dirty or buffer.unshown_merge is not None:
+            # What it reads is no row: another descriptor's writes not committed yet, or
+            # a writer's own bytes a merge it has not seen replaced in the database.
+            # Based on the row instead, its save would undo the lines the bytes lack.
+            data = buffer.snapshot()
+            self.bases.read(path, pid, node.doc_id, None,
+                            data=data if len(data) <= MERGE_LIMIT else None)  # fmt: skip
+            return
+        version = buffer.base_version or node.updated_at
+        self.bases.read(path, pid, node.doc_id, version,
+                        lambda: self._digest_of(node.doc_id, version, buffer))  # fmt: skip
 
     def _digest_of(self, doc_id: UUID | None, version: Any, buffer: FileBuffer) -> str | None:
         """IronClaw's hash of the document at ``version``, if its bytes are at hand."""

@@ -347,3 +347,25 @@ async def test_a_document_renamed_over_a_change_not_heard_of_yet_merges_it(
     assert shown is not None
     assert fs.getattr(shown.ino).size == len(b"first\nsecond\nagent fact\n")
     assert await read_all(fs, shown.ino) == b"first\nsecond\nagent fact\n"
+
+
+async def test_a_reader_of_a_merge_its_writer_has_not_seen_saves_on_the_right_base(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
+) -> None:
+    """A writer that keeps the file open (``O_APPEND``) merged an append with the agent's;
+    until it closes, the file shows the writer's own bytes.  vim opens the file then,
+    reads those bytes and saves them with a line of its own: the save is based on what
+    vim read, not on the merged row, so the agent's line stays."""
+    fs, _ = two
+    ino = await write_file(fs, ROOT_INODE, "MEMORY.md", b"one\n")
+    fh, _ = await fs.open(ino, WRITE | os.O_APPEND, OTHER)
+    assert engine.agent_appends(sql_conn, "MEMORY.md", "agent\n")
+    await OtherWriters(fs).resync()
+    await fs.write(fh, 4, b"mine\n")
+    await fs.flush(fh)  # merged in the database; this descriptor still writes
+    assert engine.contents(sql_conn) == {"MEMORY.md": "one\nagent\nmine\n"}
+    seen = await read_as(fs, ino, VIM)
+    node = await write_temp_as(fs, "MEMORY.md.tmp", seen + b"vim\n", VIM)
+    await fs.rename(ROOT_INODE, node.name, ROOT_INODE, "MEMORY.md", pid=VIM)
+    await fs.release(fh)
+    assert "agent\n" in engine.contents(sql_conn)["MEMORY.md"], seen
