@@ -12,7 +12,9 @@ import os
 from typing import Any
 
 import psycopg
+import pytest
 
+from memfs.errors import FsError
 from memfs.tree import ROOT_INODE, FileNode
 from memfs.vfs import Filesystem, OtherWriters
 from tests.engines import Engine
@@ -369,3 +371,61 @@ async def test_a_reader_of_a_merge_its_writer_has_not_seen_saves_on_the_right_ba
     await fs.rename(ROOT_INODE, node.name, ROOT_INODE, "MEMORY.md", pid=VIM)
     await fs.release(fh)
     assert "agent\n" in engine.contents(sql_conn)["MEMORY.md"], seen
+
+
+EMACS = 4545
+
+
+async def test_a_file_made_where_its_editor_found_none_merges_one_the_agent_made_meanwhile(
+    engine: Engine,
+    two: tuple[Filesystem, Filesystem],
+    sql_conn: psycopg.Connection[Any],
+    database_url: str,
+) -> None:
+    """emacs visits notes.md, which is not there yet; the agent creates it; emacs saves
+    its new buffer.  Saving, emacs reads the file again and renames it to its backup name
+    before writing its own: its save is based on the empty file it found, so the agent's
+    note stays (the history checker's Reborn seed 12 pushed it into a version: emacs's
+    read at save time was taken for its base)."""
+    fs, _ = two
+    with pytest.raises(FsError):
+        await fs.lookup(ROOT_INODE, "notes.md", EMACS)
+    engine.agent_writes(sql_conn, database_url, {"notes.md": "agent\n"})
+    await OtherWriters(fs).resync()  # the mount hears of it before emacs saves
+    shown = await fs.lookup(ROOT_INODE, "notes.md", EMACS)
+    assert await read_as(fs, shown.ino, EMACS) == b"agent\n"
+    await fs.rename(ROOT_INODE, "notes.md", ROOT_INODE, "notes.md~", pid=EMACS)
+    await write_temp_as(fs, "notes.md", b"mine\n", EMACS)
+    await fs.unlink(ROOT_INODE, "notes.md~")
+    assert engine.contents(sql_conn) == {"notes.md": "agent\nmine\n"}
+
+
+async def test_a_new_file_over_one_the_mount_has_not_heard_of_merges_it(
+    engine: Engine,
+    two: tuple[Filesystem, Filesystem],
+    sql_conn: psycopg.Connection[Any],
+    database_url: str,
+) -> None:
+    """The same before the mount has heard of the agent's file (Reborn mounts poll once a
+    second): the new file's row takes the path, the agent's content is kept as a version
+    and merged back by a second write."""
+    fs, _ = two
+    with pytest.raises(FsError):
+        await fs.lookup(ROOT_INODE, "notes.md", EMACS)
+    engine.agent_writes(sql_conn, database_url, {"notes.md": "agent\n"})
+    await write_temp_as(fs, "notes.md", b"mine\n", EMACS)
+    assert engine.contents(sql_conn) == {"notes.md": "agent\nmine\n"}
+
+
+async def test_a_process_that_found_a_file_and_writes_over_it_is_not_based_on_nothing(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
+) -> None:
+    """``echo x > f`` by a shell that looked f up and found it: the shell read nothing,
+    and its save replaces the file as on a local disk (the rule for saves with no base)."""
+    fs, _ = two
+    ino = await write_file(fs, ROOT_INODE, "notes.md", b"old\n")
+    await fs.lookup(ROOT_INODE, "notes.md", OTHER)
+    fh, _ = await fs.open(ino, WRITE | os.O_TRUNC, OTHER)
+    await fs.write(fh, 0, b"x\n")
+    await fs.release(fh)
+    assert engine.contents(sql_conn) == {"notes.md": "x\n"}
