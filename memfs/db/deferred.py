@@ -218,7 +218,8 @@ class DeferredChanges:
             yield committed
         finally:
             with self._cond:
-                self._watchers.remove(committed)
+                # By identity: two reads' sets may be equal, and ``remove`` compares them.
+                self._watchers = [w for w in self._watchers if w is not committed]
                 committed |= self._hidden()
 
     def _deleted(self, changes: Sequence[Change], outcome: BatchOutcome | None) -> None:

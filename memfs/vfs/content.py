@@ -8,6 +8,7 @@ committed and lives as long as the file does.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import stat
 from pathlib import Path
@@ -211,6 +212,13 @@ class ContentMixin(FilesystemBase):
         if not keep_cache and not truncate:
             # The kernel may cache another size than the content this open serves.
             self.kernel.attributes(ino)
+        if log.isEnabledFor(logging.DEBUG) and type(node) is FileNode:
+            # What the kernel is told at each open: the trail of a stale read.
+            log.debug("open %r by %d (flags %o): version %s, kernel cache %s, %d bytes%s%s",
+                      node.name, pid, flags, version, "kept" if keep_cache else "dropped",
+                      len(buffer), " (not saved yet)" if buffer.dirty else "",
+                      " (older bytes served until the next stat)" if ino in self.served
+                      else "")  # fmt: skip
         return fh, keep_cache
 
     def direct_io(self, fh: int) -> bool:
