@@ -1,5 +1,5 @@
 """The history checker: proves from a history and the final rows that nothing acknowledged
-was lost (the rules are in SEMANTICS.md, "What the history checker proves").
+was lost (the rules are in docs/semantics/persistence.md, "What the history checker proves").
 
 1. Every acknowledged write's marker is a line of some document's current content or of a
    version row, unless a removal that may have come after it (acknowledged or

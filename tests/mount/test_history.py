@@ -3,7 +3,7 @@
 Two mounts of one workspace, two writers on each, the agent writing by SQL and the shared
 file every mount and the agent append to (one writer going from mount to mount, each save
 landing before the other mount has heard of the last), for a fixed number of operations
-from fixed seeds; then the checker proves its rules (SEMANTICS.md,
+from fixed seeds; then the checker proves its rules (docs/semantics/persistence.md,
 "What the history checker proves") from the history and the final rows.  Replay or widen a
 run with ``MEMFS_HISTORY_SEEDS=7,8`` and ``MEMFS_HISTORY_OPS=2000``; the history of a failed
 run is written beside the mounts as JSON.
