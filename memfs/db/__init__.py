@@ -22,18 +22,24 @@ from psycopg_pool import ConnectionPool
 from memfs.config import Settings
 from memfs.db.deadline import WatchedPool
 from memfs.db.embedded import release_embedded, start_embedded
-from memfs.db.embedding_store import EmbeddingStore
-from memfs.db.health import LegacyHealth, WorkspaceHealth
-from memfs.db.history_store import HistoryStore
+from memfs.db.health import WorkspaceHealth
 from memfs.db.interface import CommitResult, DocRow, DocumentStore, FileAttrs, VersionStore
 from memfs.db.ironclaw_settings import onboarding_completed, read_ironclaw_settings
+from memfs.db.legacy.embedding_store import EmbeddingStore
+from memfs.db.legacy.health import LegacyHealth
+from memfs.db.legacy.history_store import HistoryStore
+from memfs.db.legacy.reindex_store import ReindexStore
+from memfs.db.legacy.search_store import SearchStore
+from memfs.db.legacy.statistics import PlannerStatistics
+from memfs.db.legacy.store import MetaStore
+from memfs.db.legacy.tool_store import ToolStore
+from memfs.db.legacy.version_store import LegacyVersionStore
 from memfs.db.reborn.health import RebornHealth
 from memfs.db.reborn.layout import DEFAULT_AGENT, DEFAULT_TENANT, DEFAULT_USER, RebornScope
 from memfs.db.reborn.search_store import RebornSearchStore
 from memfs.db.reborn.store import RebornStore
 from memfs.db.reborn.target import RebornTarget
 from memfs.db.reborn.version_store import RebornVersionStore
-from memfs.db.reindex_store import ReindexStore
 from memfs.db.schema import (
     SchemaInfo,
     ensure_schema,
@@ -44,12 +50,7 @@ from memfs.db.schema import (
 )
 from memfs.db.scoped import Scope
 from memfs.db.search_path import as_option, pin
-from memfs.db.search_store import SearchStore
-from memfs.db.statistics import PlannerStatistics
-from memfs.db.store import MetaStore
 from memfs.db.tool_file_store import ToolFileStore
-from memfs.db.tool_store import ToolStore
-from memfs.db.version_store import LegacyVersionStore
 from memfs.db.workspace import FullTextRanking, HybridRanking, Ranking, Workspace
 from memfs.errors import DatabaseError
 from memfs.options import SettingError

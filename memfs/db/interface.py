@@ -3,7 +3,7 @@
 A workspace is a set of documents (UTF-8 text at slash-separated paths) plus directories
 kept empty.  The model asks in filesystem terms (load the tree, read content, commit a
 document, delete, rename a file or a folder, keep a directory, set attributes) and hears of
-other writers through the change-feed hooks.  ``memfs.db.store.MetaStore`` (IronClaw's
+other writers through the change-feed hooks.  ``memfs.db.legacy.store.MetaStore`` (IronClaw's
 ``memory_documents``) is the first engine; an engine keeps IronClaw's write rules
 (versioning, indexing, conflict keeping) behind these calls.
 

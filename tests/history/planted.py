@@ -22,8 +22,8 @@ from typing import Any
 
 
 def _no_version() -> None:
+    from memfs.db.legacy.store import MetaStore
     from memfs.db.reborn.store import RebornStore
-    from memfs.db.store import MetaStore
 
     MetaStore._maybe_save_version = lambda *args, **kwargs: None  # type: ignore[method-assign]
 
@@ -47,8 +47,8 @@ def _unconditional_delete() -> None:
 
 
 def _no_target_guard() -> None:
+    from memfs.db.legacy.store import MetaStore
     from memfs.db.reborn.store import RebornStore
-    from memfs.db.store import MetaStore
 
     legacy = MetaStore.rename_document
 

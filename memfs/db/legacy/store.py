@@ -25,7 +25,6 @@ from uuid import UUID
 import psycopg
 
 from memfs.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
-from memfs.db.chunks import replace_chunks
 from memfs.db.deferred import (
     BatchOutcome,
     ChangeBatch,
@@ -47,8 +46,10 @@ from memfs.db.interface import (
     StoredDocument,
 )
 from memfs.db.known import EMPTY_METADATA_MD5, KnownFolder, KnownRow, KnownRows
+from memfs.db.legacy.chunks import replace_chunks
+from memfs.db.legacy.reindex_store import ReindexStore
+from memfs.db.legacy.tool_store import ToolStore
 from memfs.db.limits import legacy_max_path
-from memfs.db.reindex_store import ReindexStore
 from memfs.db.schema import SchemaInfo
 from memfs.db.scoped import (
     ATTRS_JOIN,
@@ -63,7 +64,6 @@ from memfs.db.scoped import (
     ScopedStore,
     folder_config_paths,
 )
-from memfs.db.tool_store import ToolStore
 from memfs.errors import WriteRefused
 from memfs.ironclaw.hashing import bytes_hash, content_hash
 from memfs.ironclaw.write_rules import (
