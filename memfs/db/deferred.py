@@ -37,6 +37,8 @@ transaction that runs the waiting changes first.
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -335,6 +337,27 @@ class DeferredChanges:
             raise psycopg.errors.QueryCanceled("changes sent by another call did not end")
 
 
+def _outcome(
+    deletes: Sequence[tuple[list[Delete], Callable[[], set[UUID]]]],
+    moves: Sequence[tuple[MoveDir, Callable[[], tuple[bool, dict[UUID, Moved]]]]],
+) -> BatchOutcome:
+    """What a committed batch's statements answered: removals and moves whose condition
+    failed (skipped, with why), and the moved documents' row versions."""
+    outcome = BatchOutcome()
+    for removals, left in deletes:
+        kept = left()
+        outcome.skipped += [
+            (c, "another writer changed it after this mount showed it")
+            for c in removals if c.doc_id in kept
+        ]  # fmt: skip
+    for move, answer in moves:
+        made, moved = answer()
+        if not made:
+            outcome.skipped.append((move, "another writer's rows are at the new name"))
+        outcome.moved.update(moved)
+    return outcome
+
+
 #: Resolves a sent batch's answers once its transaction committed.
 Resolver = Callable[[], BatchOutcome]
 
@@ -351,8 +374,54 @@ class DeferringStore:
     def _begin(self, conn: Any) -> None:
         """Statements each write transaction starts with (settings, a tag)."""
 
-    def _send_changes(self, conn: Any, batch: ChangeBatch) -> Resolver:
+    # -- what each engine says of its own statements ---------------------------------------
+
+    def _before_changes(self, conn: Any) -> None:
+        """Statements a batch of deferred changes starts with (an origin tag)."""
+
+    def _send_deletes(self, conn: Any, deletes: Sequence[Delete]) -> Callable[[], set[UUID]]:
+        """IronClaw's delete of each document (versions and chunks with it), made only while
+        its row is at the version the mount showed; the result, called after the commit,
+        answers which documents were left because another writer had changed them."""
         raise NotImplementedError
+
+    def _keep_directories(self, conn: Any, paths: Sequence[str]) -> None:
+        raise NotImplementedError
+
+    def _drop_directory(self, conn: Any, path: str) -> None:
+        raise NotImplementedError
+
+    def _send_move(
+        self, conn: Any, old: str, new: str, replaced: str | None
+    ) -> Callable[[], tuple[bool, dict[UUID, Moved]]]:
+        """A folder's move, made only if nothing the mount does not show lies at or below
+        ``new``; the result, called after the commit, answers whether it was made and each
+        moved document's row versions."""
+        raise NotImplementedError
+
+    def _send_changes(self, conn: Any, batch: ChangeBatch) -> Resolver:
+        """The changes ``unlink``, ``rmdir`` and directory renames left for the next
+        transaction, in their order, each conditional on the rows as the mount showed them;
+        a run of removals goes together (one statement on engines that can).  Returns what
+        resolves their answers once the transaction committed."""
+        self._before_changes(conn)
+        deletes: list[tuple[list[Delete], Callable[[], set[UUID]]]] = []
+        moves: list[tuple[MoveDir, Callable[[], tuple[bool, dict[UUID, Moved]]]]] = []
+        for kind, run in itertools.groupby(batch.changes, key=type):
+            if kind is Delete:
+                removals = [c for c in run if isinstance(c, Delete)]
+                deletes.append((removals, self._send_deletes(conn, removals)))
+                continue
+            for change in run:
+                if isinstance(change, KeepDir):
+                    self._keep_directories(conn, [change.path])
+                elif isinstance(change, DropDir):
+                    self._drop_directory(conn, change.path)
+                elif isinstance(change, MoveDir):
+                    answer = self._send_move(conn, change.old, change.new, change.replaced)
+                    moves.append((change, answer))
+
+        return functools.partial(_outcome, deletes, moves)
 
     def _refused(self, exc: psycopg.Error) -> BaseException | None:
         """What to raise instead of a database error the engine understands (None: it)."""

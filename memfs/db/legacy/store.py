@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import itertools
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -26,16 +25,10 @@ import psycopg
 
 from memfs.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
 from memfs.db.deferred import (
-    BatchOutcome,
-    ChangeBatch,
     DeferredChanges,
     DeferringStore,
     Delete,
-    DropDir,
-    KeepDir,
     Moved,
-    MoveDir,
-    Resolver,
 )
 from memfs.db.interface import (
     CommitResult,
@@ -189,44 +182,18 @@ class MetaStore(DeferringStore, ScopedStore):
         for name, value in self.settings.items():
             conn.execute("SELECT set_config(%s, %s, true)", (name, value))
 
-    def _send_changes(self, conn: Conn, batch: ChangeBatch) -> Resolver:
-        """The changes ``unlink``, ``rmdir`` and directory renames left for the next
-        transaction, in their order, each conditional on the rows as the mount showed them
-        (``db.deferred``): IronClaw's delete of each row (chunks and versions cascade), the
-        kept folders, the moves.  Returns what resolves their answers after the commit."""
+    def _before_changes(self, conn: Conn) -> None:
         self._tag(conn)
-        deletes: list[tuple[list[Delete], Cursor]] = []
-        moves: list[tuple[MoveDir, Cursor, Cursor]] = []
-        for kind, run in itertools.groupby(batch.changes, key=type):
-            if kind is Delete:  # a run of deletes goes in one statement each
-                run_deletes = [c for c in run if isinstance(c, Delete)]
-                deletes.append((run_deletes, self._delete_rows(conn, run_deletes)[1]))
-                continue
-            for change in run:
-                if isinstance(change, KeepDir):
-                    self._keep_directories(conn, [change.path])
-                elif isinstance(change, DropDir):
-                    self._drop_directory(conn, change.path)
-                elif isinstance(change, MoveDir):
-                    free, rows = self._move_directory(conn, change.old, change.new,
-                                                      change.replaced)  # fmt: skip
-                    moves.append((change, free, rows))
 
-        def resolve() -> BatchOutcome:
-            outcome = BatchOutcome()
-            for run_deletes, left in deletes:
-                kept = {r[0] for r in left.fetchall()}
-                outcome.skipped += [
-                    (c, "another writer changed it after this mount showed it")
-                    for c in run_deletes if c.doc_id in kept
-                ]  # fmt: skip
-            for move, free, rows in moves:
-                if not _answer(free):
-                    outcome.skipped.append((move, "another writer's rows are at the new name"))
-                outcome.moved.update((r[0], Moved(r[2], r[1])) for r in rows.fetchall())
-            return outcome
+    def _send_deletes(self, conn: Conn, deletes: Sequence[Delete]) -> Callable[[], set[UUID]]:
+        left = self._delete_rows(conn, deletes)[1]
+        return lambda: {r[0] for r in left.fetchall()}
 
-        return resolve
+    def _send_move(
+        self, conn: Conn, old: str, new: str, replaced: str | None
+    ) -> Callable[[], tuple[bool, dict[UUID, Moved]]]:
+        free, rows = self._move_directory(conn, old, new, replaced)
+        return lambda: (_answer(free), {r[0]: Moved(r[2], r[1]) for r in rows.fetchall()})
 
     def _delete_rows(self, conn: Conn, deletes: Sequence[Delete]) -> tuple[Cursor, Cursor]:
         """IronClaw's delete of documents (chunks and versions cascade) and memfs's state

@@ -39,11 +39,7 @@ from memfs.db.deferred import (
     DeferredChanges,
     DeferringStore,
     Delete,
-    DropDir,
-    KeepDir,
     Moved,
-    MoveDir,
-    Resolver,
 )
 from memfs.db.interface import (
     CommitResult,
@@ -194,36 +190,17 @@ class RebornStore(DeferringStore):
             return None
         return WriteRefused(errno.EISDIR, "IronClaw's document layout", str(exc).split("\n")[0])
 
-    def _send_changes(self, conn: Conn, batch: ChangeBatch) -> Resolver:
-        """The changes ``unlink``, ``rmdir`` and directory renames left for the next
-        transaction, in their order, each conditional on the rows as the mount showed them
-        (``db.deferred``).  No origin tag is set: nothing of memfs's watches this table
-        (writers are polled)."""
-        outcome = BatchOutcome()
-        removals: list[tuple[Delete, Callable[[], bool | None]]] = []
-        for change in batch.changes:
-            if isinstance(change, Delete):
-                removals.append((change, self._delete(conn, change.doc_id, change.seen)))
-            elif isinstance(change, KeepDir):
-                self._keep_directories(conn, [change.path])
-            elif isinstance(change, DropDir):
-                self._drop_directory(conn, change.path)
-            elif isinstance(change, MoveDir):
-                moved = self._move_directory(conn, change.old, change.new, change.replaced)
-                if moved is None:
-                    outcome.skipped.append((change, "another writer's rows are at the new name"))
-                else:
-                    outcome.moved.update(moved)
+    def _send_deletes(self, conn: Conn, deletes: Sequence[Delete]) -> Callable[[], set[UUID]]:
+        """No origin tag is set: nothing of memfs's watches this table (writers are
+        polled)."""
+        removed = [(c.doc_id, self._delete(conn, c.doc_id, c.seen)) for c in deletes]
+        return lambda: {doc_id for doc_id, answer in removed if answer() is False}
 
-        def resolve() -> BatchOutcome:
-            for change, removed in removals:
-                if removed() is False:
-                    outcome.skipped.append(
-                        (change, "another writer changed it after this mount showed it")
-                    )
-            return outcome
-
-        return resolve
+    def _send_move(
+        self, conn: Conn, old: str, new: str, replaced: str | None
+    ) -> Callable[[], tuple[bool, dict[UUID, Moved]]]:
+        moved = self._move_directory(conn, old, new, replaced)
+        return lambda: (moved is not None, moved or {})
 
     def path_problem(self, path: str) -> str | None:
         """IronClaw's rules for a document path (reborn facts §6): no segment ending in
