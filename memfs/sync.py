@@ -267,18 +267,27 @@ class DirectorySync:
                     state[new] = state.pop(old)
                     report.renamed.append(f"{old} -> {new} (in the directory)")
 
-        for path in sorted(set(local) | set(remote) | set(state)):
-            if path in self._unread:  # there, but not read: neither side changes
-                if path in state:
-                    new_state[path] = state[path]
-                continue
-            entry = self._reconcile(
-                path, state.get(path), local.get(path), remote.get(path), report
-            )
-            if entry is not None:
-                new_state[path] = entry
-        if not self.dry_run:
-            self._save_state(new_state)
+        done: set[str] = set()
+        try:
+            for path in sorted(set(local) | set(remote) | set(state)):
+                if path in self._unread:  # there, but not read: neither side changes
+                    if path in state:
+                        new_state[path] = state[path]
+                    done.add(path)
+                    continue
+                entry = self._reconcile(
+                    path, state.get(path), local.get(path), remote.get(path), report
+                )
+                if entry is not None:
+                    new_state[path] = entry
+                done.add(path)
+        finally:
+            # Also when a path fails: what the pass did to the others is remembered (a
+            # file pulled but forgotten looked edited here next time, and its stale copy
+            # won over the database's newer content as a "conflict").
+            if not self.dry_run:
+                left = {p: entry for p, entry in state.items() if p not in done}
+                self._save_state({**left, **new_state})
         return report
 
     def _reconcile(

@@ -9,10 +9,13 @@ as a version, as before.
 from __future__ import annotations
 
 import os
+import threading
+import time
 from typing import Any
 
 import psycopg
 import pytest
+import trio
 
 from memfs.errors import FsError
 from memfs.tree import ROOT_INODE, FileNode
@@ -429,3 +432,47 @@ async def test_a_process_that_found_a_file_and_writes_over_it_is_not_based_on_no
     await fs.write(fh, 0, b"x\n")
     await fs.release(fh)
     assert engine.contents(sql_conn) == {"notes.md": "x\n"}
+
+
+async def test_a_new_document_another_writer_creates_while_its_save_is_on_the_way(
+    engine: Engine,
+    two: tuple[Filesystem, Filesystem],
+    sql_conn: psycopg.Connection[Any],
+    database_url: str,
+) -> None:
+    """The agent creates notes.md while this mount's first save of it is on its way: the
+    save found no row, then its insert met the agent's (a unique violation; ``memfs sync``
+    exited 3 on it in the Reborn soak, which then took its own stale copies for local
+    edits).  The save is made again over the agent's row and merges it.  (Legacy
+    IronClaw's index lets two rows share a path while agent_id is NULL: there the agent's
+    insert makes a second row, as IronClaw's own would, and nothing is lost.)"""
+    fs, _ = two
+    sql_conn.execute(
+        "CREATE FUNCTION slow_first_insert() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "IF NEW.path LIKE '%notes.md' AND pg_try_advisory_xact_lock(4242) THEN "
+        "PERFORM pg_sleep(0.6); END IF; RETURN NEW; END $$"
+    )
+    sql_conn.execute(
+        f"CREATE TRIGGER slow_first_insert BEFORE INSERT ON {engine.table} "
+        "FOR EACH ROW EXECUTE FUNCTION slow_first_insert()"
+    )
+
+    def agent() -> None:
+        time.sleep(0.2)  # the save's insert is waiting in the trigger
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            engine.agent_writes(conn, database_url, {"notes.md": "agent\n"})
+
+    with pytest.raises(FsError):
+        await fs.lookup(ROOT_INODE, "notes.md", EMACS)
+    other = threading.Thread(target=agent)
+    other.start()
+    try:
+        with trio.fail_after(30):
+            await write_temp_as(fs, "notes.md", b"mine\n", EMACS)
+    finally:
+        other.join(timeout=60)
+    if engine.name == "legacy":
+        rows = sql_conn.execute("SELECT content FROM memory_documents WHERE path = 'notes.md'")
+        assert sorted(r[0] for r in rows) == ["agent\n", "mine\n"], "two rows, none lost"
+        return
+    assert engine.contents(sql_conn) == {"notes.md": "agent\nmine\n"}

@@ -241,3 +241,39 @@ def test_a_name_of_255_bytes_syncs(
     assert sorted(p.name for p in root.iterdir()) == sorted(
         [name, STATE_FILE, STATE_FILE + ".lock"]
     )
+
+
+def test_a_pass_that_fails_midway_keeps_what_it_did(
+    database: Database, sql_conn: psycopg.Connection[Any], work_dir: Path
+) -> None:
+    """A pass pulls the agent's change to ``a.md``, then the database refuses the push of
+    ``b.md``.  The next pass must know ``a.md`` was pulled: without it, the local copy
+    looked edited, the database's newer content looked like a conflict, and the copy won,
+    pushing every line another writer added since into a version (the Reborn soak: 34
+    lines of the shared file, after a pass that exited 3)."""
+    root = work_dir / "sync-midway"
+    root.mkdir()
+    (root / "a.md").write_text("one\n")
+    syncer = DirectorySync(database.store(Scope("default")), root)
+    syncer.run_once()
+    sql_conn.execute("UPDATE memory_documents SET content = content || 'agent\n'")
+    (root / "b.md").write_text("refused\n")
+    sql_conn.execute(
+        "CREATE FUNCTION refuse_b() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "IF NEW.path = 'b.md' THEN RAISE EXCEPTION 'refused by the test'; END IF; "
+        "RETURN NEW; END $$; CREATE TRIGGER refuse_b BEFORE INSERT ON memory_documents "
+        "FOR EACH ROW EXECUTE FUNCTION refuse_b()"
+    )
+    try:
+        syncer.run_once()
+        raise AssertionError("the refused push was expected to end the pass")
+    except psycopg.Error:
+        pass
+    assert (root / "a.md").read_text() == "one\nagent\n", "pulled before the failure"
+    sql_conn.execute("DROP TRIGGER refuse_b ON memory_documents")
+    sql_conn.execute("UPDATE memory_documents SET content = content || 'agent 2\n'")
+    after = syncer.run_once()
+    assert after.conflicts == []
+    assert rows(sql_conn)["a.md"][1] == "one\nagent\nagent 2\n"
+    assert (root / "a.md").read_text() == "one\nagent\nagent 2\n"
+    assert rows(sql_conn)["b.md"][1] == "refused\n"

@@ -393,8 +393,18 @@ class RebornStore(DeferringStore):
     ) -> CommitResult:
         """IronClaw's overwrite of ``path`` (§4.2); a row changed since ``expected`` keeps
         the other writer's content as a version before this content replaces it."""
-        with self._transaction() as conn:
-            finish = self._commit(conn, path, content.encode("utf-8"), attrs, expected)
+        data = content.encode("utf-8")
+        try:
+            with self._transaction() as conn:
+                finish = self._commit(conn, path, data, attrs, expected)
+        except psycopg.errors.UniqueViolation:
+            # Another writer created the document between this save's read (no row) and
+            # its insert: made again, the save finds their row and keeps it as a version
+            # (the caller may merge it back: ``CommitResult.replaced_hash``).
+            log.info("%r was created by another writer while this save was on its way; "
+                     "saving over it, their content kept", path)  # fmt: skip
+            with self._transaction() as conn:
+                finish = self._commit(conn, path, data, attrs, expected)
         result = finish()
         self._moved_to(result.doc_id, path)
         return result
