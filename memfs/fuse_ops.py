@@ -146,7 +146,7 @@ class MemfsOperations(pyfuse3.Operations):
             text = name.decode("utf-8")
         except UnicodeDecodeError:
             raise FsError(errno.ENOENT) from None
-        node = await self.fs.lookup(parent_inode, text, ctx.pid)
+        node = await self.fs.lookup(parent_inode, text)
         entry = self._entry(self.fs.attributes(node))
         if self.fs.volatile_name(node):
             entry.entry_timeout = entry.attr_timeout = 0

@@ -556,10 +556,8 @@ class ContentMixin(FilesystemBase):
         try:
             if node.doc_id is None:  # the namespace lock is held (``commit``)
                 result = await self._commit_document(None, path, text, attrs)
-                from_nothing = buffer.appends_only or buffer.base == b""
-                if from_nothing and not result.created and result.replaced_hash:
-                    # ``>>`` of a file another writer made meanwhile, or a file its writer
-                    # found no file at (``SaverBases.absent``): after their lines.
+                if buffer.appends_only and not result.created and result.replaced_hash:
+                    # ``>>`` of a file another writer made meanwhile: after their lines.
                     late = await self._merge_late(path, b"", ours, attrs, result)
                     if late is not None:
                         text, result = late
@@ -681,25 +679,16 @@ class ContentMixin(FilesystemBase):
             data = self.cache.get(doc_id, version)
         return bytes_hash(data) if data is not None else None
 
-    def _adopt_saver_base(
-        self, buffer: FileBuffer, doc_id: UUID | None, path: str, pid: int
-    ) -> None:
-        """A buffer written from empty takes the base of the process writing it (``doc_id``
-        None: a new file, based on what the process found if it found no file there)."""
+    def _adopt_saver_base(self, buffer: FileBuffer, doc_id: UUID, path: str, pid: int) -> None:
+        """A buffer written from empty takes the base of the process writing it."""
         found = self.bases.base(path, pid)
-        if found is None or found.doc_id not in (doc_id, None):
+        if found is None or found.doc_id != doc_id:
             return
         if found.data is None and buffer.base is not None and found.version == buffer.base_version:
             return  # the buffer holds that very version
-        if found.doc_id is None:
-            log.debug("%r written by process %d, based on an empty file (it found none)",
-                      path, pid)  # fmt: skip
-        else:
-            log.debug("%r written by process %d, based on what it read at %s", path, pid,
-                      found.version)  # fmt: skip
-        data = found.data
-        if data is None and doc_id is not None:
-            data = self.cache.get(doc_id, found.version)
+        log.debug("%r written by process %d, based on what it read at %s", path, pid,
+                  found.version)  # fmt: skip
+        data = found.data if found.data is not None else self.cache.get(doc_id, found.version)
         buffer.base_digest = None
         if data is None and found.digest is not None:  # fetched by its hash if a merge needs it
             buffer.base, buffer.base_version = None, found.version

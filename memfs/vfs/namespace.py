@@ -142,8 +142,6 @@ class NamespaceMixin(ContentMixin):
                 node.doc_id, node.updated_at = claimed  # the version this save is based on
                 log.debug("%r takes over the row of its renamed-away original", path)
                 self._adopt_saver_base(buffer, claimed[0], path, pid)
-            else:  # the process may have found no file here: another writer's may be new
-                self._adopt_saver_base(buffer, None, path, pid)
         else:
             node.scratch = True
             buffer = ScratchBuffer(self.spill)

@@ -47,8 +47,7 @@ BASES_SHARE = 4
 class Base(NamedTuple):
     """What one process read or wrote of a document: the row version, or the bytes."""
 
-    #: None: the process looked the path up and found no document (``absent``).
-    doc_id: UUID | None
+    doc_id: UUID
     version: Any
     data: bytes | None
     #: Read (not written) by the process: a later read does not replace it.
@@ -112,23 +111,10 @@ class SaverBases:
         if pid <= 0 or doc_id is None:
             return
         known = self._bases.get((path, pid))
-        if known is not None and known.read and known.doc_id in (doc_id, None):
+        if known is not None and known.read and known.doc_id == doc_id:
             return
         kept = None if data is not None else digest()
         self._put((path, pid), Base(doc_id, version, data, read=True, digest=kept))
-
-    def absent(self, path: str, pid: int) -> None:
-        """Process ``pid`` looked ``path`` up and found no document: unless it read the
-        document since it last wrote it, its next save of ``path`` is based on an empty
-        file, and a later read does not replace that (emacs visits a file that is not there
-        yet, and reads it again as it saves: were that read its base, a document the agent
-        created meanwhile would look deleted by the save)."""
-        if pid <= 0:
-            return
-        known = self._bases.get((path, pid))
-        if known is not None and known.read:
-            return
-        self._put((path, pid), Base(None, None, b"", read=True))
 
     def _put(self, key: tuple[str, int], base: Base) -> None:
         self._put_one((key[0], -self._process_of(key[1])), base)  # the process's: negative
@@ -137,8 +123,7 @@ class SaverBases:
     def _put_one(self, key: tuple[str, int], base: Base) -> None:
         self._drop(key)
         self._bases[key] = base
-        if base.doc_id is not None:
-            self._by_doc.setdefault(base.doc_id, set()).add(key)
+        self._by_doc.setdefault(base.doc_id, set()).add(key)
         self._bytes += len(base.data or b"")
         while len(self._bases) > self._kept or self._bytes > self._max_bytes:
             self._drop(next(iter(self._bases)))
@@ -147,8 +132,8 @@ class SaverBases:
         old = self._bases.pop(key, None)
         if old is not None:
             self._bytes -= len(old.data or b"")
-            keys = self._by_doc.get(old.doc_id) if old.doc_id is not None else None
-            if keys is not None and old.doc_id is not None:
+            keys = self._by_doc.get(old.doc_id)
+            if keys is not None:
                 keys.discard(key)
                 if not keys:
                     del self._by_doc[old.doc_id]

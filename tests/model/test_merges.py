@@ -14,10 +14,8 @@ import time
 from typing import Any
 
 import psycopg
-import pytest
 import trio
 
-from memfs.errors import FsError
 from memfs.tree import ROOT_INODE, FileNode
 from memfs.vfs import Filesystem, OtherWriters
 from tests.engines import Engine
@@ -376,64 +374,6 @@ async def test_a_reader_of_a_merge_its_writer_has_not_seen_saves_on_the_right_ba
     assert "agent\n" in engine.contents(sql_conn)["MEMORY.md"], seen
 
 
-EMACS = 4545
-
-
-async def test_a_file_made_where_its_editor_found_none_merges_one_the_agent_made_meanwhile(
-    engine: Engine,
-    two: tuple[Filesystem, Filesystem],
-    sql_conn: psycopg.Connection[Any],
-    database_url: str,
-) -> None:
-    """emacs visits notes.md, which is not there yet; the agent creates it; emacs saves
-    its new buffer.  Saving, emacs reads the file again and renames it to its backup name
-    before writing its own: its save is based on the empty file it found, so the agent's
-    note stays (the history checker's Reborn seed 12 pushed it into a version: emacs's
-    read at save time was taken for its base)."""
-    fs, _ = two
-    with pytest.raises(FsError):
-        await fs.lookup(ROOT_INODE, "notes.md", EMACS)
-    engine.agent_writes(sql_conn, database_url, {"notes.md": "agent\n"})
-    await OtherWriters(fs).resync()  # the mount hears of it before emacs saves
-    shown = await fs.lookup(ROOT_INODE, "notes.md", EMACS)
-    assert await read_as(fs, shown.ino, EMACS) == b"agent\n"
-    await fs.rename(ROOT_INODE, "notes.md", ROOT_INODE, "notes.md~", pid=EMACS)
-    await write_temp_as(fs, "notes.md", b"mine\n", EMACS)
-    await fs.unlink(ROOT_INODE, "notes.md~")
-    assert engine.contents(sql_conn) == {"notes.md": "agent\nmine\n"}
-
-
-async def test_a_new_file_over_one_the_mount_has_not_heard_of_merges_it(
-    engine: Engine,
-    two: tuple[Filesystem, Filesystem],
-    sql_conn: psycopg.Connection[Any],
-    database_url: str,
-) -> None:
-    """The same before the mount has heard of the agent's file (Reborn mounts poll once a
-    second): the new file's row takes the path, the agent's content is kept as a version
-    and merged back by a second write."""
-    fs, _ = two
-    with pytest.raises(FsError):
-        await fs.lookup(ROOT_INODE, "notes.md", EMACS)
-    engine.agent_writes(sql_conn, database_url, {"notes.md": "agent\n"})
-    await write_temp_as(fs, "notes.md", b"mine\n", EMACS)
-    assert engine.contents(sql_conn) == {"notes.md": "agent\nmine\n"}
-
-
-async def test_a_process_that_found_a_file_and_writes_over_it_is_not_based_on_nothing(
-    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
-) -> None:
-    """``echo x > f`` by a shell that looked f up and found it: the shell read nothing,
-    and its save replaces the file as on a local disk (the rule for saves with no base)."""
-    fs, _ = two
-    ino = await write_file(fs, ROOT_INODE, "notes.md", b"old\n")
-    await fs.lookup(ROOT_INODE, "notes.md", OTHER)
-    fh, _ = await fs.open(ino, WRITE | os.O_TRUNC, OTHER)
-    await fs.write(fh, 0, b"x\n")
-    await fs.release(fh)
-    assert engine.contents(sql_conn) == {"notes.md": "x\n"}
-
-
 async def test_a_new_document_another_writer_creates_while_its_save_is_on_the_way(
     engine: Engine,
     two: tuple[Filesystem, Filesystem],
@@ -443,7 +383,8 @@ async def test_a_new_document_another_writer_creates_while_its_save_is_on_the_wa
     """The agent creates notes.md while this mount's first save of it is on its way: the
     save found no row, then its insert met the agent's (a unique violation; ``memfs sync``
     exited 3 on it in the Reborn soak, which then took its own stale copies for local
-    edits).  The save is made again over the agent's row and merges it.  (Legacy
+    edits).  The save is made again over the agent's row, whose content it keeps as a
+    version (a new file written from its start replaces the row).  (Legacy
     IronClaw's index lets two rows share a path while agent_id is NULL: there the agent's
     insert makes a second row, as IronClaw's own would, and nothing is lost.)"""
     fs, _ = two
@@ -462,17 +403,16 @@ async def test_a_new_document_another_writer_creates_while_its_save_is_on_the_wa
         with psycopg.connect(database_url, autocommit=True) as conn:
             engine.agent_writes(conn, database_url, {"notes.md": "agent\n"})
 
-    with pytest.raises(FsError):
-        await fs.lookup(ROOT_INODE, "notes.md", EMACS)
     other = threading.Thread(target=agent)
     other.start()
     try:
         with trio.fail_after(30):
-            await write_temp_as(fs, "notes.md", b"mine\n", EMACS)
+            await write_temp_as(fs, "notes.md", b"mine\n", OTHER)
     finally:
         other.join(timeout=60)
     if engine.name == "legacy":
         rows = sql_conn.execute("SELECT content FROM memory_documents WHERE path = 'notes.md'")
         assert sorted(r[0] for r in rows) == ["agent\n", "mine\n"], "two rows, none lost"
         return
-    assert engine.contents(sql_conn) == {"notes.md": "agent\nmine\n"}
+    assert engine.contents(sql_conn) == {"notes.md": "mine\n"}
+    assert engine.versions(sql_conn, "notes.md") == ["agent\n"], "theirs kept, none lost"
