@@ -45,6 +45,16 @@ def test_a_syscall_that_never_returns_fails_the_checker_and_the_run_still_ends(
     """A lock-order deadlock left a rename waiting 22 minutes in the Reborn soak, and the
     soak waited with it: a writer that does not finish by the deadline is a violation, and
     aborting the mounts' FUSE connections lets the stuck processes (and the run) end."""
+    started: list[Any] = []
+
+    def mounts(*args: Any, **kwargs: Any) -> Any:
+        mount = mount_factory(*args, **kwargs)
+        started.append(mount)
+        return mount
+
     with pytest.raises(AssertionError, match=r"hang: \d+ writer"):
-        run_history(engine, database_url, mount_factory, work_dir, 1, 200,
+        run_history(engine, database_url, mounts, work_dir, 1, 200,
                     plant="hang-rename", deadline=30)  # fmt: skip
+    assert started, "the run mounted"
+    for mount in started:
+        mount.kill()  # hung on purpose: no use waiting out a stop's grace period
