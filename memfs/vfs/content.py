@@ -664,9 +664,9 @@ class ContentMixin(FilesystemBase):
             # What it reads is no row: another descriptor's writes not committed yet, or
             # a writer's own bytes a merge it has not seen replaced in the database.
             # Based on the row instead, its save would undo the lines the bytes lack.
-            data = buffer.snapshot()
+            bounded = len(buffer) <= MERGE_LIMIT  # a larger base is not kept: unknown
             self.bases.read(path, pid, node.doc_id, None,
-                            data=data if len(data) <= MERGE_LIMIT else None)  # fmt: skip
+                            data=lambda: buffer.snapshot() if bounded else None)  # fmt: skip
             return
         version = buffer.base_version or node.updated_at
         self.bases.read(path, pid, node.doc_id, version,

@@ -101,10 +101,11 @@ class SaverBases:
         doc_id: UUID | None,
         version: Any,
         digest: Callable[[], str | None] = lambda: None,
-        data: bytes | None = None,
+        data: Callable[[], bytes | None] | None = None,
     ) -> None:
         """Process ``pid`` read ``path`` at ``version`` (``digest``: its hash, asked for
-        only when kept; ``data``: with no version, bytes no row holds).  Its first read
+        only when kept; ``data``: with no version, the bytes no row holds, asked for
+        only when kept).  Its first read
         since it last wrote the document is its base: an editor reads a file once and may
         read it again just before it writes (vim's backup copy), after another writer's
         change it never showed its user."""
@@ -113,8 +114,10 @@ class SaverBases:
         known = self._bases.get((path, pid))
         if known is not None and known.read and known.doc_id == doc_id:
             return
-        kept = None if data is not None else digest()
-        self._put((path, pid), Base(doc_id, version, data, read=True, digest=kept))
+        if data is not None:
+            self._put((path, pid), Base(doc_id, version, data(), read=True))
+            return
+        self._put((path, pid), Base(doc_id, version, None, read=True, digest=digest()))
 
     def _put(self, key: tuple[str, int], base: Base) -> None:
         self._put_one((key[0], -self._process_of(key[1])), base)  # the process's: negative
