@@ -52,6 +52,9 @@ class FileBuffer:
         #: A new file only ever written through ``O_APPEND`` descriptors: if another writer
         #: made the document meanwhile, its lines go after theirs, as on one disk.
         self.appends_only = False
+        #: The path its writer found no document at (``SaverBases.absent``): based on an
+        #: empty file there, a save that meets a row made meanwhile goes after its lines.
+        self.absent_path: str | None = None
         #: Another writer changed the row while this buffer was open for writing.
         self.others_changed = False
         #: The version of a merged row its writers do not see yet: committed while a

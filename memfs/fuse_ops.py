@@ -146,7 +146,7 @@ class MemfsOperations(pyfuse3.Operations):
             text = name.decode("utf-8")
         except UnicodeDecodeError:
             raise FsError(errno.ENOENT) from None
-        node = await self.fs.lookup(parent_inode, text)
+        node = await self.fs.lookup(parent_inode, text, ctx.pid)
         entry = self._entry(self.fs.attributes(node))
         if self.fs.volatile_name(node):
             entry.entry_timeout = entry.attr_timeout = 0
@@ -301,7 +301,7 @@ class MemfsOperations(pyfuse3.Operations):
     async def symlink(
         self, parent_inode: int, name: bytes, target: bytes, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
-        node = await self.fs.symlink(parent_inode, decode_name(name), target)
+        node = await self.fs.symlink(parent_inode, decode_name(name), target, ctx.pid)
         return self._entry(self.fs.attributes(node))
 
     @_guard

@@ -602,9 +602,10 @@ class FilesystemBase:
         comes through a stale kernel entry, not a descriptor that still uses it."""
         return all(h.failed is not None for h in self.handles.values() if h.node is node)
 
-    async def lookup(self, parent_ino: int, name: str) -> Node:
+    async def lookup(self, parent_ino: int, name: str, pid: int = 0) -> Node:
         """Resolve a name and take one kernel reference on the result; a name not there
-        under a synthetic tree is that tree's to make (a ``.search`` query)."""
+        under a synthetic tree is that tree's to make (a ``.search`` query).  A document
+        name not there is what process ``pid`` found (``SaverBases.absent``)."""
         parent = self.tree.get_dir(parent_ino)
         if parent is self.tree.root and name == PROMPT_FILE and self.prompt is not None:
             prompt = await self.prompt.lookup(self.tree)
@@ -629,9 +630,25 @@ class FilesystemBase:
         else:
             node = parent.children.get(name)
         if node is None:
+            self._saw_absent(parent, name, pid)
             raise FsError(errno.ENOENT)
         node.lookups += 1
         return node
+
+    def _saw_absent(self, parent: DirNode, name: str, pid: int) -> None:
+        """Process ``pid`` found no ``name`` in ``parent``: a document it writes there next
+        may start from an empty file (``SaverBases.absent``)."""
+        if pid <= 0 or parent.scratch or isinstance(parent, SyntheticDir):
+            return
+        if parent is self.tree.root and name in self.rules.tool_folders:
+            return
+        if self.rules.classify(name) is not Kind.DOCUMENT:
+            return
+        try:
+            below = self.tree.path_of(parent)
+        except FsError:
+            return  # a removed folder
+        self.bases.absent(f"{below}/{name}" if below else name, pid)
 
     def _extension_of(self, node: Node) -> SyntheticTree | None:
         """The synthetic tree a node belongs to (None: the workspace's own)."""

@@ -556,8 +556,10 @@ class ContentMixin(FilesystemBase):
         try:
             if node.doc_id is None:  # the namespace lock is held (``commit``)
                 result = await self._commit_document(None, path, text, attrs)
-                if buffer.appends_only and not result.created and result.replaced_hash:
-                    # ``>>`` of a file another writer made meanwhile: after their lines.
+                from_nothing = buffer.appends_only or buffer.absent_path == path
+                if from_nothing and not result.created and result.replaced_hash:
+                    # ``>>`` of a file another writer made meanwhile, or a file its writer
+                    # found none at (``SaverBases.absent``): after their lines.
                     late = await self._merge_late(path, b"", ours, attrs, result)
                     if late is not None:
                         text, result = late
@@ -657,7 +659,7 @@ class ContentMixin(FilesystemBase):
         if writable:
             buffer.writer = pid or buffer.writer
             if buffer.base is None or not buffer.dirty:
-                self._adopt_saver_base(buffer, node.doc_id, path, pid)
+                self._adopt_saver_base(buffer, node.doc_id, path, pid, rewrites=truncate)
         if truncate:
             return
         if buffer.dirty or buffer.unshown_merge is not None:
@@ -679,10 +681,25 @@ class ContentMixin(FilesystemBase):
             data = self.cache.get(doc_id, version)
         return bytes_hash(data) if data is not None else None
 
-    def _adopt_saver_base(self, buffer: FileBuffer, doc_id: UUID, path: str, pid: int) -> None:
-        """A buffer written from empty takes the base of the process writing it."""
+    def _adopt_saver_base(
+        self, buffer: FileBuffer, doc_id: UUID | None, path: str, pid: int, *,
+        rewrites: bool = True,
+    ) -> None:  # fmt: skip
+        """A buffer written from empty takes the base of the process writing it (``doc_id``
+        None: a new file).  A process that found no file there and read nothing since is
+        based on an empty file if it ``rewrites`` the document (an open that keeps the
+        content is based on the content it loaded)."""
         found = self.bases.base(path, pid)
-        if found is None or found.doc_id != doc_id:
+        if found is None:
+            return
+        if found.doc_id is None:
+            if doc_id is not None and not rewrites:
+                return
+            log.debug("%r written by process %d, which found no file there", path, pid)
+            buffer.base, buffer.base_version, buffer.base_digest = b"", None, None
+            buffer.absent_path = path
+            return
+        if found.doc_id != doc_id or doc_id is None:
             return
         if found.data is None and buffer.base is not None and found.version == buffer.base_version:
             return  # the buffer holds that very version

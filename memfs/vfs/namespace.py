@@ -36,6 +36,9 @@ from memfs.vfs.base import log
 from memfs.vfs.content import ContentMixin
 from memfs.vfs.saves import Base
 
+#: How emacs names the lock file of ``x`` it edits (a symbolic link).
+EMACS_LOCK = ".#"
+
 
 def _as_text(data: bytes, what: str) -> str:
     """Validate content about to become a document (EILSEQ if it is not text)."""
@@ -142,6 +145,8 @@ class NamespaceMixin(ContentMixin):
                 node.doc_id, node.updated_at = claimed  # the version this save is based on
                 log.debug("%r takes over the row of its renamed-away original", path)
                 self._adopt_saver_base(buffer, claimed[0], path, pid)
+            else:  # its process may have found no file here: another writer's may be new
+                self._adopt_saver_base(buffer, None, path, pid)
         else:
             node.scratch = True
             buffer = ScratchBuffer(self.spill)
@@ -154,12 +159,15 @@ class NamespaceMixin(ContentMixin):
         writable = (flags & 0o3) != 0
         return self._open_handle(node, buffer, writable, flags), node
 
-    async def symlink(self, parent_ino: int, name: str, target: bytes) -> Node:
-        """Symbolic links exist only as scratch (emacs lock files); EPERM for documents."""
+    async def symlink(self, parent_ino: int, name: str, target: bytes, pid: int = 0) -> Node:
+        """Symbolic links exist only as scratch (emacs lock files); EPERM for documents.
+        An emacs lock file tells what its process edits (``SaverBases.editing``)."""
         async with self.ns_lock:
-            parent, _ = self._new_entry(parent_ino, name)
+            parent, path = self._new_entry(parent_ino, name)
             if self._kind(parent, name) is Kind.DOCUMENT:
                 raise FsError(errno.EPERM, "documents cannot be symbolic links")
+            if name.startswith(EMACS_LOCK) and pid > 0:
+                self.bases.editing(path[: len(path) - len(name)] + name[len(EMACS_LOCK) :], pid)
             node = self.tree.new_symlink(name, target, self.clock())
             self.tree.attach(parent, node)
             node.lookups += 1
@@ -777,8 +785,11 @@ class NamespaceMixin(ContentMixin):
         if doc_id is None or not mergeable(path):
             return None
         base = self.bases.base(path, pid)
-        if base is None or base.doc_id != doc_id:
+        if base is None or base.doc_id not in (doc_id, None):
             return None
+        if base.doc_id is None:
+            log.debug("%r: renamed over by process %d, which found no file there", path, pid)
+            return await self._merge_with_row(doc_id, path, b"", None, ours)
         if base.data is None and base.version == shown:
             return None  # the mount has heard of no change since that read
         data = await self._base_bytes(doc_id, path, base)

@@ -47,7 +47,8 @@ BASES_SHARE = 4
 class Base(NamedTuple):
     """What one process read or wrote of a document: the row version, or the bytes."""
 
-    doc_id: UUID
+    #: None: the process looked the path up and found no document (``absent``).
+    doc_id: UUID | None
     version: Any
     data: bytes | None
     #: Read (not written) by the process: a later read does not replace it.
@@ -55,6 +56,11 @@ class Base(NamedTuple):
     #: IronClaw's hash of the bytes (None: not known): when neither the cache nor ``data``
     #: holds them any more, the merge finds them among the version rows by it.
     digest: str | None = None
+    #: The process found no document at the path and holds emacs's lock file of it
+    #: (``.#name``, made as its buffer first changed): the buffer started from an empty
+    #: file, and a read before its save (emacs compares the file with the buffer) is not
+    #: its base.
+    editing: bool = False
 
 
 class SaverBases:
@@ -114,10 +120,32 @@ class SaverBases:
         known = self._bases.get((path, pid))
         if known is not None and known.read and known.doc_id == doc_id:
             return
+        if known is not None and known.editing:
+            return
         if data is not None:
             self._put((path, pid), Base(doc_id, version, data(), read=True))
             return
         self._put((path, pid), Base(doc_id, version, None, read=True, digest=digest()))
+
+    def absent(self, path: str, pid: int) -> None:
+        """Process ``pid`` looked ``path`` up and found no document: what it writes there
+        before it reads the document is based on an empty file, so a document another
+        writer made meanwhile is merged with it, not replaced."""
+        if pid <= 0:
+            return
+        if (path, pid) in self._bases:
+            return  # it read or wrote the document (vim looks its name up after ``x -> x~``)
+        self._put((path, pid), Base(None, None, b""))
+
+    def editing(self, path: str, pid: int) -> None:
+        """Process ``pid`` made emacs's lock file of ``path`` (``.#name``).  If it had
+        found no document there, its buffer started from an empty file: a read before it
+        saves does not replace that base (emacs reads the file once more to compare it
+        with the buffer; were that its base, the document the agent made meanwhile would
+        look deleted by the save)."""
+        known = self._bases.get((path, pid))
+        if known is not None and known.doc_id is None:
+            self._put((path, pid), known._replace(editing=True))
 
     def _put(self, key: tuple[str, int], base: Base) -> None:
         self._put_one((key[0], -self._process_of(key[1])), base)  # the process's: negative
@@ -126,7 +154,8 @@ class SaverBases:
     def _put_one(self, key: tuple[str, int], base: Base) -> None:
         self._drop(key)
         self._bases[key] = base
-        self._by_doc.setdefault(base.doc_id, set()).add(key)
+        if base.doc_id is not None:
+            self._by_doc.setdefault(base.doc_id, set()).add(key)
         self._bytes += len(base.data or b"")
         while len(self._bases) > self._kept or self._bytes > self._max_bytes:
             self._drop(next(iter(self._bases)))
@@ -135,8 +164,8 @@ class SaverBases:
         old = self._bases.pop(key, None)
         if old is not None:
             self._bytes -= len(old.data or b"")
-            keys = self._by_doc.get(old.doc_id)
-            if keys is not None:
+            keys = self._by_doc.get(old.doc_id) if old.doc_id is not None else None
+            if keys is not None and old.doc_id is not None:
                 keys.discard(key)
                 if not keys:
                     del self._by_doc[old.doc_id]

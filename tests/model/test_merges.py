@@ -14,8 +14,10 @@ import time
 from typing import Any
 
 import psycopg
+import pytest
 import trio
 
+from memfs.errors import FsError
 from memfs.tree import ROOT_INODE, FileNode
 from memfs.vfs import Filesystem, OtherWriters
 from tests.engines import Engine
@@ -416,3 +418,142 @@ async def test_a_new_document_another_writer_creates_while_its_save_is_on_the_wa
         return
     assert engine.contents(sql_conn) == {"notes.md": "mine\n"}
     assert engine.versions(sql_conn, "notes.md") == ["agent\n"], "theirs kept, none lost"
+
+
+EMACS = 4545
+
+
+async def test_emacs_saving_a_new_file_the_agent_made_meanwhile_keeps_the_agents_lines(
+    engine: Engine,
+    two: tuple[Filesystem, Filesystem],
+    sql_conn: psycopg.Connection[Any],
+    database_url: str,
+) -> None:
+    """emacs visits notes.md, which is not there yet, and locks it as its buffer changes
+    (``.#notes.md``); the agent creates it; emacs saves its buffer.  Saving, emacs reads
+    the file to compare it with the buffer, then rewrites it (``O_TRUNC``): that read is
+    not what its buffer was made from, so the agent's note stays (the history checker's
+    Reborn seed 12 pushed it into a version)."""
+    fs, _ = two
+    with pytest.raises(FsError):
+        await fs.lookup(ROOT_INODE, "notes.md", EMACS)
+    await fs.symlink(ROOT_INODE, ".#notes.md", b"me@host.4545", EMACS)  # its buffer changed
+    engine.agent_writes(sql_conn, database_url, {"notes.md": "agent\n"})
+    await OtherWriters(fs).resync()  # the mount hears of it before emacs saves
+    shown = await fs.lookup(ROOT_INODE, "notes.md", EMACS)
+    assert await read_as(fs, shown.ino, EMACS) == b"agent\n"
+    await rewrite_as(fs, shown.ino, EMACS, b"mine\n")
+    assert engine.contents(sql_conn) == {"notes.md": "agent\nmine\n"}
+
+
+async def test_emacs_backing_up_by_rename_keeps_the_agents_lines(
+    engine: Engine,
+    two: tuple[Filesystem, Filesystem],
+    sql_conn: psycopg.Connection[Any],
+    database_url: str,
+) -> None:
+    """The same save through emacs's backup by rename (``x -> x~``, a new ``x``)."""
+    fs, _ = two
+    with pytest.raises(FsError):
+        await fs.lookup(ROOT_INODE, "notes.md", EMACS)
+    await fs.symlink(ROOT_INODE, ".#notes.md", b"me@host.4545", EMACS)  # its buffer changed
+    engine.agent_writes(sql_conn, database_url, {"notes.md": "agent\n"})
+    await OtherWriters(fs).resync()
+    shown = await fs.lookup(ROOT_INODE, "notes.md", EMACS)
+    assert await read_as(fs, shown.ino, EMACS) == b"agent\n"
+    await fs.rename(ROOT_INODE, "notes.md", ROOT_INODE, "notes.md~", pid=EMACS)
+    await write_temp_as(fs, "notes.md", b"mine\n", EMACS)
+    await fs.unlink(ROOT_INODE, "notes.md~")
+    assert engine.contents(sql_conn) == {"notes.md": "agent\nmine\n"}
+
+
+async def test_a_new_file_over_one_the_mount_has_not_heard_of_keeps_both(
+    engine: Engine,
+    two: tuple[Filesystem, Filesystem],
+    sql_conn: psycopg.Connection[Any],
+    database_url: str,
+) -> None:
+    """The same before the mount has heard of the agent's file (Reborn mounts poll once a
+    second): the save meets the agent's row, which it keeps as a version, and merges it
+    back by a second write."""
+    fs, _ = two
+    with pytest.raises(FsError):
+        await fs.lookup(ROOT_INODE, "notes.md", EMACS)
+    engine.agent_writes(sql_conn, database_url, {"notes.md": "agent\n"})
+    await write_temp_as(fs, "notes.md", b"mine\n", EMACS)
+    assert engine.contents(sql_conn) == {"notes.md": "agent\nmine\n"}
+
+
+async def test_a_process_that_found_none_then_read_and_appended_is_based_on_its_read(
+    engine: Engine,
+    two: tuple[Filesystem, Filesystem],
+    sql_conn: psycopg.Connection[Any],
+    database_url: str,
+) -> None:
+    """A process that waited for the file to appear, read it and appended: its save keeps
+    what it read, so that read is its base; another writer's line since stays, once (an
+    empty base would have stored 'base' twice)."""
+    fs, other = two
+    with pytest.raises(FsError):
+        await fs.lookup(ROOT_INODE, "shared.md", OTHER)
+    await write_file(other, ROOT_INODE, "shared.md", b"base\n")
+    await OtherWriters(fs).resync()
+    node = await fs.lookup(ROOT_INODE, "shared.md", OTHER)
+    fh, _ = await fs.open(node.ino, os.O_RDWR, OTHER)
+    assert fs.read(fh, 0, 100) == b"base\n"
+    await write_file(other, ROOT_INODE, "shared.md", b"base\nfrom b\n")
+    await OtherWriters(fs).resync()
+    await fs.write(fh, 5, b"from a\n")
+    await fs.release(fh)
+    assert engine.contents(sql_conn) == {"shared.md": "base\nfrom b\nfrom a\n"}
+
+
+async def test_a_new_file_renamed_over_a_document_before_its_close_replaces_it(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
+) -> None:
+    """``open('draft.md', 'w')``, write, rename over notes.md, close: the process found no
+    draft.md, not no notes.md; the rename replaces notes.md as on a local disk."""
+    fs, _ = two
+    await write_file(fs, ROOT_INODE, "notes.md", b"first\nsecond\n")
+    with pytest.raises(FsError):
+        await fs.lookup(ROOT_INODE, "draft.md", OTHER)
+    fh, _ = await fs.create(ROOT_INODE, "draft.md", 0o644, WRITE, OTHER)
+    await fs.write(fh, 0, b"saved\n")
+    await fs.rename(ROOT_INODE, "draft.md", ROOT_INODE, "notes.md", pid=OTHER)
+    await fs.release(fh)
+    assert engine.contents(sql_conn) == {"notes.md": "saved\n"}
+
+
+async def test_a_process_that_found_none_then_read_it_and_replaced_it_replaces_it(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
+) -> None:
+    """A process that waited for another mount's file, read it and wrote its own reply
+    over it (no emacs lock): it read what it replaced, so the save replaces it."""
+    fs, other = two
+    with pytest.raises(FsError):
+        await fs.lookup(ROOT_INODE, "from-b.md", OTHER)
+    await write_file(other, ROOT_INODE, "from-b.md", b"hello from b\n")
+    await OtherWriters(fs).resync()
+    node = await fs.lookup(ROOT_INODE, "from-b.md", OTHER)
+    assert await read_as(fs, node.ino, OTHER) == b"hello from b\n"
+    await rewrite_as(fs, node.ino, OTHER, b"a replied\n")
+    assert engine.contents(sql_conn) == {"from-b.md": "a replied\n"}
+
+
+async def test_a_new_file_where_its_writer_found_none_goes_after_one_made_meanwhile(
+    engine: Engine,
+    two: tuple[Filesystem, Filesystem],
+    sql_conn: psycopg.Connection[Any],
+    database_url: str,
+) -> None:
+    """``[ -e notes.md ] || echo mine > notes.md`` while the agent creates notes.md, the
+    mount having heard of it: the shell found no file, so its line goes after the agent's."""
+    fs, _ = two
+    with pytest.raises(FsError):
+        await fs.lookup(ROOT_INODE, "notes.md", OTHER)
+    engine.agent_writes(sql_conn, database_url, {"notes.md": "agent\n"})
+    await OtherWriters(fs).resync()
+    fh, _ = await fs.create(ROOT_INODE, "notes.md", 0o644, WRITE | os.O_TRUNC, OTHER)
+    await fs.write(fh, 0, b"mine\n")
+    await fs.release(fh)
+    assert engine.contents(sql_conn) == {"notes.md": "agent\nmine\n"}

@@ -245,3 +245,39 @@ def test_rsync_over_a_file_the_agent_appended_to_keeps_both(
         saver.kill()
     assert engine.contents(sql_conn)["MEMORY.md"] == "# Memory\n" + facts + "- deploys on Fridays\n"
     assert "merged with another writer's change" in engine_mount.log()
+
+
+def test_emacs_saving_a_new_file_the_agent_made_meanwhile_keeps_the_agents_note(
+    engine: Engine, engine_mount: Mount, sql_conn: psycopg.Connection[Any], database_url: str,
+    work_dir: Path,
+) -> None:  # fmt: skip
+    """emacs visits notes.md, which is not there yet; the agent writes it; emacs saves its
+    buffer (it reads the file again to compare it with the buffer, and writes over it):
+    the agent's note and the person's both stay (the history checker's Reborn seed 12 lost
+    the agent's line into a version this way)."""
+    if shutil.which("emacs") is None:
+        pytest.skip("needs emacs (scripts/setup-tests installs it)")
+    signals = work_dir / f"emacs-{engine}"
+    signals.mkdir()
+    visited, go = signals / "visited", signals / "go"
+    lisp = (
+        '(progn (load "userlock" nil t) (defun ask-user-about-supersession-threat (_f) nil)'
+        " (fset 'yes-or-no-p (lambda (&rest _) t))"
+        f' (insert "mine\\n") (write-region "" nil "{visited}")'
+        f' (while (not (file-exists-p "{go}")) (sleep-for 0.05)) (save-buffer))'
+    )
+    env = client_env(work_dir / f"emacs-home-{engine}")
+    editor = subprocess.Popen(["emacs", "--batch", "notes.md", "--eval", lisp],
+                              cwd=engine_mount.path(), env=env, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        eventually(visited.exists, "emacs to visit notes.md")
+        assert not engine_mount.path("notes.md").exists()
+        engine.agent_writes(sql_conn, database_url, {"notes.md": "agent's note\n"})
+        eventually(engine_mount.path("notes.md").exists, "the mount to show the agent's file")
+        go.touch()
+        _, err = editor.communicate(timeout=60)
+        assert editor.returncode == 0, err
+    finally:
+        editor.kill()
+    assert engine.contents(sql_conn)["notes.md"] == "agent's note\nmine\n"
+    assert "merged with another writer's change" in engine_mount.log()

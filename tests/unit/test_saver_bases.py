@@ -1,0 +1,57 @@
+"""What each process's next save is based on (``SaverBases``), from what it looked up,
+locked, read and wrote: no database needed."""
+
+from __future__ import annotations
+
+import uuid
+
+from memfs.vfs.saves import SaverBases
+
+DOC = uuid.uuid4()
+EMACS, SHELL = 101, 202
+
+
+def test_a_process_that_found_no_file_starts_from_an_empty_one() -> None:
+    bases = SaverBases()
+    bases.absent("notes.md", SHELL)
+    found = bases.base("notes.md", SHELL)
+    assert found is not None and found.doc_id is None and found.data == b""
+
+
+def test_a_read_after_finding_none_is_the_base_unless_the_process_locked_it_for_emacs() -> None:
+    bases = SaverBases()
+    bases.absent("a.md", SHELL)
+    bases.read("a.md", SHELL, DOC, "v1")
+    read = bases.base("a.md", SHELL)
+    assert read is not None and read.doc_id == DOC and read.version == "v1"
+    bases.absent("b.md", EMACS)
+    bases.editing("b.md", EMACS)  # .#b.md: its buffer changed while there was no file
+    bases.read("b.md", EMACS, DOC, "v1")  # emacs compares the file with its buffer
+    kept = bases.base("b.md", EMACS)
+    assert kept is not None and kept.doc_id is None and kept.data == b""
+
+
+def test_finding_none_after_reading_keeps_the_read() -> None:
+    """vim looks its file's name up after renaming it to ``x~``: it still edits what it
+    read."""
+    bases = SaverBases()
+    bases.read("x.md", SHELL, DOC, "v1")
+    bases.absent("x.md", SHELL)
+    bases.editing("x.md", SHELL)  # a lock of a file it read changes nothing
+    kept = bases.base("x.md", SHELL)
+    assert kept is not None and kept.doc_id == DOC and not kept.editing
+
+
+def test_a_write_replaces_an_empty_base() -> None:
+    bases = SaverBases()
+    bases.absent("x.md", EMACS)
+    bases.editing("x.md", EMACS)
+    bases.saw("x.md", EMACS, DOC, "v2")
+    written = bases.base("x.md", EMACS)
+    assert written is not None and written.doc_id == DOC and written.version == "v2"
+
+
+def test_unknown_processes_leave_no_base() -> None:
+    bases = SaverBases()
+    bases.absent("x.md", 0)
+    assert bases.base("x.md", 0) is None
