@@ -1,0 +1,173 @@
+"""One IronClaw libSQL file, opened the way it may be shared with a running IronClaw.
+
+The rules (libsql facts §7 and requirements 2, 3, 7, 8):
+
+* the file is opened, never created; its journal mode is read, never set; memfs never
+  vacuums it nor runs an explicit ``wal_checkpoint(TRUNCATE|RESTART)``;
+* one SQLite library per process: stdlib ``sqlite3`` (a second library's close would drop
+  the first one's POSIX locks: silently lost writes); the ``.db``, ``-wal`` and ``-shm``
+  files are never opened with plain file calls;
+* every read-modify-write is one short ``BEGIN IMMEDIATE`` transaction, so it never meets
+  ``SQLITE_BUSY_SNAPSHOT`` halfway; a lock IronClaw holds is waited for by SQLite up to
+  ``BUSY_MS`` at a time, and ``database is locked`` is retried with backoff up to
+  ``LOCKED_FOR`` seconds in all (IronClaw itself waits 5 s: a memfs transaction never
+  holds the lock long enough to make IronClaw's writes fail);
+* no read transaction stays open (it would stop checkpoints): reads run in autocommit.
+
+Connections are kept one per thread (the mount calls the database from worker threads).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: SQLite's own wait for a lock, per attempt (IronClaw sets 5,000 ms on its connections).
+BUSY_MS = 5000
+#: How long a write keeps retrying ``database is locked`` before the operation fails.
+LOCKED_FOR = 15.0
+_BACKOFF_FIRST, _BACKOFF_MOST = 0.01, 0.5
+
+
+class NotIronClawFile(Exception):
+    """The file is not a database memfs may open (one clear line for the user)."""
+
+
+def _locked(exc: sqlite3.Error) -> bool:
+    text = str(exc).lower()
+    return "database is locked" in text or "database table is locked" in text
+
+
+def check_features(conn: sqlite3.Connection) -> None:
+    """IronClaw's triggers need JSON1 and CTEs inside triggers, its search FTS5: without
+    them every write to the file would fail in a trigger (requirement 3)."""
+    try:
+        conn.execute("SELECT json_extract('{\"a\":1}', '$.a')").fetchone()
+        probe = sqlite3.connect(":memory:")
+        try:
+            probe.execute("CREATE VIRTUAL TABLE f USING fts5(content)")
+            probe.execute("CREATE TABLE t (x TEXT)")
+            probe.execute(
+                "CREATE TRIGGER tr AFTER INSERT ON t BEGIN INSERT INTO f (content) "
+                "SELECT new.x FROM (WITH RECURSIVE c(n) AS (SELECT 1) SELECT n FROM c); END"
+            )
+            probe.execute("INSERT INTO t VALUES ('x')")
+        finally:
+            probe.close()
+    except sqlite3.Error as exc:
+        raise NotIronClawFile(
+            f"this Python's SQLite {sqlite3.sqlite_version} lacks what IronClaw's file needs "
+            f"(JSON1, FTS5, CTEs in triggers): {exc}"
+        ) from None
+
+
+class LibsqlFile:
+    """An existing SQLite-format file and this process's connections to it."""
+
+    def __init__(self, path: Path, *, read_only: bool = False, foreign_keys: bool = False) -> None:
+        self.path = path
+        self.read_only = read_only
+        #: Legacy files: IronClaw's engine has foreign keys on (cascading deletes).
+        self.foreign_keys = foreign_keys
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        if not path.is_file():
+            raise NotIronClawFile(f"{path}: no such file (memfs never creates IronClaw's file)")
+        conn = self.connection()
+        check_features(conn)
+        mode = conn.execute("PRAGMA journal_mode").fetchone()
+        #: Read, never set (IronClaw sets WAL on every start).
+        self.journal_mode = str(mode[0]) if mode else "unknown"
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection (autocommit: transactions are explicit)."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            uri = f"file:{self.path}?mode={'ro' if self.read_only else 'rw'}"
+            try:
+                conn = sqlite3.connect(uri, uri=True, isolation_level=None,
+                                       check_same_thread=False, timeout=BUSY_MS / 1000)  # fmt: skip
+            except sqlite3.Error as exc:
+                raise NotIronClawFile(f"{self.path}: cannot open it: {exc}") from None
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
+            if self.foreign_keys:
+                conn.execute("PRAGMA foreign_keys = ON")
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    def data_version(self) -> int:
+        """Changes whenever another connection commits to the file (IronClaw's heartbeats
+        and journals included): a cheap first look before a diff of the memory rows."""
+        row = self.connection().execute("PRAGMA data_version").fetchone()
+        return int(row[0]) if row else 0
+
+    def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """``work`` on this thread's connection in autocommit (no read transaction is
+        left open); a lock met on the way is retried like a write's."""
+        return self._retrying(lambda: work(self.connection()))
+
+    def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """``work`` in one ``BEGIN IMMEDIATE`` transaction, committed if it returns,
+        rolled back if it raises; retried whole while the file is locked."""
+
+        def attempt() -> T:
+            conn = self.connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = work(conn)
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return result
+
+        return self._retrying(attempt)
+
+    def _retrying(self, attempt: Callable[[], T]) -> T:
+        deadline = time.monotonic() + LOCKED_FOR
+        pause = _BACKOFF_FIRST
+        while True:
+            try:
+                return attempt()
+            except sqlite3.OperationalError as exc:
+                if not _locked(exc) or time.monotonic() + pause > deadline:
+                    raise
+                log.debug("%s is locked by another writer; retrying in %.2f s", self.path, pause)
+                time.sleep(pause * (0.5 + random.random()))
+                pause = min(pause * 2, _BACKOFF_MOST)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` transaction on this thread's connection (not retried:
+        ``write`` retries a whole unit of work)."""
+        conn = self.connection()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()

@@ -1,0 +1,143 @@
+"""IronClaw's libSQL files, built the way IronClaw builds them (libsql facts §2, §3, §10.1).
+
+``reborn_local_dev`` makes ``reborn-local-dev.db`` as a v1.1+ IronClaw's first start does:
+``journal_mode = WAL`` outside a transaction, then the Reborn schema in one ``BEGIN
+IMMEDIATE`` transaction, in IronClaw's order (so the column order is IronClaw's: the four
+columns added by ``ALTER TABLE`` come last).  ``used=True`` adds what a used database holds
+besides memory: an ``exact`` index declaration outside ``/memory``, its ordered-projection
+index and triggers, and a thread row.  ``search_scope`` does what IronClaw's first memory
+search of a scope does: the FTS5 spec row, table, three triggers and backfill in one
+transaction.
+
+Everything runs on stdlib ``sqlite3``, the driver memfs uses (one SQLite library per
+process); the statements are the facts' DDL, not IronClaw's source.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from memfs.ironclaw.fts_names import sql_index_name
+
+NOW = "(strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"
+
+REBORN_SCHEMA = [
+    "CREATE TABLE IF NOT EXISTS root_filesystem_entries (path TEXT PRIMARY KEY, "
+    "contents BLOB NOT NULL DEFAULT X'', is_dir INTEGER NOT NULL DEFAULT 0 "
+    f"CHECK (is_dir IN (0, 1)), created_at TEXT NOT NULL DEFAULT {NOW}, "
+    f"updated_at TEXT NOT NULL DEFAULT {NOW})",
+    "ALTER TABLE root_filesystem_entries ADD COLUMN content_type TEXT NOT NULL "
+    "DEFAULT 'application/octet-stream'",
+    "ALTER TABLE root_filesystem_entries ADD COLUMN kind TEXT",
+    "ALTER TABLE root_filesystem_entries ADD COLUMN indexed TEXT NOT NULL DEFAULT '{}'",
+    "ALTER TABLE root_filesystem_entries ADD COLUMN version INTEGER NOT NULL DEFAULT 0",
+    "CREATE TABLE IF NOT EXISTS root_filesystem_index_specs (prefix TEXT NOT NULL, "
+    "name TEXT NOT NULL, keys TEXT NOT NULL, kind TEXT NOT NULL, PRIMARY KEY (prefix, name))",
+    "CREATE TABLE IF NOT EXISTS root_filesystem_ordered_index_rows (index_name TEXT NOT NULL, "
+    "path TEXT NOT NULL, k0, k1, k2, k3, k4, k5, k6, k7, PRIMARY KEY (index_name, path))",
+    "CREATE INDEX IF NOT EXISTS idx_root_filesystem_ordered_values_v1 ON "
+    "root_filesystem_ordered_index_rows (index_name, k0, k1, k2, k3, k4, k5, k6, k7, path)",
+    "CREATE TABLE IF NOT EXISTS root_filesystem_events (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+    f"path TEXT NOT NULL, payload BLOB NOT NULL, created_at TEXT NOT NULL DEFAULT {NOW})",
+    "CREATE INDEX IF NOT EXISTS idx_root_filesystem_events_path_seq ON "
+    "root_filesystem_events (path, seq)",
+    "CREATE TABLE IF NOT EXISTS root_filesystem_sequences (path TEXT PRIMARY KEY, "
+    "next_seq INTEGER NOT NULL CHECK (next_seq > 0), "
+    f"updated_at TEXT NOT NULL DEFAULT {NOW})",
+]
+
+#: The ordered projection (facts §3.1): for every ancestor prefix of a row's path, each
+#: exact/prefix index declared there gets one row of the declared keys' values.
+_PROJECTION_BODY = (
+    "INSERT OR REPLACE INTO root_filesystem_ordered_index_rows (index_name, path, k0) "
+    "SELECT s.name, new.path, json_extract(new.indexed, '$.' || json_extract(s.keys, '$[0]')) "
+    "FROM root_filesystem_index_specs s JOIN (WITH RECURSIVE up(prefix) AS (SELECT new.path "
+    "UNION ALL SELECT substr(prefix, 1, length(rtrim(prefix, replace(prefix, '/', ''))) - 1) "
+    "FROM up WHERE prefix <> '') SELECT prefix FROM up) u ON s.prefix = u.prefix "
+    "WHERE s.kind IN ('exact', 'prefix') AND new.is_dir = 0 "
+    "AND json_extract(new.indexed, '$.' || json_extract(s.keys, '$[0]')) IS NOT NULL"
+)
+
+USED_SHAPE = [
+    "INSERT INTO root_filesystem_index_specs (prefix, name, keys, kind) VALUES "
+    "('/tenants', 'thread_by_status', '[\"status\"]', 'exact')",
+    "CREATE INDEX IF NOT EXISTS idx_root_filesystem_ordered_rows_path ON "
+    "root_filesystem_ordered_index_rows (path)",
+    "CREATE TRIGGER IF NOT EXISTS rfs_ordered_projection_v3_ai AFTER INSERT ON "
+    f"root_filesystem_entries BEGIN {_PROJECTION_BODY}; END",
+    "CREATE TRIGGER IF NOT EXISTS rfs_ordered_projection_v3_au AFTER UPDATE ON "
+    "root_filesystem_entries BEGIN DELETE FROM root_filesystem_ordered_index_rows "
+    f"WHERE path = old.path; {_PROJECTION_BODY}; END",
+    "CREATE TRIGGER IF NOT EXISTS rfs_ordered_projection_v3_ad AFTER DELETE ON "
+    "root_filesystem_entries BEGIN DELETE FROM root_filesystem_ordered_index_rows "
+    "WHERE path = old.path; END",
+    "INSERT INTO root_filesystem_entries (path, contents, content_type, kind, indexed, version) "
+    "VALUES ('/tenants/reborn-cli/threads/t1', X'7B7D', 'application/json', 'thread', "
+    '\'{"status":"open"}\', 1)',
+]
+
+
+def reborn_local_dev(path: Path, *, used: bool = True) -> Path:
+    """A Reborn libSQL file as IronClaw v1.1+ leaves it after its first start."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, isolation_level=None, timeout=5.0)
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("BEGIN IMMEDIATE")
+        for statement in REBORN_SCHEMA:
+            conn.execute(statement)
+        if used:
+            for statement in USED_SHAPE:
+                conn.execute(statement)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    return path
+
+
+def _like_escaped(scope: str) -> str:
+    return scope.replace("!", "!!").replace("_", "!_").replace("%", "!%")
+
+
+def search_scope(path: Path, scope: str) -> str:
+    """IronClaw's first memory search of ``scope`` (facts §3.2); returns the FTS table."""
+    name = sql_index_name(scope, "memory_chunks_content_fts")
+    when = f"(%s.path = '{scope}' OR %s.path LIKE '{_like_escaped(scope)}/%%' ESCAPE '!')"
+    insert = (f"INSERT INTO {name}_fts(path, content) VALUES (new.path, "
+              "COALESCE(json_extract(new.indexed, '$.content'), ''))")  # fmt: skip
+    conn = sqlite3.connect(path, isolation_level=None, timeout=5.0)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "INSERT INTO root_filesystem_index_specs (prefix, name, keys, kind) VALUES "
+            "(?, 'memory_chunks_content_fts', '[\"content\"]', 'fts') ON CONFLICT DO NOTHING",
+            (scope,),
+        )
+        conn.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {name}_fts USING fts5(path UNINDEXED, content)"
+        )
+        conn.execute(
+            f"CREATE TRIGGER IF NOT EXISTS {name}_ai AFTER INSERT ON root_filesystem_entries "
+            f"WHEN new.is_dir = 0 AND {when % ('new', 'new')} BEGIN {insert}; END"
+        )
+        conn.execute(
+            f"CREATE TRIGGER IF NOT EXISTS {name}_au AFTER UPDATE ON root_filesystem_entries "
+            f"WHEN new.is_dir = 0 AND {when % ('new', 'new')} BEGIN DELETE FROM {name}_fts "
+            f"WHERE path = old.path; {insert}; END"
+        )
+        conn.execute(
+            f"CREATE TRIGGER IF NOT EXISTS {name}_ad AFTER DELETE ON root_filesystem_entries "
+            f"WHEN {when % ('old', 'old')} BEGIN DELETE FROM {name}_fts WHERE path = old.path; END"
+        )
+        conn.execute(
+            f"INSERT INTO {name}_fts(path, content) SELECT path, "
+            "COALESCE(json_extract(indexed, '$.content'), '') FROM root_filesystem_entries "
+            "WHERE is_dir = 0 AND (path = ? OR (path >= ? || '/' AND path < ? || '0')) "
+            f"AND path NOT IN (SELECT path FROM {name}_fts)",
+            (scope, scope, scope),
+        )
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    return f"{name}_fts"
