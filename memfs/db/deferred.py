@@ -42,7 +42,7 @@ import itertools
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -423,13 +423,41 @@ class DeferringStore:
 
         return functools.partial(_outcome, deletes, moves)
 
-    def _refused(self, exc: psycopg.Error) -> BaseException | None:
+    def _refused(self, exc: Exception) -> BaseException | None:
         """What to raise instead of a database error the engine understands (None: it)."""
         return None
 
     def _after_transaction(self, committed: bool) -> None:
         """Work an engine leaves until a transaction has ended and its connection is back
         in the pool (on this thread; nothing if it was rolled back)."""
+
+    #: The errors of the engine's database library.
+    _db_error: type[Exception] = psycopg.Error
+
+    def _is_refusal(self, exc: Exception) -> bool:
+        """Whether the database refused a change's data (not an outage: ``flush_changes``
+        sends the batch again one change at a time)."""
+        return is_refusal(exc)
+
+    def _open_transaction(self) -> AbstractContextManager[Any]:
+        return self._pg_transaction()
+
+    @contextmanager
+    def _pg_transaction(self) -> Iterator[Any]:
+        """A connection in a transaction, committed when the block ends, rolled back if
+        it raises.  PostgreSQL: a pooled connection, BEGIN and COMMIT pipelined with the
+        statements (the answers are there once the block has ended)."""
+        with self.pool.connection() as conn:
+            try:
+                with conn.pipeline():
+                    conn.execute("BEGIN")
+                    yield conn
+                    conn.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(psycopg.Error):
+                    if conn.info.transaction_status != TransactionStatus.IDLE:
+                        conn.execute("ROLLBACK")
+                raise
 
     @contextmanager
     def _transaction(self, *, batch: ChangeBatch | None = None) -> Iterator[Any]:
@@ -449,23 +477,14 @@ class DeferringStore:
         refused = False
         outcome: BatchOutcome | None = None
         try:
-            with self.pool.connection() as conn:
-                try:
-                    with conn.pipeline():
-                        conn.execute("BEGIN")
-                        self._begin(conn)
-                        resolve = self._send_changes(conn, carried) if carried else None
-                        yield conn
-                        conn.execute("COMMIT")
-                except BaseException:
-                    with contextlib.suppress(psycopg.Error):
-                        if conn.info.transaction_status != TransactionStatus.IDLE:
-                            conn.execute("ROLLBACK")
-                    raise
-                outcome = resolve() if resolve is not None else None
+            with self._open_transaction() as conn:
+                self._begin(conn)
+                resolve = self._send_changes(conn, carried) if carried else None
+                yield conn
+            outcome = resolve() if resolve is not None else None  # answers of the commit
             committed = True
-        except psycopg.Error as exc:
-            if carried and batch is None and is_refusal(exc):
+        except self._db_error as exc:
+            if carried and batch is None and self._is_refusal(exc):
                 refused = True
                 raise ChangesRefused(" ".join(str(exc).split())) from exc
             raise self._refused(exc) or exc from None
@@ -519,16 +538,16 @@ class DeferringStore:
                     with self._transaction(batch=batch):
                         pass
                     return True
-                except psycopg.Error as exc:
-                    if not is_refusal(exc):
+                except self._db_error as exc:
+                    if not self._is_refusal(exc):
                         self.deferred.finish(batch, committed=False)
                         raise
             for n, change in enumerate(batch.changes):
                 try:
                     with self._transaction(batch=ChangeBatch([change])):
                         pass
-                except psycopg.Error as exc:
-                    if not is_refusal(exc):
+                except self._db_error as exc:
+                    if not self._is_refusal(exc):
                         rest = ChangeBatch(batch.changes[n:], suspect=True)
                         self.deferred.finish(rest, committed=False, refused=True)
                         raise

@@ -25,12 +25,11 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
-
-import psycopg
 
 from memfs.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
 from memfs.db.deferred import (
@@ -54,7 +53,8 @@ from memfs.db.interface import (
 from memfs.db.limits import reborn_max_path
 from memfs.db.reborn import layout
 from memfs.db.reborn.layout import RebornScope
-from memfs.db.scoped import Conn, Cursor, Pool
+from memfs.db.reborn.postgres import PostgresRows
+from memfs.db.reborn.rows import Answer, Family, RebornRows, Record
 from memfs.errors import WriteRefused
 from memfs.ironclaw.write_rules import (
     check_injection,
@@ -68,12 +68,6 @@ log = logging.getLogger(__name__)
 #: Namespace of the ids given to paths (stable across mounts until a rename here).
 PATH_IDS = uuid.UUID("0d7b2f5e-6c1a-4b8e-9f3d-52a1c4e7b9a0")
 
-_TABLE = "root_filesystem_entries"
-#: SQLSTATE of ``memfs.expect`` (memfs's schema): a guarded statement found no row.
-GUARD_FAILED = "MF001"
-#: Rows at P or below it (bytewise ranges: '/' is 0x2F, '0' is 0x30), as IronClaw selects.
-_AT_OR_BELOW = "(path = %(p)s OR (path >= %(p)s || '/' AND path < %(p)s || '0'))"
-_BELOW = "(path >= %(p)s || '/' AND path < %(p)s || '0')"
 #: Documents whose contents one round trip of ``export_rows`` reads.
 EXPORT_BATCH = 200
 
@@ -90,13 +84,18 @@ class RebornStore(DeferringStore):
 
     def __init__(
         self,
-        pool: Pool,
+        pool: Any,
         scope: RebornScope,
         *,
         origin: str | None = None,
         chunk_config: ChunkConfig = DEFAULT_CONFIG,
+        rows: RebornRows | None = None,
     ) -> None:
+        #: The connections: a psycopg pool, or the libSQL file (``rows`` says which).
         self.pool = pool
+        #: How the database reads and writes the rows (``memfs.db.reborn.rows``).
+        self.rows: RebornRows = rows if rows is not None else PostgresRows()
+        self._db_error = self.rows.error
         self.scope = scope
         self.origin = origin
         self.chunk_config = chunk_config
@@ -185,19 +184,26 @@ class RebornStore(DeferringStore):
 
     # -- transactions and deferred changes ---------------------------------------------
 
-    def _refused(self, exc: psycopg.Error) -> BaseException | None:
-        if exc.sqlstate != GUARD_FAILED:
-            return None
-        return WriteRefused(errno.EISDIR, "IronClaw's document layout", str(exc).split("\n")[0])
+    def _open_transaction(self) -> AbstractContextManager[Any]:
+        return self.rows.open_transaction(self.pool)
 
-    def _send_deletes(self, conn: Conn, deletes: Sequence[Delete]) -> Callable[[], set[UUID]]:
+    def _is_refusal(self, exc: Exception) -> bool:
+        return self.rows.is_refusal(exc)
+
+    def _refused(self, exc: Exception) -> BaseException | None:
+        guard = self.rows.guard_failure(exc)
+        if guard is None:
+            return None
+        return WriteRefused(errno.EISDIR, "IronClaw's document layout", guard)
+
+    def _send_deletes(self, conn: Any, deletes: Sequence[Delete]) -> Callable[[], set[UUID]]:
         """No origin tag is set: nothing of memfs's watches this table (writers are
         polled)."""
         removed = [(c.doc_id, self._delete(conn, c.doc_id, c.seen)) for c in deletes]
         return lambda: {doc_id for doc_id, answer in removed if answer() is False}
 
     def _send_move(
-        self, conn: Conn, old: str, new: str, replaced: str | None
+        self, conn: Any, old: str, new: str, replaced: str | None
     ) -> Callable[[], tuple[bool, dict[UUID, Moved]]]:
         moved = self._move_directory(conn, old, new, replaced)
         return lambda: (moved is not None, moved or {})
@@ -220,16 +226,8 @@ class RebornStore(DeferringStore):
 
     def load_documents(self) -> list[DocRow]:
         """IronClaw's document list of the scope (§3.3), with memfs's attributes."""
-        with self.deferred.deletions_during() as hidden, self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT e.path, octet_length(e.contents), e.created_at, e.updated_at, "
-                "  a.mode, a.mtime_ns "
-                f"FROM {_TABLE} e LEFT JOIN memfs.reborn_attrs a "
-                "  ON a.path = e.path AND a.set_against = e.updated_at "
-                "WHERE e.path >= %(p)s || '/' AND e.path < %(p)s || '0' "
-                "  AND NOT e.is_dir AND e.kind = 'memory_document' ORDER BY e.path",
-                {"p": self.scope.prefix},
-            ).fetchall()
+        with self.deferred.deletions_during() as hidden, self._reading() as conn:
+            rows = self.rows.documents(conn, self.scope.prefix)
         found = []
         for full, size, created, updated, mode, mtime_ns in rows:
             relative = self._relative(full)
@@ -246,13 +244,8 @@ class RebornStore(DeferringStore):
     def counts(self) -> tuple[int, int]:
         """(documents IronClaw lists, chunk rows) of the scope; reads IronClaw's table
         only (``memfs status`` creates nothing, memfs's own tables included)."""
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                f"SELECT path, kind FROM {_TABLE} WHERE path >= %(p)s || '/' "
-                "AND path < %(p)s || '0' AND NOT is_dir "
-                "AND kind IN ('memory_document', 'memory_chunk')",
-                {"p": self.scope.prefix},
-            ).fetchall()
+        with self._reading() as conn:
+            rows = self.rows.kinds(conn, self.scope.prefix)
         documents = sum(
             1 for full, kind in rows
             if kind == layout.DOCUMENT_KIND and layout.is_listed(self._relative(full))
@@ -263,15 +256,8 @@ class RebornStore(DeferringStore):
         wanted = {p: d for d in doc_ids if (p := self.path_of(d)) is not None}
         if not wanted:
             return {}
-        with self.deferred.deletions_during() as hidden, self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT e.path, octet_length(e.contents), e.created_at, e.updated_at, "
-                "  a.mode, a.mtime_ns "
-                f"FROM {_TABLE} e LEFT JOIN memfs.reborn_attrs a "
-                "  ON a.path = e.path AND a.set_against = e.updated_at "
-                "WHERE e.path = ANY(%(paths)s) AND NOT e.is_dir AND e.kind = 'memory_document'",
-                {"paths": [self.scope.row(p) for p in wanted]},
-            ).fetchall()
+        with self.deferred.deletions_during() as hidden, self._reading() as conn:
+            rows = self.rows.documents_at(conn, [self.scope.row(p) for p in wanted])
         found = {}
         for full, size, created, updated, mode, mtime_ns in rows:
             doc_id = wanted[self._relative(full)]
@@ -282,13 +268,9 @@ class RebornStore(DeferringStore):
         return found
 
     def load_directories(self) -> list[str]:
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT path FROM memfs.reborn_directories "
-                "WHERE path >= %(p)s || '/' AND path < %(p)s || '0' ORDER BY path",
-                {"p": self.scope.prefix},
-            ).fetchall()
-        return sorted(self.deferred.directories({self._relative(r[0]) for r in rows}))
+        with self._reading() as conn:
+            rows = self.rows.directories(conn, self.scope.prefix)
+        return sorted(self.deferred.directories({self._relative(r) for r in rows}))
 
     def read_content(self, doc_id: UUID) -> Content | None:
         return self.read_contents([doc_id]).get(doc_id)
@@ -330,36 +312,22 @@ class RebornStore(DeferringStore):
         wanted = {self.scope.row(p): d for d in doc_ids if (p := self.path_of(d)) is not None}
         if not wanted:
             return {}
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                f"SELECT path, contents, updated_at FROM {_TABLE} "
-                "WHERE path = ANY(%(paths)s) AND NOT is_dir AND kind = 'memory_document'",
-                {"paths": list(wanted)},
-                binary=True,
-            ).fetchall()
-        return {wanted[full]: Content(bytes(data), updated) for full, data, updated in rows}
+        with self._reading() as conn:
+            rows = self.rows.contents(conn, list(wanted))
+        return {wanted[full]: Content(data, updated) for full, data, updated in rows}
 
     def content_by_hash(self, doc_id: UUID, digest: str) -> bytes | None:
         relative = self.path_of(doc_id)
         if relative is None:
             return None
         full = self.scope.row(relative)
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                f"SELECT contents, kind FROM {_TABLE} WHERE (path = %(doc)s "
-                "  AND kind = 'memory_document' "
-                "  AND 'sha256:' || encode(sha256(contents), 'hex') = %(hash)s) "
-                "OR (path >= %(p)s || '/' AND path < %(p)s || '0' "
-                "  AND kind = 'memory_document_version' "
-                "  AND position(convert_to(%(hash)s, 'UTF8') IN contents) > 0)",
-                {"doc": full, "p": full + ".versions", "hash": digest},
-                binary=True,
-            ).fetchall()
+        with self._reading() as conn:
+            rows = self.rows.by_hash(conn, full, full + ".versions", digest)
         for data, kind in rows:  # a version's body names the hash: its content must match
             if kind == layout.DOCUMENT_KIND:
-                return bytes(data)
+                return data
             try:
-                found = json.loads(bytes(data)).get("content")
+                found = json.loads(data).get("content")
             except (ValueError, AttributeError):
                 continue
             if isinstance(found, str) and layout.content_hash(found.encode("utf-8")) == digest:
@@ -369,14 +337,11 @@ class RebornStore(DeferringStore):
     def fingerprint(self) -> tuple[int, str]:
         """Changes whenever a row of the scope is inserted, updated or deleted (polling:
         IronClaw notifies nothing, §4.4)."""
-        with self.pool.connection() as conn:
-            row = conn.execute(
-                "SELECT count(*), COALESCE(sum(hashtextextended(path || ':' || version::text, 0)),"
-                f" 0)::text FROM {_TABLE} WHERE path >= %(p)s || '/' AND path < %(p)s || '0' "
-                "AND kind = 'memory_document'",
-                {"p": self.scope.prefix},
-            ).fetchone()
-        return (int(row[0]), str(row[1])) if row else (0, "0")
+        with self._reading() as conn:
+            return self.rows.fingerprint(conn, self.scope.prefix)
+
+    def _reading(self) -> AbstractContextManager[Any]:
+        return self.rows.read_connection(self.pool)
 
     # -- writing -------------------------------------------------------------------------
 
@@ -397,7 +362,9 @@ class RebornStore(DeferringStore):
         try:
             with self._transaction() as conn:
                 finish = self._commit(conn, path, data, attrs, expected)
-        except psycopg.errors.UniqueViolation:
+        except self.rows.error as exc:
+            if not self.rows.is_unique_violation(exc):
+                raise
             # Another writer created the document between this save's read (no row) and
             # its insert: made again, the save finds their row and keeps it as a version
             # (the caller may merge it back: ``CommitResult.replaced_hash``).
@@ -423,7 +390,7 @@ class RebornStore(DeferringStore):
         return results
 
     def _commit(
-        self, conn: Conn, relative: str, data: bytes, attrs: FileAttrs, expected: datetime | None
+        self, conn: Any, relative: str, data: bytes, attrs: FileAttrs, expected: datetime | None
     ) -> Callable[[], CommitResult]:
         """Send one document's save (its reads are answered here, its writes are not):
         the answer is read, once the transaction is committed, by calling the result."""
@@ -437,7 +404,7 @@ class RebornStore(DeferringStore):
         full = self.scope.row(relative)
         # The reads go together (one round trip, with BEGIN): the row, locked; what its
         # metadata is made of; whether a new document may go there.
-        lock, place = self._lock_query(conn, full), self._place_query(conn, relative)
+        lock, place = self.rows.lock_row(conn, full), self._place_query(conn, relative)
         meta = self._metadata_from(self._metadata_query(conn, relative), relative)
         current = self._locked_row(lock, full)
         text = data.decode("utf-8")
@@ -449,7 +416,7 @@ class RebornStore(DeferringStore):
         # The writes go together with the COMMIT; their answers are read after it.
         conflict = None
         replaced: str | None = None  # the hash of another writer's content it replaces
-        version: Cursor | None = None
+        version: Answer | None = None
         if current is None:
             self._place_from(place, relative)
             written = self._insert_query(conn, relative, data)
@@ -490,25 +457,20 @@ class RebornStore(DeferringStore):
         return finish
 
     @staticmethod
-    def _one(cursor: Cursor) -> tuple[Any, ...]:
-        row = cursor.fetchone()
+    def _one(cursor: Answer) -> tuple[Any, ...]:
+        row: tuple[Any, ...] | None = cursor.fetchone()
         assert row is not None
         return row
 
     def reindex_document(self, relative: str) -> int:
         """The document's chunks rebuilt from its content, as IronClaw's indexer does after
         a write (``memfs reindex``); the number written (0: gone, or not indexed)."""
-        with self.pool.connection() as conn, conn.transaction():
-            row = conn.execute(
-                f"SELECT contents FROM {_TABLE} WHERE path = %(p)s AND NOT is_dir "
-                "AND kind = 'memory_document' FOR UPDATE",
-                {"p": self.scope.row(relative)},
-                binary=True,
-            ).fetchone()
-            if row is None:
+        with self._transaction() as conn:
+            data = self.rows.locked_contents(conn, self.scope.row(relative))
+            if data is None:
                 return 0
             indexed = self._metadata(conn, relative).indexed
-            return self._rebuild_chunks(conn, relative, bytes(row[0]).decode("utf-8"), indexed)
+            return self._rebuild_chunks(conn, relative, data.decode("utf-8"), indexed)
 
     # -- copying a whole history in (memfs migrate) ----------------------------------------
 
@@ -524,22 +486,13 @@ class RebornStore(DeferringStore):
             return ImportOutcome("refused", reason=f"IronClaw's path rules: it {problem}")
         full = self.scope.row(doc.path)
         data = doc.content.encode("utf-8")
-        with self.pool.connection() as conn, conn.transaction():
-            current = conn.execute(
-                f"SELECT contents, is_dir, kind FROM {_TABLE} WHERE path = %(p)s",
-                {"p": full},
-                binary=True,
-            ).fetchone()
+        with self._transaction() as conn:
+            current = self.rows.row_kind(conn, full)
             if current is not None:
                 if current[1] or current[2] != layout.DOCUMENT_KIND:
                     return ImportOutcome("refused", reason="a row that is not a document is there")
-                kept = conn.execute(
-                    f"SELECT count(*) FROM {_TABLE} WHERE {_BELOW} "
-                    "AND kind = 'memory_document_version'",
-                    {"p": full + ".versions"},
-                ).fetchone()
-                versions = int(kept[0]) if kept is not None else 0
-                if bytes(current[0]) == data and versions == len(doc.versions):
+                versions = self.rows.count_kind(conn, full + ".versions", layout.VERSION_KIND)
+                if current[0] == data and versions == len(doc.versions):
                     return ImportOutcome("present")
                 return ImportOutcome("differs", reason="the target holds another content there")
             try:
@@ -555,47 +508,36 @@ class RebornStore(DeferringStore):
             chunks = self._rebuild_chunks(conn, doc.path, doc.content, indexed)
         return ImportOutcome("copied", len(doc.versions), chunks, meta)
 
-    def _insert_history(self, conn: Conn, doc: DocumentHistory, data: bytes) -> None:
+    def _insert_history(self, conn: Any, doc: DocumentHistory, data: bytes) -> None:
         keys = self.scope.keys()
         last = max((v.number for v in doc.versions), default=0)
-        rows: list[tuple[str, bytes, str, str | None, str, int, datetime, datetime]] = [
-            (self.scope.row(doc.path), data, layout.RECORD_TYPE, layout.DOCUMENT_KIND,
-             layout.dumps(keys), last + 1, doc.created_at, max(doc.created_at, doc.updated_at))
+        rows = [
+            Record(self.scope.row(doc.path), data, layout.RECORD_TYPE, layout.DOCUMENT_KIND,
+                   layout.dumps(keys), last + 1, doc.created_at,
+                   max(doc.created_at, doc.updated_at))
         ]  # fmt: skip
         if doc.metadata:
             rows.append(
-                (self.scope.row(layout.meta_path(doc.path)), layout.dumps(doc.metadata).encode(),
-                 layout.META_TYPE, None, "{}", 1, doc.updated_at, doc.updated_at)
+                Record(self.scope.row(layout.meta_path(doc.path)),
+                       layout.dumps(doc.metadata).encode(), layout.META_TYPE, None, "{}", 1,
+                       doc.updated_at, doc.updated_at)
             )  # fmt: skip
         for version in doc.versions:
             old = version.content.encode("utf-8")
             body = layout.version_body(self.scope, old, version.changed_by)
             indexed = {**keys, "doc_relative_path": doc.path, "version": version.number}
             rows.append(
-                (self.scope.row(layout.version_path(doc.path, version.number)), body,
-                 layout.RECORD_TYPE, layout.VERSION_KIND, layout.dumps(indexed), 1,
-                 version.created_at, version.created_at)
+                Record(self.scope.row(layout.version_path(doc.path, version.number)), body,
+                       layout.RECORD_TYPE, layout.VERSION_KIND, layout.dumps(indexed), 1,
+                       version.created_at, version.created_at)
             )  # fmt: skip
-        with conn.cursor() as cur:
-            cur.executemany(
-                f"INSERT INTO {_TABLE} (path, contents, content_type, kind, indexed, version, "
-                "created_at, updated_at) VALUES (%s, %s, %s, %s, %s::jsonb, %s, %s, %s)",
-                rows,
-            )
+        self.rows.insert_many(conn, rows)
 
-    def _lock_row(self, conn: Conn, full: str) -> _Row | None:
-        return self._locked_row(self._lock_query(conn, full), full)
+    def _lock_row(self, conn: Any, full: str) -> _Row | None:
+        return self._locked_row(self.rows.lock_row(conn, full), full)
 
-    def _lock_query(self, conn: Conn, full: str) -> Cursor:
-        return conn.execute(
-            f"SELECT contents, version, updated_at, is_dir, kind FROM {_TABLE} "
-            "WHERE path = %(p)s FOR UPDATE",
-            {"p": full},
-            binary=True,
-        )
-
-    def _locked_row(self, cursor: Cursor, full: str) -> _Row | None:
-        row = cursor.fetchone()
+    def _locked_row(self, answer: Answer, full: str) -> _Row | None:
+        row = answer.fetchone()
         if row is None:
             return None
         if row[3] or row[4] != layout.DOCUMENT_KIND:
@@ -606,37 +548,32 @@ class RebornStore(DeferringStore):
             )
         return _Row(bytes(row[0]), int(row[1]), row[2])
 
-    def _insert_document(self, conn: Conn, relative: str, data: bytes) -> datetime:
+    def _document_record(self, relative: str, data: bytes) -> Record:
+        """The document row IronClaw writes for ``relative`` holding ``data``."""
+        return Record(self.scope.row(relative), data, layout.RECORD_TYPE,
+                      layout.DOCUMENT_KIND, layout.dumps(self.scope.keys()))  # fmt: skip
+
+    def _insert_document(self, conn: Any, relative: str, data: bytes) -> datetime:
         """Put "absent": a new row at version 1, only if nothing lies at or below its path
         and no ancestor is a document."""
         self._check_place(conn, relative)
         return self._written_at(self._insert_query(conn, relative, data), relative)
 
-    def _insert_query(self, conn: Conn, relative: str, data: bytes) -> Cursor:
-        return conn.execute(
-            f"INSERT INTO {_TABLE} (path, contents, content_type, kind, indexed, version) "
-            "VALUES (%(p)s, %(data)s, %(type)s, %(kind)s, %(indexed)s::jsonb, 1) "
-            "RETURNING updated_at",
-            {"p": self.scope.row(relative), "data": data, "type": layout.RECORD_TYPE,
-             "kind": layout.DOCUMENT_KIND, "indexed": layout.dumps(self.scope.keys())},
-        )  # fmt: skip
+    def _insert_query(self, conn: Any, relative: str, data: bytes) -> Answer:
+        return self.rows.insert(conn, self._document_record(relative, data))
 
-    def _check_place(self, conn: Conn, relative: str) -> None:
+    def _check_place(self, conn: Any, relative: str) -> None:
         """A new document may go at ``relative`` only if nothing lies below it and no
         ancestor is a document (IronClaw's put "absent")."""
         self._place_from(self._place_query(conn, relative), relative)
 
-    def _place_query(self, conn: Conn, relative: str) -> Cursor:
+    def _place_query(self, conn: Any, relative: str) -> Answer:
         parts = relative.split("/")
         ancestors = [self.scope.row("/".join(parts[:i])) for i in range(1, len(parts))]
-        return conn.execute(
-            f"SELECT path FROM {_TABLE} WHERE {_BELOW} OR (path = ANY(%(up)s) AND NOT is_dir "
-            "AND kind = 'memory_document') LIMIT 1",
-            {"p": self.scope.row(relative), "up": ancestors},
-        )
+        return self.rows.blocker(conn, self.scope.row(relative), ancestors)
 
-    def _place_from(self, cursor: Cursor, relative: str) -> None:
-        blocked = cursor.fetchone()
+    def _place_from(self, answer: Answer, relative: str) -> None:
+        blocked = answer.fetchone()
         if blocked is not None:
             raise WriteRefused(
                 errno.EEXIST,
@@ -644,24 +581,14 @@ class RebornStore(DeferringStore):
                 f"{relative!r} cannot be a document: {self._relative(blocked[0])!r} exists",
             )
 
-    def _update_query(self, conn: Conn, full: str, data: bytes, version: int) -> Cursor:
-        """Put "version v": the compare-and-swap IronClaw's updates are.  Sent with the
-        writes that follow it, so it fails the transaction (``memfs.expect``) rather than
-        update nothing: the row is locked, so only a row below the path can refuse it."""
-        return conn.execute(
-            f"WITH u AS (UPDATE {_TABLE} SET contents = %(data)s, content_type = %(type)s, "
-            "  kind = %(kind)s, indexed = %(indexed)s::jsonb, version = version + 1, "
-            "  updated_at = now() "
-            "WHERE path = %(p)s AND NOT is_dir AND version = %(v)s "
-            f"  AND NOT EXISTS (SELECT 1 FROM {_TABLE} WHERE {_BELOW}) RETURNING updated_at) "
-            "SELECT (SELECT updated_at FROM u), "
-            "  memfs.expect(EXISTS (SELECT 1 FROM u), 'path (it has rows below it) ' || %(p)s)",
-            {"p": full, "data": data, "type": layout.RECORD_TYPE, "kind": layout.DOCUMENT_KIND,
-             "indexed": layout.dumps(self.scope.keys()), "v": version},
-        )  # fmt: skip
+    def _update_query(self, conn: Any, full: str, data: bytes, version: int) -> Answer:
+        """Put "version v": the compare-and-swap IronClaw's updates are, refused when a row
+        lies below the path (the row is locked, so only that can refuse it)."""
+        return self.rows.update(conn, self._document_record(self._relative(full), data),
+                                version, full)  # fmt: skip
 
-    def _written_at(self, cursor: Cursor, full: str) -> datetime:
-        row = cursor.fetchone()
+    def _written_at(self, answer: Answer, full: str) -> datetime:
+        row = answer.fetchone()
         if row is None or row[0] is None:
             raise WriteRefused(
                 errno.EISDIR,
@@ -670,23 +597,16 @@ class RebornStore(DeferringStore):
             )
         return row[0]  # type: ignore[no-any-return]
 
-    def _version_query(self, conn: Conn, relative: str, old: bytes) -> Cursor:
+    def _version_query(self, conn: Any, relative: str, old: bytes) -> Answer:
         """``R.versions/<max+1>`` keeping ``old`` (no dedup against the latest, §4.2),
-        numbered by the server; answers the number."""
-        base = self.scope.row(relative) + ".versions"
+        numbered by the database; answers the number."""
         indexed = {**self.scope.keys(), "doc_relative_path": relative}
-        return conn.execute(
-            f"INSERT INTO {_TABLE} (path, contents, content_type, kind, indexed, version) "
-            "SELECT %(p)s || '/' || n, %(data)s, %(type)s, %(kind)s, "
-            "  %(indexed)s::jsonb || jsonb_build_object('version', n), 1 "
-            "FROM (SELECT COALESCE(max((indexed ->> 'version')::bigint), 0) + 1 AS n "
-            f"  FROM {_TABLE} WHERE {_BELOW} AND kind = 'memory_document_version') AS next "
-            "RETURNING (indexed ->> 'version')::bigint",
-            {"p": base, "data": layout.version_body(self.scope, old), "type": layout.RECORD_TYPE,
-             "kind": layout.VERSION_KIND, "indexed": layout.dumps(indexed)},
-        )  # fmt: skip
+        body = layout.version_body(self.scope, old)
+        record = Record(self.scope.row(relative) + ".versions", body, layout.RECORD_TYPE,
+                        layout.VERSION_KIND, layout.dumps(indexed))  # fmt: skip
+        return self.rows.insert_version(conn, record.path, record)
 
-    def _keep_as_copy(self, conn: Conn, relative: str, theirs: bytes) -> str:
+    def _keep_as_copy(self, conn: Any, relative: str, theirs: bytes) -> str:
         """Another writer's content that versioning would not keep: a copy beside it."""
         stamp = datetime.now().strftime("%Y%m%dT%H%M%S")
         stem, dot, ext = relative.rpartition(".")
@@ -697,44 +617,33 @@ class RebornStore(DeferringStore):
         self._insert_document(conn, copy, theirs)
         return f"copy {copy}"
 
-    def _rebuild_chunks(self, conn: Conn, relative: str, text: str, indexed: bool) -> int:
+    def _rebuild_chunks(self, conn: Any, relative: str, text: str, indexed: bool) -> int:
         """IronClaw's indexer (§5.1): every chunk row under ``R.chunks/`` replaced by fresh
         rows 0..n-1 (none under ``skip_indexing`` or for blank content)."""
-        base = self.scope.row(relative) + ".chunks"
-        conn.execute(f"DELETE FROM {_TABLE} WHERE {_BELOW} AND kind = 'memory_chunk'", {"p": base})
+        self.rows.delete_chunks(conn, self.scope.row(relative) + ".chunks")
         chunks = chunk_document(text, self.chunk_config) if indexed else []
-        if chunks:
-            keys = self.scope.keys()
-            # Not closed here: closing a cursor in pipeline mode waits for its answers.
-            conn.cursor().executemany(
-                    f"INSERT INTO {_TABLE} (path, contents, content_type, kind, indexed, version) "
-                    "VALUES (%s, %s, %s, %s, %s::jsonb, 1)",
-                    [
-                        (self.scope.row(layout.chunk_path(relative, i)), chunk.encode("utf-8"),
-                         layout.RECORD_TYPE, layout.CHUNK_KIND,
-                         layout.dumps({**keys, "chunk_index": i, "content": chunk,
-                                       "doc_relative_path": relative}))
-                        for i, chunk in enumerate(chunks)
-                    ],
-                )  # fmt: skip
+        keys = self.scope.keys()
+        self.rows.insert_many(conn, [
+            Record(self.scope.row(layout.chunk_path(relative, i)), chunk.encode("utf-8"),
+                   layout.RECORD_TYPE, layout.CHUNK_KIND,
+                   layout.dumps({**keys, "chunk_index": i, "content": chunk,
+                                 "doc_relative_path": relative}))
+            for i, chunk in enumerate(chunks)
+        ])  # fmt: skip
         return len(chunks)
 
-    def _metadata(self, conn: Conn, relative: str, own: Any = None) -> Any:
+    def _metadata(self, conn: Any, relative: str, own: Any = None) -> Any:
         """Effective metadata (§3.4): the nearest ``.config``'s ``.meta`` with the
         document's own ``.meta`` (or ``own``, about to be written) on top."""
         return self._metadata_from(self._metadata_query(conn, relative), relative, own)
 
-    def _metadata_query(self, conn: Conn, relative: str) -> Cursor:
+    def _metadata_query(self, conn: Any, relative: str) -> Answer:
         """The rows effective metadata is made of (sent, not yet read)."""
         configs = [c for c in layout.config_candidates(relative) if c != relative]
         wanted = [layout.meta_path(relative), *configs, *(layout.meta_path(c) for c in configs)]
-        return conn.execute(
-            f"SELECT path, contents FROM {_TABLE} WHERE path = ANY(%(paths)s) AND NOT is_dir",
-            {"paths": [self.scope.row(p) for p in wanted]},
-            binary=True,
-        )
+        return self.rows.rows_at(conn, [self.scope.row(p) for p in wanted])
 
-    def _metadata_from(self, cursor: Cursor, relative: str, own: Any = None) -> Any:
+    def _metadata_from(self, cursor: Answer, relative: str, own: Any = None) -> Any:
         rows: dict[str, Any] = dict(cursor.fetchall())
         found = {self._relative(full): bytes(data) for full, data in rows.items()}
         return self._effective(found, relative, own)
@@ -778,75 +687,36 @@ class RebornStore(DeferringStore):
             ) from None
 
     def _write_attrs(
-        self, conn: Conn, full: str, attrs: FileAttrs, updated_at: datetime | None
+        self, conn: Any, full: str, attrs: FileAttrs, updated_at: datetime | None
     ) -> None:
         """Client attributes, trusted while the row's ``updated_at`` is ``updated_at``
-        (None: the one this transaction gives it, ``now()``)."""
-        if attrs.empty:
-            conn.execute("DELETE FROM memfs.reborn_attrs WHERE path = %s", (full,))
-            return
-        conn.execute(
-            "INSERT INTO memfs.reborn_attrs (path, mode, mtime_ns, set_against) "
-            "VALUES (%s, %s, %s, COALESCE(%s, now())) ON CONFLICT (path) DO UPDATE "
-            "SET mode = EXCLUDED.mode, mtime_ns = EXCLUDED.mtime_ns, "
-            "set_against = EXCLUDED.set_against",
-            (full, attrs.mode, attrs.mtime_ns, updated_at),
-        )
+        (None: the one this transaction gives it)."""
+        self.rows.write_attrs(conn, full, attrs, updated_at)
 
     def set_attrs(self, doc_id: UUID, attrs: FileAttrs) -> bool:
         relative = self.path_of(doc_id)
         if relative is None:
             return False
-        full = self.scope.row(relative)
         with self._transaction() as conn:  # one statement: answered after the commit
-            if attrs.empty:
-                found = conn.execute(
-                    f"SELECT 1 FROM {_TABLE} WHERE path = %(p)s AND kind = 'memory_document'",
-                    {"p": full},
-                )
-                conn.execute("DELETE FROM memfs.reborn_attrs WHERE path = %(p)s", {"p": full})
-            else:
-                found = conn.execute(
-                    "INSERT INTO memfs.reborn_attrs (path, mode, mtime_ns, set_against) "
-                    f"SELECT path, %(mode)s, %(mtime)s, updated_at FROM {_TABLE} "
-                    "WHERE path = %(p)s AND kind = 'memory_document' "
-                    "ON CONFLICT (path) DO UPDATE SET mode = EXCLUDED.mode, "
-                    "mtime_ns = EXCLUDED.mtime_ns, set_against = EXCLUDED.set_against "
-                    "RETURNING 1",
-                    {"p": full, "mode": attrs.mode, "mtime": attrs.mtime_ns},
-                )
+            found = self.rows.set_attrs(conn, self.scope.row(relative), attrs)
         return found.fetchone() is not None
 
     # -- removing and moving (IronClaw has neither: the document goes with its sidecars) --
 
-    def _carry_versions(self, conn: Conn, source: str, target: str) -> None:
+    def _carry_versions(self, conn: Any, source: str, target: str) -> None:
         """A document renamed over another keeps its history: the source's version
         sidecars become the target's, numbered after the target's own (memfs's rule:
         IronClaw has no rename; its delete of the source would take them)."""
-        conn.execute(
-            f"UPDATE {_TABLE} t SET "
-            "  path = %(tv)s || '/' || ((t.indexed ->> 'version')::int + o.off)::text, "
-            "  indexed = jsonb_set(jsonb_set(t.indexed, '{version}', "
-            "    to_jsonb((t.indexed ->> 'version')::int + o.off)), "
-            "    '{doc_relative_path}', to_jsonb(%(rel)s::text)), "
-            "  version = t.version + 1, updated_at = now() "
-            "FROM (SELECT COALESCE(max((indexed ->> 'version')::int), 0) AS off "
-            f"  FROM {_TABLE} WHERE path >= %(tv)s || '/' AND path < %(tv)s || '0' "
-            "  AND kind = 'memory_document_version') AS o "
-            "WHERE t.path >= %(sv)s || '/' AND t.path < %(sv)s || '0' "
-            "  AND t.kind = 'memory_document_version'",
-            {"sv": self.scope.row(source) + ".versions", "tv": self.scope.row(target) + ".versions",
-             "rel": target},
-        )  # fmt: skip
+        self.rows.carry_versions(conn, self.scope.row(source) + ".versions",
+                                 self.scope.row(target) + ".versions", target)  # fmt: skip
 
-    def _family(self, relative: str) -> dict[str, str]:
-        """The SQL ranges of a document and its sidecars, by role."""
+    def _family(self, relative: str) -> Family:
+        """A document's row and its sidecars' ranges."""
         full = self.scope.row(relative)
-        return {"doc": full, "meta": full + ".meta", "chunks": full + ".chunks",
-                "versions": full + ".versions"}  # fmt: skip
+        return Family(full, full + ".meta", full + ".chunks", full + ".versions")
 
     def _delete(
-        self, conn: Conn, doc_id: UUID, seen: datetime | None = None
+        self, conn: Any, doc_id: UUID, seen: datetime | None = None
     ) -> Callable[[], bool | None]:
         """Send the removal of a document with every sidecar, only while its row is at
         ``seen`` (None: any version).  Calling the result (after the commit) says whether
@@ -855,24 +725,7 @@ class RebornStore(DeferringStore):
         relative = self.path_of(doc_id)
         if relative is None:
             return lambda: None
-        family = {**self._family(relative), "seen": seen}
-        removed = conn.execute(
-            "WITH gone AS ("
-            f"  DELETE FROM {_TABLE} WHERE path = %(doc)s AND kind = 'memory_document' "
-            "  AND NOT is_dir AND (%(seen)s::timestamptz IS NULL OR updated_at = %(seen)s) "
-            "  RETURNING path), "
-            "sidecars AS ("
-            f"  DELETE FROM {_TABLE} WHERE EXISTS (SELECT 1 FROM gone) AND (path = %(meta)s "
-            "  OR (path >= %(chunks)s || '/' AND path < %(chunks)s || '0' "
-            "      AND kind = 'memory_chunk') "
-            "  OR (path >= %(versions)s || '/' AND path < %(versions)s || '0' "
-            "      AND kind = 'memory_document_version'))), "
-            "attrs AS (DELETE FROM memfs.reborn_attrs WHERE path = %(doc)s "
-            "  AND EXISTS (SELECT 1 FROM gone)) "
-            "SELECT (SELECT count(*) FROM gone), "
-            f"  (SELECT count(*) FROM {_TABLE} WHERE path = %(doc)s AND kind = 'memory_document')",
-            family,
-        )
+        removed = self.rows.delete_family(conn, self._family(relative), seen)
 
         def answer() -> bool | None:
             row = removed.fetchone()
@@ -917,9 +770,7 @@ class RebornStore(DeferringStore):
             if replaced is not None:
                 replaced_gone = self._delete(conn, replaced, replaced_seen)
             target = self.scope.row(new_path)
-            taken = conn.execute(
-                f"SELECT 1 FROM {_TABLE} WHERE {_AT_OR_BELOW} LIMIT 1", {"p": target}
-            )
+            taken = self.rows.taken(conn, target)
             before = self._locked_times(conn, [relative])
             if taken.fetchone() is not None:
                 raise WriteRefused(
@@ -940,50 +791,23 @@ class RebornStore(DeferringStore):
         self._moved_to(doc_id, new_path)
         return moved
 
-    def _locked_times(self, conn: Conn, relatives: Sequence[str]) -> Cursor:
+    def _locked_times(self, conn: Any, relatives: Sequence[str]) -> Answer:
         """The documents' rows locked, answering (path, updated_at) each (sent, not read)."""
-        return conn.execute(
-            f"SELECT path, updated_at FROM {_TABLE} WHERE path = ANY(%s) "
-            "AND kind = 'memory_document' AND NOT is_dir ORDER BY path FOR UPDATE",
-            ([self.scope.row(r) for r in relatives],),
-        )
+        return self.rows.lock_documents(conn, [self.scope.row(r) for r in relatives])
 
-    def _move_query(self, conn: Conn, moves: Sequence[tuple[str, str]]) -> Cursor:
-        """Send the moves of documents (old relative path, new) with their sidecars, in
-        three statements whatever their number; chunk and version rows learn their new
-        ``doc_relative_path``, and every moved row's version goes up by one as IronClaw's
-        updates do.  The cursor answers (new path, updated_at) per document moved."""
-        olds = [self.scope.row(old) for old, _ in moves]
-        news = [self.scope.row(new) for _, new in moves]
-        rels = [new for _, new in moves]
-        pairs = {"olds": olds, "news": news, "rels": rels}
-        conn.execute(
-            f"UPDATE {_TABLE} t SET path = m.new || substr(t.path, length(m.old) + 1), "
-            "  indexed = CASE WHEN t.kind IN ('memory_chunk', 'memory_document_version') "
-            "    THEN jsonb_set(t.indexed, '{doc_relative_path}', to_jsonb(m.rel)) "
-            "    ELSE t.indexed END, "
-            "  version = t.version + 1, updated_at = now() "
-            "FROM unnest(%(olds)s::text[], %(news)s::text[], %(rels)s::text[]) AS m(old, new, rel) "
-            "WHERE t.path = m.old || '.meta' "
-            "  OR (t.path >= m.old || '.chunks/' AND t.path < m.old || '.chunks0') "
-            "  OR (t.path >= m.old || '.versions/' AND t.path < m.old || '.versions0')",
-            pairs,
-        )
-        moved = conn.execute(
-            f"UPDATE {_TABLE} t SET path = m.new, version = t.version + 1, updated_at = now() "
-            "FROM unnest(%(olds)s::text[], %(news)s::text[]) AS m(old, new) "
-            "WHERE t.path = m.old AND t.kind = 'memory_document' RETURNING t.path, t.updated_at",
-            pairs,
-        )
-        conn.execute(
-            "UPDATE memfs.reborn_attrs a SET path = m.new "
-            "FROM unnest(%(olds)s::text[], %(news)s::text[]) AS m(old, new) WHERE a.path = m.old",
-            pairs,
-        )
-        self._index_check(conn, rels)
+    def _move_query(self, conn: Any, moves: Sequence[tuple[str, str]]) -> Answer:
+        """Send the moves of documents (old relative path, new) with their sidecars; chunk
+        and version rows learn their new ``doc_relative_path``, and every moved row's
+        version goes up by one as IronClaw's updates do.  Answers (new path, updated_at)
+        per document moved."""
+        moved = self.rows.move_families(
+            conn, [self.scope.row(old) for old, _ in moves],
+            [self.scope.row(new) for _, new in moves], [new for _, new in moves],
+        )  # fmt: skip
+        self._index_check(conn, [new for _, new in moves])
         return moved
 
-    def _index_check(self, conn: Conn, relatives: Sequence[str]) -> None:
+    def _index_check(self, conn: Any, relatives: Sequence[str]) -> None:
         """Send, for documents just moved, what their indexing at the new path is decided
         by (metadata sidecars and ``.config`` rows above) and whether chunks are there;
         read after the commit (``_after_transaction``), which rebuilds the chunks of those
@@ -994,22 +818,13 @@ class RebornStore(DeferringStore):
             wanted.add(layout.meta_path(relative))
             for config in layout.config_candidates(relative):
                 wanted.update((config, layout.meta_path(config)))
-        metadata = conn.execute(
-            f"SELECT path, contents FROM {_TABLE} WHERE path = ANY(%(paths)s) AND NOT is_dir",
-            {"paths": [self.scope.row(p) for p in sorted(wanted)]},
-            binary=True,
-        )
-        chunked = conn.execute(
-            f"SELECT m.doc FROM unnest(%(docs)s::text[]) AS m(doc) WHERE EXISTS (SELECT 1 "
-            f"FROM {_TABLE} t WHERE t.path >= m.doc || '.chunks/' AND t.path < m.doc || "
-            "'.chunks0')",
-            {"docs": [self.scope.row(r) for r in relatives]},
-        )
-        checks: list[tuple[list[str], Cursor, Cursor]] = self._pending_checks()
+        metadata = self.rows.rows_at(conn, [self.scope.row(p) for p in sorted(wanted)])
+        chunked = self.rows.chunked(conn, [self.scope.row(r) for r in relatives])
+        checks: list[tuple[list[str], Answer, Answer]] = self._pending_checks()
         checks.append((list(relatives), metadata, chunked))
 
-    def _pending_checks(self) -> list[tuple[list[str], Cursor, Cursor]]:
-        checks: list[tuple[list[str], Cursor, Cursor]] | None = getattr(
+    def _pending_checks(self) -> list[tuple[list[str], Answer, Answer]]:
+        checks: list[tuple[list[str], Answer, Answer]] | None = getattr(
             self._moved_checks, "checks", None
         )
         if checks is None:
@@ -1035,7 +850,7 @@ class RebornStore(DeferringStore):
                     continue
                 try:
                     count = self.reindex_document(relative)
-                except (psycopg.Error, WriteRefused) as exc:
+                except (self.rows.error, WriteRefused) as exc:
                     log.warning("the chunks of %r were not rebuilt for its new folder's "
                                 "indexing rules (%s); `memfs reindex` rebuilds them",
                                 relative, " ".join(str(exc).split()))  # fmt: skip
@@ -1061,30 +876,18 @@ class RebornStore(DeferringStore):
         return moved
 
     def _move_directory(
-        self, conn: Conn, old_path: str, new_path: str, replaced_dir: str | None
+        self, conn: Any, old_path: str, new_path: str, replaced_dir: str | None
     ) -> dict[UUID, Moved] | None:
         """Move a folder's documents (with their sidecars) and kept folders; None, moving
         nothing, if rows the mount does not show lie at or below ``new_path`` (another
         writer's).  Two mounts moving folders onto one new name take turns on the target's
         lock: the second finds the first's rows there."""
         new_full = self.scope.row(new_path)
-        conn.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("memfs-dir\n" + new_full,)
-        )
         old_full = self.scope.row(old_path)
         # One answer: whether the new name is taken, and the folder's documents, locked.
-        answer = conn.execute(
-            f"WITH locked AS (SELECT path, updated_at FROM {_TABLE} WHERE "
-            "  path >= %(old)s || '/' AND path < %(old)s || '0' AND kind = 'memory_document' "
-            "  AND NOT is_dir ORDER BY path FOR UPDATE) "
-            f"SELECT EXISTS (SELECT 1 FROM {_TABLE} WHERE {_AT_OR_BELOW}) "
-            "  OR EXISTS (SELECT 1 FROM memfs.reborn_directories WHERE "
-            "    (path = %(p)s AND path IS DISTINCT FROM %(replaced)s) OR "
-            "    (path >= %(p)s || '/' AND path < %(p)s || '0')), l.path, l.updated_at "
-            "FROM (SELECT 1) AS one LEFT JOIN locked l ON true",
-            {"p": new_full, "old": old_full,
-             "replaced": None if replaced_dir is None else self.scope.row(replaced_dir)},
-        ).fetchall()  # fmt: skip
+        answer = self.rows.lock_folder(
+            conn, old_full, new_full, None if replaced_dir is None else self.scope.row(replaced_dir)
+        )
         if answer and answer[0][0]:
             return None
         if replaced_dir is not None:
@@ -1097,11 +900,7 @@ class RebornStore(DeferringStore):
         }
         moves = [(rel, new_path + rel[len(old_path) :]) for rel in before]
         after = self._move_query(conn, moves).fetchall() if moves else []
-        conn.execute(
-            "UPDATE memfs.reborn_directories SET path = %(new)s || substr(path, %(cut)s) "
-            "WHERE path = %(old)s OR (path >= %(old)s || '/' AND path < %(old)s || '0')",
-            {"new": self.scope.row(new_path), "old": old_full, "cut": len(old_full) + 1},
-        )
+        self.rows.move_directories(conn, old_full, new_full)
         moved: dict[UUID, Moved] = {}
         moved_at: dict[str, datetime] = dict(after)
         for old_rel, new_rel in moves:
@@ -1132,15 +931,11 @@ class RebornStore(DeferringStore):
             return None
         with self._transaction() as conn:
             if content is None:
-                row = conn.execute(  # locked: the row deleted below is the row read
-                    f"SELECT contents FROM {_TABLE} WHERE path = %s "
-                    "AND kind = 'memory_document' FOR UPDATE",
-                    (self.scope.row(source),),
-                    binary=True,
-                ).fetchone()
-                if row is None:
+                # Locked: the row deleted below is the row read.
+                data = self.rows.locked_contents(conn, self.scope.row(source))
+                if data is None:
                     return None
-                content = bytes(row[0]).decode("utf-8")
+                content = data.decode("utf-8")
             finish = self._commit(conn, path, content.encode("utf-8"), attrs, expected)
             source_gone: Callable[[], bool | None] = lambda: None  # noqa: E731
             if source != path:  # (never the row just written, whatever the ids say)
@@ -1158,19 +953,11 @@ class RebornStore(DeferringStore):
 
     # -- directories ---------------------------------------------------------------------
 
-    def _keep_directories(self, conn: Conn, paths: Sequence[str]) -> None:
-        if paths:
-            with conn.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO memfs.reborn_directories (path) VALUES (%s) "
-                    "ON CONFLICT DO NOTHING",
-                    [(self.scope.row(p),) for p in paths],
-                )
+    def _keep_directories(self, conn: Any, paths: Sequence[str]) -> None:
+        self.rows.keep_directories(conn, [self.scope.row(p) for p in paths])
 
-    def _drop_directory(self, conn: Conn, path: str) -> None:
-        conn.execute(
-            "DELETE FROM memfs.reborn_directories WHERE path = %s", (self.scope.row(path),)
-        )
+    def _drop_directory(self, conn: Any, path: str) -> None:
+        self.rows.drop_directory(conn, self.scope.row(path))
 
     def create_directory(self, path: str) -> None:
         with self._transaction() as conn:

@@ -1,0 +1,383 @@
+"""The Reborn rows on PostgreSQL (``RebornRows``): IronClaw's ``root_filesystem_entries``
+plus memfs's own ``memfs.reborn_attrs`` and ``memfs.reborn_directories``.
+
+Reads the rules wait for are sent in the transaction's pipeline and read after it
+(cursors are answers); a guarded update that finds no row fails the transaction through
+``memfs.expect`` rather than update nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import psycopg
+from psycopg.pq import TransactionStatus
+
+from memfs.db.deferred import is_refusal
+from memfs.db.interface import FileAttrs
+from memfs.db.reborn.rows import Answer, Family, Record
+from memfs.db.scoped import Pool
+
+TABLE = "root_filesystem_entries"
+#: SQLSTATE of ``memfs.expect`` (memfs's schema): a guarded statement found no row.
+GUARD_FAILED = "MF001"
+#: Rows at P or below it (bytewise ranges: '/' is 0x2F, '0' is 0x30), as IronClaw selects.
+AT_OR_BELOW = "(path = %(p)s OR (path >= %(p)s || '/' AND path < %(p)s || '0'))"
+BELOW = "(path >= %(p)s || '/' AND path < %(p)s || '0')"
+_DOCUMENT_COLUMNS = (
+    "SELECT e.path, octet_length(e.contents), e.created_at, e.updated_at, a.mode, a.mtime_ns "
+    f"FROM {TABLE} e LEFT JOIN memfs.reborn_attrs a "
+    "  ON a.path = e.path AND a.set_against = e.updated_at "
+)
+
+
+class PostgresRows:
+    """``RebornRows`` on PostgreSQL."""
+
+    error: type[Exception] = psycopg.Error
+
+    @contextlib.contextmanager
+    def read_connection(self, pool: Pool) -> Iterator[Any]:
+        with pool.connection() as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def open_transaction(self, pool: Pool) -> Iterator[Any]:
+        """BEGIN and COMMIT pipelined with the statements (the answers are there once the
+        block has ended); rolled back if the block raises."""
+        with pool.connection() as conn:
+            try:
+                with conn.pipeline():
+                    conn.execute("BEGIN")
+                    yield conn
+                    conn.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(psycopg.Error):
+                    if conn.info.transaction_status != TransactionStatus.IDLE:
+                        conn.execute("ROLLBACK")
+                raise
+
+    def is_refusal(self, exc: Exception) -> bool:
+        return is_refusal(exc)
+
+    def is_unique_violation(self, exc: Exception) -> bool:
+        return isinstance(exc, psycopg.errors.UniqueViolation)
+
+    def guard_failure(self, exc: Exception) -> str | None:
+        if getattr(exc, "sqlstate", None) != GUARD_FAILED:
+            return None
+        return str(exc).split("\n")[0]
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def documents(self, conn: Any, prefix: str) -> list[tuple[Any, ...]]:
+        return conn.execute(  # type: ignore[no-any-return]
+            f"{_DOCUMENT_COLUMNS} WHERE e.path >= %(p)s || '/' AND e.path < %(p)s || '0' "
+            "  AND NOT e.is_dir AND e.kind = 'memory_document' ORDER BY e.path",
+            {"p": prefix},
+        ).fetchall()
+
+    def documents_at(self, conn: Any, paths: Sequence[str]) -> list[tuple[Any, ...]]:
+        return conn.execute(  # type: ignore[no-any-return]
+            f"{_DOCUMENT_COLUMNS} WHERE e.path = ANY(%(paths)s) AND NOT e.is_dir "
+            "AND e.kind = 'memory_document'",
+            {"paths": list(paths)},
+        ).fetchall()
+
+    def kinds(self, conn: Any, prefix: str) -> list[tuple[str, str]]:
+        return conn.execute(  # type: ignore[no-any-return]
+            f"SELECT path, kind FROM {TABLE} WHERE path >= %(p)s || '/' "
+            "AND path < %(p)s || '0' AND NOT is_dir "
+            "AND kind IN ('memory_document', 'memory_chunk')",
+            {"p": prefix},
+        ).fetchall()
+
+    def directories(self, conn: Any, prefix: str) -> list[str]:
+        rows = conn.execute(
+            "SELECT path FROM memfs.reborn_directories "
+            "WHERE path >= %(p)s || '/' AND path < %(p)s || '0' ORDER BY path",
+            {"p": prefix},
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def contents(self, conn: Any, paths: Sequence[str]) -> list[tuple[str, bytes, Any]]:
+        rows = conn.execute(
+            f"SELECT path, contents, updated_at FROM {TABLE} "
+            "WHERE path = ANY(%(paths)s) AND NOT is_dir AND kind = 'memory_document'",
+            {"paths": list(paths)},
+            binary=True,
+        ).fetchall()
+        return [(full, bytes(data), updated) for full, data, updated in rows]
+
+    def by_hash(self, conn: Any, doc: str, versions: str, digest: str) -> list[tuple[bytes, str]]:
+        rows = conn.execute(
+            f"SELECT contents, kind FROM {TABLE} WHERE (path = %(doc)s "
+            "  AND kind = 'memory_document' "
+            "  AND 'sha256:' || encode(sha256(contents), 'hex') = %(hash)s) "
+            "OR (path >= %(p)s || '/' AND path < %(p)s || '0' "
+            "  AND kind = 'memory_document_version' "
+            "  AND position(convert_to(%(hash)s, 'UTF8') IN contents) > 0)",
+            {"doc": doc, "p": versions, "hash": digest},
+            binary=True,
+        ).fetchall()
+        return [(bytes(data), kind) for data, kind in rows]
+
+    def fingerprint(self, conn: Any, prefix: str) -> tuple[int, str]:
+        row = conn.execute(
+            "SELECT count(*), COALESCE(sum(hashtextextended(path || ':' || version::text, 0)),"
+            f" 0)::text FROM {TABLE} WHERE path >= %(p)s || '/' AND path < %(p)s || '0' "
+            "AND kind = 'memory_document'",
+            {"p": prefix},
+        ).fetchone()
+        return (int(row[0]), str(row[1])) if row else (0, "0")
+
+    def lock_row(self, conn: Any, path: str) -> Answer:
+        return conn.execute(  # type: ignore[no-any-return]
+            f"SELECT contents, version, updated_at, is_dir, kind FROM {TABLE} "
+            "WHERE path = %(p)s FOR UPDATE",
+            {"p": path},
+            binary=True,
+        )
+
+    def blocker(self, conn: Any, path: str, ancestors: Sequence[str]) -> Answer:
+        return conn.execute(  # type: ignore[no-any-return]
+            f"SELECT path FROM {TABLE} WHERE {BELOW} OR (path = ANY(%(up)s) AND NOT is_dir "
+            "AND kind = 'memory_document') LIMIT 1",
+            {"p": path, "up": list(ancestors)},
+        )
+
+    def taken(self, conn: Any, path: str) -> Answer:
+        return conn.execute(  # type: ignore[no-any-return]
+            f"SELECT 1 FROM {TABLE} WHERE {AT_OR_BELOW} LIMIT 1", {"p": path}
+        )
+
+    def rows_at(self, conn: Any, paths: Sequence[str]) -> Answer:
+        return conn.execute(  # type: ignore[no-any-return]
+            f"SELECT path, contents FROM {TABLE} WHERE path = ANY(%(paths)s) AND NOT is_dir",
+            {"paths": list(paths)},
+            binary=True,
+        )
+
+    def chunked(self, conn: Any, docs: Sequence[str]) -> Answer:
+        return conn.execute(  # type: ignore[no-any-return]
+            f"SELECT m.doc FROM unnest(%(docs)s::text[]) AS m(doc) WHERE EXISTS (SELECT 1 "
+            f"FROM {TABLE} t WHERE t.path >= m.doc || '.chunks/' AND t.path < m.doc || "
+            "'.chunks0')",
+            {"docs": list(docs)},
+        )
+
+    def lock_documents(self, conn: Any, paths: Sequence[str]) -> Answer:
+        return conn.execute(  # type: ignore[no-any-return]
+            f"SELECT path, updated_at FROM {TABLE} WHERE path = ANY(%s) "
+            "AND kind = 'memory_document' AND NOT is_dir ORDER BY path FOR UPDATE",
+            (list(paths),),
+        )
+
+    def lock_folder(
+        self, conn: Any, old: str, new: str, replaced: str | None
+    ) -> list[tuple[Any, ...]]:
+        conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("memfs-dir\n" + new,)
+        )
+        return conn.execute(  # type: ignore[no-any-return]
+            f"WITH locked AS (SELECT path, updated_at FROM {TABLE} WHERE "
+            "  path >= %(old)s || '/' AND path < %(old)s || '0' AND kind = 'memory_document' "
+            "  AND NOT is_dir ORDER BY path FOR UPDATE) "
+            f"SELECT EXISTS (SELECT 1 FROM {TABLE} WHERE {AT_OR_BELOW}) "
+            "  OR EXISTS (SELECT 1 FROM memfs.reborn_directories WHERE "
+            "    (path = %(p)s AND path IS DISTINCT FROM %(replaced)s) OR "
+            "    (path >= %(p)s || '/' AND path < %(p)s || '0')), l.path, l.updated_at "
+            "FROM (SELECT 1) AS one LEFT JOIN locked l ON true",
+            {"p": new, "old": old, "replaced": replaced},
+        ).fetchall()
+
+    def locked_contents(self, conn: Any, path: str) -> bytes | None:
+        row = conn.execute(
+            f"SELECT contents FROM {TABLE} WHERE path = %s AND NOT is_dir "
+            "AND kind = 'memory_document' FOR UPDATE",
+            (path,),
+            binary=True,
+        ).fetchone()
+        return bytes(row[0]) if row is not None else None
+
+    def row_kind(self, conn: Any, path: str) -> tuple[bytes, bool, str | None] | None:
+        row = conn.execute(
+            f"SELECT contents, is_dir, kind FROM {TABLE} WHERE path = %(p)s",
+            {"p": path},
+            binary=True,
+        ).fetchone()
+        return (bytes(row[0]), bool(row[1]), row[2]) if row is not None else None
+
+    def count_kind(self, conn: Any, below: str, kind: str) -> int:
+        row = conn.execute(
+            f"SELECT count(*) FROM {TABLE} WHERE {BELOW} AND kind = %(kind)s",
+            {"p": below, "kind": kind},
+        ).fetchone()
+        return int(row[0]) if row is not None else 0
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def insert(self, conn: Any, record: Record) -> Answer:
+        return conn.execute(  # type: ignore[no-any-return]
+            f"INSERT INTO {TABLE} (path, contents, content_type, kind, indexed, version) "
+            "VALUES (%(p)s, %(data)s, %(type)s, %(kind)s, %(indexed)s::jsonb, %(v)s) "
+            "RETURNING updated_at",
+            {"p": record.path, "data": record.contents, "type": record.content_type,
+             "kind": record.kind, "indexed": record.indexed, "v": record.version},
+        )  # fmt: skip
+
+    def insert_many(self, conn: Any, records: Sequence[Record]) -> None:
+        if not records:
+            return
+        # Not closed here: closing a cursor in pipeline mode waits for its answers.
+        conn.cursor().executemany(
+            f"INSERT INTO {TABLE} (path, contents, content_type, kind, indexed, version, "
+            "created_at, updated_at) VALUES (%s, %s, %s, %s, %s::jsonb, %s, "
+            "COALESCE(%s, now()), COALESCE(%s, now()))",
+            [tuple(r) for r in records],
+        )
+
+    def update(self, conn: Any, record: Record, version: int, below: str) -> Answer:
+        return conn.execute(  # type: ignore[no-any-return]
+            f"WITH u AS (UPDATE {TABLE} SET contents = %(data)s, content_type = %(type)s, "
+            "  kind = %(kind)s, indexed = %(indexed)s::jsonb, version = version + 1, "
+            "  updated_at = now() "
+            "WHERE path = %(path)s AND NOT is_dir AND version = %(v)s "
+            f"  AND NOT EXISTS (SELECT 1 FROM {TABLE} WHERE {BELOW}) RETURNING updated_at) "
+            "SELECT (SELECT updated_at FROM u), "
+            "  memfs.expect(EXISTS (SELECT 1 FROM u), 'path (it has rows below it) ' || %(path)s)",
+            {"path": record.path, "p": below, "data": record.contents,
+             "type": record.content_type, "kind": record.kind, "indexed": record.indexed,
+             "v": version},
+        )  # fmt: skip
+
+    def insert_version(self, conn: Any, below: str, record: Record) -> Answer:
+        return conn.execute(  # type: ignore[no-any-return]
+            f"INSERT INTO {TABLE} (path, contents, content_type, kind, indexed, version) "
+            "SELECT %(p)s || '/' || n, %(data)s, %(type)s, %(kind)s, "
+            "  %(indexed)s::jsonb || jsonb_build_object('version', n), 1 "
+            "FROM (SELECT COALESCE(max((indexed ->> 'version')::bigint), 0) + 1 AS n "
+            f"  FROM {TABLE} WHERE {BELOW} AND kind = 'memory_document_version') AS next "
+            "RETURNING (indexed ->> 'version')::bigint",
+            {"p": below, "data": record.contents, "type": record.content_type,
+             "kind": record.kind, "indexed": record.indexed},
+        )  # fmt: skip
+
+    def delete_chunks(self, conn: Any, below: str) -> None:
+        conn.execute(f"DELETE FROM {TABLE} WHERE {BELOW} AND kind = 'memory_chunk'", {"p": below})
+
+    def write_attrs(self, conn: Any, path: str, attrs: FileAttrs, against: Any) -> None:
+        if attrs.empty:
+            conn.execute("DELETE FROM memfs.reborn_attrs WHERE path = %s", (path,))
+            return
+        conn.execute(
+            "INSERT INTO memfs.reborn_attrs (path, mode, mtime_ns, set_against) "
+            "VALUES (%s, %s, %s, COALESCE(%s, now())) ON CONFLICT (path) DO UPDATE "
+            "SET mode = EXCLUDED.mode, mtime_ns = EXCLUDED.mtime_ns, "
+            "set_against = EXCLUDED.set_against",
+            (path, attrs.mode, attrs.mtime_ns, against),
+        )
+
+    def set_attrs(self, conn: Any, path: str, attrs: FileAttrs) -> Answer:
+        if attrs.empty:
+            found = conn.execute(
+                f"SELECT 1 FROM {TABLE} WHERE path = %(p)s AND kind = 'memory_document'",
+                {"p": path},
+            )
+            conn.execute("DELETE FROM memfs.reborn_attrs WHERE path = %(p)s", {"p": path})
+            return found  # type: ignore[no-any-return]
+        return conn.execute(  # type: ignore[no-any-return]
+            "INSERT INTO memfs.reborn_attrs (path, mode, mtime_ns, set_against) "
+            f"SELECT path, %(mode)s, %(mtime)s, updated_at FROM {TABLE} "
+            "WHERE path = %(p)s AND kind = 'memory_document' "
+            "ON CONFLICT (path) DO UPDATE SET mode = EXCLUDED.mode, "
+            "mtime_ns = EXCLUDED.mtime_ns, set_against = EXCLUDED.set_against "
+            "RETURNING 1",
+            {"p": path, "mode": attrs.mode, "mtime": attrs.mtime_ns},
+        )
+
+    def carry_versions(self, conn: Any, source: str, target: str, relative: str) -> None:
+        conn.execute(
+            f"UPDATE {TABLE} t SET "
+            "  path = %(tv)s || '/' || ((t.indexed ->> 'version')::int + o.off)::text, "
+            "  indexed = jsonb_set(jsonb_set(t.indexed, '{version}', "
+            "    to_jsonb((t.indexed ->> 'version')::int + o.off)), "
+            "    '{doc_relative_path}', to_jsonb(%(rel)s::text)), "
+            "  version = t.version + 1, updated_at = now() "
+            "FROM (SELECT COALESCE(max((indexed ->> 'version')::int), 0) AS off "
+            f"  FROM {TABLE} WHERE path >= %(tv)s || '/' AND path < %(tv)s || '0' "
+            "  AND kind = 'memory_document_version') AS o "
+            "WHERE t.path >= %(sv)s || '/' AND t.path < %(sv)s || '0' "
+            "  AND t.kind = 'memory_document_version'",
+            {"sv": source, "tv": target, "rel": relative},
+        )
+
+    def delete_family(self, conn: Any, family: Family, seen: Any) -> Answer:
+        return conn.execute(  # type: ignore[no-any-return]
+            "WITH gone AS ("
+            f"  DELETE FROM {TABLE} WHERE path = %(doc)s AND kind = 'memory_document' "
+            "  AND NOT is_dir AND (%(seen)s::timestamptz IS NULL OR updated_at = %(seen)s) "
+            "  RETURNING path), "
+            "sidecars AS ("
+            f"  DELETE FROM {TABLE} WHERE EXISTS (SELECT 1 FROM gone) AND (path = %(meta)s "
+            "  OR (path >= %(chunks)s || '/' AND path < %(chunks)s || '0' "
+            "      AND kind = 'memory_chunk') "
+            "  OR (path >= %(versions)s || '/' AND path < %(versions)s || '0' "
+            "      AND kind = 'memory_document_version'))), "
+            "attrs AS (DELETE FROM memfs.reborn_attrs WHERE path = %(doc)s "
+            "  AND EXISTS (SELECT 1 FROM gone)) "
+            "SELECT (SELECT count(*) FROM gone), "
+            f"  (SELECT count(*) FROM {TABLE} WHERE path = %(doc)s AND kind = 'memory_document')",
+            {**family._asdict(), "seen": seen},
+        )
+
+    def move_families(
+        self, conn: Any, olds: Sequence[str], news: Sequence[str], relatives: Sequence[str]
+    ) -> Answer:
+        """Three statements whatever the number of documents."""
+        pairs = {"olds": list(olds), "news": list(news), "rels": list(relatives)}
+        conn.execute(
+            f"UPDATE {TABLE} t SET path = m.new || substr(t.path, length(m.old) + 1), "
+            "  indexed = CASE WHEN t.kind IN ('memory_chunk', 'memory_document_version') "
+            "    THEN jsonb_set(t.indexed, '{doc_relative_path}', to_jsonb(m.rel)) "
+            "    ELSE t.indexed END, "
+            "  version = t.version + 1, updated_at = now() "
+            "FROM unnest(%(olds)s::text[], %(news)s::text[], %(rels)s::text[]) AS m(old, new, rel) "
+            "WHERE t.path = m.old || '.meta' "
+            "  OR (t.path >= m.old || '.chunks/' AND t.path < m.old || '.chunks0') "
+            "  OR (t.path >= m.old || '.versions/' AND t.path < m.old || '.versions0')",
+            pairs,
+        )
+        moved = conn.execute(
+            f"UPDATE {TABLE} t SET path = m.new, version = t.version + 1, updated_at = now() "
+            "FROM unnest(%(olds)s::text[], %(news)s::text[]) AS m(old, new) "
+            "WHERE t.path = m.old AND t.kind = 'memory_document' RETURNING t.path, t.updated_at",
+            pairs,
+        )
+        conn.execute(
+            "UPDATE memfs.reborn_attrs a SET path = m.new "
+            "FROM unnest(%(olds)s::text[], %(news)s::text[]) AS m(old, new) WHERE a.path = m.old",
+            pairs,
+        )
+        return moved  # type: ignore[no-any-return]
+
+    def keep_directories(self, conn: Any, paths: Sequence[str]) -> None:
+        if paths:
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO memfs.reborn_directories (path) VALUES (%s) "
+                    "ON CONFLICT DO NOTHING",
+                    [(p,) for p in paths],
+                )
+
+    def drop_directory(self, conn: Any, path: str) -> None:
+        conn.execute("DELETE FROM memfs.reborn_directories WHERE path = %s", (path,))
+
+    def move_directories(self, conn: Any, old: str, new: str) -> None:
+        conn.execute(
+            "UPDATE memfs.reborn_directories SET path = %(new)s || substr(path, %(cut)s) "
+            "WHERE path = %(old)s OR (path >= %(old)s || '/' AND path < %(old)s || '0')",
+            {"new": new, "old": old, "cut": len(old) + 1},
+        )
