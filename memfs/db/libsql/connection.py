@@ -25,9 +25,9 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +75,21 @@ def check_features(conn: sqlite3.Connection) -> None:
 class LibsqlFile:
     """An existing SQLite-format file and this process's connections to it."""
 
-    def __init__(self, path: Path, *, read_only: bool = False, foreign_keys: bool = False) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        read_only: bool = False,
+        foreign_keys: bool = False,
+        attach: Mapping[str, Path] | None = None,
+        functions: Mapping[str, tuple[int, Callable[..., Any]]] | None = None,
+    ) -> None:
         self.path = path
         self.read_only = read_only
+        #: Files of memfs's own attached to every connection, by schema name.
+        self.attach = dict(attach or {})
+        #: SQL functions of memfs's (name: (arguments, function)) on every connection.
+        self.functions = dict(functions or {})
         #: Legacy files: IronClaw's engine has foreign keys on (cascading deletes).
         self.foreign_keys = foreign_keys
         self._local = threading.local()
@@ -102,6 +114,10 @@ class LibsqlFile:
             except sqlite3.Error as exc:
                 raise NotIronClawFile(f"{self.path}: cannot open it: {exc}") from None
             conn.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
+            for schema, own in self.attach.items():
+                conn.execute("ATTACH DATABASE ? AS " + schema, (str(own),))
+            for name, (arguments, function) in self.functions.items():
+                conn.create_function(name, arguments, function, deterministic=True)
             if self.foreign_keys:
                 conn.execute("PRAGMA foreign_keys = ON")
             self._local.conn = conn

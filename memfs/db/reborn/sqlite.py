@@ -1,0 +1,448 @@
+"""The Reborn rows in IronClaw's libSQL file (``RebornRows`` on stdlib ``sqlite3``).
+
+IronClaw's ``root_filesystem_entries`` with its storage classes (libsql facts §4,
+requirement 5): ``contents`` a blob, ``indexed`` IronClaw's JSON text, ``is_dir`` and
+``version`` integers, timestamps the text ``strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`` gives,
+set by SQL on every insert and update (``created_at`` left to the column default).
+memfs's own rows (kept folders, client attributes) live in memfs's file beside it,
+attached as ``memfs`` (``LibsqlFile``): IronClaw's file holds nothing of memfs's.
+
+Every write runs in the ``BEGIN IMMEDIATE`` transaction ``open_transaction`` opens, so
+reads inside it see the rows as they will be changed (the write lock is this process's);
+answers are read at once.
+
+The version token.  The model tells a row's versions apart by a timestamp; IronClaw's
+timestamps here have millisecond resolution, so two writes within one millisecond would
+look like one.  The token is ``updated_at`` plus ``version % 1000`` microseconds: within a
+millisecond the versions differ, and a guard compares both parts (``_seen``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from memfs.db.interface import FileAttrs
+from memfs.db.libsql.connection import LibsqlFile
+from memfs.db.reborn import layout
+from memfs.db.reborn.rows import Answer, Family, Record, answers
+from memfs.ironclaw.hashing import bytes_hash
+
+log = logging.getLogger(__name__)
+
+TABLE = "root_filesystem_entries"
+NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+BELOW = "(path >= :p || '/' AND path < :p || '0')"
+AT_OR_BELOW = f"(path = :p OR {BELOW})"
+_IN = "IN (SELECT value FROM json_each(:{}))"
+#: memfs's own tables, in its file beside IronClaw's (attached as ``memfs``).
+OWN_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS memfs.reborn_directories (path TEXT PRIMARY KEY)",
+    "CREATE TABLE IF NOT EXISTS memfs.reborn_attrs (path TEXT PRIMARY KEY, mode INTEGER, "
+    "mtime_ns INTEGER, set_against TEXT NOT NULL)",
+)
+#: A row's state as the attributes table keeps it.
+_STATE = "e.updated_at || '|' || e.version"
+
+
+def own_file(ironclaw_file: Path) -> Path:
+    """memfs's file beside IronClaw's: kept folders and client attributes (0600)."""
+    return ironclaw_file.with_name(ironclaw_file.name + ".memfs")
+
+
+def row_hash(path: str, version: int) -> int:
+    """A 48-bit hash of a row's path and version (the fingerprint sums them: SQLite has no
+    hash function of its own)."""
+    digest = hashlib.blake2b(f"{path}:{version}".encode(), digest_size=6).digest()
+    return int.from_bytes(digest, "big")
+
+
+def open_file(path: Path, *, read_only: bool = False) -> LibsqlFile:
+    """IronClaw's Reborn libSQL file with memfs's own file attached as ``memfs`` (created
+    0600 if missing) and the fingerprint's hash function."""
+    own = own_file(path)
+    if not own.exists() and not read_only:
+        os.close(os.open(own, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    opened = LibsqlFile(path, read_only=read_only, attach={"memfs": own},
+                        functions={"memfs_row_hash": (2, row_hash)})  # fmt: skip
+    if not read_only:
+        conn = opened.connection()
+        for statement in OWN_SCHEMA:
+            conn.execute(statement)
+    return opened
+
+
+class GuardFailed(sqlite3.DatabaseError):
+    """A guarded write found no row to change (the transaction is rolled back)."""
+
+
+def token(updated_at: str, version: int) -> datetime:
+    """The model's version token of a row (see the module docstring)."""
+    try:
+        at = datetime.strptime(updated_at, _TIME_FORMAT).replace(tzinfo=UTC)
+    except (TypeError, ValueError):
+        log.warning("a row's updated_at %r is not IronClaw's format", updated_at)
+        at = datetime(1970, 1, 1, tzinfo=UTC)
+    return at + timedelta(microseconds=version % 1000)
+
+
+def _seen(value: Any) -> tuple[str | None, int | None]:
+    """A token back in its parts: IronClaw's ``updated_at`` text and ``version % 1000``."""
+    if not isinstance(value, datetime):
+        return None, None
+    extra = value.microsecond % 1000
+    at = (value - timedelta(microseconds=extra)).astimezone(UTC)
+    return f"{at.strftime('%Y-%m-%dT%H:%M:%S')}.{at.microsecond // 1000:03d}Z", extra
+
+
+def _time(value: str) -> datetime:
+    return token(value, 0)
+
+
+def _text(value: datetime | None) -> str | None:
+    """A time as IronClaw writes it (``memfs migrate`` carries the source's)."""
+    if value is None:
+        return None
+    at = value.astimezone(UTC)
+    return f"{at.strftime('%Y-%m-%dT%H:%M:%S')}.{at.microsecond // 1000:03d}Z"
+
+
+class SqliteRows:
+    """``RebornRows`` in a libSQL file."""
+
+    error: type[Exception] = sqlite3.Error
+
+    @contextlib.contextmanager
+    def read_connection(self, pool: LibsqlFile) -> Iterator[Any]:
+        yield pool.connection()
+
+    def open_transaction(self, pool: LibsqlFile) -> contextlib.AbstractContextManager[Any]:
+        return pool.transaction()
+
+    def is_refusal(self, exc: Exception) -> bool:
+        return isinstance(exc, sqlite3.IntegrityError | sqlite3.DataError)
+
+    def is_unique_violation(self, exc: Exception) -> bool:
+        return isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in str(exc)
+
+    def guard_failure(self, exc: Exception) -> str | None:
+        return str(exc) if isinstance(exc, GuardFailed) else None
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def _documents(self, conn: Any, where: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        rows = conn.execute(
+            "SELECT e.path, length(e.contents), e.created_at, e.updated_at, e.version, "
+            f"a.mode, a.mtime_ns FROM {TABLE} e LEFT JOIN memfs.reborn_attrs a "
+            f"ON a.path = e.path AND a.set_against = {_STATE} "
+            f"WHERE {where} AND e.is_dir = 0 AND e.kind = 'memory_document' ORDER BY e.path",
+            params,
+        ).fetchall()
+        return [(p, size, _time(c), token(u, v), mode, mtime)
+                for p, size, c, u, v, mode, mtime in rows]  # fmt: skip
+
+    def documents(self, conn: Any, prefix: str) -> list[tuple[Any, ...]]:
+        return self._documents(conn, "e.path >= :p || '/' AND e.path < :p || '0'", {"p": prefix})
+
+    def documents_at(self, conn: Any, paths: Sequence[str]) -> list[tuple[Any, ...]]:
+        return self._documents(conn, f"e.path {_IN.format('paths')}", {"paths": json.dumps(paths)})
+
+    def kinds(self, conn: Any, prefix: str) -> list[tuple[str, str]]:
+        return conn.execute(  # type: ignore[no-any-return]
+            f"SELECT path, kind FROM {TABLE} WHERE {BELOW} AND is_dir = 0 "
+            "AND kind IN ('memory_document', 'memory_chunk')",
+            {"p": prefix},
+        ).fetchall()
+
+    def directories(self, conn: Any, prefix: str) -> list[str]:
+        rows = conn.execute(
+            f"SELECT path FROM memfs.reborn_directories WHERE {BELOW} ORDER BY path",
+            {"p": prefix},
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def contents(self, conn: Any, paths: Sequence[str]) -> list[tuple[str, bytes, Any]]:
+        rows = conn.execute(
+            f"SELECT path, contents, updated_at, version FROM {TABLE} "
+            f"WHERE path {_IN.format('paths')} AND is_dir = 0 AND kind = 'memory_document'",
+            {"paths": json.dumps(paths)},
+        ).fetchall()
+        return [(p, bytes(data), token(u, v)) for p, data, u, v in rows]
+
+    def by_hash(self, conn: Any, doc: str, versions: str, digest: str) -> list[tuple[bytes, str]]:
+        """SQLite has no SHA-256: the document row is hashed here."""
+        rows = conn.execute(
+            f"SELECT contents, kind FROM {TABLE} WHERE (path = :doc "
+            "AND kind = 'memory_document') OR (path >= :p || '/' AND path < :p || '0' "
+            "AND kind = 'memory_document_version' AND instr(contents, :hash) > 0)",
+            {"doc": doc, "p": versions, "hash": digest.encode("utf-8")},
+        ).fetchall()
+        found = []
+        for data, kind in rows:
+            if kind == layout.DOCUMENT_KIND and bytes_hash(bytes(data)) != digest:
+                continue
+            found.append((bytes(data), kind))
+        return found
+
+    def fingerprint(self, conn: Any, prefix: str) -> tuple[int, str]:
+        row = conn.execute(
+            f"SELECT count(*), total(memfs_row_hash(path, version)) FROM {TABLE} "
+            f"WHERE {BELOW} AND kind = 'memory_document'",
+            {"p": prefix},
+        ).fetchone()
+        return (int(row[0]), repr(row[1])) if row else (0, "0")
+
+    def lock_row(self, conn: Any, path: str) -> Answer:
+        row = conn.execute(
+            f"SELECT contents, version, updated_at, is_dir, kind FROM {TABLE} WHERE path = ?",
+            (path,),
+        ).fetchone()
+        if row is None:
+            return answers([])
+        data, version, updated, is_dir, kind = row
+        return answers([(bytes(data), version, token(updated, version), bool(is_dir), kind)])
+
+    def blocker(self, conn: Any, path: str, ancestors: Sequence[str]) -> Answer:
+        return answers(conn.execute(
+            f"SELECT path FROM {TABLE} WHERE {BELOW} OR (path {_IN.format('up')} "
+            "AND is_dir = 0 AND kind = 'memory_document') LIMIT 1",
+            {"p": path, "up": json.dumps(ancestors)},
+        ).fetchall())  # fmt: skip
+
+    def taken(self, conn: Any, path: str) -> Answer:
+        return answers(
+            conn.execute(
+                f"SELECT 1 FROM {TABLE} WHERE {AT_OR_BELOW} LIMIT 1", {"p": path}
+            ).fetchall()
+        )
+
+    def rows_at(self, conn: Any, paths: Sequence[str]) -> Answer:
+        rows = conn.execute(
+            f"SELECT path, contents FROM {TABLE} WHERE path {_IN.format('paths')} AND is_dir = 0",
+            {"paths": json.dumps(paths)},
+        ).fetchall()
+        return answers([(p, bytes(data)) for p, data in rows])
+
+    def chunked(self, conn: Any, docs: Sequence[str]) -> Answer:
+        return answers(conn.execute(
+            f"SELECT j.value FROM json_each(:docs) j WHERE EXISTS (SELECT 1 FROM {TABLE} t "
+            "WHERE t.path >= j.value || '.chunks/' AND t.path < j.value || '.chunks0')",
+            {"docs": json.dumps(docs)},
+        ).fetchall())  # fmt: skip
+
+    def lock_documents(self, conn: Any, paths: Sequence[str]) -> Answer:
+        rows = conn.execute(
+            f"SELECT path, updated_at, version FROM {TABLE} WHERE path {_IN.format('paths')} "
+            "AND kind = 'memory_document' AND is_dir = 0 ORDER BY path",
+            {"paths": json.dumps(paths)},
+        ).fetchall()
+        return answers([(p, token(u, v)) for p, u, v in rows])
+
+    def lock_folder(
+        self, conn: Any, old: str, new: str, replaced: str | None
+    ) -> list[tuple[Any, ...]]:
+        """The write lock is held since ``BEGIN IMMEDIATE``: moves take turns."""
+        taken = conn.execute(
+            f"SELECT EXISTS (SELECT 1 FROM {TABLE} WHERE {AT_OR_BELOW}) OR EXISTS (SELECT 1 "
+            "FROM memfs.reborn_directories WHERE (path = :p AND path IS NOT :replaced) "
+            "OR (path >= :p || '/' AND path < :p || '0'))",
+            {"p": new, "replaced": replaced},
+        ).fetchone()[0]
+        rows = conn.execute(
+            f"SELECT path, updated_at, version FROM {TABLE} WHERE path >= :old || '/' "
+            "AND path < :old || '0' AND kind = 'memory_document' AND is_dir = 0 ORDER BY path",
+            {"old": old},
+        ).fetchall()
+        if not rows:
+            return [(bool(taken), None, None)]
+        return [(bool(taken), p, token(u, v)) for p, u, v in rows]
+
+    def locked_contents(self, conn: Any, path: str) -> bytes | None:
+        row = conn.execute(
+            f"SELECT contents FROM {TABLE} WHERE path = ? AND is_dir = 0 "
+            "AND kind = 'memory_document'",
+            (path,),
+        ).fetchone()
+        return bytes(row[0]) if row is not None else None
+
+    def row_kind(self, conn: Any, path: str) -> tuple[bytes, bool, str | None] | None:
+        row = conn.execute(
+            f"SELECT contents, is_dir, kind FROM {TABLE} WHERE path = ?", (path,)
+        ).fetchone()
+        return (bytes(row[0]), bool(row[1]), row[2]) if row is not None else None
+
+    def count_kind(self, conn: Any, below: str, kind: str) -> int:
+        row = conn.execute(
+            f"SELECT count(*) FROM {TABLE} WHERE {BELOW} AND kind = :kind",
+            {"p": below, "kind": kind},
+        ).fetchone()
+        return int(row[0]) if row is not None else 0
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def insert(self, conn: Any, record: Record) -> Answer:
+        row = conn.execute(
+            f"INSERT INTO {TABLE} (path, contents, content_type, kind, indexed, version, "
+            f"updated_at) VALUES (?, ?, ?, ?, ?, ?, {NOW}) RETURNING updated_at, version",
+            (record.path, record.contents, record.content_type, record.kind, record.indexed,
+             record.version),
+        ).fetchone()  # fmt: skip
+        return answers([(token(row[0], row[1]),)])
+
+    def insert_many(self, conn: Any, records: Sequence[Record]) -> None:
+        conn.executemany(
+            f"INSERT INTO {TABLE} (path, contents, content_type, kind, indexed, version, "
+            f"created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, COALESCE(?, {NOW}), "
+            f"COALESCE(?, {NOW}))",
+            [(r.path, r.contents, r.content_type, r.kind, r.indexed, r.version,
+              _text(r.created_at), _text(r.updated_at)) for r in records],
+        )  # fmt: skip
+
+    def update(self, conn: Any, record: Record, version: int, below: str) -> Answer:
+        row = conn.execute(
+            f"UPDATE {TABLE} SET contents = :data, content_type = :type, kind = :kind, "
+            f"indexed = :indexed, version = version + 1, updated_at = {NOW} "
+            "WHERE path = :path AND is_dir = 0 AND version = :v "
+            f"AND NOT EXISTS (SELECT 1 FROM {TABLE} WHERE {BELOW}) "
+            "RETURNING updated_at, version",
+            {"path": record.path, "p": below, "data": record.contents,
+             "type": record.content_type, "kind": record.kind, "indexed": record.indexed,
+             "v": version},
+        ).fetchone()  # fmt: skip
+        if row is None:
+            raise GuardFailed(f"path (it has rows below it) {record.path}")
+        return answers([(token(row[0], row[1]),)])
+
+    def insert_version(self, conn: Any, below: str, record: Record) -> Answer:
+        """The number is found here (the write lock is held): IronClaw's JSON text of the
+        keys with ``version`` among them, sorted, as its serde_json writes them."""
+        row = conn.execute(
+            "SELECT COALESCE(max(CAST(json_extract(indexed, '$.version') AS INTEGER)), 0) + 1 "
+            f"FROM {TABLE} WHERE {BELOW} AND kind = 'memory_document_version'",
+            {"p": below},
+        ).fetchone()
+        number = int(row[0])
+        indexed = layout.dumps({**json.loads(record.indexed), "version": number})
+        self.insert(conn, record._replace(path=f"{below}/{number}", indexed=indexed))
+        return answers([(number,)])
+
+    def delete_chunks(self, conn: Any, below: str) -> None:
+        conn.execute(f"DELETE FROM {TABLE} WHERE {BELOW} AND kind = 'memory_chunk'", {"p": below})
+
+    def write_attrs(self, conn: Any, path: str, attrs: FileAttrs, against: Any) -> None:
+        """Set against the row as this transaction leaves it (``against`` is always None
+        on this layout: attributes follow a write of the row)."""
+        self.set_attrs(conn, path, attrs)
+
+    def set_attrs(self, conn: Any, path: str, attrs: FileAttrs) -> Answer:
+        found = conn.execute(
+            f"SELECT {_STATE} FROM {TABLE} e WHERE e.path = ? AND e.kind = 'memory_document'",
+            (path,),
+        ).fetchall()
+        if attrs.empty or not found:
+            conn.execute("DELETE FROM memfs.reborn_attrs WHERE path = ?", (path,))
+        else:
+            conn.execute(
+                "INSERT OR REPLACE INTO memfs.reborn_attrs (path, mode, mtime_ns, set_against) "
+                "VALUES (?, ?, ?, ?)",
+                (path, attrs.mode, attrs.mtime_ns, found[0][0]),
+            )
+        return answers(found)
+
+    def carry_versions(self, conn: Any, source: str, target: str, relative: str) -> None:
+        row = conn.execute(
+            "SELECT COALESCE(max(CAST(json_extract(indexed, '$.version') AS INTEGER)), 0) "
+            f"FROM {TABLE} WHERE {BELOW} AND kind = 'memory_document_version'",
+            {"p": target},
+        ).fetchone()
+        offset = int(row[0])
+        carried = conn.execute(
+            f"SELECT path, indexed FROM {TABLE} WHERE {BELOW} AND kind = 'memory_document_version'",
+            {"p": source},
+        ).fetchall()
+        for path, indexed in carried:
+            keys = json.loads(indexed)
+            number = int(keys.get("version", 0)) + offset
+            keys.update(version=number, doc_relative_path=relative)
+            conn.execute(
+                f"UPDATE {TABLE} SET path = ?, indexed = ?, version = version + 1, "
+                f"updated_at = {NOW} WHERE path = ?",
+                (f"{target}/{number}", layout.dumps(keys), path),
+            )
+
+    def delete_family(self, conn: Any, family: Family, seen: Any) -> Answer:
+        at, extra = _seen(seen)
+        gone = conn.execute(
+            f"DELETE FROM {TABLE} WHERE path = :doc AND kind = 'memory_document' AND is_dir = 0 "
+            "AND (:at IS NULL OR (updated_at = :at AND version % 1000 = :extra)) RETURNING path",
+            {"doc": family.doc, "at": at, "extra": extra},
+        ).fetchall()
+        if gone:
+            conn.execute(
+                f"DELETE FROM {TABLE} WHERE path = :meta OR (path >= :chunks || '/' AND "
+                "path < :chunks || '0' AND kind = 'memory_chunk') OR (path >= :versions || '/' "
+                "AND path < :versions || '0' AND kind = 'memory_document_version')",
+                family._asdict(),
+            )
+            conn.execute("DELETE FROM memfs.reborn_attrs WHERE path = ?", (family.doc,))
+        still = conn.execute(
+            f"SELECT count(*) FROM {TABLE} WHERE path = ? AND kind = 'memory_document'",
+            (family.doc,),
+        ).fetchone()[0]
+        return answers([(len(gone), still)])
+
+    def move_families(
+        self, conn: Any, olds: Sequence[str], news: Sequence[str], relatives: Sequence[str]
+    ) -> Answer:
+        moved = []
+        for old, new, relative in zip(olds, news, relatives, strict=True):
+            sidecars = conn.execute(
+                f"SELECT path, kind, indexed FROM {TABLE} WHERE path = :old || '.meta' "
+                "OR (path >= :old || '.chunks/' AND path < :old || '.chunks0') "
+                "OR (path >= :old || '.versions/' AND path < :old || '.versions0')",
+                {"old": old},
+            ).fetchall()
+            for path, kind, keys in sidecars:
+                indexed = keys
+                if kind in (layout.CHUNK_KIND, layout.VERSION_KIND):
+                    # IronClaw's JSON text, re-made as its serde_json writes it.
+                    indexed = layout.dumps({**json.loads(keys), "doc_relative_path": relative})
+                conn.execute(
+                    f"UPDATE {TABLE} SET path = ?, indexed = ?, version = version + 1, "
+                    f"updated_at = {NOW} WHERE path = ?",
+                    (new + path[len(old) :], indexed, path),
+                )
+            row = conn.execute(
+                f"UPDATE {TABLE} SET path = ?, version = version + 1, updated_at = {NOW} "
+                "WHERE path = ? AND kind = 'memory_document' RETURNING path, updated_at, version",
+                (new, old),
+            ).fetchone()
+            if row is not None:
+                moved.append((row[0], token(row[1], row[2])))
+            conn.execute("UPDATE memfs.reborn_attrs SET path = ? WHERE path = ?", (new, old))
+        return answers(moved)
+
+    def keep_directories(self, conn: Any, paths: Sequence[str]) -> None:
+        conn.executemany(
+            "INSERT OR IGNORE INTO memfs.reborn_directories (path) VALUES (?)",
+            [(p,) for p in paths],
+        )
+
+    def drop_directory(self, conn: Any, path: str) -> None:
+        conn.execute("DELETE FROM memfs.reborn_directories WHERE path = ?", (path,))
+
+    def move_directories(self, conn: Any, old: str, new: str) -> None:
+        conn.execute(
+            "UPDATE memfs.reborn_directories SET path = :new || substr(path, :cut) "
+            "WHERE path = :old OR (path >= :old || '/' AND path < :old || '0')",
+            {"new": new, "old": old, "cut": len(old) + 1},
+        )
