@@ -14,6 +14,7 @@ import hashlib
 import json
 import re
 import struct
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
+from memfs.db.deferred import MoveDir
 from memfs.db.interface import FileAttrs
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.search_store import RebornSearchStore
@@ -364,6 +366,24 @@ def test_a_move_applies_the_destinations_indexing_rules(
     assert left["back/p/q/2.md.chunks/0"] == chunk("text of p/q/2.md", 0, "back/p/q/2.md")
     store.rename_directory("back", "elsewhere", None)  # indexed to indexed: left alone
     assert _chunked(sql_conn) == ["elsewhere/p/1.md", "elsewhere/p/q/2.md", "notes/x.md"]
+
+
+@pytest.mark.timeout(120)
+def test_a_deferred_folder_move_into_skip_indexing_does_not_wait_on_itself(
+    store: RebornStore, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """``mv p private/`` as the mount sends it (a deferred move, sent by
+    ``flush_changes``): the chunks go once it committed.  The rebuild ran in a transaction
+    that took deferred changes and waited for the batch its own caller held, for a
+    minute (the history checker's Reborn seed 13: a mount failing every call with EIO)."""
+    store.commit_document(None, "private/.config", "", NO_ATTRS)
+    _sidecar(sql_conn, "private/.config.meta", b'{"skip_indexing":true}')
+    store.commit_document(None, "p/1.md", "text of p/1.md", NO_ATTRS)
+    store.defer(MoveDir("p", "private/p"))
+    started = time.monotonic()
+    assert store.flush_changes()
+    assert time.monotonic() - started < 10
+    assert _chunked(sql_conn) == []
 
 
 def test_e8_the_bootstrap_clear_keeps_the_text_as_a_version(

@@ -465,7 +465,9 @@ class RebornStore(DeferringStore):
     def reindex_document(self, relative: str) -> int:
         """The document's chunks rebuilt from its content, as IronClaw's indexer does after
         a write (``memfs reindex``); the number written (0: gone, or not indexed)."""
-        with self._transaction() as conn:
+        # Not ``_transaction``: this runs after a transaction that may carry deferred
+        # changes (``_after_transaction``), whose batch is released only after it.
+        with self._open_transaction() as conn:
             data = self.rows.locked_contents(conn, self.scope.row(relative))
             if data is None:
                 return 0
@@ -486,7 +488,7 @@ class RebornStore(DeferringStore):
             return ImportOutcome("refused", reason=f"IronClaw's path rules: it {problem}")
         full = self.scope.row(doc.path)
         data = doc.content.encode("utf-8")
-        with self._transaction() as conn:
+        with self._open_transaction() as conn:  # a copy carries no deferred changes
             current = self.rows.row_kind(conn, full)
             if current is not None:
                 if current[1] or current[2] != layout.DOCUMENT_KIND:
