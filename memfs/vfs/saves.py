@@ -61,6 +61,8 @@ class Base(NamedTuple):
     #: file, and a read before its save (emacs compares the file with the buffer) is not
     #: its base.
     editing: bool = False
+    #: A read by a process that had found no document at the path before it.
+    after_absent: bool = False
 
 
 class SaverBases:
@@ -122,10 +124,12 @@ class SaverBases:
             return
         if known is not None and known.editing:
             return
+        after = known is not None and known.doc_id is None
         if data is not None:
-            self._put((path, pid), Base(doc_id, version, data(), read=True))
+            self._put((path, pid), Base(doc_id, version, data(), read=True, after_absent=after))
             return
-        self._put((path, pid), Base(doc_id, version, None, read=True, digest=digest()))
+        self._put((path, pid), Base(doc_id, version, None, read=True, digest=digest(),
+                                    after_absent=after))  # fmt: skip
 
     def absent(self, path: str, pid: int) -> None:
         """Process ``pid`` looked ``path`` up and found no document: what it writes there
@@ -138,14 +142,17 @@ class SaverBases:
         self._put((path, pid), Base(None, None, b""))
 
     def editing(self, path: str, pid: int) -> None:
-        """Process ``pid`` made emacs's lock file of ``path`` (``.#name``).  If it had
-        found no document there, its buffer started from an empty file: a read before it
-        saves does not replace that base (emacs reads the file once more to compare it
-        with the buffer; were that its base, the document the agent made meanwhile would
-        look deleted by the save)."""
+        """Process ``pid`` made emacs's lock file of ``path`` (``.#name``), which emacs
+        does as its buffer first changes.  If it had found no document there, its buffer
+        started from an empty file: a read before it saves does not replace that base, and
+        a read since it found none is undone (emacs, locking a file another writer made
+        since it looked, first reads it to compare it with the buffer; were that read its
+        base, the document the agent made meanwhile would look deleted by the save)."""
         known = self._bases.get((path, pid))
         if known is not None and known.doc_id is None:
             self._put((path, pid), known._replace(editing=True))
+        elif known is not None and known.read and known.after_absent:
+            self._put((path, pid), Base(None, None, b"", editing=True))
 
     def _put(self, key: tuple[str, int], base: Base) -> None:
         self._put_one((key[0], -self._process_of(key[1])), base)  # the process's: negative

@@ -557,3 +557,25 @@ async def test_a_new_file_where_its_writer_found_none_goes_after_one_made_meanwh
     await fs.write(fh, 0, b"mine\n")
     await fs.release(fh)
     assert engine.contents(sql_conn) == {"notes.md": "agent\nmine\n"}
+
+
+async def test_emacs_locking_after_the_agent_made_the_file_keeps_the_agents_lines(
+    engine: Engine,
+    two: tuple[Filesystem, Filesystem],
+    sql_conn: psycopg.Connection[Any],
+    database_url: str,
+) -> None:
+    """emacs visits notes.md, not there yet; the agent creates it before the person's
+    first keystroke; emacs 28 then reads the file to compare it with the buffer before it
+    makes its lock file, and saves (the history checker's Reborn seed 12)."""
+    fs, _ = two
+    with pytest.raises(FsError):
+        await fs.lookup(ROOT_INODE, "notes.md", EMACS)
+    engine.agent_writes(sql_conn, database_url, {"notes.md": "agent\n"})
+    await OtherWriters(fs).resync()
+    shown = await fs.lookup(ROOT_INODE, "notes.md", EMACS)
+    assert await read_as(fs, shown.ino, EMACS) == b"agent\n"  # the compare
+    await fs.symlink(ROOT_INODE, ".#notes.md", b"me@host.4545", EMACS)  # then the lock
+    await fs.rename(ROOT_INODE, "notes.md", ROOT_INODE, "notes.md~", pid=EMACS)
+    await write_temp_as(fs, "notes.md", b"mine\n", EMACS)
+    assert engine.contents(sql_conn)["notes.md"] == "agent\nmine\n"

@@ -55,3 +55,18 @@ def test_unknown_processes_leave_no_base() -> None:
     bases = SaverBases()
     bases.absent("x.md", 0)
     assert bases.base("x.md", 0) is None
+
+
+def test_emacs_locking_after_its_compare_read_undoes_that_read() -> None:
+    """Emacs 28 compares the file with its buffer before it makes the lock file: the read
+    comes first when the agent made the file after emacs found none."""
+    bases = SaverBases()
+    bases.absent("b.md", EMACS)
+    bases.read("b.md", EMACS, DOC, "v1")  # the supersession check's compare
+    bases.editing("b.md", EMACS)  # then .#b.md
+    found = bases.base("b.md", EMACS)
+    assert found is not None and found.doc_id is None and found.data == b""
+    bases.read("b.md", SHELL, DOC, "v1")  # another process that read it, no lock: its read
+    bases.editing("c.md", SHELL)
+    read = bases.base("b.md", SHELL)
+    assert read is not None and read.doc_id == DOC
