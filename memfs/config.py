@@ -168,6 +168,11 @@ class Settings:
         """Which database this is, without secrets (the embedded one by its data dir)."""
         if not self.database_url:
             return f"embedded:{self.pgdata}"
+        from memfs.db.libsql.database import libsql_path
+
+        libsql = libsql_path(self.database_url)
+        if libsql is not None:
+            return f"libsql:{libsql.resolve()}"
         params = _parameters(self.database_url, None)
         if params is None:
             return "unparsable"
@@ -197,8 +202,11 @@ class Settings:
 
 def check_database_url(url: str, source: str = "--database-url") -> None:
     """Refuse a connection string libpq cannot parse, before anything is started."""
+    from memfs.db.libsql.database import libsql_path
     from memfs.options import SettingError
 
+    if libsql_path(url) is not None:
+        return  # IronClaw's libSQL file (memfs.db.libsql)
     if _parameters(url, None) is None:
         raise SettingError(
             f"{source}: not a PostgreSQL URL or key=value connection string "

@@ -34,6 +34,7 @@ from memfs.db.legacy.statistics import PlannerStatistics
 from memfs.db.legacy.store import MetaStore
 from memfs.db.legacy.tool_store import ToolStore
 from memfs.db.legacy.version_store import LegacyVersionStore
+from memfs.db.libsql.database import libsql_path, open_libsql
 from memfs.db.reborn.health import RebornHealth
 from memfs.db.reborn.layout import DEFAULT_AGENT, DEFAULT_TENANT, DEFAULT_USER, RebornScope
 from memfs.db.reborn.search_store import RebornSearchStore
@@ -435,6 +436,9 @@ def open_database(settings: Settings, *, read_only: bool = False) -> Database:
     """
     embedded = None
     url = settings.database_url
+    libsql = libsql_path(url) if url else None
+    if libsql is not None:
+        return open_libsql(libsql, read_only=read_only)  # type: ignore[return-value]
     if not url:
         url, embedded = start_embedded(settings.pgdata, create=not read_only)
     try:

@@ -104,7 +104,7 @@ def _seen(value: Any) -> tuple[str | None, int | None]:
     return f"{at.strftime('%Y-%m-%dT%H:%M:%S')}.{at.microsecond // 1000:03d}Z", extra
 
 
-def _time(value: str) -> datetime:
+def parse_time(value: str) -> datetime:
     return token(value, 0)
 
 
@@ -147,7 +147,7 @@ class SqliteRows:
             f"WHERE {where} AND e.is_dir = 0 AND e.kind = 'memory_document' ORDER BY e.path",
             params,
         ).fetchall()
-        return [(p, size, _time(c), token(u, v), mode, mtime)
+        return [(p, size, parse_time(c), token(u, v), mode, mtime)
                 for p, size, c, u, v, mode, mtime in rows]  # fmt: skip
 
     def documents(self, conn: Any, prefix: str) -> list[tuple[Any, ...]]:

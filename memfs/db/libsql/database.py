@@ -1,0 +1,168 @@
+"""An open IronClaw libSQL file as the mount, ``memfs status`` and ``memfs search`` see a
+database (the same questions ``memfs.db.Database`` answers for PostgreSQL).
+
+The Reborn layout only, for now: its rows through ``RebornStore`` over ``SqliteRows``,
+versions, IronClaw v1.3's full-text search and tool folders from
+``memfs.db.libsql.reborn_stores``.  IronClaw notifies nothing: mounts poll (a cheap
+fingerprint of the scope, recomputed only when ``PRAGMA data_version`` moved).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memfs.config import Settings
+from memfs.db.interface import DocumentStore, VersionStore
+from memfs.db.libsql.connection import LibsqlFile, NotIronClawFile
+from memfs.db.libsql.files import layout_of
+from memfs.db.libsql.reborn_stores import (
+    LibsqlSearchStore,
+    LibsqlToolFileStore,
+    LibsqlVersionStore,
+)
+from memfs.db.reborn.layout import RebornScope
+from memfs.db.reborn.sqlite import SqliteRows, open_file
+from memfs.db.reborn.store import RebornStore
+from memfs.db.workspace import FullTextRanking, Workspace
+from memfs.errors import DatabaseError
+
+log = logging.getLogger(__name__)
+
+#: How a URL or path names a libSQL file: ``sqlite:PATH``, ``file:PATH``, or a path.
+PREFIXES = ("sqlite://", "sqlite:", "file://", "file:", "libsql://", "libsql:")
+
+
+def libsql_path(url: str) -> Path | None:
+    """The file a database URL names if it names a SQLite-format file (None: PostgreSQL)."""
+    for prefix in PREFIXES:
+        if url.startswith(prefix):
+            return Path(url[len(prefix) :]).expanduser()
+    if url.startswith(("/", "./", "~")) or url.endswith((".db", ".sqlite", ".sqlite3")):
+        return Path(url).expanduser()
+    return None
+
+
+class _NoPool:
+    """What the call breaker asks of a pool: nothing to reconnect to a local file."""
+
+    def check(self) -> None:
+        return None
+
+
+@dataclass
+class LibsqlDatabase:
+    """An IronClaw libSQL file, opened (see the module docstring)."""
+
+    path: Path
+    file: LibsqlFile
+    read_only: bool = False
+    pool: Any = field(default_factory=_NoPool)
+    embedded: Any = None
+    listen_url: str | None = None
+    listen_kwargs: dict[str, Any] = field(default_factory=dict)
+    schema: Any = None
+    layout: str = "reborn"
+    reborn: bool = True
+
+    @property
+    def url(self) -> str:
+        return f"sqlite:{self.path}"
+
+    def has_change_feed(self) -> bool:
+        return False
+
+    def install_change_feed(self) -> None:
+        raise DatabaseError("IronClaw's libSQL file takes no trigger of memfs's: mounts poll")
+
+    def identity(self) -> dict[str, str]:
+        return {"file": str(self.path.resolve())}
+
+    def memfs_schema_version(self) -> int | None:
+        return None
+
+    def extension_version(self, name: str) -> str | None:
+        return None
+
+    def ping(self) -> None:
+        self.file.read(lambda c: c.execute("SELECT 1").fetchone())
+
+    def onboarding_completed(self, owner: str) -> bool:
+        return False
+
+    def ironclaw_settings(self, owner: str) -> dict[str, Any]:
+        """IronClaw's settings rows are not read from the libSQL file yet: defaults."""
+        return {}
+
+    def polls_by_design(self, settings: Settings) -> str | None:
+        scope = _scope(settings).describe()
+        return f"IronClaw's libSQL file {self.path}, {scope}; IronClaw notifies no changes"
+
+    def notifies_changes(self) -> bool:
+        return False
+
+    def keeps_embeddings(self) -> bool:
+        return False
+
+    def waiting_work(self, settings: Settings) -> tuple[int, int, int] | None:
+        return None
+
+    def workspace_summary(self, settings: Settings) -> dict[str, Any]:
+        scope = _scope(settings)
+        documents, chunks = self.documents(settings).counts()  # type: ignore[attr-defined]
+        return {"change_feed": False, "user_id": scope.user_id, "agent_id": scope.agent,
+                "scope": scope.prefix, "documents": documents, "chunks": chunks,
+                "embeddings_pending": 0}  # fmt: skip
+
+    def seed_refusal(self) -> str | None:
+        return "IronClaw >= 1.1 seeds no files in its memory: memfs leaves it as it is"
+
+    def documents(self, settings: Settings, origin: str | None = None) -> DocumentStore:
+        return RebornStore(self.file, _scope(settings), origin=origin, rows=SqliteRows())
+
+    def version_store(self, settings: Settings) -> VersionStore:
+        return LibsqlVersionStore(self.file, _scope(settings))
+
+    def workspace(self, settings: Settings, origin: str | None = None) -> Workspace:
+        scope = _scope(settings)
+        store = RebornStore(self.file, scope, origin=origin, rows=SqliteRows())
+        search = LibsqlSearchStore(self.file, scope, read_only=self.read_only)
+        return Workspace(
+            documents=store,
+            ranking=FullTextRanking(search, store.id_of),
+            versions=LibsqlVersionStore(self.file, scope),
+            tool_files=LibsqlToolFileStore(self.file, scope.prefix),
+            readers=[],
+        )
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _scope(settings: Settings) -> RebornScope:
+    from memfs.db import reborn_scope  # the settings' Reborn scope, as on PostgreSQL
+
+    return reborn_scope(settings)
+
+
+def open_libsql(path: Path, *, read_only: bool = False) -> LibsqlDatabase:
+    """IronClaw's libSQL file at ``path``: refused with one clear line if it is not
+    there or not IronClaw's, or holds the legacy layout (not mounted yet)."""
+    try:
+        probe = LibsqlFile(path, read_only=True)
+        try:
+            layout = layout_of(probe.connection())
+        finally:
+            probe.close()
+    except NotIronClawFile as exc:
+        raise DatabaseError(str(exc)) from None
+    if layout != "reborn":
+        what = ("IronClaw's legacy (<= v1.0) libSQL layout, which memfs does not mount yet"
+                if layout == "legacy" else "not an IronClaw memory file")  # fmt: skip
+        raise DatabaseError(f"{path}: {what}")
+    file = open_file(path, read_only=read_only)
+    log.info("mounting IronClaw's libSQL file %s (Reborn layout, journal %s)", path,
+             file.journal_mode)  # fmt: skip
+    return LibsqlDatabase(path, file, read_only=read_only)

@@ -1,0 +1,270 @@
+"""The other stores of a Reborn workspace in IronClaw's libSQL file: versions, IronClaw
+v1.3's full-text search (libsql facts §3.2, §6), and editors' tool folders (in memfs's own
+file beside IronClaw's).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Sequence
+from importlib import resources
+from typing import Any
+
+from memfs.db.capabilities import RankedRow, ToolFile
+from memfs.db.interface import VersionInfo
+from memfs.db.libsql.connection import LibsqlFile
+from memfs.db.reborn.layout import RebornScope
+from memfs.db.reborn.sqlite import TABLE, parse_time
+from memfs.ironclaw.fts_names import sql_index_name
+
+log = logging.getLogger(__name__)
+
+#: The name IronClaw declares a scope's full-text index under.
+FTS_INDEX = "memory_chunks_content_fts"
+#: The most candidates IronClaw's libSQL query returns.
+MOST_CANDIDATES = 1024
+#: Scope paths IronClaw agrees to index (its first search refuses any other).
+_INDEXABLE = re.compile(r"^[A-Za-z0-9_/.-]+$")
+_BELOW = "(path >= :p || '/' AND path < :p || '0')"
+
+
+def _stop_words() -> frozenset[str]:
+    text = resources.files("memfs").joinpath("data/english.stop").read_text("utf-8")
+    return frozenset(w for w in text.split() if w and not w.startswith("#")) - {"#"}
+
+
+STOP_WORDS = _stop_words()
+
+
+class LibsqlVersionStore:
+    """One scope's version sidecars, by document path (the body is IronClaw's JSON)."""
+
+    available = True
+
+    def __init__(self, file: LibsqlFile, scope: RebornScope) -> None:
+        self.file = file
+        self.scope = scope
+
+    def versions(self, path: str) -> list[VersionInfo]:
+        rows = self.file.read(lambda c: c.execute(
+            "SELECT CAST(json_extract(indexed, '$.version') AS INTEGER), created_at, contents "
+            f"FROM {TABLE} WHERE {_BELOW} AND kind = 'memory_document_version' ORDER BY 1",
+            {"p": self.scope.row(path) + ".versions"},
+        ).fetchall())  # fmt: skip
+        found = []
+        for number, created, body in rows:
+            try:
+                parsed = json.loads(bytes(body))
+            except ValueError:
+                continue
+            content = parsed.get("content") if isinstance(parsed, dict) else None
+            size = len(content.encode("utf-8")) if isinstance(content, str) else 0
+            found.append(
+                VersionInfo(int(number), parse_time(created), parsed.get("changed_by"), size)
+            )
+        return found
+
+    def version_content(self, path: str, number: int) -> bytes | None:
+        row = self.file.read(lambda c: c.execute(
+            f"SELECT contents FROM {TABLE} WHERE path = ? AND kind = 'memory_document_version'",
+            (f"{self.scope.row(path)}.versions/{number}",),
+        ).fetchone())  # fmt: skip
+        if row is None:
+            return None
+        content = json.loads(bytes(row[0])).get("content")
+        return content.encode("utf-8") if isinstance(content, str) else None
+
+
+class LibsqlSearchStore:
+    """IronClaw v1.3's search of one scope on libSQL: its FTS5 table (made as IronClaw's
+    first search makes it, when it is not there yet and the mount may write), terms
+    without PostgreSQL's English stop words, each quoted, any of which may match; rows by
+    bm25 then path.  FTS5's tokenizer does not stem (``like`` does not find ``likes``):
+    IronClaw's own behaviour on libSQL."""
+
+    def __init__(self, file: LibsqlFile, scope: RebornScope, *, read_only: bool) -> None:
+        self.file = file
+        self.scope = scope
+        self.read_only = read_only
+        self.name = sql_index_name(scope.prefix, FTS_INDEX)
+
+    def search(self, terms: Sequence[str], candidates: int) -> list[RankedRow]:
+        wanted = [t for t in terms if t.lower() not in STOP_WORDS]
+        if not wanted or not self._ready():
+            return []
+        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in wanted)
+        rows = self.file.read(lambda c: c.execute(
+            "SELECT e.path, e.kind, json_extract(e.indexed, '$.doc_relative_path'), "
+            "json_extract(e.indexed, '$.chunk_index'), "
+            "COALESCE(json_extract(e.indexed, '$.content'), '') "
+            f"FROM {TABLE} e JOIN (SELECT path, bm25({self.name}_fts) AS score "
+            f"FROM {self.name}_fts WHERE {self.name}_fts MATCH :q) f ON f.path = e.path "
+            "WHERE e.is_dir = 0 AND (e.path = :p OR (e.path >= :p || '/' AND e.path < :p || '0')) "
+            "ORDER BY f.score ASC, e.path ASC LIMIT :n",
+            {"q": match, "p": self.scope.prefix, "n": min(candidates, MOST_CANDIDATES)},
+        ).fetchall())  # fmt: skip
+        return [
+            RankedRow(i, path, kind, rel, int(index) if index is not None else None,
+                      content if isinstance(content, str) else str(content))
+            for i, (path, kind, rel, index, content) in enumerate(rows, 1)
+        ]  # fmt: skip
+
+    def _ready(self) -> bool:
+        """Whether the scope's FTS5 table is there, making it as IronClaw's first search
+        does if not (and the mount may write)."""
+        found = self.file.read(lambda c: c.execute(
+            "SELECT keys, kind FROM root_filesystem_index_specs WHERE prefix = ? AND name = ?",
+            (self.scope.prefix, FTS_INDEX),
+        ).fetchone())  # fmt: skip
+        if found is not None:
+            return tuple(found) == ('["content"]', "fts")
+        if self.read_only:
+            log.info("no full-text index of this scope yet (IronClaw makes it on its first "
+                     "search); a read-only mount makes none: no results")  # fmt: skip
+            return False
+        if not _INDEXABLE.match(self.scope.prefix):
+            log.warning("IronClaw indexes no scope path with characters outside "
+                        "[A-Za-z0-9_/.-]: no full-text search here")  # fmt: skip
+            return False
+        self.file.write(self._create)
+        log.info("made this scope's full-text index as IronClaw's first search does")
+        return True
+
+    def _create(self, conn: Any) -> None:
+        scope, name = self.scope.prefix, self.name
+        like = scope.replace("!", "!!").replace("_", "!_").replace("%", "!%")
+        when = f"(%s.path = '{scope}' OR %s.path LIKE '{like}/%%' ESCAPE '!')"
+        insert = (f"INSERT INTO {name}_fts(path, content) VALUES (new.path, "
+                  "COALESCE(json_extract(new.indexed, '$.content'), ''))")  # fmt: skip
+        conn.execute(
+            "INSERT INTO root_filesystem_index_specs (prefix, name, keys, kind) VALUES "
+            "(?, ?, '[\"content\"]', 'fts') ON CONFLICT DO NOTHING",
+            (scope, FTS_INDEX),
+        )
+        conn.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {name}_fts USING fts5(path UNINDEXED, content)"
+        )
+        conn.execute(
+            f"CREATE TRIGGER IF NOT EXISTS {name}_ai AFTER INSERT ON {TABLE} "
+            f"WHEN new.is_dir = 0 AND {when % ('new', 'new')} BEGIN {insert}; END"
+        )
+        conn.execute(
+            f"CREATE TRIGGER IF NOT EXISTS {name}_au AFTER UPDATE ON {TABLE} "
+            f"WHEN new.is_dir = 0 AND {when % ('new', 'new')} BEGIN DELETE FROM {name}_fts "
+            f"WHERE path = old.path; {insert}; END"
+        )
+        conn.execute(
+            f"CREATE TRIGGER IF NOT EXISTS {name}_ad AFTER DELETE ON {TABLE} "
+            f"WHEN {when % ('old', 'old')} BEGIN DELETE FROM {name}_fts WHERE path = old.path; END"
+        )
+        conn.execute(
+            f"INSERT INTO {name}_fts(path, content) SELECT path, "
+            f"COALESCE(json_extract(indexed, '$.content'), '') FROM {TABLE} "
+            "WHERE is_dir = 0 AND (path = :p OR (path >= :p || '/' AND path < :p || '0')) "
+            f"AND path NOT IN (SELECT path FROM {name}_fts)",
+            {"p": scope},
+        )
+
+
+_TOOL_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS memfs.tool_files (workspace TEXT NOT NULL, path TEXT NOT NULL, "
+    "is_dir INTEGER NOT NULL, content BLOB NOT NULL, mode INTEGER NOT NULL, "
+    "mtime_ns INTEGER NOT NULL, changed_at INTEGER NOT NULL, PRIMARY KEY (workspace, path))"
+)
+
+
+def _md5(data: bytes) -> str:
+    return hashlib.md5(data, usedforsecurity=False).hexdigest()
+
+
+class LibsqlToolFileStore:
+    """One workspace's tool files, in memfs's own file (never IronClaw's)."""
+
+    def __init__(self, file: LibsqlFile, workspace: str) -> None:
+        self.file = file
+        self.workspace = workspace
+        if not file.read_only:
+            file.write(lambda c: c.execute(_TOOL_SCHEMA))
+
+    def _exists(self, conn: Any) -> bool:
+        row = conn.execute("SELECT 1 FROM memfs.sqlite_master WHERE name = 'tool_files'").fetchone()
+        return row is not None
+
+    def load(self) -> list[ToolFile]:
+        def read(conn: Any) -> list[Any]:
+            if not self._exists(conn):
+                return []
+            return conn.execute(  # type: ignore[no-any-return]
+                "SELECT path, is_dir, content, mode, mtime_ns FROM memfs.tool_files "
+                "WHERE workspace = ? ORDER BY path",
+                (self.workspace,),
+            ).fetchall()
+
+        return [ToolFile(p, bool(d), bytes(c), m, t) for p, d, c, m, t in self.file.read(read)]
+
+    def fingerprint(self) -> tuple[int, object]:
+        def read(conn: Any) -> tuple[int, object]:
+            if not self._exists(conn):
+                return (0, None)
+            row = conn.execute(
+                "SELECT count(*), max(changed_at) FROM memfs.tool_files WHERE workspace = ?",
+                (self.workspace,),
+            ).fetchone()
+            return (int(row[0]), row[1])
+
+        return self.file.read(read)
+
+    def digests(self) -> dict[str, tuple[bool, int, int, str]]:
+        return {f.path: (f.is_dir, f.mode, f.mtime_ns, _md5(f.content)) for f in self.load()}
+
+    def contents(self, paths: Sequence[str]) -> dict[str, bytes]:
+        wanted = set(paths)
+        return {f.path: f.content for f in self.load() if f.path in wanted}
+
+    def apply_checked(
+        self,
+        upserts: Sequence[ToolFile],
+        removed: Sequence[str],
+        expected: dict[str, str | None],
+    ) -> dict[str, tuple[ToolFile, str]]:
+        """A compare-and-swap as on PostgreSQL: paths another mount wrote since the caller
+        last knew them are left alone and answered."""
+        paths = [f.path for f in upserts] + list(removed)
+
+        def work(conn: Any) -> dict[str, tuple[ToolFile, str]]:
+            rows = conn.execute(
+                "SELECT path, is_dir, content, mode, mtime_ns FROM memfs.tool_files "
+                "WHERE workspace = ? AND path IN (SELECT value FROM json_each(?))",
+                (self.workspace, json.dumps(paths)),
+            ).fetchall()
+            found = {p: (ToolFile(p, bool(d), bytes(c), m, t), _md5(bytes(c)))
+                     for p, d, c, m, t in rows}  # fmt: skip
+            clashes = {
+                path: found[path] for path in paths
+                if path in found and found[path][1] != expected.get(path)
+                and not found[path][0].is_dir
+            }  # fmt: skip
+            self._write(conn, [f for f in upserts if f.path not in clashes],
+                        [p for p in removed if p not in clashes])  # fmt: skip
+            return clashes
+
+        return self.file.write(work)
+
+    def apply(self, upserts: Sequence[ToolFile], removed: Sequence[str]) -> None:
+        self.file.write(lambda c: self._write(c, upserts, removed))
+
+    def _write(self, conn: Any, upserts: Sequence[ToolFile], removed: Sequence[str]) -> None:
+        conn.executemany(
+            "DELETE FROM memfs.tool_files WHERE workspace = ? AND path = ?",
+            [(self.workspace, p) for p in removed],
+        )
+        conn.executemany(
+            "INSERT OR REPLACE INTO memfs.tool_files (workspace, path, is_dir, content, mode, "
+            "mtime_ns, changed_at) VALUES (?, ?, ?, ?, ?, ?, "
+            "CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER))",
+            [(self.workspace, f.path, int(f.is_dir), f.content, f.mode, f.mtime_ns)
+             for f in upserts],
+        )  # fmt: skip

@@ -1,0 +1,187 @@
+"""A mount of IronClaw's libSQL file (``reborn-local-dev.db``, built as IronClaw builds it):
+real programs save, the rows are IronClaw's (storage classes, JSON text, versions,
+chunks), the agent's puts show, and a running IronClaw's writer beside the mount never
+fails (its busy timeout is 5 s: memfs's write transactions are short)."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.ironclaw_libsql import reborn_local_dev
+
+pytestmark = pytest.mark.mount
+
+#: The scope a mount of user 'default' shows (IronClaw's tenant and agent).
+S = "/memory/tenants/reborn-cli/users/default/agents/reborn-cli-agent/projects/_none"
+K = '{"agent_id":"reborn-cli-agent","tenant_id":"reborn-cli","user_id":"default"}'
+
+
+def eventually(check: Callable[[], bool], what: str, timeout: float = 10.0) -> float:
+    started = time.monotonic()
+    while not check():
+        assert time.monotonic() - started < timeout, f"timed out waiting for {what}"
+        time.sleep(0.02)
+    return time.monotonic() - started
+
+
+def memory_rows(db: Path) -> dict[str, tuple[Any, ...]]:
+    """path (relative) -> (contents, kind, indexed, version), every storage class checked."""
+    found = {}
+    with sqlite3.connect(db) as conn:
+        for path, contents, kind, indexed, version, classes in conn.execute(
+            "SELECT path, contents, kind, indexed, version, typeof(contents) || typeof(indexed) "
+            "|| typeof(version) || typeof(is_dir) || typeof(content_type) FROM "
+            "root_filesystem_entries WHERE path LIKE '/memory/%' ORDER BY path"
+        ):
+            assert classes == "blobtextintegerintegertext", (path, classes)
+            found[path.removeprefix(S + "/")] = (bytes(contents), kind, indexed, version)
+    return found
+
+
+def put(db: Path, relative: str, text: str) -> None:
+    """IronClaw's put of a document: compare-and-swap on version, in BEGIN IMMEDIATE."""
+    conn = sqlite3.connect(db, isolation_level=None, timeout=5.0)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        row = conn.execute(
+            "SELECT version FROM root_filesystem_entries WHERE path = ?", (f"{S}/{relative}",)
+        ).fetchone()
+        if row is None:
+            conn.execute(
+                "INSERT INTO root_filesystem_entries (path, contents, content_type, kind, "
+                "indexed, version, updated_at) VALUES (?, ?, 'application/json', "
+                "'memory_document', ?, 1, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+                (f"{S}/{relative}", text.encode(), K),
+            )
+        else:
+            conn.execute(
+                "UPDATE root_filesystem_entries SET contents = ?, version = version + 1, "
+                "updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE path = ? "
+                "AND version = ?",
+                (text.encode(), f"{S}/{relative}", row[0]),
+            )
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def db(work_dir: Path) -> Path:
+    return reborn_local_dev(work_dir / f"ironclaw-{uuid.uuid4().hex[:8]}" / "reborn-local-dev.db")
+
+
+def test_real_programs_on_a_libsql_mount_leave_ironclaws_rows(db: Path, mount_factory: Any) -> None:
+    mount = mount_factory(f"sqlite:{db}")
+    assert "IronClaw's libSQL file" in mount.log()
+    mount.path("notes.md").write_text("first\n")
+    if shutil.which("vim"):
+        mount.run("vim", "--clean", "-c", "normal! Gosecond", "-c", "wq", "notes.md")
+    else:
+        mount.path("notes.md").write_text("first\nsecond\n")
+    mount.run("sed", "-i", "s/first/one/", "notes.md")
+    mount.path("d").mkdir()
+    mount.path("d/tea.md").write_text("The user likes green tea.\n")
+    mount.run("mv", "d", "e")
+    mount.barrier()  # the folder move reached the file
+    assert mount.path("notes.md").read_text() == "one\nsecond\n"
+    rows = memory_rows(db)
+    assert rows["notes.md"][0] == b"one\nsecond\n"
+    assert rows["notes.md"][2] == K
+    assert rows["e/tea.md"][0] == b"The user likes green tea.\n"
+    assert '"doc_relative_path":"e/tea.md"' in rows["e/tea.md.chunks/0"][2]
+    versions = sorted(p for p in rows if p.startswith("notes.md.versions/"))
+    assert len(versions) == 2, versions  # first, then first + second
+    assert "d/tea.md" not in rows
+    assert (db.parent / (db.name + ".memfs")).stat().st_mode & 0o777 == 0o600
+    hits = [p.name for p in mount.path(".search/green tea").iterdir()]
+    assert hits == ["01-e∕tea.md"]
+    mount.run("rm", "-rf", "e")
+    mount.barrier()
+    assert not any(p.startswith("e/") for p in memory_rows(db))
+
+
+def test_the_agents_put_shows_on_the_mount_within_a_second_or_two(
+    db: Path, mount_factory: Any
+) -> None:
+    mount = mount_factory(f"sqlite:{db}")
+    put(db, "MEMORY.md", "The agent's fact.\n")
+    waited = eventually(lambda: mount.path("MEMORY.md").exists(), "the agent's new document")
+    assert mount.path("MEMORY.md").read_text() == "The agent's fact.\n"
+    assert waited < 3.0
+    put(db, "MEMORY.md", "The agent's fact.\nAnother.\n")
+    eventually(lambda: "Another" in mount.path("MEMORY.md").read_text(), "the agent's update")
+
+
+WRITER = textwrap.dedent("""
+    import sqlite3, sys, time
+    db, scope, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    keys = '{"agent_id":"reborn-cli-agent","tenant_id":"reborn-cli","user_id":"default"}'
+    conn = sqlite3.connect(db, isolation_level=None, timeout=5.0)  # IronClaw's busy timeout
+    failures = puts = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            path = f"{scope}/agent/{puts % 20}.md"
+            conn.execute(
+                "INSERT INTO root_filesystem_entries (path, contents, content_type, kind, "
+                "indexed, version, updated_at) VALUES (?, ?, 'application/json', "
+                "'memory_document', ?, 1, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) "
+                "ON CONFLICT (path) DO UPDATE SET contents = excluded.contents, "
+                "version = version + 1, updated_at = excluded.updated_at",
+                (path, f"put {puts}\\n".encode(), keys))
+            conn.execute("INSERT OR REPLACE INTO root_filesystem_sequences (path, next_seq) "
+                         "VALUES ('/heartbeat', ?)", (puts + 1,))
+            conn.execute("COMMIT")
+            puts += 1
+        except sqlite3.OperationalError as exc:
+            failures += 1
+            print("failed:", exc, file=sys.stderr, flush=True)
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.OperationalError:
+                pass
+        time.sleep(0.02)
+    print(puts, failures)
+""")
+
+
+def test_a_running_ironclaw_writer_never_fails_beside_the_mount(
+    db: Path, mount_factory: Any
+) -> None:
+    """IronClaw's puts and heartbeats every 20 ms for 8 s, at its 5 s busy timeout, while
+    the mount saves 60 documents and moves folders: no put of either side fails."""
+    mount = mount_factory(f"sqlite:{db}")
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(db), S, "8"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        for n in range(60):
+            folder = mount.path(f"f{n % 3}")
+            folder.mkdir(exist_ok=True)
+            (folder / f"{n}.md").write_text(f"note {n}\n" * 50)
+            if n % 20 == 19:
+                mount.run("mv", f"f{n % 3}", f"moved{n}")
+        mount.barrier()
+        out, err = writer.communicate(timeout=60)
+    finally:
+        writer.kill()
+    puts, failures = (int(x) for x in out.split())
+    assert failures == 0, err
+    assert puts > 100
+    rows = memory_rows(db)
+    assert sum(1 for p in rows if p.startswith("agent/") and ".chunks" not in p) == 20
+    assert sum(1 for p in rows if p.endswith(".md") and "/" in p
+               and not p.startswith("agent/")) == 60  # fmt: skip
