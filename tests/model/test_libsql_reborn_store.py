@@ -42,7 +42,7 @@ def db(tmp_path: Path) -> Path:
 @pytest.fixture
 def store(db: Path) -> Iterator[RebornStore]:
     opened = open_file(db)
-    yield RebornStore(opened, RebornScope(), origin="t", rows=SqliteRows())
+    yield RebornStore(opened, RebornScope(), origin="t", rows=SqliteRows(opened))
     opened.close()
 
 
@@ -243,3 +243,27 @@ def test_the_fingerprint_moves_with_every_change(store: RebornStore) -> None:
     store.rename_document(store.id_of("a.md"), "b.md", None, NO_ATTRS)
     moved = store.fingerprint()
     assert len({before, created, updated, moved}) == 4
+
+
+def test_the_poll_reads_the_scope_only_when_another_connection_committed(
+    store: RebornStore, db: Path
+) -> None:
+    """``PRAGMA data_version`` first: the scope's rows are read again only after another
+    connection's commit (IronClaw's heartbeat here), and a change shows."""
+    rows_engine = store.rows
+    assert isinstance(rows_engine, SqliteRows)
+    reads = []
+    real = rows_engine._scope_fingerprint
+    rows_engine._scope_fingerprint = lambda c, p: reads.append(p) or real(c, p)  # type: ignore[method-assign]
+    first = store.fingerprint()
+    assert store.fingerprint() == first and len(reads) == 1
+    with sqlite3.connect(db) as conn:  # a heartbeat: not memory
+        conn.execute("INSERT INTO root_filesystem_sequences (path, next_seq) VALUES ('/hb', 1)")
+    assert store.fingerprint() == first and len(reads) == 2
+    with sqlite3.connect(db) as conn:  # the agent's new document
+        conn.execute(
+            "INSERT INTO root_filesystem_entries (path, contents, kind, indexed, version) "
+            "VALUES (?, X'78', 'memory_document', ?, 1)",
+            (f"{S}/agent.md", K),
+        )
+    assert store.fingerprint() != first and len(reads) == 3

@@ -20,6 +20,7 @@ Connections are kept one per thread (the mount calls the database from worker th
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import random
 import sqlite3
@@ -92,6 +93,10 @@ class LibsqlFile:
         self.functions = dict(functions or {})
         #: Legacy files: IronClaw's engine has foreign keys on (cascading deletes).
         self.foreign_keys = foreign_keys
+        #: Transactions this process committed to the file (``data_version`` does not
+        #: count a connection's own).
+        self.commits = 0
+        self._counter = itertools.count(1)
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -150,6 +155,7 @@ class LibsqlFile:
                     conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+            self.commits = next(self._counter)  # atomic, unlike +=
             return result
 
         return self._retrying(attempt)
@@ -180,6 +186,7 @@ class LibsqlFile:
                 conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+        self.commits = next(self._counter)  # atomic, unlike +=
 
     def close(self) -> None:
         with self._lock:

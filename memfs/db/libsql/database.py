@@ -120,14 +120,14 @@ class LibsqlDatabase:
         return "IronClaw >= 1.1 seeds no files in its memory: memfs leaves it as it is"
 
     def documents(self, settings: Settings, origin: str | None = None) -> DocumentStore:
-        return RebornStore(self.file, _scope(settings), origin=origin, rows=SqliteRows())
+        return RebornStore(self.file, _scope(settings), origin=origin, rows=SqliteRows(self.file))
 
     def version_store(self, settings: Settings) -> VersionStore:
         return LibsqlVersionStore(self.file, _scope(settings))
 
     def workspace(self, settings: Settings, origin: str | None = None) -> Workspace:
         scope = _scope(settings)
-        store = RebornStore(self.file, scope, origin=origin, rows=SqliteRows())
+        store = RebornStore(self.file, scope, origin=origin, rows=SqliteRows(self.file))
         search = LibsqlSearchStore(self.file, scope, read_only=self.read_only)
         return Workspace(
             documents=store,

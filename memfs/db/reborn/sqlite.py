@@ -193,7 +193,27 @@ class SqliteRows:
             found.append((bytes(data), kind))
         return found
 
+    def __init__(self, file: LibsqlFile) -> None:
+        #: The file, whose count of this process's own commits joins ``data_version``
+        #: (which moves with other connections' commits only).
+        self.file = file
+        #: The last fingerprint per (connection, scope), with the connection's
+        #: ``data_version`` and the process's commit count when it was taken.
+        self._fingerprints: dict[tuple[int, str], tuple[tuple[int, int], tuple[int, str]]] = {}
+
     def fingerprint(self, conn: Any, prefix: str) -> tuple[int, str]:
+        """Taken again only when ``PRAGMA data_version`` says another connection committed
+        since (IronClaw's heartbeats and journals move it too), or this process did (a
+        connection's own commits do not move its ``data_version``)."""
+        version = (int(conn.execute("PRAGMA data_version").fetchone()[0]), self.file.commits)
+        cached = self._fingerprints.get((id(conn), prefix))
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        found = self._scope_fingerprint(conn, prefix)
+        self._fingerprints[(id(conn), prefix)] = (version, found)
+        return found
+
+    def _scope_fingerprint(self, conn: Any, prefix: str) -> tuple[int, str]:
         row = conn.execute(
             f"SELECT count(*), total(memfs_row_hash(path, version)) FROM {TABLE} "
             f"WHERE {BELOW} AND kind = 'memory_document'",
