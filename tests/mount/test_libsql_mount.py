@@ -185,3 +185,43 @@ def test_a_running_ironclaw_writer_never_fails_beside_the_mount(
     assert sum(1 for p in rows if p.startswith("agent/") and ".chunks" not in p) == 20
     assert sum(1 for p in rows if p.endswith(".md") and "/" in p
                and not p.startswith("agent/")) == 60  # fmt: skip
+
+
+@pytest.mark.timeout(180)
+def test_vim_fixing_a_typo_while_the_agent_puts_keeps_both_on_libsql(
+    db: Path, mount_factory: Any, work_dir: Path
+) -> None:
+    """Issue 32 on the libSQL file: vim holds MEMORY.md, the agent appends by IronClaw's
+    put, the person fixes line 1 and writes: both stay, merged."""
+    from tests.mount.test_merges import Tmux
+    from tests.savers import client_env
+
+    if shutil.which("vim") is None or shutil.which("tmux") is None:
+        pytest.skip("needs vim and tmux (scripts/setup-tests installs them)")
+    mount = mount_factory(f"sqlite:{db}")
+    target = mount.path("MEMORY.md")
+    target.write_text("# Memroy\n- prefers tea\n")
+    vim = Tmux(f"memfs-libsql-vim-{uuid.uuid4().hex[:6]}",
+               f"cd {mount.path()} && vim --clean MEMORY.md",
+               client_env(work_dir / f"home-libsql-{uuid.uuid4().hex[:6]}"))  # fmt: skip
+    try:
+        eventually(lambda: "prefers tea" in vim.screen(), "vim to show the file")
+        put(db, "MEMORY.md", "# Memroy\n- prefers tea\n- deploys on Fridays\n")
+        eventually(lambda: "Fridays" in target.read_text(), "the mount to show the agent's put")
+        vim.keys(":1s/Memroy/Memory/", "Enter")
+        time.sleep(0.3)
+        vim.keys(":w", "Enter")
+
+        def written() -> bool:
+            if "(y/n)" in vim.screen():
+                vim.keys("y")
+                time.sleep(0.3)
+                vim.keys("Enter")
+            return memory_rows(db)["MEMORY.md"][0].startswith(b"# Memory")
+
+        eventually(written, "vim's write")
+        vim.keys(":q!", "Enter")
+    finally:
+        vim.close()
+    assert memory_rows(db)["MEMORY.md"][0] == b"# Memory\n- prefers tea\n- deploys on Fridays\n"
+    assert "merged with another writer's change" in mount.log()
