@@ -226,8 +226,13 @@ def _stats(args: argparse.Namespace) -> int:
 
 def _mount_on(args: argparse.Namespace, level: str, settings: Settings) -> int:
     from memfs import logs
+    from memfs.db.libsql.discovery import choose_database
     from memfs.mountpoint import prepare_mountpoint
 
+    found = choose_database(settings)
+    if found is not None:
+        print(f"memfs: mounting IronClaw's memory in {found} (its configuration names it; "
+              "--database-url chooses another)")  # fmt: skip
     if not settings.database_url:
         data = settings.pgdata.absolute()
         target = args.mountpoint.expanduser().absolute()

@@ -205,8 +205,8 @@ def check_database_url(url: str, source: str = "--database-url") -> None:
     from memfs.db.libsql.database import libsql_path
     from memfs.options import SettingError
 
-    if libsql_path(url) is not None:
-        return  # IronClaw's libSQL file (memfs.db.libsql)
+    if libsql_path(url) is not None or url == "embedded":
+        return  # IronClaw's libSQL file (memfs.db.libsql), or memfs's embedded server
     if _parameters(url, None) is None:
         raise SettingError(
             f"{source}: not a PostgreSQL URL or key=value connection string "

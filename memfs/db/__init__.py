@@ -35,6 +35,7 @@ from memfs.db.legacy.store import MetaStore
 from memfs.db.legacy.tool_store import ToolStore
 from memfs.db.legacy.version_store import LegacyVersionStore
 from memfs.db.libsql.database import libsql_path, open_libsql
+from memfs.db.libsql.discovery import choose_database
 from memfs.db.reborn.health import RebornHealth
 from memfs.db.reborn.layout import DEFAULT_AGENT, DEFAULT_TENANT, DEFAULT_USER, RebornScope
 from memfs.db.reborn.search_store import RebornSearchStore
@@ -435,6 +436,7 @@ def open_database(settings: Settings, *, read_only: bool = False) -> Database:
     database with no memory in it is then a ``DatabaseError`` saying how to create one.
     """
     embedded = None
+    choose_database(settings)
     url = settings.database_url
     libsql = libsql_path(url) if url else None
     if libsql is not None:

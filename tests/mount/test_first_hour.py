@@ -13,6 +13,7 @@ import os
 import pwd
 import shutil
 import signal
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -529,3 +530,22 @@ def test_a_mount_over_the_embedded_databases_folder_is_refused_and_named(
     status = cli("status")
     assert status.returncode == EXIT_DATABASE
     one_line(status, "is under the memfs mount at", "memfs umount")
+
+
+def test_memfs_mount_finds_ironclaws_local_dev_memory(cli: Cli) -> None:
+    """The IronClaw most people run keeps its memory in ``reborn-local-dev.db``: with no
+    database named, ``memfs mount DIR`` mounts it and says so in one line."""
+    from tests.ironclaw_libsql import reborn_local_dev
+
+    db = reborn_local_dev(Path(cli.env["HOME"]) / ".ironclaw/reborn/local-dev/reborn-local-dev.db")
+    target = cli.base / "memory"
+    result = cli("mount", str(target))
+    assert result.returncode == 0, result.stderr
+    assert f"IronClaw's memory in {db}" in result.stdout
+    (target / "MEMORY.md").write_text("The user likes green tea.\n")
+    with sqlite3.connect(db) as conn:
+        (contents,) = conn.execute(
+            "SELECT contents FROM root_filesystem_entries WHERE path LIKE '%/MEMORY.md'"
+        ).fetchone()
+    assert bytes(contents) == b"The user likes green tea.\n"
+    assert not (Path(cli.env["XDG_DATA_HOME"]) / "memfs" / "pgdata").exists()
