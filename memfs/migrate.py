@@ -1,5 +1,6 @@
-"""``memfs migrate``: a legacy workspace (``memory_documents`` with its versions) copied
-into IronClaw's Reborn layout, of the same database or another.
+"""``memfs migrate``: a workspace copied, with every version, into IronClaw's Reborn layout
+of the same database or another: a legacy workspace (``memory_documents``) into Reborn,
+or a Reborn workspace between IronClaw's libSQL file and PostgreSQL, either way.
 
 Each document is copied in a transaction of its own with every version it had (as version
 sidecars) and chunks rebuilt as IronClaw's indexer builds them, so a run stopped at any
@@ -26,6 +27,8 @@ from memfs.db import (
     RebornTarget,
     open_database,
 )
+from memfs.db.libsql.database import libsql_path
+from memfs.db.libsql.target import LibsqlTarget
 from memfs.errors import EXIT_USAGE, CommandError, DatabaseError
 from memfs.tools import Report, progress
 
@@ -67,16 +70,44 @@ def migrate(settings: Settings, target: Target, *, dry_run: bool = False) -> Rep
         source.close()
 
 
-def _migrate(source: Database, settings: Settings, target: Target, *, dry_run: bool) -> Report:
+def _source(source: Database, settings: Settings) -> tuple[Any, str, RebornScope | None]:
+    """What is copied: the legacy history, or a Reborn workspace (PostgreSQL or libSQL);
+    its description; and, for Reborn, its scope (the target's by default)."""
     history = source.legacy_history(settings)
+    if history is None and source.reborn:
+        store = source.documents(settings)
+        scope = getattr(store, "scope", None)
+        assert isinstance(scope, RebornScope)
+        return store, f"{scope.prefix} of {source.url.split('@')[-1]}", scope
     if history is None:
         raise DatabaseError("no legacy memory here (no memory_documents table) to migrate")
-    scope = history.scope
-    to_scope = target.scope(scope.user_id)
+    agent = f", agent {history.scope.agent_id}" if history.scope.agent_id else ""
+    return history, f"memory_documents, user {history.scope.user_id!r}{agent}", None
+
+
+def _target(url: str, scope: RebornScope, timeout: float) -> Any:
+    """The Reborn store written: IronClaw's libSQL file or a PostgreSQL database."""
+    path = libsql_path(url)
+    if path is None:
+        return RebornTarget(url, scope, timeout=timeout)
+    return LibsqlTarget(path, scope)
+
+
+def _migrate(source: Database, settings: Settings, target: Target, *, dry_run: bool) -> Report:
+    history, described, reborn = _source(source, settings)
+    if reborn is not None and not any((target.tenant, target.user_id, target.agent,
+                                       target.project)):  # fmt: skip
+        to_scope = reborn
+    else:
+        to_scope = target.scope(reborn.user_id if reborn else history.scope.user_id)
+    to_url = target.database_url or source.url
+    if reborn is not None and to_url == source.url and to_scope == reborn:
+        raise CommandError("the source and the target are the same workspace: name another "
+                           "with --to-database-url or --to-user", EXIT_USAGE)  # fmt: skip
     report = Report("migrate (dry run)" if dry_run else "migrate")
     started = time.monotonic()
     timeout = settings.statement_timeout_ms / 1000
-    with RebornTarget(target.database_url or source.url, to_scope, timeout=timeout) as store:
+    with _target(to_url, to_scope, timeout) as store:
         total = history.count()
         for doc in progress(history.histories(), "memfs migrate", total):
             report.add("documents_read")
@@ -99,8 +130,7 @@ def _migrate(source: Database, settings: Settings, target: Target, *, dry_run: b
                     {"path": doc.path, "outcome": outcome.action, "reason": outcome.reason}
                 )
     report.add("milliseconds", int((time.monotonic() - started) * 1000))
-    agent = f", agent {scope.agent_id}" if scope.agent_id else ""
-    report.details["from"] = f"memory_documents, user {scope.user_id!r}{agent}"
+    report.details["from"] = described
     report.details["to"] = to_scope.prefix
     return report
 

@@ -119,6 +119,11 @@ class LibsqlDatabase:
     def seed_refusal(self) -> str | None:
         return "IronClaw >= 1.1 seeds no files in its memory: memfs leaves it as it is"
 
+    def legacy_history(self, settings: Settings) -> None:
+        """No legacy memory: the legacy libSQL layout is not mounted yet (``memfs migrate``
+        copies this file's Reborn workspace)."""
+        return None
+
     def documents(self, settings: Settings, origin: str | None = None) -> DocumentStore:
         return RebornStore(self.file, _scope(settings), origin=origin, rows=SqliteRows(self.file))
 

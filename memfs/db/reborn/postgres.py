@@ -59,6 +59,11 @@ class PostgresRows:
                         conn.execute("ROLLBACK")
                 raise
 
+    @contextlib.contextmanager
+    def plain_transaction(self, pool: Pool) -> Iterator[Any]:
+        with pool.connection() as conn, conn.transaction():
+            yield conn
+
     def is_refusal(self, exc: Exception) -> bool:
         return is_refusal(exc)
 
@@ -209,6 +214,16 @@ class PostgresRows:
             binary=True,
         ).fetchone()
         return (bytes(row[0]), bool(row[1]), row[2]) if row is not None else None
+
+    def version_rows(self, conn: Any, paths: Sequence[str]) -> list[tuple[str, bytes, Any]]:
+        rows = conn.execute(
+            f"SELECT t.path, t.contents, t.created_at FROM unnest(%(v)s::text[]) AS m(v) "
+            f"JOIN {TABLE} t ON t.path >= m.v || '/' AND t.path < m.v || '0' "
+            "AND t.kind = 'memory_document_version' ORDER BY t.path",
+            {"v": list(paths)},
+            binary=True,
+        ).fetchall()
+        return [(path, bytes(data), created) for path, data, created in rows]
 
     def count_kind(self, conn: Any, below: str, kind: str) -> int:
         row = conn.execute(

@@ -72,6 +72,11 @@ class RebornRows(Protocol):
         """A connection in a write transaction, committed when the block ends."""
         ...
 
+    def plain_transaction(self, pool: Any) -> AbstractContextManager[Any]:
+        """A connection in a write transaction whose statements are answered one by one
+        (a copy or a rebuild reads as it goes; nothing deferred rides on it)."""
+        ...
+
     def is_refusal(self, exc: Exception) -> bool:
         """Whether ``exc`` is the database refusing data (not an outage)."""
         ...
@@ -156,6 +161,11 @@ class RebornRows(Protocol):
 
     def row_kind(self, conn: Any, path: str) -> tuple[bytes, bool, str | None] | None:
         """(contents, is_dir, kind) of the row at ``path``."""
+        ...
+
+    def version_rows(self, conn: Any, paths: Sequence[str]) -> list[tuple[str, bytes, Any]]:
+        """(path, contents, created_at) of the version rows below each of ``paths``
+        (``R.versions``), by path."""
         ...
 
     def count_kind(self, conn: Any, below: str, kind: str) -> int:

@@ -128,6 +128,9 @@ class SqliteRows:
     def open_transaction(self, pool: LibsqlFile) -> contextlib.AbstractContextManager[Any]:
         return pool.transaction()
 
+    def plain_transaction(self, pool: LibsqlFile) -> contextlib.AbstractContextManager[Any]:
+        return pool.transaction()
+
     def is_refusal(self, exc: Exception) -> bool:
         return isinstance(exc, sqlite3.IntegrityError | sqlite3.DataError)
 
@@ -299,6 +302,15 @@ class SqliteRows:
             f"SELECT contents, is_dir, kind FROM {TABLE} WHERE path = ?", (path,)
         ).fetchone()
         return (bytes(row[0]), bool(row[1]), row[2]) if row is not None else None
+
+    def version_rows(self, conn: Any, paths: Sequence[str]) -> list[tuple[str, bytes, Any]]:
+        rows = conn.execute(
+            f"SELECT t.path, t.contents, t.created_at FROM json_each(:v) m JOIN {TABLE} t "
+            "ON t.path >= m.value || '/' AND t.path < m.value || '0' "
+            "AND t.kind = 'memory_document_version' ORDER BY t.path",
+            {"v": json.dumps(paths)},
+        ).fetchall()
+        return [(path, bytes(data), parse_time(created)) for path, data, created in rows]
 
     def count_kind(self, conn: Any, below: str, kind: str) -> int:
         row = conn.execute(

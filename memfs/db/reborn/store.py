@@ -24,7 +24,7 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -48,6 +48,7 @@ from memfs.db.interface import (
     ExportRow,
     FileAttrs,
     ImportOutcome,
+    PastVersion,
     StoredDocument,
 )
 from memfs.db.limits import reborn_max_path
@@ -70,6 +71,11 @@ PATH_IDS = uuid.UUID("0d7b2f5e-6c1a-4b8e-9f3d-52a1c4e7b9a0")
 
 #: Documents whose contents one round trip of ``export_rows`` reads.
 EXPORT_BATCH = 200
+
+
+def _ms(at: datetime) -> datetime:
+    """A time to the millisecond (what both layouts keep)."""
+    return at.replace(microsecond=at.microsecond // 1000 * 1000)
 
 
 @dataclass(frozen=True)
@@ -467,7 +473,7 @@ class RebornStore(DeferringStore):
         a write (``memfs reindex``); the number written (0: gone, or not indexed)."""
         # Not ``_transaction``: this runs after a transaction that may carry deferred
         # changes (``_after_transaction``), whose batch is released only after it.
-        with self._open_transaction() as conn:
+        with self.rows.plain_transaction(self.pool) as conn:
             data = self.rows.locked_contents(conn, self.scope.row(relative))
             if data is None:
                 return 0
@@ -488,7 +494,7 @@ class RebornStore(DeferringStore):
             return ImportOutcome("refused", reason=f"IronClaw's path rules: it {problem}")
         full = self.scope.row(doc.path)
         data = doc.content.encode("utf-8")
-        with self._open_transaction() as conn:  # a copy carries no deferred changes
+        with self.rows.plain_transaction(self.pool) as conn:  # no deferred changes ride
             current = self.rows.row_kind(conn, full)
             if current is not None:
                 if current[1] or current[2] != layout.DOCUMENT_KIND:
@@ -509,6 +515,51 @@ class RebornStore(DeferringStore):
             self._insert_history(conn, doc, data)
             chunks = self._rebuild_chunks(conn, doc.path, doc.content, indexed)
         return ImportOutcome("copied", len(doc.versions), chunks, meta)
+
+    def count(self) -> int:
+        """Documents IronClaw lists in the scope (``memfs migrate``'s total)."""
+        return self.counts()[0]
+
+    def histories(self, batch: int = EXPORT_BATCH) -> Iterator[DocumentHistory]:
+        """Every document with its metadata and every version, by path, to copy into
+        another store (``memfs migrate``).  Times are carried to the millisecond (the
+        libSQL layout keeps no finer ones)."""
+        docs = sorted(self.load_documents(), key=lambda d: d.path)
+        for start in range(0, len(docs), batch):
+            chunk = docs[start : start + batch]
+            contents = self.read_contents([d.id for d in chunk])
+            fulls = [self.scope.row(d.path) for d in chunk]
+            with self._reading() as conn:
+                metas = dict(self.rows.rows_at(
+                    conn, [self.scope.row(layout.meta_path(d.path)) for d in chunk]
+                ).fetchall())  # fmt: skip
+                kept = self.rows.version_rows(conn, [f + ".versions" for f in fulls])
+            versions: dict[str, list[PastVersion]] = {}
+            for path, body, created in kept:
+                doc_full, _, number = path.rpartition(".versions/")
+                try:
+                    parsed = json.loads(body)
+                    past = PastVersion(int(number), str(parsed["content"]),
+                                       parsed.get("changed_by"), _ms(created))  # fmt: skip
+                except (ValueError, KeyError, TypeError):
+                    log.warning("%r: a version row that is not IronClaw's JSON is not "
+                                "copied", self._relative(path))  # fmt: skip
+                    continue
+                versions.setdefault(doc_full, []).append(past)
+            for doc, full in zip(chunk, fulls, strict=True):
+                found = contents.get(doc.id)
+                if found is None:
+                    continue
+                try:
+                    meta = self._parse_meta(metas.get(layout.meta_path(full)), doc.path)
+                except WriteRefused:
+                    meta = {}  # logged: a broken sidecar is not copied
+                yield DocumentHistory(
+                    doc.path, found.data.decode("utf-8", "surrogateescape"),
+                    meta if isinstance(meta, dict) else {}, _ms(doc.created_at),
+                    _ms(doc.updated_at),
+                    tuple(sorted(versions.get(full, ()), key=lambda v: v.number)),
+                )  # fmt: skip
 
     def _insert_history(self, conn: Any, doc: DocumentHistory, data: bytes) -> None:
         keys = self.scope.keys()

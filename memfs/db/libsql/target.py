@@ -1,0 +1,55 @@
+"""IronClaw's libSQL file as the target of ``memfs migrate`` (a Reborn workspace copied
+in, one document per ``BEGIN IMMEDIATE`` transaction)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import TracebackType
+
+from memfs.db.interface import DocumentHistory, ImportOutcome
+from memfs.db.libsql.connection import LibsqlFile, NotIronClawFile
+from memfs.db.libsql.files import layout_of
+from memfs.db.reborn.layout import RebornScope
+from memfs.db.reborn.sqlite import SqliteRows, open_file
+from memfs.db.reborn.store import RebornStore
+from memfs.errors import DatabaseError
+
+
+class LibsqlTarget:
+    """Where ``memfs migrate`` writes: ``scope`` of IronClaw's libSQL file at ``path``,
+    which IronClaw must have created (memfs never creates IronClaw's file)."""
+
+    def __init__(self, path: Path, scope: RebornScope) -> None:
+        try:
+            probe = LibsqlFile(path, read_only=True)
+            try:
+                layout = layout_of(probe.connection())
+            finally:
+                probe.close()
+        except NotIronClawFile as exc:
+            raise DatabaseError(f"the target cannot be used: {exc}") from None
+        if layout != "reborn":
+            raise DatabaseError(
+                f"the target {path} holds no IronClaw Reborn tables: start IronClaw >= 1.1 "
+                "with it once, then migrate"
+            )
+        self.scope = scope
+        self._file = open_file(path)
+        self._store = RebornStore(self._file, scope, rows=SqliteRows(self._file))
+
+    def import_history(self, doc: DocumentHistory, *, dry_run: bool = False) -> ImportOutcome:
+        return self._store.import_history(doc, dry_run=dry_run)
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> LibsqlTarget:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,107 @@
+"""``memfs migrate`` between IronClaw's libSQL file and PostgreSQL, both ways (issue 31's
+way up): a workspace with versions and metadata copied from a file to PostgreSQL and back
+into a fresh file is the same — contents and version bodies byte for byte, metadata equal
+as values, times equal to the millisecond.  ``MEMFS_MIGRATE_DOCS`` sizes it (60 in CI;
+the closing note's run used 1,000)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from memfs.db.interface import FileAttrs
+from memfs.db.reborn.layout import RebornScope
+from memfs.db.reborn.sqlite import SqliteRows, open_file
+from memfs.db.reborn.store import RebornStore
+from tests.ironclaw_libsql import reborn_local_dev
+from tests.model.test_reborn_store import reborn_schema
+
+DOCS = int(os.environ.get("MEMFS_MIGRATE_DOCS", "60"))
+S = "/memory/tenants/reborn-cli/users/reborn-cli/agents/reborn-cli-agent/projects/_none"
+
+
+def _workspace(db: Path, seed: int) -> None:
+    """``DOCS`` documents in folders, each saved 1-4 times (0-3 versions), a few with a
+    metadata sidecar, written through the store as a mount writes them."""
+    rng = random.Random(seed)
+    opened = open_file(db)
+    store = RebornStore(opened, RebornScope(), rows=SqliteRows(opened))
+    try:
+        for n in range(DOCS):
+            path = f"f{n % 7}/sub{n % 3}/doc{n}.md"
+            for save in range(rng.randint(1, 4)):
+                lines = range(rng.randint(1, 30))
+                text = "".join(f"line {save}.{i} of {n}, ünïcode ✓\n" for i in lines)
+                store.commit_document(None, path, text, FileAttrs())
+        for n in range(0, DOCS, 10):  # metadata sidecars, as IronClaw writes them
+            with sqlite3.connect(db) as conn:
+                conn.execute(
+                    "INSERT INTO root_filesystem_entries (path, contents, content_type, kind, "
+                    "indexed, version) VALUES (?, ?, 'application/octet-stream', NULL, '{}', 1)",
+                    (
+                        f"{S}/f{n % 7}/sub{n % 3}/doc{n}.md.meta",
+                        json.dumps({"tags": ["x", n], "note": "é"}).encode(),
+                    ),
+                )
+    finally:
+        opened.close()
+
+
+def _snapshot(db: Path) -> dict[str, Any]:
+    """What must survive: per document its contents, metadata as a value, times to the
+    millisecond, and each version's body bytes and time."""
+    found: dict[str, Any] = {}
+    with sqlite3.connect(db) as conn:
+        for path, contents, kind, created, updated in conn.execute(
+            "SELECT path, contents, kind, created_at, updated_at FROM root_filesystem_entries "
+            "WHERE path LIKE '/memory/%' ORDER BY path"
+        ):
+            relative = path.removeprefix(S + "/")
+            if kind == "memory_document":
+                found[relative] = (bytes(contents), created, updated)
+            elif kind == "memory_document_version":
+                found[relative] = (bytes(contents), created)
+            elif relative.endswith(".meta"):
+                found[relative] = json.loads(bytes(contents))
+    return found
+
+
+def _migrate(source: str, target: str, work: Path) -> dict[str, Any]:
+    env = dict(os.environ, HOME=str(work / "home"), XDG_DATA_HOME=str(work / "data"),
+               XDG_STATE_HOME=str(work / "state"))  # fmt: skip
+    env.pop("MEMFS_DATABASE_URL", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "memfs", "migrate", "--database-url", source,
+         "--to-database-url", target, "--json"],
+        env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def test_a_libsql_workspace_goes_to_postgresql_and_back_the_same(
+    tmp_path: Path, database_url: str
+) -> None:
+    source = reborn_local_dev(tmp_path / "source" / "reborn-local-dev.db")
+    _workspace(source, seed=31)
+    before = _snapshot(source)
+    reborn_schema(database_url)  # a PostgreSQL IronClaw >= 1.1 has started on
+    up = _migrate(f"sqlite:{source}", database_url, tmp_path)
+    assert up["counts"]["documents_copied"] == DOCS
+    versions = sum(1 for p in before if ".versions/" in p)
+    assert up["counts"]["versions_copied"] == versions
+    back = reborn_local_dev(tmp_path / "back" / "reborn-local-dev.db")
+    down = _migrate(database_url, f"sqlite:{back}", tmp_path)
+    assert down["counts"]["documents_copied"] == DOCS
+    after = _snapshot(back)
+    assert after == before
+    again = _migrate(database_url, f"sqlite:{back}", tmp_path)  # a re-run copies nothing
+    assert again["counts"].get("already_there") == DOCS
+    assert again["counts"].get("documents_copied", 0) == 0
