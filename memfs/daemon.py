@@ -32,6 +32,7 @@ from memfs.config import Settings
 from memfs.control import Handler, ask, serve_control, socket_for
 from memfs.db import open_database
 from memfs.db.embedded import restart_embedded, server_running
+from memfs.db.libsql.watch import wake_on_commits
 from memfs.embeddings import EmbeddingSettings
 from memfs.errors import EXIT_FAILED, MountError
 from memfs.failures import describe_failure
@@ -232,6 +233,9 @@ def serve(
                             nursery.start_soon(_apply_changes, parts.writers, receive)
                         else:
                             nursery.start_soon(parts.writers.poll_changes)
+                            if database.watched_file is not None:  # a libSQL file
+                                nursery.start_soon(wake_on_commits, database.watched_file,
+                                                   parts.writers.wake)  # fmt: skip
                         if parts.embeddings is not None:
                             nursery.start_soon(parts.embeddings.run)
                         await pyfuse3.main()

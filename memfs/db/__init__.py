@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -134,6 +135,8 @@ class Database:
     listen_kwargs: dict[str, Any] = field(default_factory=dict)
     #: ``SET LOCAL`` values for each write transaction (a pooler forbids startup options).
     transaction_settings: dict[str, str] = field(default_factory=dict)
+    #: A file whose writes wake the poll (IronClaw's libSQL file); none on a server.
+    watched_file: Path | None = None
 
     def has_change_feed(self) -> bool:
         with self.pool.connection() as conn:

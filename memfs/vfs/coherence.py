@@ -34,6 +34,8 @@ class OtherWriters:
         self.external_changes = 0
         #: The workspace's fingerprint as of ``baseline``, for polling (no trigger).
         self._fingerprint: tuple[int, str] | None = None
+        #: Set to poll now, not at the next tick (a watch on the database's files).
+        self._woken = trio.Event()
 
     async def apply_changes(self, events: list[dict[str, Any]]) -> None:
         """Apply a batch of change-feed events (``op``, ``id``, ``path``, ``origin`` ...), in
@@ -281,4 +283,10 @@ class OtherWriters:
             except FsError as exc:
                 log.warning("polling for changes failed: %s", exc)
                 last = None
-            await trio.sleep(interval)
+            with trio.move_on_after(interval):
+                await self._woken.wait()
+            self._woken = trio.Event()
+
+    def wake(self) -> None:
+        """Poll now: the database's files changed (``memfs.db.libsql.watch``)."""
+        self._woken.set()

@@ -172,3 +172,31 @@ def test_a_lock_held_past_the_bound_fails_the_write_and_changes_nothing(
     with sqlite3.connect(path) as conn:
         rows = {r[0] for r in conn.execute("SELECT path FROM root_filesystem_sequences")}
     assert rows == {"/held"}
+
+
+async def test_a_commit_by_another_process_wakes_the_poll(tmp_path: Path) -> None:
+    """IronClaw's commit writes the file's -wal; the watch wakes the poll (it never opens
+    the files: only inotify)."""
+    import trio
+
+    from memfs.db.libsql.watch import wake_on_commits
+
+    path = reborn_local_dev(tmp_path / "reborn-local-dev.db")
+    woken = trio.Event()
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(wake_on_commits, path, woken.set)
+            await trio.sleep(0.3)  # the watch is set up
+            writer = subprocess.run(
+                [sys.executable, "-c", textwrap.dedent(f"""
+                    import sqlite3
+                    c = sqlite3.connect({str(path)!r})
+                    c.execute("INSERT INTO root_filesystem_sequences (path, next_seq) "
+                              "VALUES ('/hb', 1)")
+                    c.commit()
+                """)],
+                timeout=30, check=True,
+            )  # fmt: skip
+            assert writer.returncode == 0
+            await woken.wait()
+            nursery.cancel_scope.cancel()

@@ -68,6 +68,11 @@ class LibsqlDatabase:
     reborn: bool = True
 
     @property
+    def watched_file(self) -> Path:
+        """The file whose writes wake the poll (``memfs.db.libsql.watch``)."""
+        return self.path
+
+    @property
     def url(self) -> str:
         return f"sqlite:{self.path}"
 
