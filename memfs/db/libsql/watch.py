@@ -23,6 +23,9 @@ log = logging.getLogger(__name__)
 DEBOUNCE_MS = 50
 #: How often watchfiles checks for the end of a burst of changes, in milliseconds.
 STEP_MS = 20
+#: How long the watch thread waits before it looks whether it is still wanted: the
+#: cancellation of the task waits for it (watchfiles' 5 s default held an unmount 4 s).
+RUST_TIMEOUT_MS = 200
 
 
 async def wake_on_commits(database: Path, wake: Callable[[], None]) -> None:
@@ -36,7 +39,7 @@ async def wake_on_commits(database: Path, wake: Callable[[], None]) -> None:
     try:
         async for _ in watchfiles.awatch(
             database.parent, watch_filter=ours, debounce=DEBOUNCE_MS, step=STEP_MS,
-            recursive=False,
+            rust_timeout=RUST_TIMEOUT_MS, recursive=False,
         ):  # fmt: skip
             wake()
     except (OSError, RuntimeError) as exc:  # inotify limits: the once-a-second poll stays
