@@ -117,7 +117,7 @@ def test_background_mount_failures_are_one_line(cli: Cli, work_dir: Path) -> Non
     assert not (cli.base / "data").exists()  # no embedded server was ever started
 
 
-def test_mount_points_that_cannot_take_a_mount(cli: Cli, database_url: str) -> None:
+def test_mount_points_that_cannot_take_a_mount(database_url: str, cli: Cli) -> None:
     full = cli.base / "full"
     full.mkdir()
     (full / "notes.txt").write_text("mine\n")
@@ -138,7 +138,7 @@ def test_mount_points_that_cannot_take_a_mount(cli: Cli, database_url: str) -> N
     assert (full / "notes.txt").read_text() == "mine\n"
 
 
-def test_empty_workspace_says_what_to_do(cli: Cli, database_url: str) -> None:
+def test_empty_workspace_says_what_to_do(database_url: str, cli: Cli) -> None:
     target = cli.base / "memory"
     first = cli("mount", str(target), "--database-url", database_url)
     assert first.returncode == 0, first.stderr
@@ -150,7 +150,7 @@ def test_empty_workspace_says_what_to_do(cli: Cli, database_url: str) -> None:
 
 
 def test_o_options_logs_and_the_daemons_directory(
-    cli: Cli, database_url: str, sql_conn: psycopg.Connection[Any]
+    database_url: str, cli: Cli, sql_conn: psycopg.Connection[Any]
 ) -> None:
     one = cli.base / "a" / "memory"
     two = cli.base / "b" / "memory"
@@ -193,7 +193,7 @@ def second_database_url(pg_server: Any) -> Iterator[str]:
 
 
 def test_status_shows_only_this_databases_mounts(
-    cli: Cli, database_url: str, second_database_url: str
+    database_url: str, second_database_url: str, cli: Cli
 ) -> None:
     other_db = second_database_url
     mine = cli.base / "mine"
@@ -205,7 +205,7 @@ def test_status_shows_only_this_databases_mounts(
 
 
 def test_paths_inside_the_mount_and_sync_onto_it(
-    cli: Cli, database_url: str, sql_conn: psycopg.Connection[Any]
+    database_url: str, cli: Cli, sql_conn: psycopg.Connection[Any]
 ) -> None:
     target = cli.base / "memory"
     assert cli("mount", str(target), "--database-url", database_url).returncode == 0
@@ -224,7 +224,7 @@ def test_paths_inside_the_mount_and_sync_onto_it(
     assert paths == ["notes/a.md"]  # no .memfs-sync.json became memory
 
 
-def test_search_directory_refuses_unknown_options(cli: Cli, database_url: str) -> None:
+def test_search_directory_refuses_unknown_options(database_url: str, cli: Cli) -> None:
     target = cli.base / "memory"
     assert cli("mount", str(target), "--database-url", database_url).returncode == 0
     (target / "a.md").write_text("deploy schedule\n")
@@ -430,7 +430,7 @@ def test_unusable_fuse_is_found_before_postgres_starts(work_dir: Path) -> None:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="installs a mount helper in /sbin (needs root)")
-def test_mount_8_and_fstab(cli: Cli, database_url: str, sql_conn: psycopg.Connection[Any]) -> None:
+def test_mount_8_and_fstab(database_url: str, cli: Cli, sql_conn: psycopg.Connection[Any]) -> None:
     installed = cli("install-helper")
     assert installed.returncode == 0, installed.stderr
     helper = Path("/sbin/mount.fuse.memfs")
@@ -466,7 +466,7 @@ def test_mount_8_and_fstab(cli: Cli, database_url: str, sql_conn: psycopg.Connec
         helper.unlink(missing_ok=True)
 
 
-def test_a_mount_point_name_of_250_characters_mounts(cli: Cli, database_url: str) -> None:
+def test_a_mount_point_name_of_250_characters_mounts(database_url: str, cli: Cli) -> None:
     """Its log file was named after it: 'File name too long', an internal error."""
     target = cli.base / ("m" * 250)
     result = cli("mount", str(target), "--database-url", database_url)
@@ -477,7 +477,7 @@ def test_a_mount_point_name_of_250_characters_mounts(cli: Cli, database_url: str
 
 
 def test_status_names_a_dead_daemons_mount_and_only_this_workspaces_errors(
-    cli: Cli, database_url: str
+    database_url: str, cli: Cli
 ) -> None:
     """``memfs status`` listed every ERROR line of every log under the HOME (other users,
     other databases, old runs) and said nothing of a mount whose daemon had died."""
@@ -515,7 +515,7 @@ def test_status_names_a_dead_daemons_mount_and_only_this_workspaces_errors(
 
 
 def test_a_mount_over_the_embedded_databases_folder_is_refused_and_named(
-    cli: Cli, database_url: str
+    database_url: str, cli: Cli
 ) -> None:
     """A mount over the data folder hid the embedded server's files: `memfs status` said
     "no workspace yet … `memfs init` creates it" (which would have made a second one)."""
