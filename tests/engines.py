@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -66,6 +67,10 @@ class Engine:
     def table(self) -> str:
         """The table holding the documents' rows."""
         return "memory_documents" if self.name == "legacy" else "root_filesystem_entries"
+
+    def mount_url(self, url: str) -> str:
+        """What a mount of this engine is given for the test's database ``url``."""
+        return url
 
     def prepare(self, url: str) -> None:
         """Make the database this engine mounts (before any mount starts)."""
@@ -325,3 +330,173 @@ class Engine:
 
 
 ENGINES = [Engine("legacy"), Engine("reborn")]
+
+
+#: Where the libSQL engine's files are made, one per test database.
+LIBSQL_ROOT = "/var/tmp/memfs-libsql-tests"
+
+
+class LibsqlRowLog:
+    """Row changes of document rows in IronClaw's libSQL file, in order (test triggers on
+    the test's own file, named as IronClaw never names its own)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        with sqlite3.connect(path) as conn:
+            conn.execute("CREATE TABLE test_statement_log (n INTEGER PRIMARY KEY, op TEXT)")
+            for op, row in (("INSERT", "new"), ("UPDATE", "new"), ("DELETE", "old")):
+                conn.execute(
+                    f"CREATE TRIGGER test_log_{op.lower()} AFTER {op} ON root_filesystem_entries "
+                    f"WHEN {row}.kind = 'memory_document' BEGIN "
+                    f"INSERT INTO test_statement_log (op) VALUES ('{op}'); END"
+                )
+
+    def take(self) -> list[str]:
+        with sqlite3.connect(self.path) as conn:
+            ops = [r[0] for r in conn.execute("SELECT op FROM test_statement_log ORDER BY n")]
+            conn.execute("DELETE FROM test_statement_log")
+        return ops
+
+
+class LibsqlEngine(Engine):
+    """IronClaw's libSQL file (the Reborn layout) as the real-client tests see it: the test's
+    database URL names a file of its own (``mount_url``); ``conn`` arguments are the
+    PostgreSQL test connection, not used here."""
+
+    def __init__(self) -> None:
+        super().__init__("libsql")
+
+    @staticmethod
+    def file_for(url: str) -> str:
+        name = url.split("?", maxsplit=1)[0].rsplit("/", 1)[-1]
+        return f"{LIBSQL_ROOT}/{name}/reborn-local-dev.db"
+
+    def prepare(self, url: str) -> None:
+        from pathlib import Path
+
+        from tests.ironclaw_libsql import reborn_local_dev
+
+        reborn_local_dev(Path(self.file_for(url)))
+        object.__setattr__(self, "_current", self.file_for(url))
+
+    def mount_url(self, url: str) -> str:
+        return f"sqlite:{self.file_for(url)}"
+
+    def _rows(self) -> list[tuple[Any, ...]]:
+        with sqlite3.connect(self._current) as conn:
+            return conn.execute(
+                "SELECT path, created_at, contents, kind, content_type, indexed, "
+                "typeof(contents) || typeof(indexed) FROM root_filesystem_entries "
+                "WHERE path LIKE '/memory/%' ORDER BY path"
+            ).fetchall()
+
+    def rows(
+        self, conn: psycopg.Connection[Any], user: str = "default"
+    ) -> dict[str, tuple[Any, str]]:
+        from tests.model.test_reborn_store import assert_ironclaw_can_read
+
+        prefix = reborn_prefix(user)
+        found = {}
+        for path, created, contents, kind, ctype, indexed, classes in self._rows():
+            if not path.startswith(prefix + "/"):
+                continue
+            assert classes == "blobtext", (path, classes)  # IronClaw's storage classes
+            assert_ironclaw_can_read(path, kind, ctype, json.loads(indexed))
+            relative = path.removeprefix(prefix + "/")
+            if kind == "memory_document" and not any(
+                s.endswith((".meta", ".chunks", ".versions")) for s in relative.split("/")
+            ):
+                found[relative] = (created, bytes(contents).decode())
+        return found
+
+    def chunks_containing(self, conn: psycopg.Connection[Any], *needles: str) -> int:
+        return sum(
+            1 for _, _, contents, kind, *_ in self._rows()
+            if kind == "memory_chunk" and any(n in bytes(contents).decode() for n in needles)
+        )  # fmt: skip
+
+    def chunk_texts(self, conn: psycopg.Connection[Any], user: str = "default") -> list[str]:
+        prefix = reborn_prefix(user)
+        found = []
+        for path, _, contents, kind, _, indexed, _ in self._rows():
+            if kind == "memory_chunk" and path.startswith(prefix + "/"):
+                keys = json.loads(indexed)
+                found.append(((keys["doc_relative_path"], keys["chunk_index"]),
+                              bytes(contents).decode()))  # fmt: skip
+        return [text for _, text in sorted(found)]
+
+    def versions(self, conn: psycopg.Connection[Any], path: str) -> list[str]:
+        base = f"{reborn_prefix('default')}/{path}.versions/"
+        found = []
+        for row_path, _, contents, kind, _, indexed, _ in self._rows():
+            if kind == "memory_document_version" and row_path.startswith(base):
+                found.append(
+                    (json.loads(indexed)["version"], json.loads(bytes(contents))["content"])
+                )
+        return [text for _, text in sorted(found)]
+
+    def identity(self, conn: psycopg.Connection[Any], path: str) -> tuple[Any, ...]:
+        full = f"{reborn_prefix('default')}/{path}"
+        rows = {r[0]: r for r in self._rows()}
+        assert full in rows and rows[full][3] == "memory_document", f"no row at {path}"
+        meta = rows.get(full + ".meta")
+        return (rows[full][1], bytes(meta[2]).decode() if meta else None)
+
+    def set_metadata(self, conn: psycopg.Connection[Any], path: str, meta: dict[str, Any]) -> None:
+        with sqlite3.connect(self._current) as db:
+            db.execute(
+                "INSERT INTO root_filesystem_entries (path, contents, content_type, indexed, "
+                "version) VALUES (?, ?, 'application/octet-stream', '{}', 1) ON CONFLICT (path) "
+                "DO UPDATE SET contents = excluded.contents, version = version + 1",
+                (f"{reborn_prefix('default')}/{path}.meta",
+                 json.dumps(meta, separators=(",", ":"), sort_keys=True).encode()),
+            )  # fmt: skip
+
+    def statement_log(self, conn: psycopg.Connection[Any]) -> Any:
+        return LibsqlRowLog(self._current)
+
+    def _put(self, statement: str, params: tuple[Any, ...]) -> int:
+        """One of IronClaw's writes: its own short ``BEGIN IMMEDIATE`` transaction."""
+        db = sqlite3.connect(self._current, isolation_level=None, timeout=5.0)
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            changed = db.execute(statement, params).rowcount
+            db.execute("COMMIT")
+            return int(changed)
+        finally:
+            db.close()
+
+    def agent_appends(self, conn: psycopg.Connection[Any], path: str, line: str) -> bool:
+        return (
+            self._put(
+                "UPDATE root_filesystem_entries SET contents = CAST(contents || ? AS BLOB), "
+                "version = version + 1, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') "
+                "WHERE path = ? AND kind = 'memory_document'",
+                (line.encode(), f"{reborn_prefix('default')}/{path}"),
+            )
+            > 0
+        )
+
+    def agent_writes(
+        self, conn: psycopg.Connection[Any], url: str, docs: dict[str, str], user: str = "default"
+    ) -> None:
+        keys = {"agent_id": "reborn-cli-agent", "tenant_id": "reborn-cli", "user_id": user}
+        prefix = reborn_prefix(user)
+        for path, text in docs.items():
+            chunk = {**keys, "chunk_index": 0, "content": text, "doc_relative_path": path}
+            for row, kind, indexed in (
+                (f"{prefix}/{path}", "memory_document", keys),
+                (f"{prefix}/{path}.chunks/0", "memory_chunk", chunk),
+            ):
+                self._put(
+                    "INSERT INTO root_filesystem_entries (path, contents, kind, content_type, "
+                    "indexed, version, updated_at) VALUES (?, ?, ?, 'application/json', ?, 1, "
+                    "strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+                    (row, text.encode(), kind, json.dumps(indexed, ensure_ascii=False,
+                                                          separators=(",", ":"), sort_keys=True)),
+                )  # fmt: skip
+
+
+#: The libSQL engine, for the test modules that run on it too (``ENGINES_WITH_LIBSQL``).
+LIBSQL = LibsqlEngine()
+ENGINES_WITH_LIBSQL = [*ENGINES, LIBSQL]

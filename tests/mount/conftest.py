@@ -21,5 +21,5 @@ def engine(request: pytest.FixtureRequest, database_url: str) -> Engine:
 @pytest.fixture
 def engine_mount(engine: Engine, database_url: str, mount_factory: Any) -> Mount:
     """A mount of user 'default' on the engine's database."""
-    mount: Mount = mount_factory(database_url)
+    mount: Mount = mount_factory(engine.mount_url(database_url))
     return mount

@@ -24,7 +24,7 @@ import pytest
 
 from memfs.scratch import Kind, ScratchRules
 from tests.conftest import StatementLog
-from tests.engines import Engine
+from tests.engines import ENGINES_WITH_LIBSQL, Engine
 from tests.mounting import Mount
 from tests.savers import client_env
 
@@ -35,6 +35,14 @@ def needs(*programs: str) -> None:
     missing = [p for p in programs if shutil.which(p) is None]
     if missing:
         pytest.skip(f"not installed: {', '.join(missing)} (scripts/setup-tests installs them)")
+
+
+@pytest.fixture(params=ENGINES_WITH_LIBSQL, ids=str)
+def engine(request: pytest.FixtureRequest, database_url: str) -> Engine:
+    """The real programs run on IronClaw's libSQL file too."""
+    chosen: Engine = request.param
+    chosen.prepare(database_url)
+    return chosen
 
 
 @pytest.fixture

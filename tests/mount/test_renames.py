@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from memfs.chunker import chunk_document
-from tests.engines import Engine
+from tests.engines import ENGINES_WITH_LIBSQL, Engine
 from tests.mounting import Mount, wait_reindex_queue_empty
 
 pytestmark = pytest.mark.mount
@@ -36,6 +36,14 @@ def versions(conn: psycopg.Connection[Any], path: str) -> list[str]:
 
 def identity(conn: psycopg.Connection[Any], path: str) -> tuple[Any, ...]:
     return LEGACY.identity(conn, path)
+
+
+@pytest.fixture(params=ENGINES_WITH_LIBSQL, ids=str)
+def engine(request: pytest.FixtureRequest, database_url: str) -> Engine:
+    """Every save pattern runs on IronClaw's libSQL file too."""
+    chosen: Engine = request.param
+    chosen.prepare(database_url)
+    return chosen
 
 
 def paths(conn: psycopg.Connection[Any]) -> list[str]:
