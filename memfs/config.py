@@ -73,6 +73,8 @@ def _parameters(url: str, secrets: str | None) -> dict[str, str | int | None] | 
 def redacted(url: str) -> str:
     """A database URL or key=value DSN for display, secrets masked whatever form they came
     in (``user:pw@``, ``?password=``, ``password=`` in a DSN), rebuilt as key=value."""
+    if url.startswith("sqlite:"):
+        return url  # a file's path holds no secret
     params = _parameters(url, "***")
     if params is None:
         return "(unparsable connection string)"

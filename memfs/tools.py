@@ -323,7 +323,11 @@ def print_status(info: dict[str, Any], as_json: bool) -> None:
         else:
             print(f"daemon died:        {where} ended without unmounting (the mount was "
                   "released); `memfs recover` lists what it could not save")  # fmt: skip
-    kind = "embedded" if info["embedded"] else "server"
+    kind = (
+        "embedded"
+        if info["embedded"]
+        else ("IronClaw's file" if str(info["database"]).startswith("sqlite:") else "server")
+    )
     print(f"database:           {info['database']} ({kind})")
     restart = info.get("embedded_restart")
     if restart:

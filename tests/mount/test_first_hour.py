@@ -549,3 +549,20 @@ def test_memfs_mount_finds_ironclaws_local_dev_memory(cli: Cli) -> None:
         ).fetchone()
     assert bytes(contents) == b"The user likes green tea.\n"
     assert not (Path(cli.env["XDG_DATA_HOME"]) / "memfs" / "pgdata").exists()
+
+
+def test_status_search_and_doctor_on_ironclaws_libsql_file(cli: Cli) -> None:
+    """Every command that opens a database says something useful of a libSQL file (status
+    and search answer; doctor, which does not check such a file yet, says so in one line)."""
+    from tests.ironclaw_libsql import reborn_local_dev
+
+    db = reborn_local_dev(cli.base / "ic" / "reborn-local-dev.db")
+    status = cli("status", "--database-url", f"sqlite:{db}")
+    assert status.returncode == 0, status.stderr
+    assert f"sqlite:{db} (IronClaw's file)" in status.stdout
+    assert "libSQL file" in status.stdout
+    search = cli("search", "tea", "--database-url", f"sqlite:{db}")
+    assert search.returncode == 0, search.stderr
+    doctor = cli("doctor", "--database-url", f"sqlite:{db}")
+    assert doctor.returncode == EXIT_DATABASE
+    one_line(doctor, "does not check IronClaw's libSQL file yet")

@@ -45,6 +45,15 @@ def libsql_path(url: str) -> Path | None:
     return None
 
 
+class _LibsqlSchema:
+    """What ``memfs status`` says of the layout."""
+
+    kind = "reborn"
+
+    def describe(self) -> str:
+        return "IronClaw Reborn memory in its libSQL file (root_filesystem_entries, v1.1 and later)"
+
+
 class _NoPool:
     """What the call breaker asks of a pool: nothing to reconnect to a local file."""
 
@@ -63,7 +72,7 @@ class LibsqlDatabase:
     embedded: Any = None
     listen_url: str | None = None
     listen_kwargs: dict[str, Any] = field(default_factory=dict)
-    schema: Any = None
+    schema: Any = field(default_factory=_LibsqlSchema)
     layout: str = "reborn"
     reborn: bool = True
 
@@ -90,6 +99,13 @@ class LibsqlDatabase:
 
     def extension_version(self, name: str) -> str | None:
         return None
+
+    def health(self, settings: Settings) -> Any:
+        """``memfs doctor``'s checks are PostgreSQL's so far."""
+        raise DatabaseError(
+            f"memfs doctor does not check IronClaw's libSQL file yet ({self.path}); "
+            "`sqlite3 FILE 'PRAGMA integrity_check'` checks the file itself"
+        )
 
     def ping(self) -> None:
         self.file.read(lambda c: c.execute("SELECT 1").fetchone())
