@@ -200,3 +200,24 @@ async def test_a_commit_by_another_process_wakes_the_poll(tmp_path: Path) -> Non
             assert writer.returncode == 0
             await woken.wait()
             nursery.cancel_scope.cancel()
+
+
+def test_a_mount_transaction_waits_past_sqlites_busy_timeout_for_a_brief_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mount's writes (``transaction``) retry their BEGIN while the file stays locked,
+    as ``write`` does, up to ``LOCKED_FOR``: a lock held past SQLite's busy timeout is
+    not an EIO."""
+    monkeypatch.setattr(connection, "BUSY_MS", 200)
+    path = reborn_local_dev(tmp_path / "reborn-local-dev.db")
+    opened = LibsqlFile(path)
+    holder = _hold_lock(path, 1.5)
+    try:
+        with opened.transaction() as conn:
+            conn.execute("INSERT INTO root_filesystem_sequences (path, next_seq) VALUES ('/m', 1)")
+    finally:
+        holder.wait(timeout=30)
+        opened.close()
+    with sqlite3.connect(path) as conn:
+        rows = {r[0] for r in conn.execute("SELECT path FROM root_filesystem_sequences")}
+    assert rows == {"/held", "/m"}

@@ -146,17 +146,8 @@ class LibsqlFile:
         rolled back if it raises; retried whole while the file is locked."""
 
         def attempt() -> T:
-            conn = self.connection()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = work(conn)
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            self.commits = next(self._counter)  # atomic, unlike +=
-            return result
+            with self._immediate(retry_begin=False) as conn:
+                return work(conn)
 
         return self._retrying(attempt)
 
@@ -173,12 +164,19 @@ class LibsqlFile:
                 time.sleep(pause * (0.5 + random.random()))
                 pause = min(pause * 2, _BACKOFF_MOST)
 
+    def transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` transaction on this thread's connection; its BEGIN is
+        retried while the file is locked (nothing is done before it), the work is not:
+        ``write`` retries a whole unit of work."""
+        return self._immediate(retry_begin=True)
+
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One ``BEGIN IMMEDIATE`` transaction on this thread's connection (not retried:
-        ``write`` retries a whole unit of work)."""
+    def _immediate(self, *, retry_begin: bool) -> Iterator[sqlite3.Connection]:
         conn = self.connection()
-        conn.execute("BEGIN IMMEDIATE")
+        if retry_begin:
+            self._retrying(lambda: conn.execute("BEGIN IMMEDIATE"))
+        else:
+            conn.execute("BEGIN IMMEDIATE")
         try:
             yield conn
         except BaseException:
