@@ -362,6 +362,24 @@ def _outcome(
 Resolver = Callable[[], BatchOutcome]
 
 
+@contextmanager
+def pipelined_transaction(pool: Any) -> Iterator[Any]:
+    """A pooled PostgreSQL connection in one transaction, BEGIN and COMMIT pipelined with
+    the statements (the answers are there once the block has ended); rolled back if the
+    block raises."""
+    with pool.connection() as conn:
+        try:
+            with conn.pipeline():
+                conn.execute("BEGIN")
+                yield conn
+                conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(psycopg.Error):
+                if conn.info.transaction_status != TransactionStatus.IDLE:
+                    conn.execute("ROLLBACK")
+            raise
+
+
 class DeferringStore:
     """The transaction shell of a PostgreSQL engine: deferred changes ride on the next
     transaction (see the module docstring).  An engine sets ``pool`` and ``deferred`` and
@@ -440,24 +458,9 @@ class DeferringStore:
         return is_refusal(exc)
 
     def _open_transaction(self) -> AbstractContextManager[Any]:
-        return self._pg_transaction()
-
-    @contextmanager
-    def _pg_transaction(self) -> Iterator[Any]:
-        """A connection in a transaction, committed when the block ends, rolled back if
-        it raises.  PostgreSQL: a pooled connection, BEGIN and COMMIT pipelined with the
-        statements (the answers are there once the block has ended)."""
-        with self.pool.connection() as conn:
-            try:
-                with conn.pipeline():
-                    conn.execute("BEGIN")
-                    yield conn
-                    conn.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(psycopg.Error):
-                    if conn.info.transaction_status != TransactionStatus.IDLE:
-                        conn.execute("ROLLBACK")
-                raise
+        """A connection in a transaction, committed when the block ends, rolled back if it
+        raises (``pipelined_transaction`` on PostgreSQL)."""
+        return pipelined_transaction(self.pool)
 
     @contextmanager
     def _transaction(self, *, batch: ChangeBatch | None = None) -> Iterator[Any]:
@@ -571,4 +574,5 @@ __all__ = [
     "DropDir",
     "KeepDir",
     "MoveDir",
+    "pipelined_transaction",
 ]

@@ -17,7 +17,7 @@ from typing import Any
 from memfs.config import Settings
 from memfs.db.interface import DocumentStore, VersionStore
 from memfs.db.libsql.connection import LibsqlFile, NotIronClawFile
-from memfs.db.libsql.files import layout_of
+from memfs.db.libsql.files import layout_of_file
 from memfs.db.libsql.reborn_stores import (
     LibsqlSearchStore,
     LibsqlToolFileStore,
@@ -177,11 +177,7 @@ def open_libsql(path: Path, *, read_only: bool = False) -> LibsqlDatabase:
     """IronClaw's libSQL file at ``path``: refused with one clear line if it is not
     there or not IronClaw's, or holds the legacy layout (not mounted yet)."""
     try:
-        probe = LibsqlFile(path, read_only=True)
-        try:
-            layout = layout_of(probe.connection())
-        finally:
-            probe.close()
+        layout = layout_of_file(path)
     except NotIronClawFile as exc:
         raise DatabaseError(str(exc)) from None
     if layout != "reborn":

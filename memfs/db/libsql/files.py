@@ -109,3 +109,15 @@ def layout_of(conn: sqlite3.Connection) -> Layout | None:
     if {"_migrations", "memory_documents"} <= tables:
         return "legacy"
     return None
+
+
+def layout_of_file(path: Path) -> Layout | None:
+    """Which IronClaw layout the file at ``path`` holds, read through a connection of its
+    own, closed after (``NotIronClawFile`` if there is no such file to open)."""
+    from memfs.db.libsql.connection import LibsqlFile
+
+    probe = LibsqlFile(path, read_only=True)
+    try:
+        return layout_of(probe.connection())
+    finally:
+        probe.close()

@@ -7,8 +7,8 @@ from pathlib import Path
 from types import TracebackType
 
 from memfs.db.interface import DocumentHistory, ImportOutcome
-from memfs.db.libsql.connection import LibsqlFile, NotIronClawFile
-from memfs.db.libsql.files import layout_of
+from memfs.db.libsql.connection import NotIronClawFile
+from memfs.db.libsql.files import layout_of_file
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.sqlite import SqliteRows, open_file
 from memfs.db.reborn.store import RebornStore
@@ -21,11 +21,7 @@ class LibsqlTarget:
 
     def __init__(self, path: Path, scope: RebornScope) -> None:
         try:
-            probe = LibsqlFile(path, read_only=True)
-            try:
-                layout = layout_of(probe.connection())
-            finally:
-                probe.close()
+            layout = layout_of_file(path)
         except NotIronClawFile as exc:
             raise DatabaseError(f"the target cannot be used: {exc}") from None
         if layout != "reborn":

@@ -13,9 +13,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import psycopg
-from psycopg.pq import TransactionStatus
 
-from memfs.db.deferred import is_refusal
+from memfs.db.deferred import is_refusal, pipelined_transaction
 from memfs.db.interface import FileAttrs
 from memfs.db.reborn.rows import Answer, Family, Record
 from memfs.db.scoped import Pool
@@ -43,21 +42,8 @@ class PostgresRows:
         with pool.connection() as conn:
             yield conn
 
-    @contextlib.contextmanager
-    def open_transaction(self, pool: Pool) -> Iterator[Any]:
-        """BEGIN and COMMIT pipelined with the statements (the answers are there once the
-        block has ended); rolled back if the block raises."""
-        with pool.connection() as conn:
-            try:
-                with conn.pipeline():
-                    conn.execute("BEGIN")
-                    yield conn
-                    conn.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(psycopg.Error):
-                    if conn.info.transaction_status != TransactionStatus.IDLE:
-                        conn.execute("ROLLBACK")
-                raise
+    def open_transaction(self, pool: Pool) -> contextlib.AbstractContextManager[Any]:
+        return pipelined_transaction(pool)
 
     @contextlib.contextmanager
     def plain_transaction(self, pool: Pool) -> Iterator[Any]:

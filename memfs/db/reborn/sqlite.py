@@ -356,12 +356,7 @@ class SqliteRows:
     def insert_version(self, conn: Any, below: str, record: Record) -> Answer:
         """The number is found here (the write lock is held): IronClaw's JSON text of the
         keys with ``version`` among them, sorted, as its serde_json writes them."""
-        row = conn.execute(
-            "SELECT COALESCE(max(CAST(json_extract(indexed, '$.version') AS INTEGER)), 0) + 1 "
-            f"FROM {TABLE} WHERE {BELOW} AND kind = 'memory_document_version'",
-            {"p": below},
-        ).fetchone()
-        number = int(row[0])
+        number = self._highest_version(conn, below) + 1
         indexed = layout.dumps({**json.loads(record.indexed), "version": number})
         self.insert(conn, record._replace(path=f"{below}/{number}", indexed=indexed))
         return answers([(number,)])
@@ -389,13 +384,18 @@ class SqliteRows:
             )
         return answers(found)
 
-    def carry_versions(self, conn: Any, source: str, target: str, relative: str) -> None:
+    @staticmethod
+    def _highest_version(conn: Any, below: str) -> int:
+        """The highest version number among the version rows below ``below`` (0: none)."""
         row = conn.execute(
             "SELECT COALESCE(max(CAST(json_extract(indexed, '$.version') AS INTEGER)), 0) "
             f"FROM {TABLE} WHERE {BELOW} AND kind = 'memory_document_version'",
-            {"p": target},
+            {"p": below},
         ).fetchone()
-        offset = int(row[0])
+        return int(row[0])
+
+    def carry_versions(self, conn: Any, source: str, target: str, relative: str) -> None:
+        offset = self._highest_version(conn, target)
         carried = conn.execute(
             f"SELECT path, indexed FROM {TABLE} WHERE {BELOW} AND kind = 'memory_document_version'",
             {"p": source},
