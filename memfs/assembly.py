@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from memfs.buffers import ScratchSpill
-from memfs.config import Settings
+from memfs.config import Settings, redacted
 from memfs.db import Database, DocumentStore
 from memfs.db.calls import DatabaseCalls
 from memfs.embeddings import Embedder, EmbeddingSettings
 from memfs.embeddings.worker import EmbeddingWorker
 from memfs.kernel import KernelNotifier
+from memfs.mount_status import MountStatus, render_text
 from memfs.processes import process_of
 from memfs.recovery import RecoveryArea
 from memfs.reindex import Reindexer
@@ -36,6 +37,7 @@ from memfs.vfs import (
     PromptFile,
     ScopesTree,
     SearchTree,
+    StatusFiles,
     SyntheticTree,
     ToolFolders,
     VersionsTree,
@@ -62,6 +64,8 @@ class MountParts:
     embedder: Embedder | None
     #: None without a provider, or on a read-only mount.
     embeddings: EmbeddingWorker | None
+    #: What ``.status`` and ``memfs status MNT`` report.
+    status: MountStatus
 
 
 def assemble(
@@ -72,6 +76,7 @@ def assemble(
     embedding_settings: EmbeddingSettings | None,
     kernel: KernelNotifier,
     recovery: RecoveryArea,
+    watching: str = "polling every second",
 ) -> MountParts:
     """Build a mount's parts (call inside the trio run: the workers make trio objects).
 
@@ -116,6 +121,14 @@ def assemble(
     extensions: list[SyntheticTree] = [search, VersionsTree(workspace.versions, store, calls)]
     if workspace.readers:
         extensions.append(ScopesTree(workspace.readers, calls))
+    status = MountStatus(
+        server=redacted(database.url), layout=database.schema.describe(), watching=watching,
+        ping=database.ping, counts=lambda: database.workspace_summary(settings), calls=calls,
+        stats=stats, recovery=recovery, reindexer=reindexer, embeddings=embeddings,
+        deferred=store.changes_queued,
+        provider=f"{embedder.provider.model} ({embedding_settings.provider})"
+        if embedder is not None and embedding_settings is not None else None,
+    )  # fmt: skip
     prompt = None
     if workspace.onboarded is not None:
         lent = _lent_by(workspace.readers)
@@ -137,6 +150,7 @@ def assemble(
         on_changed=changed,
         tools=ToolFolders(workspace.tool_files, calls),
         prompt=prompt,
+        status=StatusFiles(status, render_text),
         stats=stats,
         process_of=process_of,
     )
@@ -151,6 +165,7 @@ def assemble(
         reindexer=reindexer,
         embedder=embedder,
         embeddings=embeddings,
+        status=status,
     )
 
 

@@ -126,6 +126,8 @@ def _run(parser: Parser, args: argparse.Namespace, level: str) -> int:
         return _umount(args)
     if command == "stats":
         return _stats(args)
+    if command == "status" and args.mountpoint is not None:
+        return _mount_report(args)
     if command == "install-unit":
         return _install_unit(args)
     settings = settings_from(args)
@@ -190,27 +192,48 @@ def _umount(args: argparse.Namespace) -> int:
     return unmount(settings, args.mountpoint, timeout=args.timeout, force=args.force)
 
 
-def _stats(args: argparse.Namespace) -> int:
-    """Ask the daemon for its live statistics (``memfs.stats``); the command's modules
-    only, not the daemon's."""
+def _ask_mount(given: Path, request: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
+    """One request to the daemon serving the mount at ``given`` (its control socket)."""
     from memfs.control import ask, socket_for
     from memfs.mountpoint import mount_at, pidfile_for
-    from memfs.stats import sample_name
-    from memfs.tools import Report
 
     settings = Settings.from_env()
-    mountpoint = args.mountpoint.expanduser().absolute()
+    mountpoint = given.expanduser().absolute()
     if mount_at(mountpoint) is None:
         raise MountError(f"{mountpoint} is not mounted (`memfs status` lists the mounts)")
     pidfile = pidfile_for(settings.runtime_dir, mountpoint.resolve())
     try:
-        reply = ask(socket_for(pidfile), {"op": "stats"}, 5.0)
+        reply = ask(socket_for(pidfile), request, timeout)
     except (OSError, ValueError) as exc:
         raise MountError(f"the daemon serving {mountpoint} did not answer ({exc})") from None
+    return reply or {}
+
+
+def _mount_report(args: argparse.Namespace) -> int:
+    """``memfs status MNT``: the daemon's report, as ``MNT/.status`` shows it."""
+    from memfs.mount_status import render_json, render_text
+
+    report = _ask_mount(args.mountpoint, {"op": "report"}).get("report")
+    if not isinstance(report, dict):
+        raise MountError(
+            f"no report from {args.mountpoint}: not a memfs mount of this user, or its "
+            "daemon predates `memfs status MNT`"
+        )
+    sys.stdout.write(render_json(report) if args.json else render_text(report))
+    return 0
+
+
+def _stats(args: argparse.Namespace) -> int:
+    """Ask the daemon for its live statistics (``memfs.stats``); the command's modules
+    only, not the daemon's."""
+    from memfs.stats import sample_name
+    from memfs.tools import Report
+
+    reply = _ask_mount(args.mountpoint, {"op": "stats"})
     samples = reply.get("stats") if reply else None
     if not isinstance(samples, list):
         raise MountError(
-            f"no statistics from {mountpoint}: not a memfs mount of this user, or its "
+            f"no statistics from {args.mountpoint}: not a memfs mount of this user, or its "
             "daemon predates `memfs stats`"
         )
     shown = [s for s in samples if args.all or not s["metric"].endswith("_bucket")]

@@ -123,6 +123,10 @@ def serve(
         attr_timeout = settings.attr_timeout
         if attr_timeout is None:
             attr_timeout = FEED_ATTR_TIMEOUT if use_feed else POLL_ATTR_TIMEOUT
+        watching = (
+            "change feed (LISTEN/NOTIFY trigger)" if use_feed
+            else f"polling every second ({by_design or 'no change feed here'})"
+        )  # fmt: skip
         if by_design is not None:
             log.info("%s: polling for other writers every second", by_design)
         elif use_feed:
@@ -148,6 +152,7 @@ def serve(
             parts = assemble(
                 settings, database, search_config=search_config,
                 embedding_settings=embedding_settings, kernel=notifier, recovery=recovery,
+                watching=watching,
             )  # fmt: skip
             fs, store = parts.fs, parts.store
             if parts.embedder is None:
@@ -184,6 +189,8 @@ def serve(
                     return {"kept": recovery.kept(), "unkept": fs.unkept()}
                 if op == "stats":
                     return {"stats": parts.stats.snapshot()}
+                if op == "report":  # what .status shows
+                    return {"report": await parts.status.report(fs)}
                 if op == "drain":
                     written, failed = fs.drain(Path(str(request["to"])))
                     return {"written": written, "failed": failed, "unkept": fs.unkept()}

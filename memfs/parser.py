@@ -204,13 +204,19 @@ memfs init --database-url postgresql://owner@db/ironclaw""",
         "show mounts, database, documents and settings",
         """
 Read-only: never creates a database, a table or a file. Shows this database's mounts,
-its schema, the workspace's counts and where each search/embedding setting came from.""",
+its schema, the workspace's counts and where each search/embedding setting came from.
+Given a mount point, shows what its daemon reports instead, as MNT/.status does: the
+server's round trip, how other writers are watched, files not saved yet and why, queued
+changes, chunks and embeddings waiting, the recovery area and the live statistics.""",
         """
 memfs status
+memfs status ~/memory
 memfs status --json --user-id alice""",
         common,
     )
     _database_flags(status)
+    status.add_argument("mountpoint", nargs="?", type=Path, metavar="MNT",
+                        help="a mount point: its daemon's report (as MNT/.status)")  # fmt: skip
     status.add_argument("--json", action="store_true", help="machine-readable output")
 
     doctor = _command(

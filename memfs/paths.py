@@ -38,7 +38,14 @@ SCOPES_DIR = ".scopes"
 VERSIONS_DIR = ".versions"
 #: The system prompt IronClaw assembles from the workspace, read-only, at the mount root.
 PROMPT_FILE = ".prompt"
-RESERVED_ROOT_NAMES = frozenset({SEARCH_DIR, SCOPES_DIR, VERSIONS_DIR, PROMPT_FILE})
+#: What the mount holds that is not where its user thinks yet, as text and as JSON.
+STATUS_FILE = ".status"
+STATUS_JSON_FILE = ".status.json"
+#: Documents by last change, newest first, read-only, at the mount root.
+RECENT_DIR = ".recent"
+RESERVED_ROOT_NAMES = frozenset(
+    {SEARCH_DIR, SCOPES_DIR, VERSIONS_DIR, PROMPT_FILE, STATUS_FILE, STATUS_JSON_FILE, RECENT_DIR}
+)
 
 
 def rust_trim(text: str) -> str:

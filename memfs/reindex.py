@@ -67,6 +67,11 @@ class Reindexer:
         #: Documents this mount queued and has not seen re-chunked yet.
         self._awaited: set[UUID] = set()
 
+    @property
+    def waiting(self) -> int:
+        """Documents this mount saved whose chunks are not made yet."""
+        return len(self._awaited)
+
     def request(self, doc_ids: Iterable[UUID] = ()) -> None:
         """A commit queued documents (called right after it committed)."""
         self._awaited.update(doc_ids)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -72,6 +73,8 @@ class MountStats:
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         )  # fmt: skip
         self._server_lock = threading.Lock()
+        #: When (Unix time) a document write last committed (None: none yet).
+        self.last_commit: float | None = None
 
     # -- counting ------------------------------------------------------------------------
 
@@ -91,6 +94,7 @@ class MountStats:
         else:
             outcome = "unchanged"
         self.commits.labels(outcome).inc()
+        self.last_commit = time.time()
         if result.conflict:
             self.commits.labels("kept_concurrent_change").inc()
 

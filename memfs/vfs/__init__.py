@@ -29,6 +29,7 @@ from memfs.vfs.namespace import NamespaceMixin
 from memfs.vfs.prompt_file import PromptFile
 from memfs.vfs.scopes import ScopesTree
 from memfs.vfs.search_dir import SearchTree
+from memfs.vfs.status_file import StatusFiles
 from memfs.vfs.tool_folders import TOOL_FILE_MAX_BYTES, ToolFolders
 from memfs.vfs.versions_dir import VersionsTree
 
@@ -43,6 +44,7 @@ __all__ = [
     "ScopesTree",
     "SearchTree",
     "StatFs",
+    "StatusFiles",
     "SyntheticTree",
     "ToolFolders",
     "VersionsTree",

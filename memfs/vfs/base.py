@@ -57,6 +57,7 @@ from memfs.vfs.extensions import SyntheticTree
 
 if TYPE_CHECKING:
     from memfs.vfs.prompt_file import PromptFile
+    from memfs.vfs.status_file import StatusFiles
     from memfs.vfs.tool_folders import ToolFolders
 from memfs.vfs.saves import BASES_SHARE, EditorSaves, SaverBases
 
@@ -170,6 +171,7 @@ class FilesystemBase:
         on_changed: Callable[[UUID], None] | None = None,
         tools: ToolFolders | None = None,
         prompt: PromptFile | None = None,
+        status: StatusFiles | None = None,
         stats: MountStats | None = None,
         process_of: Callable[[int], int] = lambda thread: thread,
     ) -> None:
@@ -180,6 +182,8 @@ class FilesystemBase:
         self.tools = tools
         #: ``.prompt``, the system prompt IronClaw assembles (``memfs.vfs.prompt_file``).
         self.prompt = prompt
+        #: ``.status`` and ``.status.json``, made anew at each open (``memfs.vfs.status_file``).
+        self.status = status
         #: The owner, group and masked-off permission bits every file is shown with
         #: (``--uid``, ``--gid``, ``--umask``); the stored modes are unmasked.
         self.uid = os.getuid() if uid is None else uid
@@ -611,6 +615,11 @@ class FilesystemBase:
             prompt = await self.prompt.lookup(self.tree)
             prompt.lookups += 1
             return prompt
+        if parent is self.tree.root and self.status is not None:
+            status = self.status.lookup(self.tree, name)
+            if status is not None:
+                status.lookups += 1
+                return status
         if isinstance(parent, SyntheticDir) and name not in (".", ".."):
             existing = parent.children.get(name)
             extension = self._extension_of(parent)
@@ -660,6 +669,8 @@ class FilesystemBase:
     def volatile_name(self, node: Node) -> bool:
         """Whether the kernel must not cache this name (a search query's directory)."""
         if self.prompt is not None and self.prompt.shows(node):
+            return True
+        if self.status is not None and self.status.shows(node):
             return True
         if not isinstance(node, SYNTHETIC):
             return False

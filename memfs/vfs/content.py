@@ -171,6 +171,8 @@ class ContentMixin(FilesystemBase):
             self._refuse_if_read_only()
         if writable and isinstance(node, SyntheticFile):
             raise FsError(errno.EROFS, "search results are read-only")
+        if isinstance(node, SyntheticFile) and self.status is not None and self.status.shows(node):
+            return await self._open_status(node)
         truncate = writable and bool(flags & os.O_TRUNC)
         try:
             buffer = await self._buffer(node, load=not truncate)
@@ -220,6 +222,15 @@ class ContentMixin(FilesystemBase):
                       " (older bytes served until the next stat)" if ino in self.served
                       else "")  # fmt: skip
         return fh, keep_cache
+
+    async def _open_status(self, node: SyntheticFile) -> tuple[int, bool]:
+        """``.status``: a report made for this open alone, served with direct I/O."""
+        assert self.status is not None
+        data = await self.status.generate(node, self)
+        fh = self._open_handle(node, FileBuffer(data), False)
+        self.handles[fh].snapshot = True
+        self.kernel.attributes(node.ino)
+        return fh, False
 
     def direct_io(self, fh: int) -> bool:
         """Whether the kernel must send every read of ``fh`` here (no page cache)."""
@@ -407,6 +418,13 @@ class ContentMixin(FilesystemBase):
         path = self._kept.pop(node.ino, None)
         if path is not None and self.recovery is not None:
             self.recovery.forget(path)
+
+    def kept_copy(self, ino: int) -> str | None:
+        """Where the recovery area keeps the unsaved content of ``ino`` (None: nowhere)."""
+        path = self._kept.get(ino)
+        if path is None or self.recovery is None:
+            return None
+        return str(self.recovery.run_dir / "files" / path)
 
     def unkept(self) -> list[str]:
         """Files whose changes are in this daemon's memory only: not in the database, not in
