@@ -35,6 +35,7 @@ from memfs.vfs import (
     Maintenance,
     OtherWriters,
     PromptFile,
+    RecentTree,
     ScopesTree,
     SearchTree,
     StatusFiles,
@@ -118,7 +119,11 @@ def assemble(
     search = SearchTree(
         engine, ttl=settings.search_ttl, deadline=settings.search_timeout, settled=settled
     )
-    extensions: list[SyntheticTree] = [search, VersionsTree(workspace.versions, store, calls)]
+    extensions: list[SyntheticTree] = [
+        search,
+        VersionsTree(workspace.versions, store, calls),
+        RecentTree(store, workspace.versions, calls),
+    ]
     if workspace.readers:
         extensions.append(ScopesTree(workspace.readers, calls))
     status = MountStatus(

@@ -27,6 +27,7 @@ from memfs.vfs.extensions import SyntheticTree
 from memfs.vfs.maintenance import Maintenance
 from memfs.vfs.namespace import NamespaceMixin
 from memfs.vfs.prompt_file import PromptFile
+from memfs.vfs.recent_dir import RecentTree
 from memfs.vfs.scopes import ScopesTree
 from memfs.vfs.search_dir import SearchTree
 from memfs.vfs.status_file import StatusFiles
@@ -40,6 +41,7 @@ __all__ = [
     "Maintenance",
     "OtherWriters",
     "PromptFile",
+    "RecentTree",
     "ReindexRequests",
     "ScopesTree",
     "SearchTree",

@@ -771,6 +771,10 @@ class FilesystemBase:
 
     def _snapshot(self, ino: int) -> list[tuple[str, Node]]:
         directory = self.tree.get_dir(ino)
+        if isinstance(directory, SyntheticDir):
+            extension = self._extension_of(directory)
+            if extension is not None:
+                extension.before_listing(self.tree, directory)
         listed = [
             item for item in directory.children.items() if item[1].ino not in self.synthetic_roots
         ]

@@ -143,6 +143,9 @@ class SearchTree:
         )
         return query_dir
 
+    def before_listing(self, tree: Tree, directory: SyntheticDir) -> None:
+        """Its directories list what they hold: nothing to make first."""
+
     def documents_changed(self) -> None:
         """Results found before a change may rank or show it wrongly: the next lookup of
         each query searches again (the old directories go at the next expiry pass)."""

@@ -138,3 +138,49 @@ def test_status_while_the_server_is_stopped_and_after_it_is_back(
         proxy.release()
         mount.stop()
         proxy.close()
+
+
+def test_recent_lists_documents_by_last_change_newest_first(
+    engine: Engine, database_url: str, sql_conn: psycopg.Connection[Any], mount_factory: Any
+) -> None:
+    """``.recent/``: this mount's saves and another writer's change, newest first, named as
+    ``.search`` names results; a client-set mtime does not move a document in it."""
+    mount: Mount = mount_factory(engine.mount_url(database_url))
+    mount.path("b.md").write_text("bee\n")
+    time.sleep(0.05)
+    (mount.path("projects")).mkdir()
+    mount.path("projects/c.md").write_text("sea\n")
+    time.sleep(0.05)
+    mount.path("a.md").write_text("ay\n")
+    mount.path("a.md").write_text("ay again\n")  # replaces a content: a version, its writer
+    os.utime(mount.path("b.md"), (2_000_000_000, 2_000_000_000))  # a future mtime: not a change
+    listing = sorted(os.listdir(mount.path(".recent")))
+    assert listing == ["01-a.md", "02-projects\u2215c.md", "03-b.md"], listing
+    assert ".recent" not in os.listdir(mount.path())
+    found = subprocess.run(
+        ["find", str(mount.path())], capture_output=True, text=True, timeout=30, check=True
+    ).stdout
+    assert ".recent" not in found
+    entry = mount.path(".recent/02-projects\u2215c.md").read_text()
+    header, _, body = entry.partition("---\n")
+    assert body == "sea\n"
+    assert "source: projects/c.md" in header and "changed_at: 20" in header, header
+    with pytest.raises(OSError) as refused:
+        open(mount.path(".recent/01-a.md"), "a").close()
+    assert refused.value.errno == errno.EROFS
+
+    first = mount.path(".recent/01-a.md").read_text()
+    assert first.endswith("---\nay again\n"), first
+    expected = "tenant:reborn-cli:user:default" if engine.name != "legacy" else "default"
+    assert f"changed_by: {expected}" in first, first
+    created = mount.path(".recent/03-b.md").read_text()  # no version: IronClaw kept no writer
+    assert "changed_by: not kept" in created, created
+
+    time.sleep(0.05)
+    assert engine.agent_appends(sql_conn, "b.md", "by the agent\n")  # another writer
+    eventually(
+        lambda: sorted(os.listdir(mount.path(".recent")))[0] == "01-b.md", 20,
+        "the agent's change at the top",
+    )  # fmt: skip
+    entry = mount.path(".recent/01-b.md").read_text()
+    assert entry.endswith("---\nbee\nby the agent\n"), entry
