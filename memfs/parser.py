@@ -399,6 +399,29 @@ memfs restore MEMORY.md 3""",
     _database_flags(restore)
     restore.add_argument("--json", action="store_true", help="machine-readable output")
 
+    undelete = _command(
+        sub,
+        "undelete",
+        "put back a deleted document (or a folder's documents) memfs kept",
+        """
+What a mount deletes (rm, rm -rf, a move into .trash/), and on the legacy layout with
+memfs's trigger (memfs init) what SQL deletes, is kept with its versions for 30 days.
+This writes the last content back as a new document at its path (or --to another); a
+path that holds a document now is refused. A folder's path puts back every kept document
+below it. --list shows what is kept.""",
+        """
+memfs undelete projects/alpha/notes.md
+memfs undelete ~/memory/projects/alpha          # a folder removed with rm -rf
+memfs undelete notes.md --to notes-old.md
+memfs undelete --list""",
+        common,
+    )
+    undelete.add_argument("path", nargs="?", help="a workspace path, or one inside a mount")
+    undelete.add_argument("--to", metavar="NEWPATH", help="put it back at another path")
+    undelete.add_argument("--list", action="store_true", help="list what is kept")
+    _database_flags(undelete)
+    undelete.add_argument("--json", action="store_true", help="machine-readable output")
+
     sync = _command(
         sub,
         "sync",

@@ -94,6 +94,16 @@ def run_tool(args: argparse.Namespace, settings: Settings) -> int:
                                    force=args.force, dry_run=args.dry_run)  # fmt: skip
     elif command == "versions":
         report = tools.list_versions(settings, workspace_path(args.path))
+    elif command == "undelete":
+        from memfs.undelete import list_deleted, undelete
+
+        given = workspace_path(args.path) if args.path else None
+        if args.list:
+            report = list_deleted(settings, given)
+        elif given is None:
+            raise CommandError("undelete: give the path to put back (or --list)", EXIT_USAGE)
+        else:
+            report = undelete(settings, given, workspace_path(args.to) if args.to else None)
     elif command == "restore":
         report = tools.restore_version(settings, workspace_path(args.path), args.version)
     elif command == "import":

@@ -26,6 +26,7 @@ from memfs.db.embedded import release_embedded, start_embedded
 from memfs.db.health import WorkspaceHealth
 from memfs.db.interface import CommitResult, DocRow, DocumentStore, FileAttrs, VersionStore
 from memfs.db.ironclaw_settings import onboarding_completed, read_ironclaw_settings
+from memfs.db.kept_store import KeptStore, legacy_workspace
 from memfs.db.legacy.embedding_store import EmbeddingStore
 from memfs.db.legacy.health import LegacyHealth
 from memfs.db.legacy.history_store import HistoryStore
@@ -292,6 +293,7 @@ class Database:
                 versions=RebornVersionStore(self.pool, scope),
                 tool_files=ToolFileStore(self.pool, scope.prefix),
                 readers=readers,
+                kept=KeptStore(self.pool, scope.prefix),
             )
         legacy = legacy_scope(settings)
         return Workspace(
@@ -299,10 +301,9 @@ class Database:
             ranking=HybridRanking(SearchStore(self.pool, legacy)),
             versions=self.version_store(settings),
             # The key under which a legacy workspace's tool files are kept.
-            tool_files=ToolFileStore(
-                self.pool, f"legacy/{legacy.user_id}/{legacy.agent_id or '-'}"
-            ),
+            tool_files=ToolFileStore(self.pool, legacy_workspace(legacy.user_id, legacy.agent_id)),
             readers=[self.store(Scope(name)) for name in settings.read_scopes],
+            kept=KeptStore(self.pool, legacy_workspace(legacy.user_id, legacy.agent_id)),
             reindex=ReindexStore(self.pool, legacy),
             embeddings=EmbeddingStore(self.pool, legacy),
             statistics=PlannerStatistics(self.pool),

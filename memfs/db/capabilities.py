@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
 from pgvector import Vector
 
+from memfs.db.interface import PastVersion
 from memfs.db.scoped import Scope
 
 # -- search ----------------------------------------------------------------------------
@@ -142,11 +144,72 @@ class ToolFiles(Protocol):
     def apply(self, upserts: Sequence[ToolFile], removed: Sequence[str]) -> None: ...
 
 
+@dataclass(frozen=True)
+class Deletion:
+    """A document deleted from memory and kept by memfs (``memfs undelete``, ``.at/``)."""
+
+    id: int
+    path: str
+    created_at: datetime | None
+    #: Its last change before the delete.
+    updated_at: datetime | None
+    deleted_at: datetime
+    #: ``mount`` (a mount's rm, rm -rf, a move into a tool folder) or ``sql``.
+    deleted_by: str
+    size: int
+
+
+@dataclass(frozen=True)
+class KeptDocument:
+    """A deleted document's content and every version IronClaw had kept of it."""
+
+    deletion: Deletion
+    content: str
+    versions: tuple[PastVersion, ...]
+
+
+@dataclass(frozen=True)
+class Move:
+    """A document (or, with ``folder``, a folder and all below it) moved."""
+
+    old_path: str
+    new_path: str
+    folder: bool
+    moved_at: datetime
+
+
+class KeptHistory(Protocol):
+    """What memfs keeps beside IronClaw's tables of one workspace: deleted documents with
+    their versions, and every move, from the first mount that kept them."""
+
+    def start(self) -> datetime:
+        """Since when this workspace's moves and deletions are kept (recorded now if not
+        yet)."""
+
+    def deletions(self, path: str | None = None) -> list[Deletion]:
+        """Kept deleted documents (at ``path`` only, if given), oldest deletion first."""
+
+    def kept_document(self, deletion_id: int) -> KeptDocument | None: ...
+
+    def forget(self, deletion_id: int) -> None:
+        """Drop one kept document (restored)."""
+
+    def moves(self, after: datetime) -> list[Move]:
+        """Moves after ``after``, oldest first."""
+
+    def purge(self, before: datetime) -> int:
+        """Drop deletions and moves older than ``before``; how many deletions went."""
+
+
 __all__ = [
     "ChunkHit",
     "ChunkSearch",
+    "Deletion",
     "EmbeddingKeeper",
     "FullTextSearch",
+    "KeptDocument",
+    "KeptHistory",
+    "Move",
     "RankedRow",
     "ReindexBatch",
     "ReindexQueue",

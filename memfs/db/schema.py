@@ -30,7 +30,7 @@ IRONCLAW_V1_CHECKSUM = "13924994861355873385"
 #: Advisory lock key that serialises schema set-up between concurrent mounts ("memfs" in hex).
 SCHEMA_LOCK_KEY = 0x6D656D6673
 #: Version of the objects in the ``memfs`` schema.
-MEMFS_SCHEMA_VERSION = 5
+MEMFS_SCHEMA_VERSION = 6
 
 IRONCLAW_TABLES_DDL = r"""
 CREATE EXTENSION IF NOT EXISTS vector;
@@ -209,6 +209,70 @@ BEGIN
             FOR EACH STATEMENT EXECUTE FUNCTION memfs.notify_tools();
     END IF;
 END $$;
+-- Documents deleted from memory, kept with their versions for `memfs undelete` and `.at/`
+-- (schema 6): what a mount deletes (in the deleting transaction), and with memfs's trigger
+-- what SQL deletes.  ``workspace`` names the workspace as in memfs.tool_files; ``versions``
+-- is a JSON array of {version, content, changed_by, created_at}.  IronClaw's tables hold
+-- nothing extra; rows older than the retention are purged by the mounts' upkeep.
+CREATE TABLE IF NOT EXISTS memfs.deleted_documents (
+    id BIGSERIAL PRIMARY KEY,
+    workspace TEXT NOT NULL,
+    path TEXT COLLATE "C" NOT NULL,
+    content TEXT NOT NULL,
+    created_at TIMESTAMPTZ,
+    updated_at TIMESTAMPTZ,
+    versions JSONB NOT NULL DEFAULT '[]'::jsonb,
+    deleted_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    deleted_by TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS deleted_documents_by_path
+    ON memfs.deleted_documents (workspace, path, deleted_at);
+-- Moves of documents and folders (schema 6), recorded from the first mount of schema 6
+-- on: by a mount in the moving transaction, and with memfs's trigger those made by SQL.
+-- ``.at/<time>/`` places each document where it was then.
+CREATE TABLE IF NOT EXISTS memfs.path_history (
+    id BIGSERIAL PRIMARY KEY,
+    workspace TEXT NOT NULL,
+    old_path TEXT COLLATE "C" NOT NULL,
+    new_path TEXT COLLATE "C" NOT NULL,
+    folder BOOLEAN NOT NULL DEFAULT false,
+    moved_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS path_history_by_time ON memfs.path_history (workspace, moved_at);
+-- Since when moves are recorded, per workspace (``.at/`` before it: today's paths).
+CREATE TABLE IF NOT EXISTS memfs.history_start (
+    workspace TEXT PRIMARY KEY,
+    started_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE OR REPLACE FUNCTION memfs.legacy_workspace(p_user text, p_agent uuid) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$ SELECT 'legacy/' || p_user || '/' || COALESCE(p_agent::text, '-') $$;
+-- A legacy document and its versions into memfs.deleted_documents, before its delete
+-- (the versions go with it: ON DELETE CASCADE).  Names resolve at run time: a database
+-- without memory_document_versions (IronClaw < 0.25) keeps the content alone.
+CREATE OR REPLACE FUNCTION memfs.keep_document(doc uuid, by_whom text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF to_regclass('memory_document_versions') IS NULL THEN
+        INSERT INTO memfs.deleted_documents
+            (workspace, path, content, created_at, updated_at, deleted_by)
+        SELECT memfs.legacy_workspace(d.user_id, d.agent_id), d.path, d.content,
+               d.created_at, d.updated_at, by_whom
+        FROM memory_documents d WHERE d.id = doc;
+    ELSE
+        INSERT INTO memfs.deleted_documents
+            (workspace, path, content, created_at, updated_at, versions, deleted_by)
+        SELECT memfs.legacy_workspace(d.user_id, d.agent_id), d.path, d.content,
+               d.created_at, d.updated_at,
+               COALESCE((SELECT jsonb_agg(jsonb_build_object(
+                            'version', v.version, 'content', v.content,
+                            'changed_by', v.changed_by, 'created_at', v.created_at)
+                            ORDER BY v.version)
+                         FROM memory_document_versions v WHERE v.document_id = d.id),
+                        '[]'::jsonb),
+               by_whom
+        FROM memory_documents d WHERE d.id = doc;
+    END IF;
+END $$;
 -- A one-round-trip save sends every statement at once, guarded by this: if the row (or
 -- the path, for a new document) is not as the mount last saw it, the transaction fails
 -- with SQLSTATE MF001 and the mount saves again the careful way (schema 3).
@@ -252,6 +316,41 @@ BEGIN
     END IF;
     PERFORM pg_notify('memfs_changes', payload::text);
     RETURN NULL;
+END;
+$$;
+-- What SQL deletes (IronClaw's own delete, an agent's statement) is kept with its
+-- versions, and what SQL moves is recorded, unless a mount's transaction does it (it keeps
+-- and records itself: memfs.origin is set).  Never IronClaw's transaction's failure: an
+-- error here is a warning and the delete goes on.
+CREATE OR REPLACE FUNCTION memfs.keep_deleted() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF COALESCE(current_setting('memfs.origin', true), '') = '' THEN
+        BEGIN
+            IF TG_OP = 'DELETE' THEN
+                PERFORM memfs.keep_document(OLD.id, 'sql');
+            ELSIF NEW.path IS DISTINCT FROM OLD.path THEN
+                INSERT INTO memfs.path_history (workspace, old_path, new_path)
+                VALUES (memfs.legacy_workspace(NEW.user_id, NEW.agent_id), OLD.path, NEW.path);
+            END IF;
+        EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING 'memfs: % of % not kept: %', TG_OP, OLD.path, SQLERRM;
+        END;
+    END IF;
+    IF TG_OP = 'DELETE' THEN
+        RETURN OLD;
+    END IF;
+    RETURN NEW;
+END;
+$$;
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'memfs_keep_deleted'
+                   AND tgrelid = 'memory_documents'::regclass) THEN
+        CREATE TRIGGER memfs_keep_deleted
+            BEFORE DELETE OR UPDATE OF path ON memory_documents
+            FOR EACH ROW EXECUTE FUNCTION memfs.keep_deleted();
+    END IF;
 END;
 $$;
 DO $$
@@ -416,6 +515,19 @@ def inspect(conn: psycopg.Connection[tuple[object, ...]]) -> SchemaInfo | None:
     )
 
 
+def _upgrade_change_feed(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """An installed change feed gets schema 6's trigger too (SQL deletes kept, SQL moves
+    recorded), where this role may (it needs ownership of memory_documents)."""
+    try:
+        with conn.transaction():  # a savepoint: a refusal leaves the upgrade whole
+            conn.execute(CHANGE_FEED_DDL)  # type: ignore[arg-type]
+    except psycopg.errors.InsufficientPrivilege:
+        log.warning(
+            "memfs's trigger that keeps documents deleted by SQL is not installed (this "
+            "role does not own memory_documents): `memfs init` as the owner installs it"
+        )
+
+
 def memfs_schema_version(conn: psycopg.Connection[tuple[object, ...]]) -> int | None:
     """The version of the ``memfs`` schema's objects here (None: not there yet)."""
     if not _exists(conn, "memfs.meta"):
@@ -445,6 +557,8 @@ def ensure_schema(conn: psycopg.Connection[tuple[object, ...]]) -> SchemaInfo:
         conn.execute(MEMFS_SCHEMA_DDL)  # type: ignore[arg-type]
         if created:  # our own database: the change feed comes with it
             conn.execute(CHANGE_FEED_DDL)  # type: ignore[arg-type]
+        elif info.kind != "reborn" and has_change_feed(conn):
+            _upgrade_change_feed(conn)
         conn.execute(
             "INSERT INTO memfs.meta (key, value) VALUES ('schema_version', %s) "
             "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",

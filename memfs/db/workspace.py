@@ -17,6 +17,7 @@ from memfs.db.capabilities import (
     ChunkSearch,
     EmbeddingKeeper,
     FullTextSearch,
+    KeptHistory,
     ReindexQueue,
     StatisticsKeeper,
     ToolFiles,
@@ -68,6 +69,9 @@ class Workspace:
     statistics: StatisticsKeeper | None = None
     #: Whether IronClaw's onboarding is done, for ``.prompt`` (None: no ``.prompt``).
     onboarded: Callable[[], bool] | None = None
+    #: Deleted documents and moves memfs keeps (``memfs undelete``, ``.at/``; None: none,
+    #: a read-only mount of a database memfs never set up).
+    kept: KeptHistory | None = None
 
 
 __all__ = ["FullTextRanking", "HybridRanking", "Ranking", "Workspace"]

@@ -204,12 +204,22 @@ class MetaStore(DeferringStore, ScopedStore):
             ids=[d.doc_id for d in deletes], seen=[d.seen for d in deletes],
             hashes=[self._known_hash(d) for d in deletes],
         )  # fmt: skip
-        gone = conn.execute(
-            "WITH gone AS (DELETE FROM memory_documents d USING unnest(%(ids)s::uuid[], "
-            "  %(seen)s::timestamptz[], %(hashes)s::text[]) AS g(id, seen, hash) "
-            f"  WHERE d.id = g.id AND {DOC_SCOPE} "
+        guarded = (
+            "memory_documents d USING unnest(%(ids)s::uuid[], %(seen)s::timestamptz[], "
+            f"  %(hashes)s::text[]) AS g(id, seen, hash) WHERE d.id = g.id AND {DOC_SCOPE} "
             "    AND (g.seen IS NULL OR d.updated_at = g.seen) "
-            f"    AND (g.hash IS NULL OR {_SERVER_HASH} = g.hash) RETURNING d.id), "
+            f"    AND (g.hash IS NULL OR {_SERVER_HASH} = g.hash)"
+        )
+        # Kept with its versions before the delete takes them (memfs.keep_document); the
+        # rows are locked first, so the delete's guard sees what was kept.
+        conn.execute(
+            "SELECT memfs.keep_document(k.id, 'mount') FROM (SELECT d.id FROM "
+            + guarded.replace(" USING ", ", ", 1)
+            + " FOR UPDATE OF d) AS k",
+            params,
+        )
+        gone = conn.execute(
+            f"WITH gone AS (DELETE FROM {guarded} RETURNING d.id), "
             "attrs AS (DELETE FROM memfs.file_attrs WHERE document_id IN (SELECT id FROM gone)), "
             "queue AS (DELETE FROM memfs.reindex_queue WHERE document_id IN (SELECT id FROM gone)) "
             "SELECT id FROM gone",
@@ -869,10 +879,15 @@ class MetaStore(DeferringStore, ScopedStore):
                     self._params(path=new_path, id=doc_id),
                 )
                 moved = conn.execute(
-                    "WITH old AS (SELECT id, updated_at FROM memory_documents "
-                    f"  WHERE id = %(id)s AND {SCOPE} FOR UPDATE) "
-                    "UPDATE memory_documents d SET path = %(path)s FROM old WHERE d.id = old.id "
-                    "RETURNING d.updated_at, old.updated_at",
+                    "WITH old AS (SELECT id, updated_at, path FROM memory_documents "
+                    f"  WHERE id = %(id)s AND {SCOPE} FOR UPDATE), "
+                    "moved AS (UPDATE memory_documents d SET path = %(path)s FROM old "
+                    "  WHERE d.id = old.id "
+                    "  RETURNING d.updated_at AS after, old.updated_at AS before, old.path), "
+                    "noted AS (INSERT INTO memfs.path_history (workspace, old_path, new_path) "
+                    "  SELECT memfs.legacy_workspace(%(user)s, %(agent)s), path, %(path)s "
+                    "  FROM moved WHERE path <> %(path)s) "
+                    "SELECT after, before FROM moved",
                     self._params(path=new_path, id=doc_id),
                 )
                 # Queued without waiting for the UPDATE's answer: both do nothing if it is gone.
@@ -1090,6 +1105,11 @@ class MetaStore(DeferringStore, ScopedStore):
         conn.execute(
             "UPDATE memfs.directories SET path = %(new)s || substr(path, %(cut)s) "
             f"WHERE {SCOPE} AND (path = %(old)s OR path LIKE %(prefix)s ESCAPE '\\') AND {go}",
+            params,
+        )
+        conn.execute(
+            "INSERT INTO memfs.path_history (workspace, old_path, new_path, folder) SELECT "
+            f"memfs.legacy_workspace(%(user)s, %(agent)s), %(old)s, %(new)s, true WHERE {go}",
             params,
         )
         return free, rows

@@ -18,6 +18,7 @@ from memfs.config import Settings
 from memfs.db.interface import DocumentStore, VersionStore
 from memfs.db.libsql.connection import LibsqlFile, NotIronClawFile
 from memfs.db.libsql.files import layout_of_file
+from memfs.db.libsql.kept import DeletedFile, LibsqlKeptStore
 from memfs.db.libsql.reborn_stores import (
     LibsqlSearchStore,
     LibsqlToolFileStore,
@@ -75,6 +76,11 @@ class LibsqlDatabase:
     schema: Any = field(default_factory=_LibsqlSchema)
     layout: str = "reborn"
     reborn: bool = True
+    #: Deleted documents kept beside the file (``memfs.db.libsql.kept``).
+    deleted: DeletedFile = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.deleted = DeletedFile(self.path, read_only=self.read_only)
 
     @property
     def watched_file(self) -> Path:
@@ -146,14 +152,17 @@ class LibsqlDatabase:
         return None
 
     def documents(self, settings: Settings, origin: str | None = None) -> DocumentStore:
-        return RebornStore(self.file, _scope(settings), origin=origin, rows=SqliteRows(self.file))
+        return RebornStore(self.file, _scope(settings), origin=origin, rows=self._rows())
+
+    def _rows(self) -> SqliteRows:
+        return SqliteRows(self.file, self.deleted)
 
     def version_store(self, settings: Settings) -> VersionStore:
         return LibsqlVersionStore(self.file, _scope(settings))
 
     def workspace(self, settings: Settings, origin: str | None = None) -> Workspace:
         scope = _scope(settings)
-        store = RebornStore(self.file, scope, origin=origin, rows=SqliteRows(self.file))
+        store = RebornStore(self.file, scope, origin=origin, rows=self._rows())
         search = LibsqlSearchStore(self.file, scope, read_only=self.read_only)
         return Workspace(
             documents=store,
@@ -161,10 +170,12 @@ class LibsqlDatabase:
             versions=LibsqlVersionStore(self.file, scope),
             tool_files=LibsqlToolFileStore(self.file, scope.prefix),
             readers=[],
+            kept=LibsqlKeptStore(self.file, self.deleted, scope.prefix),
         )
 
     def close(self) -> None:
         self.file.close()
+        self.deleted.close()
 
 
 def _scope(settings: Settings) -> RebornScope:

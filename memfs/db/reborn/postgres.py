@@ -16,7 +16,7 @@ import psycopg
 
 from memfs.db.deferred import is_refusal, pipelined_transaction
 from memfs.db.interface import FileAttrs
-from memfs.db.reborn.rows import Answer, Family, Record
+from memfs.db.reborn.rows import Answer, Family, KeepAs, Record
 from memfs.db.scoped import Pool
 
 TABLE = "root_filesystem_entries"
@@ -315,12 +315,31 @@ class PostgresRows:
             {"sv": source, "tv": target, "rel": relative},
         )
 
-    def delete_family(self, conn: Any, family: Family, seen: Any) -> Answer:
+    def delete_family(
+        self, conn: Any, family: Family, seen: Any, keep: KeepAs | None = None
+    ) -> Answer:
+        # Kept in the same statement: its parts all see the rows as they were before it.
+        kept = (
+            "kept AS (INSERT INTO memfs.deleted_documents (workspace, path, content, "
+            "  created_at, updated_at, versions, deleted_by) "
+            "  SELECT %(workspace)s, %(relative)s, convert_from(g.contents, 'UTF8'), "
+            "    g.created_at, g.updated_at, COALESCE((SELECT jsonb_agg(jsonb_build_object("
+            "      'version', (v.indexed ->> 'version')::int, "
+            "      'content', convert_from(v.contents, 'UTF8')::jsonb ->> 'content', "
+            "      'changed_by', convert_from(v.contents, 'UTF8')::jsonb ->> 'changed_by', "
+            "      'created_at', v.created_at) ORDER BY (v.indexed ->> 'version')::int) "
+            f"     FROM {TABLE} v WHERE v.path >= %(versions)s || '/' "
+            "      AND v.path < %(versions)s || '0' AND v.kind = 'memory_document_version'), "
+            "    '[]'::jsonb), 'mount' FROM gone g), "
+            if keep is not None
+            else ""
+        )
         return conn.execute(  # type: ignore[no-any-return]
             "WITH gone AS ("
             f"  DELETE FROM {TABLE} WHERE path = %(doc)s AND kind = 'memory_document' "
             "  AND NOT is_dir AND (%(seen)s::timestamptz IS NULL OR updated_at = %(seen)s) "
-            "  RETURNING path), "
+            "  RETURNING path, contents, created_at, updated_at), "
+            f"{kept}"
             "sidecars AS ("
             f"  DELETE FROM {TABLE} WHERE EXISTS (SELECT 1 FROM gone) AND (path = %(meta)s "
             "  OR (path >= %(chunks)s || '/' AND path < %(chunks)s || '0' "
@@ -331,7 +350,15 @@ class PostgresRows:
             "  AND EXISTS (SELECT 1 FROM gone)) "
             "SELECT (SELECT count(*) FROM gone), "
             f"  (SELECT count(*) FROM {TABLE} WHERE path = %(doc)s AND kind = 'memory_document')",
-            {**family._asdict(), "seen": seen},
+            {**family._asdict(), "seen": seen,
+             **(keep._asdict() if keep is not None else {})},
+        )  # fmt: skip
+
+    def note_move(self, conn: Any, workspace: str, old: str, new: str, folder: bool) -> None:
+        conn.execute(
+            "INSERT INTO memfs.path_history (workspace, old_path, new_path, folder) "
+            "VALUES (%s, %s, %s, %s)",
+            (workspace, old, new, folder),
         )
 
     def move_families(

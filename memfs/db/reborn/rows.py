@@ -58,6 +58,14 @@ class Family(NamedTuple):
     versions: str
 
 
+class KeepAs(NamedTuple):
+    """Where a deleted document is kept (``memfs undelete``, ``.at/``): the workspace's
+    key in memfs's tables, and the document's relative path."""
+
+    workspace: str
+    relative: str
+
+
 class RebornRows(Protocol):
     """How one database reads and writes the Reborn rows (see the module docstring)."""
 
@@ -212,9 +220,16 @@ class RebornRows(Protocol):
         target's own, their ``doc_relative_path`` made ``relative``."""
         ...
 
-    def delete_family(self, conn: Any, family: Family, seen: Any) -> Answer:
+    def delete_family(
+        self, conn: Any, family: Family, seen: Any, keep: KeepAs | None = None
+    ) -> Answer:
         """The document with its sidecars and attributes, only if its row is at ``seen``
-        (None: any); answers (removed, still there)."""
+        (None: any); answers (removed, still there).  With ``keep``, the document and its
+        versions are kept in memfs's storage first (durably before the delete commits)."""
+        ...
+
+    def note_move(self, conn: Any, workspace: str, old: str, new: str, folder: bool) -> None:
+        """Record a move of a document (or a folder) by relative paths, for ``.at/``."""
         ...
 
     def move_families(

@@ -27,13 +27,16 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memfs.db.interface import FileAttrs
 from memfs.db.libsql.connection import LibsqlFile
 from memfs.db.reborn import layout
-from memfs.db.reborn.rows import Answer, Family, Record, answers
+from memfs.db.reborn.rows import Answer, Family, KeepAs, Record, answers
 from memfs.ironclaw.hashing import bytes_hash
+
+if TYPE_CHECKING:
+    from memfs.db.libsql.kept import DeletedFile
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +51,12 @@ OWN_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS memfs.reborn_directories (path TEXT PRIMARY KEY)",
     "CREATE TABLE IF NOT EXISTS memfs.reborn_attrs (path TEXT PRIMARY KEY, mode INTEGER, "
     "mtime_ns INTEGER, set_against TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS memfs.path_history (workspace TEXT NOT NULL, "
+    "old_path TEXT NOT NULL, new_path TEXT NOT NULL, folder INTEGER NOT NULL DEFAULT 0, "
+    "moved_at TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS memfs.path_history_by_time ON path_history (workspace, moved_at)",
+    "CREATE TABLE IF NOT EXISTS memfs.history_start (workspace TEXT PRIMARY KEY, "
+    "started_at TEXT NOT NULL)",
 )
 #: A row's state as the attributes table keeps it.
 _STATE = "e.updated_at || '|' || e.version"
@@ -187,7 +196,9 @@ class SqliteRows:
             found.append((bytes(data), kind))
         return found
 
-    def __init__(self, file: LibsqlFile) -> None:
+    def __init__(self, file: LibsqlFile, deleted: DeletedFile | None = None) -> None:
+        #: Where deleted documents are kept (``memfs.db.libsql.kept``; None: not kept).
+        self.deleted = deleted
         #: The file, whose count of this process's own commits joins ``data_version``
         #: (which moves with other connections' commits only).
         self.file = file
@@ -410,11 +421,16 @@ class SqliteRows:
                 (f"{target}/{number}", layout.dumps(keys), path),
             )
 
-    def delete_family(self, conn: Any, family: Family, seen: Any) -> Answer:
+    def delete_family(
+        self, conn: Any, family: Family, seen: Any, keep: KeepAs | None = None
+    ) -> Answer:
         at, extra = _seen(seen)
+        guard = "(:at IS NULL OR (updated_at = :at AND version % 1000 = :extra))"
+        if keep is not None and self.deleted is not None:
+            self.deleted.keep_row(conn, family, (guard, {"at": at, "extra": extra}), keep)
         gone = conn.execute(
             f"DELETE FROM {TABLE} WHERE path = :doc AND kind = 'memory_document' AND is_dir = 0 "
-            "AND (:at IS NULL OR (updated_at = :at AND version % 1000 = :extra)) RETURNING path",
+            f"AND {guard} RETURNING path",
             {"doc": family.doc, "at": at, "extra": extra},
         ).fetchall()
         if gone:
@@ -430,6 +446,13 @@ class SqliteRows:
             (family.doc,),
         ).fetchone()[0]
         return answers([(len(gone), still)])
+
+    def note_move(self, conn: Any, workspace: str, old: str, new: str, folder: bool) -> None:
+        conn.execute(
+            "INSERT INTO memfs.path_history (workspace, old_path, new_path, folder, moved_at) "
+            f"VALUES (?, ?, ?, ?, {NOW})",
+            (workspace, old, new, int(folder)),
+        )
 
     def move_families(
         self, conn: Any, olds: Sequence[str], news: Sequence[str], relatives: Sequence[str]

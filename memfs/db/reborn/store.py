@@ -55,7 +55,7 @@ from memfs.db.limits import reborn_max_path
 from memfs.db.reborn import layout
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.postgres import PostgresRows
-from memfs.db.reborn.rows import Answer, Family, RebornRows, Record
+from memfs.db.reborn.rows import Answer, Family, KeepAs, RebornRows, Record
 from memfs.errors import WriteRefused
 from memfs.ironclaw.write_rules import (
     check_injection,
@@ -778,7 +778,8 @@ class RebornStore(DeferringStore):
         relative = self.path_of(doc_id)
         if relative is None:
             return lambda: None
-        removed = self.rows.delete_family(conn, self._family(relative), seen)
+        keep = KeepAs(self.scope.prefix, relative)
+        removed = self.rows.delete_family(conn, self._family(relative), seen, keep)
 
         def answer() -> bool | None:
             row = removed.fetchone()
@@ -836,6 +837,7 @@ class RebornStore(DeferringStore):
             if found is not None:
                 after = self._move_query(conn, [(relative, new_path)])
                 self._write_attrs(conn, target, attrs, None)
+                self.rows.note_move(conn, self.scope.prefix, relative, new_path, False)
             self._keep_directories(conn, keep_dirs)
         replaced_gone()
         if found is None or after is None:
@@ -954,6 +956,7 @@ class RebornStore(DeferringStore):
         moves = [(rel, new_path + rel[len(old_path) :]) for rel in before]
         after = self._move_query(conn, moves).fetchall() if moves else []
         self.rows.move_directories(conn, old_full, new_full)
+        self.rows.note_move(conn, self.scope.prefix, old_path, new_path, True)
         moved: dict[UUID, Moved] = {}
         moved_at: dict[str, datetime] = dict(after)
         for old_rel, new_rel in moves:

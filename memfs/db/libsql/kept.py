@@ -1,0 +1,245 @@
+"""What memfs keeps beside IronClaw's libSQL file: deleted documents with their versions,
+and every move, for ``memfs undelete`` and ``.at/``.
+
+Deleted documents go to a file of their own, ``<file>.memfs-deleted`` (0600), through a
+connection of their own, committed (``synchronous = FULL``) while the deleting transaction
+is still open: IronClaw's file and an attached one do not commit atomically in WAL mode,
+and a write transaction on a connection locks every file attached to it, so the copy
+cannot share the delete's transaction and must not follow it.  A copy whose delete then
+did not commit (another writer changed the row, the process died) is told apart by the
+row it was taken from still being there at the same ``updated_at`` and ``version``.
+Moves are recorded in the delete-less way, in the same transaction, in memfs's attached
+file (``memfs.path_history``): losing one to a crash misplaces a document in ``.at/``,
+never loses it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from memfs.db.capabilities import Deletion, KeptDocument, Move
+from memfs.db.kept_store import past_versions
+from memfs.db.libsql.connection import LibsqlFile
+from memfs.db.reborn.rows import Family, KeepAs
+from memfs.db.reborn.sqlite import NOW, TABLE, parse_time
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS deleted_documents (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+    "workspace TEXT NOT NULL, path TEXT NOT NULL, content TEXT NOT NULL, created_at TEXT, "
+    "updated_at TEXT, versions TEXT NOT NULL DEFAULT '[]', deleted_at TEXT NOT NULL, "
+    "deleted_by TEXT NOT NULL, row_path TEXT, row_state TEXT)",
+    "CREATE INDEX IF NOT EXISTS deleted_documents_by_path "
+    "ON deleted_documents (workspace, path, deleted_at)",
+)
+_DELETION = (
+    "id, path, created_at, updated_at, deleted_at, deleted_by, length(CAST(content AS BLOB))"
+)
+
+
+def deleted_file(ironclaw_file: Path) -> Path:
+    return ironclaw_file.with_name(ironclaw_file.name + ".memfs-deleted")
+
+
+class DeletedFile:
+    """``<file>.memfs-deleted``: one connection per thread, never the mount's own."""
+
+    def __init__(self, ironclaw_file: Path, *, read_only: bool = False) -> None:
+        self.path = deleted_file(ironclaw_file)
+        self.read_only = read_only
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+
+    def connection(self) -> sqlite3.Connection | None:
+        """This thread's connection (None: read-only and no file yet)."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        if not self.path.exists():
+            if self.read_only:
+                return None
+            with contextlib.suppress(FileExistsError):
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        mode = "ro" if self.read_only else "rw"
+        conn = sqlite3.connect(
+            f"file:{self.path}?mode={mode}", uri=True, isolation_level=None,
+            check_same_thread=False, timeout=15.0,
+        )  # fmt: skip
+        if not self.read_only:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            for statement in _SCHEMA:
+                conn.execute(statement)
+        self._local.conn = conn
+        with self._lock:
+            self._all.append(conn)
+        return conn
+
+    def keep(self, values: dict[str, Any]) -> None:
+        """One deleted document, committed durably now."""
+        conn = self.connection()
+        assert conn is not None
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                "INSERT INTO deleted_documents (workspace, path, content, created_at, "
+                "updated_at, versions, deleted_at, deleted_by, row_path, row_state) VALUES "
+                "(:workspace, :path, :content, :created_at, :updated_at, :versions, "
+                f"{NOW}, 'mount', :row_path, :row_state)",
+                values,
+            )
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def keep_row(
+        self, conn: sqlite3.Connection, family: Family, guard: tuple[str, dict[str, Any]],
+        keep: KeepAs,
+    ) -> None:  # fmt: skip
+        """Keep the document of ``family`` (if the SQL ``guard`` holds, with its
+        parameters) with its versions, before the transaction on ``conn`` deletes it
+        (``SqliteRows.delete_family``)."""
+        doc, versions = family.doc, family.versions
+        (condition, params), workspace, relative = guard, keep.workspace, keep.relative
+        row = conn.execute(
+            f"SELECT contents, created_at, updated_at, version FROM {TABLE} WHERE path = :doc "
+            f"AND kind = 'memory_document' AND is_dir = 0 AND {condition}",
+            {**params, "doc": doc},
+        ).fetchone()
+        if row is None:
+            return
+        kept = []
+        for number, body, created in conn.execute(
+            f"SELECT CAST(json_extract(indexed, '$.version') AS INTEGER), contents, created_at "
+            f"FROM {TABLE} WHERE path >= :v || '/' AND path < :v || '0' "
+            "AND kind = 'memory_document_version' ORDER BY 1",
+            {"v": versions},
+        ).fetchall():
+            try:
+                parsed = json.loads(bytes(body))
+            except ValueError:
+                continue
+            if isinstance(parsed, dict):
+                kept.append({"version": number, "content": parsed.get("content") or "",
+                             "changed_by": parsed.get("changed_by"),
+                             "created_at": parse_time(created).isoformat()})  # fmt: skip
+        self.keep({
+            "workspace": workspace, "path": relative,
+            "content": bytes(row[0]).decode("utf-8", errors="replace"),
+            "created_at": row[1], "updated_at": row[2], "versions": json.dumps(kept),
+            "row_path": doc, "row_state": f"{row[2]}|{row[3]}",
+        })  # fmt: skip
+
+    def close(self) -> None:
+        with self._lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+
+
+def _time(value: str | None) -> datetime | None:
+    return parse_time(value) if value else None
+
+
+class LibsqlKeptStore:
+    """``KeptHistory`` of one workspace of IronClaw's libSQL file."""
+
+    def __init__(self, file: LibsqlFile, deleted: DeletedFile, workspace: str) -> None:
+        self.file = file
+        self.deleted = deleted
+        self.workspace = workspace
+
+    def start(self) -> datetime:
+        def work(conn: sqlite3.Connection) -> str:
+            conn.execute(
+                "INSERT OR IGNORE INTO memfs.history_start (workspace, started_at) "
+                f"VALUES (?, {NOW})",
+                (self.workspace,),
+            )
+            row = conn.execute(
+                "SELECT started_at FROM memfs.history_start WHERE workspace = ?",
+                (self.workspace,),
+            ).fetchone()
+            return str(row[0])
+
+        return parse_time(self.file.write(work))
+
+    def _rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        conn = self.deleted.connection()
+        return conn.execute(sql, params).fetchall() if conn is not None else []
+
+    def _undone(self, row_path: str | None, row_state: str | None) -> bool:
+        """A copy whose delete did not commit: its row is still there, unchanged."""
+        if not row_path or not row_state:
+            return False
+        found = self.file.read(lambda c: c.execute(
+            f"SELECT 1 FROM {TABLE} WHERE path = ? AND kind = 'memory_document' "
+            "AND updated_at || '|' || version = ?",
+            (row_path, row_state),
+        ).fetchone())  # fmt: skip
+        return found is not None
+
+    @staticmethod
+    def _deletion(row: tuple[Any, ...]) -> Deletion:
+        return Deletion(int(row[0]), row[1], _time(row[2]), _time(row[3]),
+                        parse_time(row[4]), row[5], int(row[6] or 0))  # fmt: skip
+
+    def deletions(self, path: str | None = None) -> list[Deletion]:
+        rows = self._rows(
+            f"SELECT {_DELETION}, row_path, row_state FROM deleted_documents "
+            "WHERE workspace = ? AND (? IS NULL OR path = ?) ORDER BY deleted_at, id",
+            (self.workspace, path, path),
+        )
+        return [self._deletion(r[:7]) for r in rows if not self._undone(r[7], r[8])]
+
+    def kept_document(self, deletion_id: int) -> KeptDocument | None:
+        rows = self._rows(
+            f"SELECT {_DELETION}, content, versions, row_path, row_state "
+            "FROM deleted_documents WHERE workspace = ? AND id = ?",
+            (self.workspace, deletion_id),
+        )
+        if not rows or self._undone(rows[0][9], rows[0][10]):
+            return None
+        row = rows[0]
+        return KeptDocument(self._deletion(row[:7]), row[7], past_versions(row[8]))
+
+    def forget(self, deletion_id: int) -> None:
+        conn = self.deleted.connection()
+        if conn is not None:
+            conn.execute(
+                "DELETE FROM deleted_documents WHERE workspace = ? AND id = ?",
+                (self.workspace, deletion_id),
+            )
+
+    def moves(self, after: datetime) -> list[Move]:
+        since = after.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        rows = self.file.read(lambda c: c.execute(
+            "SELECT old_path, new_path, folder, moved_at FROM memfs.path_history "
+            "WHERE workspace = ? AND moved_at > ? ORDER BY moved_at, rowid",
+            (self.workspace, since),
+        ).fetchall())  # fmt: skip
+        return [Move(old, new, bool(folder), parse_time(at)) for old, new, folder, at in rows]
+
+    def purge(self, before: datetime) -> int:
+        cut = before.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        conn = self.deleted.connection()
+        gone = 0
+        if conn is not None:
+            gone = conn.execute(
+                "DELETE FROM deleted_documents WHERE workspace = ? AND deleted_at < ?",
+                (self.workspace, cut),
+            ).rowcount
+        self.file.write(lambda c: c.execute(
+            "DELETE FROM memfs.path_history WHERE workspace = ? AND moved_at < ?",
+            (self.workspace, cut),
+        ))  # fmt: skip
+        return gone

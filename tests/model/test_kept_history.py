@@ -1,0 +1,76 @@
+"""What memfs keeps beside IronClaw's tables (``KeptHistory``), on every engine, without a
+mount: a deleted document with every version IronClaw had kept, only when the delete
+happened, and every move with its time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from memfs.config import Settings
+from memfs.db import open_database
+from memfs.db.capabilities import KeptHistory
+from memfs.db.interface import DocumentStore, FileAttrs
+from tests.engines import ENGINES_WITH_LIBSQL, Engine
+
+
+@pytest.fixture(params=ENGINES_WITH_LIBSQL, ids=str)
+def stores(
+    request: pytest.FixtureRequest, database_url: str
+) -> Iterator[tuple[DocumentStore, KeptHistory]]:
+    engine: Engine = request.param
+    engine.prepare(database_url)
+    database = open_database(Settings(database_url=engine.mount_url(database_url)))
+    workspace = database.workspace(Settings(database_url=engine.mount_url(database_url)), "t")
+    assert workspace.kept is not None
+    yield workspace.documents, workspace.kept
+    database.close()
+
+
+def test_a_deleted_document_is_kept_with_its_versions(stores: Any) -> None:
+    store, kept = stores
+    started = kept.start()
+    assert kept.start() == started  # recorded once
+    first = store.commit_document(None, "notes/a.md", "one\n", FileAttrs())
+    second = store.commit_document(
+        first.doc_id, "notes/a.md", "two\n", FileAttrs(), first.updated_at
+    )
+    store.commit_document(second.doc_id, "notes/a.md", "three\n", FileAttrs(), second.updated_at)
+    assert kept.deletions() == []
+    row = store.find_document("notes/a.md")
+    assert store.delete_document(row.id, [], row.updated_at)
+    (deletion,) = kept.deletions()
+    assert deletion.path == "notes/a.md" and deletion.deleted_by == "mount"
+    assert deletion.size == len("three\n")
+    document = kept.kept_document(deletion.id)
+    assert document is not None and document.content == "three\n"
+    assert [v.content for v in document.versions] == ["one\n", "two\n"]
+    assert [v.number for v in document.versions] == [1, 2]
+    assert all(v.created_at <= deletion.deleted_at for v in document.versions)
+    assert kept.deletions("notes/a.md") == [deletion] and kept.deletions("other.md") == []
+
+
+def test_a_delete_whose_guard_fails_keeps_nothing(stores: Any) -> None:
+    store, kept = stores
+    made = store.commit_document(None, "b.md", "bee\n", FileAttrs())
+    store.commit_document(made.doc_id, "b.md", "changed by another\n", FileAttrs(), made.updated_at)
+    assert not store.delete_document(made.doc_id, [], made.updated_at)  # seen: the old version
+    assert kept.deletions() == []
+    assert store.find_document("b.md") is not None
+
+
+def test_moves_are_recorded_with_their_time(stores: Any) -> None:
+    store, kept = stores
+    before = datetime.now(UTC) - timedelta(seconds=5)
+    made = store.commit_document(None, "x/one.md", "1\n", FileAttrs())
+    store.rename_document(made.doc_id, "x/two.md", None, FileAttrs(), [], "x/one.md")
+    store.rename_directory("x", "y", None)
+    moves = kept.moves(before)
+    assert [(m.old_path, m.new_path, m.folder) for m in moves] == [
+        ("x/one.md", "x/two.md", False), ("x", "y", True),
+    ]  # fmt: skip
+    assert moves[0].moved_at <= moves[1].moved_at
+    assert kept.moves(moves[1].moved_at) == []
