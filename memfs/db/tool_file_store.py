@@ -28,10 +28,14 @@ class ToolFileStore:
         return [ToolFile(p, d, bytes(c), m, t) for p, d, c, m, t in rows]
 
     def fingerprint(self) -> tuple[int, object]:
-        """Changes by any mount show as a new (count, last change) pair."""
+        """Changes by any mount show as a new (count, sum of the rows' ``xmin``) pair:
+        every write gives its rows the writing transaction's id.  Not the latest
+        ``changed_at``: a write whose statement ran earlier may commit later, leaving the
+        latest time as it was when this mount last looked."""
         with self.pool.connection() as conn:
             row = conn.execute(
-                "SELECT count(*), max(changed_at) FROM memfs.tool_files WHERE workspace = %s",
+                "SELECT count(*), sum(xmin::text::bigint) FROM memfs.tool_files "
+                "WHERE workspace = %s",
                 (self.workspace,),
             ).fetchone()
         return (int(row[0]), row[1]) if row else (0, None)

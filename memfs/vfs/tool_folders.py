@@ -226,10 +226,14 @@ class ToolFolders:
             digests = await self.calls(self.store.digests)
             current = self._current(fs)
 
+            busy: set[str] = set()  # open when looked at: looked at again once closed
+
             def untouched(path: str) -> bool:
                 node, signature = current[path]
-                busy = isinstance(node, FileNode) and node.open_count > 0
-                return not busy and self.persisted.get(path) == signature
+                if isinstance(node, FileNode) and node.open_count > 0:
+                    busy.add(path)
+                    return False
+                return self.persisted.get(path) == signature
 
             # A path changed here too (or open) is left: its next write finds the other
             # mount's content by compare-and-swap and keeps it beside (``sync``).
@@ -258,8 +262,9 @@ class ToolFolders:
                     remote.pop(path, None)
             self.remote = remote
             self.seen = fingerprint
-            held = [current[p][0] for p in left]
-            self.pending = any(isinstance(n, FileNode) and n.open_count > 0 for n in held)
+            # A file open at the look, even if closed since (while this waited for the
+            # database), is looked at again: no other change may come to say so.
+            self.pending = any(p in busy for p in left)
         if arrived or gone:
             log.info("tool folders: %d changed by another mount", len(arrived) + len(gone))
         return len(arrived) + len(gone)
