@@ -13,6 +13,7 @@ import os
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from uuid import UUID
 
 from memfs.buffers import ScratchSpill
@@ -160,13 +161,16 @@ def assemble(
         process_of=process_of,
     )
     _watch(stats, fs, reindexer, embeddings)
+    kept = None  # a read-only mount purges nothing
+    if writes and workspace.kept is not None:
+        kept = (workspace.kept, timedelta(days=settings.keep_deleted_days))
     return MountParts(
         store=store,
         stats=stats,
         calls=calls,
         fs=fs,
         writers=OtherWriters(fs),
-        maintenance=Maintenance(fs, calls, workspace.statistics),
+        maintenance=Maintenance(fs, calls, workspace.statistics, kept=kept),
         reindexer=reindexer,
         embedder=embedder,
         embeddings=embeddings,

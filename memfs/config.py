@@ -114,6 +114,8 @@ class Settings:
     search_ttl: float = 30.0
     #: Seconds a ``.search`` lookup may take in all before it fails with ETIMEDOUT.
     search_timeout: float = 10.0
+    #: Days deleted documents (and moves) are kept for ``memfs undelete`` and ``.at/``.
+    keep_deleted_days: int = 30
     #: Other users whose workspaces are shown read-only under ``.scopes/`` (IronClaw's
     #: ``WORKSPACE_READ_SCOPES``).
     read_scopes: list[str] = field(default_factory=list)

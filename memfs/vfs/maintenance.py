@@ -3,12 +3,12 @@ once the database is back, planner statistics kept fresh."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 import trio
 
 from memfs.db.calls import DatabaseCalls
-from memfs.db.capabilities import StatisticsKeeper
+from memfs.db.capabilities import KeptHistory, StatisticsKeeper
 from memfs.errors import FsError
 from memfs.vfs.base import log
 from memfs.vfs.namespace import NamespaceMixin
@@ -17,6 +17,8 @@ from memfs.vfs.namespace import NamespaceMixin
 TOOLS_EVERY = 1.0
 #: Seconds between retries of saves that failed while the database was down.
 RETRY_EVERY = 2.0
+#: Seconds between purges of deleted documents kept past the retention.
+PURGE_EVERY = 3600.0
 
 
 class Maintenance:
@@ -27,21 +29,30 @@ class Maintenance:
         fs: NamespaceMixin,
         calls: DatabaseCalls,
         statistics: StatisticsKeeper | None = None,
-        monotonic: Callable[[], float] | None = None,
+        *,
+        kept: tuple[KeptHistory, timedelta] | None = None,
     ) -> None:
         self.fs = fs
         self.calls = calls
+        #: Deleted documents and moves memfs keeps, and how long: purged past that (None:
+        #: a read-only mount, which purges nothing).
+        self.kept: KeptHistory | None = kept[0] if kept is not None else None
+        self.retention = kept[1] if kept is not None else timedelta(days=30)
         #: None: not refreshed (no privilege, or not asked for).
         self.statistics = statistics
-        self.monotonic = monotonic or fs.monotonic
+        self.monotonic = fs.monotonic
 
     async def run(self, interval: float = 0.5, stats_every: float = 30.0) -> None:
         """Promote tentative files as they fall due; retry unsaved files; keep planner
         statistics fresh so searches never fall back to a pathological plan."""
         await self.refresh_statistics()
-        last_stats = last_retry = last_tools = self.monotonic()
+        await self.purge_kept()
+        last_stats = last_retry = last_tools = last_purge = self.monotonic()
         while True:
             await trio.sleep(interval)
+            if self.monotonic() - last_purge >= PURGE_EVERY:
+                last_purge = self.monotonic()
+                await self.purge_kept()
             try:
                 await self.fs.promote_due()
             except FsError as exc:
@@ -55,6 +66,20 @@ class Maintenance:
             if self.statistics is not None and self.monotonic() - last_stats >= stats_every:
                 last_stats = self.monotonic()
                 await self.refresh_statistics()
+
+    async def purge_kept(self) -> None:
+        """Drop deleted documents and moves kept past the retention; record, once, since
+        when this workspace's are kept (``.at/`` places documents by them from then on)."""
+        if self.kept is None:
+            return
+        try:
+            await self.calls(self.kept.start)
+            gone = await self.calls(self.kept.purge, datetime.now(UTC) - self.retention)
+        except FsError as exc:
+            log.warning("deleted documents past their retention not purged yet: %s", exc)
+            return
+        if gone:
+            log.info("purged %d deleted document(s) kept past %s", gone, self.retention)
 
     async def retry_unsaved(self) -> None:
         """Commit files whose earlier commit failed (the database was down)."""
