@@ -32,6 +32,7 @@ from memfs.search import SearchConfig
 from memfs.search.rankings import search_engine
 from memfs.stats import MountStats
 from memfs.vfs import (
+    AtTree,
     Filesystem,
     Maintenance,
     OtherWriters,
@@ -124,6 +125,7 @@ def assemble(
         search,
         VersionsTree(workspace.versions, store, calls),
         RecentTree(store, workspace.versions, calls),
+        AtTree(store, workspace.versions, workspace.kept, calls),
     ]
     if workspace.readers:
         extensions.append(ScopesTree(workspace.readers, calls))

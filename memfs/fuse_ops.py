@@ -198,6 +198,7 @@ class MemfsOperations(pyfuse3.Operations):
 
     @_guard
     async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
+        await self.fs.prepare_listing(inode)
         return self.fs.opendir(inode)
 
     @_guard

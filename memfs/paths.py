@@ -43,9 +43,12 @@ STATUS_FILE = ".status"
 STATUS_JSON_FILE = ".status.json"
 #: Documents by last change, newest first, read-only, at the mount root.
 RECENT_DIR = ".recent"
-RESERVED_ROOT_NAMES = frozenset(
-    {SEARCH_DIR, SCOPES_DIR, VERSIONS_DIR, PROMPT_FILE, STATUS_FILE, STATUS_JSON_FILE, RECENT_DIR}
-)
+#: The whole workspace at a past moment (``.at/<time>/``), read-only, at the mount root.
+AT_DIR = ".at"
+RESERVED_ROOT_NAMES = frozenset({
+    SEARCH_DIR, SCOPES_DIR, VERSIONS_DIR, PROMPT_FILE, STATUS_FILE, STATUS_JSON_FILE,
+    RECENT_DIR, AT_DIR,
+})  # fmt: skip
 
 
 def rust_trim(text: str) -> str:

@@ -140,6 +140,18 @@ class VersionInfo:
     size: int
 
 
+@dataclass(frozen=True)
+class AsOf:
+    """What changed in a workspace after a moment, for ``.at/``: every content replaced
+    after it is the first version kept after it (IronClaw keeps the content a save
+    replaces, stamped with the time of that save)."""
+
+    #: Documents created after the moment (not there then), by path.
+    born_after: frozenset[str]
+    #: For each document changed after the moment, the first version kept after it.
+    earliest: dict[str, VersionInfo]
+
+
 class VersionStore(Protocol):
     """The versions IronClaw keeps of a workspace's documents (either layout)."""
 
@@ -151,6 +163,9 @@ class VersionStore(Protocol):
 
     def version_content(self, path: str, number: int) -> bytes | None:
         """One version's content (None: there is no such version)."""
+
+    def as_of(self, at: datetime) -> AsOf:
+        """What changed after ``at`` (one query per table, whatever the workspace's size)."""
 
 
 class WorkspaceScope(Protocol):

@@ -21,6 +21,7 @@ from typing import Any
 
 from memfs.errors import FsError
 from memfs.tree import FileNode, Node
+from memfs.vfs.at_dir import AtTree
 from memfs.vfs.base import Attributes, Handle, ReindexRequests, StatFs, log
 from memfs.vfs.coherence import OtherWriters
 from memfs.vfs.extensions import SyntheticTree
@@ -35,6 +36,7 @@ from memfs.vfs.tool_folders import TOOL_FILE_MAX_BYTES, ToolFolders
 from memfs.vfs.versions_dir import VersionsTree
 
 __all__ = [
+    "AtTree",
     "Attributes",
     "Filesystem",
     "Handle",

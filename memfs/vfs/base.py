@@ -763,6 +763,14 @@ class FilesystemBase:
         self._next_fh += 1
         return fh
 
+    async def prepare_listing(self, ino: int) -> None:
+        """A synthetic directory about to be listed is made first (``.recent``, ``.at``)."""
+        directory = self.tree.get_dir(ino)
+        if isinstance(directory, SyntheticDir):
+            extension = self._extension_of(directory)
+            if extension is not None:
+                await extension.before_listing(self.tree, directory)
+
     def opendir(self, ino: int) -> int:
         self.tree.get_dir(ino)
         fh = self._new_fh()
@@ -771,10 +779,6 @@ class FilesystemBase:
 
     def _snapshot(self, ino: int) -> list[tuple[str, Node]]:
         directory = self.tree.get_dir(ino)
-        if isinstance(directory, SyntheticDir):
-            extension = self._extension_of(directory)
-            if extension is not None:
-                extension.before_listing(self.tree, directory)
         listed = [
             item for item in directory.children.items() if item[1].ino not in self.synthetic_roots
         ]

@@ -38,5 +38,5 @@ class SyntheticTree(Protocol):
     def documents_changed(self) -> None:
         """Documents changed, here or by another writer: drop what was derived from them."""
 
-    def before_listing(self, tree: Tree, directory: SyntheticDir) -> None:
+    async def before_listing(self, tree: Tree, directory: SyntheticDir) -> None:
         """One of its directories is about to be listed (``.recent`` lists anew)."""

@@ -61,7 +61,7 @@ class RecentTree:
     def documents_changed(self) -> None:
         """Nothing kept to drop: each listing is made anew."""
 
-    def before_listing(self, tree: Tree, directory: SyntheticDir) -> None:
+    async def before_listing(self, tree: Tree, directory: SyntheticDir) -> None:
         if directory is self.root:
             self._rebuild(tree)
 

@@ -79,7 +79,7 @@ class ScopesTree:
     def volatile(self, node: Node) -> bool:
         return False
 
-    def before_listing(self, tree: Tree, directory: SyntheticDir) -> None:
+    async def before_listing(self, tree: Tree, directory: SyntheticDir) -> None:
         """Its directories list what they hold: nothing to make first."""
 
     def documents_changed(self) -> None:

@@ -143,7 +143,7 @@ class SearchTree:
         )
         return query_dir
 
-    def before_listing(self, tree: Tree, directory: SyntheticDir) -> None:
+    async def before_listing(self, tree: Tree, directory: SyntheticDir) -> None:
         """Its directories list what they hold: nothing to make first."""
 
     def documents_changed(self) -> None:

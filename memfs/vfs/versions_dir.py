@@ -103,7 +103,7 @@ class VersionsTree:
         """Every directory below the root: decided anew at each lookup."""
         return isinstance(node, SyntheticDir) and node is not self.root
 
-    def before_listing(self, tree: Tree, directory: SyntheticDir) -> None:
+    async def before_listing(self, tree: Tree, directory: SyntheticDir) -> None:
         """Its directories list what they hold: nothing to make first."""
 
     def documents_changed(self) -> None:

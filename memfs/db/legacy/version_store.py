@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
-from memfs.db.interface import VersionInfo
+from datetime import datetime
+
+from memfs.db.interface import AsOf, VersionInfo
 from memfs.db.scoped import DOC_SCOPE, Pool, Scope, ScopedStore
 
 
@@ -43,3 +45,29 @@ class LegacyVersionStore(ScopedStore):
                 self._params(path=path, number=number),
             ).fetchone()
         return str(row[0]).encode("utf-8") if row else None
+
+    def as_of(self, at: datetime) -> AsOf:
+        with self.pool.connection() as conn:
+            if not self.available:
+                rows = conn.execute(
+                    f"SELECT d.path, true, NULL, NULL, NULL, NULL FROM memory_documents d "
+                    f"WHERE {DOC_SCOPE} AND d.created_at > %(at)s",
+                    self._params(at=at),
+                ).fetchall()
+            else:
+                rows = conn.execute(
+                    "SELECT d.path, d.created_at > %(at)s, v.version, v.created_at, "
+                    "  v.changed_by, octet_length(v.content) FROM memory_documents d "
+                    "LEFT JOIN LATERAL (SELECT version, created_at, changed_by, content "
+                    "  FROM memory_document_versions WHERE document_id = d.id "
+                    "  AND created_at > %(at)s ORDER BY version LIMIT 1) v ON true "
+                    f"WHERE {DOC_SCOPE} AND (d.created_at > %(at)s OR d.updated_at > %(at)s)",
+                    self._params(at=at),
+                ).fetchall()
+        born = frozenset(path for path, after, *_ in rows if after)
+        earliest = {
+            path: VersionInfo(number, created, who, size)
+            for path, _, number, created, who, size in rows
+            if number is not None
+        }
+        return AsOf(born, earliest)

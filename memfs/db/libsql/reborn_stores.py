@@ -10,11 +10,12 @@ import json
 import logging
 import re
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
 
 from memfs.db.capabilities import RankedRow, ToolFile
-from memfs.db.interface import VersionInfo
+from memfs.db.interface import AsOf, VersionInfo
 from memfs.db.libsql.connection import LibsqlFile
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.sqlite import TABLE, parse_time
@@ -76,6 +77,49 @@ class LibsqlVersionStore:
             return None
         content = json.loads(bytes(row[0])).get("content")
         return content.encode("utf-8") if isinstance(content, str) else None
+
+    def as_of(self, at: datetime) -> AsOf:
+        prefix = self.scope.prefix + "/"
+        since = _text_time(at)
+        params = {"p": prefix, "end": self.scope.prefix + "0", "at": since}
+
+        def read(conn: Any) -> tuple[list[Any], list[Any]]:
+            born = conn.execute(
+                f"SELECT path FROM {TABLE} WHERE path >= :p AND path < :end "
+                "AND kind = 'memory_document' AND created_at > :at",
+                params,
+            ).fetchall()
+            kept = conn.execute(
+                "SELECT path, CAST(json_extract(indexed, '$.version') AS INTEGER), "
+                f"created_at, contents FROM {TABLE} WHERE path >= :p AND path < :end "
+                "AND kind = 'memory_document_version' AND created_at > :at",
+                params,
+            ).fetchall()
+            return born, kept
+
+        born, kept = self.file.read(read)
+        cut = len(prefix)
+        earliest: dict[str, VersionInfo] = {}
+        for path, number, created, body in kept:
+            doc = path[: path.rindex("/") - len(".versions")]
+            if doc[cut:] in earliest and earliest[doc[cut:]].number <= int(number):
+                continue
+            try:
+                parsed = json.loads(bytes(body))
+            except ValueError:
+                continue
+            content = parsed.get("content") if isinstance(parsed, dict) else None
+            size = len(content.encode("utf-8")) if isinstance(content, str) else 0
+            earliest[doc[cut:]] = VersionInfo(
+                int(number), parse_time(created), parsed.get("changed_by"), size
+            )
+        return AsOf(frozenset(path[cut:] for (path,) in born), earliest)
+
+
+def _text_time(at: datetime) -> str:
+    """A time as IronClaw writes it in its libSQL file (milliseconds, UTC)."""
+    moment = at.astimezone(UTC)
+    return f"{moment.strftime('%Y-%m-%dT%H:%M:%S')}.{moment.microsecond // 1000:03d}Z"
 
 
 class LibsqlSearchStore:
