@@ -315,31 +315,31 @@ class PostgresRows:
             {"sv": source, "tv": target, "rel": relative},
         )
 
-    def delete_family(
-        self, conn: Any, family: Family, seen: Any, keep: KeepAs | None = None
-    ) -> Answer:
-        # Kept in the same statement: its parts all see the rows as they were before it.
-        kept = (
-            "kept AS (INSERT INTO memfs.deleted_documents (workspace, path, content, "
-            "  created_at, updated_at, versions, deleted_by) "
-            "  SELECT %(workspace)s, %(relative)s, convert_from(g.contents, 'UTF8'), "
-            "    g.created_at, g.updated_at, COALESCE((SELECT jsonb_agg(jsonb_build_object("
-            "      'version', (v.indexed ->> 'version')::int, "
-            "      'content', convert_from(v.contents, 'UTF8')::jsonb ->> 'content', "
-            "      'changed_by', convert_from(v.contents, 'UTF8')::jsonb ->> 'changed_by', "
-            "      'created_at', v.created_at) ORDER BY (v.indexed ->> 'version')::int) "
-            f"     FROM {TABLE} v WHERE v.path >= %(versions)s || '/' "
-            "      AND v.path < %(versions)s || '0' AND v.kind = 'memory_document_version'), "
-            "    '[]'::jsonb), 'mount' FROM gone g), "
-            if keep is not None
-            else ""
+    def keep_family(self, conn: Any, family: Family, seen: Any, keep: KeepAs) -> None:
+        conn.execute(
+            "INSERT INTO memfs.deleted_documents (workspace, path, content, created_at, "
+            "  updated_at, versions, deleted_by) "
+            "SELECT %(workspace)s, %(relative)s, convert_from(d.contents, 'UTF8'), "
+            "  d.created_at, d.updated_at, COALESCE((SELECT jsonb_agg(jsonb_build_object("
+            "    'version', (v.indexed ->> 'version')::int, "
+            "    'content', convert_from(v.contents, 'UTF8')::jsonb ->> 'content', "
+            "    'changed_by', convert_from(v.contents, 'UTF8')::jsonb ->> 'changed_by', "
+            "    'created_at', v.created_at) ORDER BY (v.indexed ->> 'version')::int) "
+            f"   FROM {TABLE} v WHERE v.path >= %(versions)s || '/' "
+            "    AND v.path < %(versions)s || '0' AND v.kind = 'memory_document_version'), "
+            "  '[]'::jsonb), 'mount' "
+            f"FROM (SELECT contents, created_at, updated_at FROM {TABLE} WHERE path = %(doc)s "
+            "  AND kind = 'memory_document' AND NOT is_dir "
+            "  AND (%(seen)s::timestamptz IS NULL OR updated_at = %(seen)s) FOR UPDATE) AS d",
+            {**family._asdict(), "seen": seen, **keep._asdict()},
         )
+
+    def delete_family(self, conn: Any, family: Family, seen: Any) -> Answer:
         return conn.execute(  # type: ignore[no-any-return]
             "WITH gone AS ("
             f"  DELETE FROM {TABLE} WHERE path = %(doc)s AND kind = 'memory_document' "
             "  AND NOT is_dir AND (%(seen)s::timestamptz IS NULL OR updated_at = %(seen)s) "
-            "  RETURNING path, contents, created_at, updated_at), "
-            f"{kept}"
+            "  RETURNING path), "
             "sidecars AS ("
             f"  DELETE FROM {TABLE} WHERE EXISTS (SELECT 1 FROM gone) AND (path = %(meta)s "
             "  OR (path >= %(chunks)s || '/' AND path < %(chunks)s || '0' "
@@ -350,9 +350,8 @@ class PostgresRows:
             "  AND EXISTS (SELECT 1 FROM gone)) "
             "SELECT (SELECT count(*) FROM gone), "
             f"  (SELECT count(*) FROM {TABLE} WHERE path = %(doc)s AND kind = 'memory_document')",
-            {**family._asdict(), "seen": seen,
-             **(keep._asdict() if keep is not None else {})},
-        )  # fmt: skip
+            {**family._asdict(), "seen": seen},
+        )
 
     def note_move(self, conn: Any, workspace: str, old: str, new: str, folder: bool) -> None:
         conn.execute(

@@ -220,12 +220,15 @@ class RebornRows(Protocol):
         target's own, their ``doc_relative_path`` made ``relative``."""
         ...
 
-    def delete_family(
-        self, conn: Any, family: Family, seen: Any, keep: KeepAs | None = None
-    ) -> Answer:
+    def keep_family(self, conn: Any, family: Family, seen: Any, keep: KeepAs) -> None:
+        """Keep the document with its versions in memfs's storage (``memfs undelete``,
+        ``.at/``), if its row is at ``seen`` (None: any), before a delete in the same
+        transaction removes it: durably before that delete commits."""
+        ...
+
+    def delete_family(self, conn: Any, family: Family, seen: Any) -> Answer:
         """The document with its sidecars and attributes, only if its row is at ``seen``
-        (None: any); answers (removed, still there).  With ``keep``, the document and its
-        versions are kept in memfs's storage first (durably before the delete commits)."""
+        (None: any); answers (removed, still there)."""
         ...
 
     def note_move(self, conn: Any, workspace: str, old: str, new: str, folder: bool) -> None:

@@ -58,6 +58,8 @@ OWN_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS memfs.history_start (workspace TEXT PRIMARY KEY, "
     "started_at TEXT NOT NULL)",
 )
+#: A delete's guard: the row is at the version the mount showed (no ``:at``: any).
+_GUARD = "(:at IS NULL OR (updated_at = :at AND version % 1000 = :extra))"
 #: A row's state as the attributes table keeps it.
 _STATE = "e.updated_at || '|' || e.version"
 
@@ -421,13 +423,14 @@ class SqliteRows:
                 (f"{target}/{number}", layout.dumps(keys), path),
             )
 
-    def delete_family(
-        self, conn: Any, family: Family, seen: Any, keep: KeepAs | None = None
-    ) -> Answer:
+    def keep_family(self, conn: Any, family: Family, seen: Any, keep: KeepAs) -> None:
+        if self.deleted is not None:
+            at, extra = _seen(seen)
+            self.deleted.keep_row(conn, family, (_GUARD, {"at": at, "extra": extra}), keep)
+
+    def delete_family(self, conn: Any, family: Family, seen: Any) -> Answer:
         at, extra = _seen(seen)
-        guard = "(:at IS NULL OR (updated_at = :at AND version % 1000 = :extra))"
-        if keep is not None and self.deleted is not None:
-            self.deleted.keep_row(conn, family, (guard, {"at": at, "extra": extra}), keep)
+        guard = _GUARD
         gone = conn.execute(
             f"DELETE FROM {TABLE} WHERE path = :doc AND kind = 'memory_document' AND is_dir = 0 "
             f"AND {guard} RETURNING path",

@@ -769,7 +769,7 @@ class RebornStore(DeferringStore):
         return Family(full, full + ".meta", full + ".chunks", full + ".versions")
 
     def _delete(
-        self, conn: Any, doc_id: UUID, seen: datetime | None = None
+        self, conn: Any, doc_id: UUID, seen: datetime | None = None, *, keep: bool = True
     ) -> Callable[[], bool | None]:
         """Send the removal of a document with every sidecar, only while its row is at
         ``seen`` (None: any version).  Calling the result (after the commit) says whether
@@ -778,8 +778,10 @@ class RebornStore(DeferringStore):
         relative = self.path_of(doc_id)
         if relative is None:
             return lambda: None
-        keep = KeepAs(self.scope.prefix, relative)
-        removed = self.rows.delete_family(conn, self._family(relative), seen, keep)
+        family = self._family(relative)
+        if keep:
+            self.rows.keep_family(conn, family, seen, KeepAs(self.scope.prefix, relative))
+        removed = self.rows.delete_family(conn, family, seen)
 
         def answer() -> bool | None:
             row = removed.fetchone()
@@ -995,8 +997,11 @@ class RebornStore(DeferringStore):
             finish = self._commit(conn, path, content.encode("utf-8"), attrs, expected)
             source_gone: Callable[[], bool | None] = lambda: None  # noqa: E731
             if source != path:  # (never the row just written, whatever the ids say)
+                # Kept with its own versions before they go to the target.
+                self.rows.keep_family(conn, self._family(source), source_at,
+                                      KeepAs(self.scope.prefix, source))  # fmt: skip
                 self._carry_versions(conn, source, path)
-                source_gone = self._delete(conn, source_id, source_at)
+                source_gone = self._delete(conn, source_id, source_at, keep=False)
             self._keep_directories(conn, keep_dirs)
         if source_gone() is False:  # another writer changed it after the mount read it
             self.deferred.sent(ChangeBatch(), BatchOutcome(skipped=[(
