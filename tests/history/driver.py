@@ -16,6 +16,7 @@ The names are few (three folders, three file names) so writers collide all the t
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import random
@@ -34,6 +35,7 @@ from psycopg.types.json import Jsonb
 from tests.engines import Engine, reborn_prefix
 from tests.history.check import FinalState
 from tests.history.record import FAIL, INFO, OK, History, Op
+from tests.history.snapshots import PAUSE_TIMEOUT, Gate, Snapshotter
 from tests.mounting import Mount
 from tests.savers import SAVERS
 
@@ -95,6 +97,8 @@ class Run:
     #: The agent's SQL writer (set by ``drive``), and the workers' own (closed at the end).
     agent: Agent = field(init=False)
     agents: list[Agent] = field(default_factory=list)
+    #: The snapshots' taker (``drive(snapshots=...)``), None without.
+    snapshotter: Snapshotter | None = None
     _counter: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -350,8 +354,13 @@ class MountWriter:
         _write_file(op, self.root / path, body, os.O_TRUNC)
 
 
+#: IronClaw's content hash of a legacy document row ``d``.
+_HASH = "'sha256:' || encode(sha256(convert_to(d.content, 'UTF8')), 'hex')"
+
+
 class Agent:
-    """IronClaw's agent writing by SQL, as it does on the engine's layout."""
+    """IronClaw's agent writing by SQL, as it does on the engine's layout (keeping the
+    content each append replaces as a version, as IronClaw v1.0 and v1.3 do)."""
 
     def __init__(self, run: Run, rng: random.Random) -> None:
         self.run = run
@@ -391,8 +400,19 @@ class Agent:
         if kind == "agent-delete":
             cur = self.conn.execute(f"DELETE FROM memory_documents WHERE {where}", scope)
             return cur.rowcount > 0
+        # IronClaw's append keeps the content it replaces as a version (maybe_save_version:
+        # not an empty one, nor one the newest version already holds), then updates.
         cur = self.conn.execute(
-            f"UPDATE memory_documents SET content = content || %(line)s WHERE {where}", scope
+            f"WITH d AS (SELECT id, content FROM memory_documents WHERE {where} FOR UPDATE), "
+            "kept AS (INSERT INTO memory_document_versions (document_id, version, content, "
+            "  content_hash, changed_by) SELECT d.id, COALESCE((SELECT max(version) FROM "
+            "  memory_document_versions v WHERE v.document_id = d.id), 0) + 1, d.content, "
+            f"  {_HASH}, %(user)s FROM d WHERE d.content <> '' AND {_HASH} IS DISTINCT FROM "
+            "  (SELECT content_hash FROM memory_document_versions v WHERE v.document_id = d.id "
+            "   ORDER BY version DESC LIMIT 1)) "
+            "UPDATE memory_documents m SET content = m.content || %(line)s FROM d "
+            "WHERE m.id = d.id",
+            scope,
         )
         if cur.rowcount > 0 or kind == "agent-append":
             return cur.rowcount > 0
@@ -437,14 +457,39 @@ class Agent:
                     return True
                 continue
             contents, version = bytes(row[0]), row[1]
-            cur = self.conn.execute(
-                "UPDATE root_filesystem_entries SET contents = %s, version = version + 1, "
-                "updated_at = now() WHERE path = %s AND version = %s",
-                (contents + line.encode(), full, version),
-            )
-            if cur.rowcount > 0:
-                return True
+            with self.conn.transaction():
+                cur = self.conn.execute(
+                    "UPDATE root_filesystem_entries SET contents = %s, version = version + 1, "
+                    "updated_at = now() WHERE path = %s AND version = %s",
+                    (contents + line.encode(), full, version),
+                )
+                if cur.rowcount > 0:
+                    self._reborn_version(full, path, contents)
+                    return True
         raise psycopg.errors.SerializationFailure("the row kept changing")
+
+    def _reborn_version(self, full: str, path: str, old: bytes) -> None:
+        """IronClaw v1.3's write keeps the replaced content as ``.versions/<n>``."""
+        if not old:
+            return
+        (number,) = self.conn.execute(
+            "SELECT COALESCE(max((indexed ->> 'version')::int), 0) + 1 FROM "
+            "root_filesystem_entries WHERE path >= %(v)s AND path < %(w)s "
+            "AND kind = 'memory_document_version'",
+            {"v": full + ".versions/", "w": full + ".versions0"},
+        ).fetchone()
+        keys = {"agent_id": "reborn-cli-agent", "tenant_id": "reborn-cli", "user_id": "default"}
+        body = json.dumps(
+            {"changed_by": "tenant:reborn-cli:user:default:agent:reborn-cli-agent:project:_none",
+             "content": old.decode(), "content_hash": "sha256:" + hashlib.sha256(old).hexdigest()},
+            ensure_ascii=False, separators=(",", ":"), sort_keys=True,
+        )  # fmt: skip
+        self.conn.execute(
+            "INSERT INTO root_filesystem_entries (path, contents, kind, content_type, indexed, "
+            "version) VALUES (%s, %s, 'memory_document_version', 'application/json', %s, 1)",
+            (f"{full}.versions/{number}", body.encode(),
+             Jsonb({**keys, "doc_relative_path": path, "version": number})),
+        )  # fmt: skip
 
 
 class SyncWriter:
@@ -483,12 +528,17 @@ def _loop(
     worker: MountWriter | Agent | SyncWriter | SharedLogWriter, count: int, pause: float,
     failures: list[str],
     until: float | None = None,
+    gate: Gate | None = None,
 ) -> None:  # fmt: skip
     try:
         for _ in range(count):
             if until is not None and time.monotonic() > until:
                 return
-            worker.step()
+            if gate is None:
+                worker.step()
+            else:
+                with gate.op():
+                    worker.step()
             if pause:
                 time.sleep(worker.rng.uniform(0, pause))
     except BaseException as exc:  # a driver bug must fail the run, not vanish in a thread
@@ -531,6 +581,7 @@ class SharedLogWriter:
 def drive(
     run: Run, *, workers_per_mount: int, operations: int, agent_operations: int,
     seconds: float | None = None, deadline: float | None = None, shared_log: bool = False,
+    snapshots: int = 0, snapshot_folder: Path | None = None,
 ) -> None:  # fmt: skip
     """Run every writer for its share of ``operations`` (all at once; with ``seconds``,
     until that much time has passed if sooner), then wait."""
@@ -552,25 +603,41 @@ def drive(
                       {"HOME": run.env["HOME"]}, sync_args)  # fmt: skip
     share = max(1, operations // len(workers))
     failures: list[str] = []
+    gate = Gate()
     threads = [
-        threading.Thread(target=_loop, args=(w, share, 0.0, failures, until)) for w in workers
+        threading.Thread(target=_loop, args=(w, share, 0.0, failures, until, gate)) for w in workers
     ]
-    threads.append(
-        threading.Thread(target=_loop, args=(agent, agent_operations, 0.04, failures, until))
-    )
+    threads.append(threading.Thread(
+        target=_loop, args=(agent, agent_operations, 0.04, failures, until, gate)
+    ))  # fmt: skip
     passes = max(1, operations // 30)  # one sync pass per 30 operations of the mounts
-    threads.append(threading.Thread(target=_loop, args=(sync, passes, 0.2, failures, until)))
+    threads.append(threading.Thread(target=_loop, args=(sync, passes, 0.2, failures, until, gate)))
     if shared_log:
         shared = SharedLogWriter(run, random.Random(rng.randrange(1 << 30)))
-        threads.append(threading.Thread(target=_loop, args=(shared, share, 0.0, failures, until)))
+        threads.append(
+            threading.Thread(target=_loop, args=(shared, share, 0.0, failures, until, gate))
+        )
+    snapshotter = None
+    if snapshots and snapshot_folder is not None:
+        snapshotter = run.snapshotter = Snapshotter(
+            run, gate, snapshots, share * len(workers), snapshot_folder,
+            random.Random(rng.randrange(1 << 30)),
+        )  # fmt: skip
+        taker = threading.Thread(target=snapshotter.loop)
     try:
         for thread in threads:
             thread.start()
+        if snapshotter is not None:
+            taker.start()
         if deadline is None:  # a whole run's writers end by then, or a syscall hangs
             deadline = 120 + 2.0 * share if seconds is None else seconds + 120
         ends = time.monotonic() + deadline
         for thread in threads:
             thread.join(timeout=max(0.0, ends - time.monotonic()))
+        if snapshotter is not None:  # its last moment may never come (a writer ended early)
+            snapshotter.stop.set()
+            taker.join(timeout=PAUSE_TIMEOUT + 150)
+            failures.extend(snapshotter.failures)
         stuck = [t for t in threads if t.is_alive()]
         if stuck:  # a syscall that never returns: a violation, and the run must still end
             hung = [str(m.mountpoint) for m in run.mounts if abort_fuse_connection(m.mountpoint)]

@@ -24,6 +24,7 @@ from tests.engines import Engine
 from tests.history import audit
 from tests.history.check import check, not_merged
 from tests.history.driver import Run, drive, final_state, settle_and_unmount
+from tests.history.snapshots import compare
 from tests.savers import client_env, missing_programs
 
 pytestmark = pytest.mark.mount
@@ -37,6 +38,10 @@ MOUNTS = 2
 #: heard of yet were complete, Reborn failed it on 8 of 8 seeds.
 SHARED_SEEDS = {1, 2} if os.environ.get("MEMFS_HISTORY_SHARED") != "1" else set(SEEDS)
 WORKERS = 2
+#: Moments of each run (chosen by the seed) at which the first mount is copied with
+#: ``cp -r``, every writer held; ``diff -r`` of each copy against ``.at/<moment>/`` must
+#: be empty.
+SNAPSHOTS = int(os.environ.get("MEMFS_HISTORY_SNAPSHOTS", "3"))
 
 
 def run_history(
@@ -57,10 +62,15 @@ def run_history(
         audit.install(database_url, engine.name)
     home = work_dir / f"history-{engine}-{seed}-{plant or 'clean'}"  # the sync folder's too
     run = Run(engine, database_url, mounts, seed, client_env(home), agent_id)
+    snapshots = home / "snapshots"
+    snapshots.mkdir(parents=True, exist_ok=True)
     drive(run, workers_per_mount=WORKERS, operations=operations,
-          agent_operations=operations // 4, deadline=deadline, shared_log=shared_log)  # fmt: skip
+          agent_operations=operations // 4, deadline=deadline, shared_log=shared_log,
+          snapshots=SNAPSHOTS if plant is None else 0, snapshot_folder=snapshots)  # fmt: skip
+    # Each copy made at a moment is what .at/<that moment>/ shows (issue 33).
+    past = [p for s in (run.snapshotter.taken if run.snapshotter else []) for p in compare(run, s)]
     problems = settle_and_unmount(run)
-    return run, check(run.history, final_state(run, problems))
+    return run, check(run.history, final_state(run, problems)) + past
 
 
 @pytest.mark.timeout(900)

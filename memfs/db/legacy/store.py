@@ -195,7 +195,9 @@ class MetaStore(DeferringStore, ScopedStore):
         free, rows = self._move_directory(conn, old, new, replaced)
         return lambda: (_answer(free), {r[0]: Moved(r[2], r[1]) for r in rows.fetchall()})
 
-    def _delete_rows(self, conn: Conn, deletes: Sequence[Delete]) -> tuple[Cursor, Cursor]:
+    def _delete_rows(
+        self, conn: Conn, deletes: Sequence[Delete], *, keep: bool = True
+    ) -> tuple[Cursor, Cursor]:
         """IronClaw's delete of documents (chunks and versions cascade) and memfs's state
         about them, each only while its row is at the version the mount showed (``seen``;
         None: any).  Returns cursors answering the ids deleted, and the ids of rows left in
@@ -212,12 +214,13 @@ class MetaStore(DeferringStore, ScopedStore):
         )
         # Kept with its versions before the delete takes them (memfs.keep_document); the
         # rows are locked first, so the delete's guard sees what was kept.
-        conn.execute(
-            "SELECT memfs.keep_document(k.id, 'mount') FROM (SELECT d.id FROM "
-            + guarded.replace(" USING ", ", ", 1)
-            + " FOR UPDATE OF d) AS k",
-            params,
-        )
+        if keep:
+            conn.execute(
+                "SELECT memfs.keep_document(k.id, 'mount') FROM (SELECT d.id FROM "
+                + guarded.replace(" USING ", ", ", 1)
+                + " FOR UPDATE OF d) AS k",
+                params,
+            )
         gone = conn.execute(
             f"WITH gone AS (DELETE FROM {guarded} RETURNING d.id), "
             "attrs AS (DELETE FROM memfs.file_attrs WHERE document_id IN (SELECT id FROM gone)), "
@@ -553,9 +556,10 @@ class MetaStore(DeferringStore, ScopedStore):
                         "  FOR UPDATE), 'source')",
                         self._params(id=source_id, at=source_at),
                     )
+                    self._keep_deleted(conn, source_id)  # with its versions, before they go
                     if self.schema.has_versions:
                         self._carry_versions(conn, source_id, pending.doc_id)
-                    self._delete_row(conn, source_id)
+                    self._delete_row(conn, source_id, keep=False)
                     self._keep_directories(conn, keep_dirs)
         except psycopg.Error as exc:
             if exc.sqlstate == _CHANGED:
@@ -830,10 +834,14 @@ class MetaStore(DeferringStore, ScopedStore):
                     [self._params(path=p) for p in paths],
                 )
 
-    def _delete_row(self, conn: Conn, doc_id: UUID) -> Cursor:
+    def _delete_row(self, conn: Conn, doc_id: UUID, *, keep: bool = True) -> Cursor:
         """``_delete_rows`` of one document, whatever its version; the cursor answers its
         id if it was there."""
-        return self._delete_rows(conn, [Delete(doc_id)])[0]
+        return self._delete_rows(conn, [Delete(doc_id)], keep=keep)[0]
+
+    def _keep_deleted(self, conn: Conn, doc_id: UUID) -> None:
+        """Keep a document about to be deleted with its versions (``memfs undelete``)."""
+        conn.execute("SELECT memfs.keep_document(%s, 'mount')", (doc_id,))
 
     def delete_document(
         self, doc_id: UUID, keep_dirs: Sequence[str] = (), seen: datetime | None = None
@@ -978,6 +986,8 @@ class MetaStore(DeferringStore, ScopedStore):
                     return None
                 content = str(row[0])
             chunks = chunk_document(content, self.chunk_config) if index_now else None
+            # The source is kept as deleted with its own versions, before they go over.
+            self._keep_deleted(conn, source_id)
             pending = self._commit(conn, target_id, path, content, attrs, chunks, expected)
             if self.schema.has_versions:
                 self._carry_versions(conn, source_id, pending.doc_id)
@@ -994,7 +1004,7 @@ class MetaStore(DeferringStore, ScopedStore):
                     "  AND d.updated_at IS DISTINCT FROM %(at)s",
                     self._params(target=pending.doc_id, source=source_id, at=source_at),
                 )
-            self._delete_row(conn, source_id)
+            self._delete_row(conn, source_id, keep=False)
             self._keep_directories(conn, keep_dirs)
         result = pending.result()
         self._learn(result, path, content_hash(content), pending)
