@@ -201,6 +201,7 @@ class OtherWriters:
         new_parent = fs.tree.ensure_dir(parent_path, fs.clock())
         if new_parent is None or name in new_parent.children:
             log.warning("cannot show %r moved by another writer: the name is taken", new_path)
+            self._left_behind(node)
             return
         old_parent, old_name = node.parent, node.name
         fs.tree.move(node, new_parent, name)
@@ -210,6 +211,23 @@ class OtherWriters:
             fs.prune_implied(old_parent)
         fs.kernel.entry(new_parent.ino, name)
         fs.kernel.inode(new_parent.ino)
+
+    def _left_behind(self, node: FileNode) -> None:
+        """The row ``node`` stood for went to a name taken here (a file being written): the
+        old name holds no row any more and goes, unless it has changes of its own (then
+        its save makes a document there anew).  Kept, it would stand for nothing: a reader
+        opening it would create an empty document nobody wrote."""
+        fs = self.fs
+        buffer = fs.buffers.get(node.ino)
+        if fs.open_for_writing(node) or (isinstance(buffer, FileBuffer) and buffer.dirty):
+            return
+        parent = node.parent
+        fs.tree.detach(node)
+        if node.ino not in fs.tree.inodes:
+            fs.buffers.pop(node.ino, None)
+        if parent is not None:
+            fs.kernel.entry(parent.ino, node.name)
+            fs.kernel.inode(parent.ino)
 
     async def _external_content(self, node: FileNode, row: DocRow) -> None:
         fs = self.fs

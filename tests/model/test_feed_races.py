@@ -240,3 +240,22 @@ async def test_a_rename_commits_a_file_without_a_row_under_the_lock_it_holds(
         await fs.rename(ROOT_INODE, "x.md", ROOT_INODE, "x.md~")
     await fs.release(fh)
     assert docs(sql_conn) == {"x.md": "new\n"}
+
+
+async def test_a_row_moved_onto_a_name_being_written_here_leaves_no_phantom(
+    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """Found by the history checker's ``.at/`` snapshots (seed 2, legacy): another writer
+    renamed ``.z.md.tmp`` to ``z.md`` while this mount was writing a new ``z.md``; the
+    move could not be shown (the name was taken), the local ``z.md`` then saved into that
+    row, and the old name stayed as an empty unsaved file: ``cp -r`` opening it created an
+    empty document nobody wrote."""
+    await write_file(fs, ROOT_INODE, ".z.md.tmp", b"theirs\n")
+    fh, _ = await fs.create(ROOT_INODE, "z.md", 0o644, WRITE)
+    await fs.write(fh, 0, b"mine\n")
+    sql_conn.execute("UPDATE memory_documents SET path = 'z.md' WHERE path = '.z.md.tmp'")
+    await OtherWriters(fs).resync()  # the move is seen while z.md is being written here
+    await fs.release(fh)  # saved into the row now at z.md (merged or kept beside)
+    assert ".z.md.tmp" not in fs.tree.root.children, "a name no row is at"
+    rows = [r[0] for r in sql_conn.execute("SELECT path FROM memory_documents ORDER BY path")]
+    assert ".z.md.tmp" not in rows and "z.md" in rows, rows
