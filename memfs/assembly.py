@@ -131,7 +131,7 @@ def assemble(
         extensions.append(ScopesTree(workspace.readers, calls))
     status = MountStatus(
         server=redacted(database.url), layout=database.schema.describe(), watching=watching,
-        ping=database.ping, counts=lambda: database.workspace_summary(settings), calls=calls,
+        ping=database.ping, counts=lambda: _status_counts(database, settings), calls=calls,
         stats=stats, recovery=recovery, reindexer=reindexer, embeddings=embeddings,
         deferred=store.changes_queued,
         provider=f"{embedder.provider.model} ({embedding_settings.provider})"
@@ -207,6 +207,15 @@ def _watch(
     if embeddings is not None:
         stats.watch("memfs_chunks_embedded", "chunk embeddings written",
                     lambda: embeddings.written, "counter")  # fmt: skip
+
+
+def _status_counts(database: Database, settings: Settings) -> dict[str, object]:
+    """The workspace's counts for ``.status``, with the documents queued for re-chunking
+    by every mount (the legacy layout's queue; Reborn re-chunks in each save)."""
+    counts: dict[str, object] = dict(database.workspace_summary(settings))
+    waiting = database.waiting_work(settings)
+    counts["documents_queued"] = waiting[0] if waiting is not None else 0
+    return counts
 
 
 def _lent_by(readers: Sequence[DocumentStore]) -> Callable[[Sequence[str]], dict[str, str]] | None:

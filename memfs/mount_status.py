@@ -112,14 +112,15 @@ class MountStatus:
             if error is not None:
                 database["error"] = error
         embeddings: dict[str, Any] = {"provider": self.provider}
+        chunking: dict[str, Any] = {"in_each_save": self.reindexer is None}
         if counts is not None:
             database["documents"] = counts.get("documents")
             database["chunks"] = counts.get("chunks")
             embeddings["chunks_waiting"] = counts.get("embeddings_pending")
+            chunking["queued_in_database"] = counts.get("documents_queued")
         if self.embeddings is not None:
             embeddings["enabled"] = self.embeddings.enabled
             embeddings["last_error"] = self.embeddings.last_error
-        chunking: dict[str, Any] = {"in_each_save": self.reindexer is None}
         if self.reindexer is not None:
             chunking["documents_waiting"] = self.reindexer.waiting
             chunking["last_error"] = self.reindexer.last_error
@@ -220,7 +221,9 @@ def render_text(report: dict[str, Any]) -> str:
     else:
         waiting = chunking["documents_waiting"]
         error = f" (last error: {chunking['last_error']})" if chunking["last_error"] else ""
-        line("chunks", f"{waiting or 'no'} documents waiting{error}")
+        queued = chunking.get("queued_in_database")
+        everyone = f", {queued} queued by all mounts" if queued is not None else ""
+        line("chunks", f"{waiting or 'no'} documents of this mount waiting{everyone}{error}")
     embeddings = report["embeddings"]
     if embeddings["provider"] is None:
         line("embeddings", "no provider: search is full-text")
