@@ -480,3 +480,28 @@ async def test_e12_a_deleted_document_leaves_nothing_search_could_find(
     assert rows(sql_conn) == {}
     engine = RebornSearch(RebornSearchStore(store.pool, store.scope), _direct, store.id_of)
     assert (await engine.search("launch")).results == []
+
+
+def test_a_rename_over_whose_source_changed_meanwhile_leaves_the_source_its_history(
+    store: RebornStore, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """Found by the history checker's ``.at/`` snapshots (Reborn seed 5): a rename over
+    another document whose source another writer changed after the mount read it kept the
+    source (its delete is conditional) but carried its versions to the target anyway: the
+    source lost its history, and ``.at/`` showed it wrong."""
+    source = store.commit_document(None, "z.md", "one\n", NO_ATTRS)
+    store.commit_document(source.doc_id, "z.md", "two\n", NO_ATTRS)
+    target = store.commit_document(None, "x.md", "ex\n", NO_ATTRS)
+    seen = store.find_document("z.md")
+    assert seen is not None
+    sql_conn.execute(  # another writer, after the mount read the source
+        "UPDATE root_filesystem_entries SET contents = 'two\nthree\n', version = version + 1, "
+        "updated_at = now() WHERE path = %s",
+        (A + "/z.md",),
+    )
+    store.replace_document(source.doc_id, target.doc_id, "x.md", "two\n", NO_ATTRS,
+                           source_at=seen.updated_at)  # fmt: skip
+    left = rows(sql_conn)
+    assert "z.md" in left, "the changed source stays"
+    assert "z.md.versions/1" in left, "with its own versions"
+    assert json.loads(left["z.md.versions/1"]["contents"])["content"] == "one\n"

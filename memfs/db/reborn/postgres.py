@@ -299,7 +299,9 @@ class PostgresRows:
             {"p": path, "mode": attrs.mode, "mtime": attrs.mtime_ns},
         )
 
-    def carry_versions(self, conn: Any, source: str, target: str, relative: str) -> None:
+    def carry_versions(
+        self, conn: Any, source: Family, target: str, relative: str, seen: Any
+    ) -> None:
         conn.execute(
             f"UPDATE {TABLE} t SET "
             "  path = %(tv)s || '/' || ((t.indexed ->> 'version')::int + o.off)::text, "
@@ -311,9 +313,13 @@ class PostgresRows:
             f"  FROM {TABLE} WHERE path >= %(tv)s || '/' AND path < %(tv)s || '0' "
             "  AND kind = 'memory_document_version') AS o "
             "WHERE t.path >= %(sv)s || '/' AND t.path < %(sv)s || '0' "
-            "  AND t.kind = 'memory_document_version'",
-            {"sv": source, "tv": target, "rel": relative},
-        )
+            "  AND t.kind = 'memory_document_version' "
+            f"  AND EXISTS (SELECT 1 FROM {TABLE} s WHERE s.path = %(sd)s "
+            "    AND s.kind = 'memory_document' "
+            "    AND (%(seen)s::timestamptz IS NULL OR s.updated_at = %(seen)s))",
+            {"sv": source.versions, "sd": source.doc, "tv": target, "rel": relative,
+             "seen": seen},
+        )  # fmt: skip
 
     def keep_family(self, conn: Any, family: Family, seen: Any, keep: KeepAs) -> None:
         conn.execute(

@@ -215,9 +215,12 @@ class RebornRows(Protocol):
         answers a row if there is such a document."""
         ...
 
-    def carry_versions(self, conn: Any, source: str, target: str, relative: str) -> None:
-        """The version rows below ``source`` moved below ``target``, numbered after the
-        target's own, their ``doc_relative_path`` made ``relative``."""
+    def carry_versions(
+        self, conn: Any, source: Family, target: str, relative: str, seen: Any
+    ) -> None:
+        """The version rows of ``source`` moved below ``target``, numbered after the
+        target's own, their ``doc_relative_path`` made ``relative``: only if the source's
+        row is at ``seen`` (None: any)."""
         ...
 
     def keep_family(self, conn: Any, family: Family, seen: Any, keep: KeepAs) -> None:

@@ -407,11 +407,20 @@ class SqliteRows:
         ).fetchone()
         return int(row[0])
 
-    def carry_versions(self, conn: Any, source: str, target: str, relative: str) -> None:
+    def carry_versions(
+        self, conn: Any, source: Family, target: str, relative: str, seen: Any
+    ) -> None:
+        at, extra = _seen(seen)
+        there = conn.execute(
+            f"SELECT 1 FROM {TABLE} WHERE path = :doc AND kind = 'memory_document' AND {_GUARD}",
+            {"doc": source.doc, "at": at, "extra": extra},
+        ).fetchone()
+        if there is None:
+            return  # another writer changed the source: it stays, with its history
         offset = self._highest_version(conn, target)
         carried = conn.execute(
             f"SELECT path, indexed FROM {TABLE} WHERE {BELOW} AND kind = 'memory_document_version'",
-            {"p": source},
+            {"p": source.versions},
         ).fetchall()
         for path, indexed in carried:
             keys = json.loads(indexed)

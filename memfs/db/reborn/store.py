@@ -756,12 +756,16 @@ class RebornStore(DeferringStore):
 
     # -- removing and moving (IronClaw has neither: the document goes with its sidecars) --
 
-    def _carry_versions(self, conn: Any, source: str, target: str) -> None:
+    def _carry_versions(
+        self, conn: Any, source: str, target: str, seen: datetime | None = None
+    ) -> None:
         """A document renamed over another keeps its history: the source's version
         sidecars become the target's, numbered after the target's own (memfs's rule:
-        IronClaw has no rename; its delete of the source would take them)."""
-        self.rows.carry_versions(conn, self.scope.row(source) + ".versions",
-                                 self.scope.row(target) + ".versions", target)  # fmt: skip
+        IronClaw has no rename; its delete of the source would take them) - only while
+        the source is at ``seen``, as its delete is: a source another writer changed
+        meanwhile stays, with its own history."""
+        self.rows.carry_versions(conn, self._family(source), self.scope.row(target) + ".versions",
+                                 target, seen)  # fmt: skip
 
     def _family(self, relative: str) -> Family:
         """A document's row and its sidecars' ranges."""
@@ -1000,7 +1004,7 @@ class RebornStore(DeferringStore):
                 # Kept with its own versions before they go to the target.
                 self.rows.keep_family(conn, self._family(source), source_at,
                                       KeepAs(self.scope.prefix, source))  # fmt: skip
-                self._carry_versions(conn, source, path)
+                self._carry_versions(conn, source, path, source_at)
                 source_gone = self._delete(conn, source_id, source_at, keep=False)
             self._keep_directories(conn, keep_dirs)
         if source_gone() is False:  # another writer changed it after the mount read it
