@@ -125,8 +125,10 @@ class Snapshotter:
             moment, monotonic = datetime.now(UTC), time.monotonic()
             time.sleep(0.05)
             copy = self.folder / f"snapshot-{n}"
-            done = subprocess.run(["cp", "-r", str(self.run.mounts[0].path()), str(copy)],
-                                  timeout=120, capture_output=True, text=True, check=False)  # fmt: skip
+            done = subprocess.run(
+                ["cp", "-r", str(self.run.mounts[0].path()), str(copy)],
+                timeout=120, capture_output=True, text=True, check=False,
+            )  # fmt: skip
             if done.returncode != 0:
                 self.failures.append(f"snapshot {n}: cp -r failed: {done.stderr[-600:]}")
                 return
