@@ -27,7 +27,9 @@ from typing import TYPE_CHECKING
 
 import psycopg
 
+from memfs.db.capabilities import Move
 from memfs.scratch import Kind, ScratchRules
+from memfs.vfs.at_dir import path_then
 
 if TYPE_CHECKING:
     from tests.history.driver import Run
@@ -229,8 +231,21 @@ def _rows_then(run: Run, problems: list[str]) -> str:
 
 
 def _agent_deleted_after(run: Run, snapshot: Snapshot) -> set[str]:
-    return {
-        op.path
-        for op in run.history.ops
-        if op.kind == "agent-delete" and op.end >= snapshot.monotonic
-    }
+    """Paths, as they were at the snapshot, of documents the agent deleted by SQL after
+    it (mapped back through the moves made between the two)."""
+    with psycopg.connect(run.url, autocommit=True) as conn:
+        moves = [
+            Move(old, new, folder, at)
+            for old, new, folder, at in conn.execute(
+                "SELECT old_path, new_path, folder, moved_at FROM memfs.path_history "
+                "WHERE moved_at > %s ORDER BY moved_at, id",
+                (snapshot.moment,),
+            ).fetchall()
+        ]
+    excused = set()
+    for op in run.history.ops:
+        if op.kind != "agent-delete" or op.end < snapshot.monotonic:
+            continue
+        deleted_at = datetime.fromtimestamp(op.wall, UTC)
+        excused.add(path_then(op.path, [m for m in moves if m.moved_at < deleted_at]))
+    return excused

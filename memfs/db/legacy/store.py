@@ -988,6 +988,8 @@ class MetaStore(DeferringStore, ScopedStore):
             chunks = chunk_document(content, self.chunk_config) if index_now else None
             # The source is kept as deleted with its own versions, before they go over.
             self._keep_deleted(conn, source_id)
+            if self.schema.has_versions:
+                self._version_if_kept(conn, target_id, content)
             pending = self._commit(conn, target_id, path, content, attrs, chunks, expected)
             if self.schema.has_versions:
                 self._carry_versions(conn, source_id, pending.doc_id)
@@ -1009,6 +1011,24 @@ class MetaStore(DeferringStore, ScopedStore):
         result = pending.result()
         self._learn(result, path, content_hash(content), pending)
         return result
+
+    def _version_if_kept(self, conn: Conn, target_id: UUID, content: str) -> None:
+        """Before the source's versions are carried over (numbered after the target's
+        own), the target's content is one of its versions even when the rename leaves it
+        as it is (a merge holding both): its history up to the rename stays its own, and
+        ``.at/`` finds the target's content of then before any carried one.  Not a second
+        time if its newest version holds it already (IronClaw's rule)."""
+        conn.execute(
+            "INSERT INTO memory_document_versions (document_id, version, content, "
+            "  content_hash, changed_by) "
+            "SELECT d.id, COALESCE((SELECT max(v.version) FROM memory_document_versions v "
+            f"  WHERE v.document_id = d.id), 0) + 1, d.content, {_SERVER_HASH}, %(user)s "
+            "FROM memory_documents d WHERE d.id = %(id)s AND d.content = %(content)s "
+            f"  AND d.content <> '' AND {_SERVER_HASH} IS DISTINCT FROM (SELECT l.content_hash "
+            "  FROM memory_document_versions l WHERE l.document_id = d.id "
+            "  ORDER BY l.version DESC LIMIT 1)",
+            self._params(id=target_id, content=content),
+        )
 
     def _carry_versions(self, conn: Conn, source_id: UUID, target_id: UUID) -> None:
         """A document renamed over another keeps its history: the source's versions become

@@ -396,10 +396,20 @@ class RebornStore(DeferringStore):
         return results
 
     def _commit(
-        self, conn: Any, relative: str, data: bytes, attrs: FileAttrs, expected: datetime | None
+        self,
+        conn: Any,
+        relative: str,
+        data: bytes,
+        attrs: FileAttrs,
+        expected: datetime | None,
+        *,
+        version_unchanged: bool = False,
     ) -> Callable[[], CommitResult]:
         """Send one document's save (its reads are answered here, its writes are not):
-        the answer is read, once the transaction is committed, by calling the result."""
+        the answer is read, once the transaction is committed, by calling the result.
+        ``version_unchanged``: the content it replaces is kept as a version even if it is
+        the same (a rename over the document: its history up to then stays its own
+        before the source's versions are carried after it)."""
         problem = layout.path_problem(relative)
         if problem is not None:
             raise WriteRefused(
@@ -434,7 +444,11 @@ class RebornStore(DeferringStore):
             other_changed = expected is not None and current.updated_at != expected
             if current.contents and current.contents != data and (other_changed or not expected):
                 replaced = layout.content_hash(current.contents)  # not hashed on a plain save
-            versioned = bool(current.contents) and current.contents != data and meta.versioned
+            versioned = (
+                bool(current.contents)
+                and (current.contents != data or version_unchanged)
+                and meta.versioned
+            )
             if other_changed and not versioned and current.contents != data:
                 conflict = self._keep_as_copy(conn, relative, current.contents)
             written = self._update_query(conn, full, data, current.version)
@@ -998,7 +1012,8 @@ class RebornStore(DeferringStore):
                 if data is None:
                     return None
                 content = data.decode("utf-8")
-            finish = self._commit(conn, path, content.encode("utf-8"), attrs, expected)
+            finish = self._commit(conn, path, content.encode("utf-8"), attrs, expected,
+                                  version_unchanged=source != path)  # fmt: skip
             source_gone: Callable[[], bool | None] = lambda: None  # noqa: E731
             if source != path:  # (never the row just written, whatever the ids say)
                 # Kept with its own versions before they go to the target.
