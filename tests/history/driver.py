@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import random
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -354,6 +355,18 @@ class MountWriter:
         _write_file(op, self.root / path, body, os.O_TRUNC)
 
 
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def _version_body(old: bytes) -> str:
+    """IronClaw's body of a Reborn version row keeping ``old``."""
+    return _json({
+        "changed_by": "tenant:reborn-cli:user:default:agent:reborn-cli-agent:project:_none",
+        "content": old.decode(), "content_hash": "sha256:" + hashlib.sha256(old).hexdigest(),
+    })  # fmt: skip
+
+
 #: IronClaw's content hash of a legacy document row ``d``.
 _HASH = "'sha256:' || encode(sha256(convert_to(d.content, 'UTF8')), 'hex')"
 
@@ -366,7 +379,12 @@ class Agent:
         self.run = run
         self.rng = rng
         self.name = "agent"
-        self.conn = psycopg.connect(run.url, autocommit=True)
+        self.libsql = run.url.startswith("sqlite:")
+        self.conn: Any = (
+            sqlite3.connect(run.url.removeprefix("sqlite:"), isolation_level=None,
+                            timeout=15.0, check_same_thread=False)
+            if self.libsql else psycopg.connect(run.url, autocommit=True)
+        )  # fmt: skip
         #: One statement at a time on the connection (workers call ``step`` too).
         self._lock = threading.Lock()
 
@@ -385,11 +403,13 @@ class Agent:
         marker = self.run.marker(self.name) if kind != "agent-delete" else None
         op = self.run.history.begin(self.name, kind, path, marker=marker)
         try:
-            if self.run.engine.name == "legacy":
+            if self.libsql:
+                done = self._libsql(kind, path, f"{marker}\n")
+            elif self.run.engine.name == "legacy":
                 done = self._legacy(kind, path, f"{marker}\n")
             else:
                 done = self._reborn(kind, path, f"{marker}\n")
-        except psycopg.Error as exc:
+        except (psycopg.Error, sqlite3.Error) as exc:
             History.end(op, INFO, _errno(exc))
             return
         History.end(op, OK if done else FAIL, "" if done else "no such document")
@@ -468,6 +488,68 @@ class Agent:
                     return True
         raise psycopg.errors.SerializationFailure("the row kept changing")
 
+    def _libsql(self, kind: str, path: str, line: str) -> bool:
+        """IronClaw's writes to its libSQL file: each its own ``BEGIN IMMEDIATE``
+        transaction, the replaced content kept as ``.versions/<n>``."""
+        full = f"{reborn_prefix('default')}/{path}"
+        now = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            if kind == "agent-delete":
+                gone = self.conn.execute(
+                    "DELETE FROM root_filesystem_entries WHERE path = :p OR path = :p || '.meta' "
+                    "OR (path >= :p || '.chunks/' AND path < :p || '.chunks0') "
+                    "OR (path >= :p || '.versions/' AND path < :p || '.versions0')",
+                    {"p": full},
+                ).rowcount
+                self.conn.execute("COMMIT")
+                return gone > 0
+            row = self.conn.execute(
+                "SELECT contents FROM root_filesystem_entries WHERE path = ? "
+                "AND kind = 'memory_document'",
+                (full,),
+            ).fetchone()
+            keys = {"agent_id": "reborn-cli-agent", "tenant_id": "reborn-cli",
+                    "user_id": "default"}  # fmt: skip
+            if row is None:
+                if kind == "agent-append":
+                    self.conn.execute("COMMIT")
+                    return False
+                self.conn.execute(
+                    "INSERT INTO root_filesystem_entries (path, contents, kind, content_type, "
+                    f"indexed, version, updated_at) VALUES (?, ?, 'memory_document', "
+                    f"'application/json', ?, 1, {now})",
+                    (full, line.encode(), _json(keys)),
+                )
+                self.conn.execute("COMMIT")
+                return True
+            old = bytes(row[0])
+            self.conn.execute(
+                "UPDATE root_filesystem_entries SET contents = ?, version = version + 1, "
+                f"updated_at = {now} WHERE path = ? AND kind = 'memory_document'",
+                (old + line.encode(), full),
+            )
+            if old:
+                (number,) = self.conn.execute(
+                    "SELECT COALESCE(max(CAST(json_extract(indexed, '$.version') AS INTEGER)), "
+                    "0) + 1 FROM root_filesystem_entries WHERE path >= ? AND path < ? "
+                    "AND kind = 'memory_document_version'",
+                    (full + ".versions/", full + ".versions0"),
+                ).fetchone()
+                self.conn.execute(
+                    "INSERT INTO root_filesystem_entries (path, contents, kind, content_type, "
+                    f"indexed, version, updated_at) VALUES (?, ?, 'memory_document_version', "
+                    f"'application/json', ?, 1, {now})",
+                    (f"{full}.versions/{number}", _version_body(old).encode(),
+                     _json({**keys, "doc_relative_path": path, "version": number})),
+                )  # fmt: skip
+            self.conn.execute("COMMIT")
+            return True
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("ROLLBACK")
+            raise
+
     def _reborn_version(self, full: str, path: str, old: bytes) -> None:
         """IronClaw v1.3's write keeps the replaced content as ``.versions/<n>``."""
         if not old:
@@ -479,11 +561,7 @@ class Agent:
             {"v": full + ".versions/", "w": full + ".versions0"},
         ).fetchone()
         keys = {"agent_id": "reborn-cli-agent", "tenant_id": "reborn-cli", "user_id": "default"}
-        body = json.dumps(
-            {"changed_by": "tenant:reborn-cli:user:default:agent:reborn-cli-agent:project:_none",
-             "content": old.decode(), "content_hash": "sha256:" + hashlib.sha256(old).hexdigest()},
-            ensure_ascii=False, separators=(",", ":"), sort_keys=True,
-        )  # fmt: skip
+        body = _version_body(old)
         self.conn.execute(
             "INSERT INTO root_filesystem_entries (path, contents, kind, content_type, indexed, "
             "version) VALUES (%s, %s, 'memory_document_version', 'application/json', %s, 1)",
@@ -699,6 +777,8 @@ def settle_and_unmount(run: Run) -> dict[str, str]:
 
 def final_state(run: Run, daemon_problems: dict[str, str]) -> FinalState:
     """Read back every document, version row and duplicate of the workspace."""
+    if run.url.startswith("sqlite:"):
+        return _libsql_state(run, daemon_problems)
     with psycopg.connect(run.url, autocommit=True) as conn:
         if run.engine.name == "legacy":
             scope = {"user": "default", "agent": run.agent_id}
@@ -731,6 +811,28 @@ def final_state(run: Run, daemon_problems: dict[str, str]) -> FinalState:
             owner = path.removeprefix(prefix + "/").rpartition(".versions/")[0]
             found.append((owner, json.loads(bytes(body))["content"]))
         return FinalState(documents, found, [], daemon_problems)
+
+
+def _libsql_state(run: Run, daemon_problems: dict[str, str]) -> FinalState:
+    prefix = reborn_prefix("default") + "/"
+    db = sqlite3.connect(run.url.removeprefix("sqlite:"))
+    try:
+        rows = db.execute(
+            "SELECT path, kind, contents FROM root_filesystem_entries WHERE path >= ? "
+            "AND path < ? AND kind IN ('memory_document', 'memory_document_version')",
+            (prefix, prefix[:-1] + "0"),
+        ).fetchall()
+    finally:
+        db.close()
+    documents, versions = {}, []
+    for path, kind, body in rows:
+        relative = path[len(prefix) :]
+        if kind == "memory_document":
+            documents[relative] = bytes(body).decode("utf-8", errors="replace")
+        else:
+            owner = relative.rpartition(".versions/")[0]
+            versions.append((owner, json.loads(bytes(body))["content"]))
+    return FinalState(documents, versions, [], daemon_problems)
 
 
 __all__ = ["Agent", "MountWriter", "Run", "drive", "final_state", "settle_and_unmount"]

@@ -16,6 +16,7 @@ import contextlib
 import os
 import random
 import shutil
+import sqlite3
 import subprocess
 import threading
 import time
@@ -177,6 +178,8 @@ def compare(run: Run, snapshot: Snapshot) -> list[str]:
 def _rows_then(run: Run, problems: list[str]) -> str:
     """What the database holds of the documents that differ: each row's times and every
     version's (number, time, last line), to tell a late view from a wrong past."""
+    if run.url.startswith("sqlite:"):
+        return "  (IronClaw's libSQL file: its rows are in the test's file)"
     paths = {line.split("/snapshot-", 1)[1].split(" ", 1)[0].split("/", 1)[1]
              for line in problems if line.startswith("diff -r ")}  # fmt: skip
     out = []
@@ -230,18 +233,37 @@ def _rows_then(run: Run, problems: list[str]) -> str:
     return "\n".join(out)
 
 
-def _agent_deleted_after(run: Run, snapshot: Snapshot) -> set[str]:
-    """Paths, as they were at the snapshot, of documents the agent deleted by SQL after
-    it (mapped back through the moves made between the two)."""
+def _moves_after(run: Run, moment: datetime) -> list[Move]:
+    """The moves memfs recorded after ``moment`` (its own tables, or its file beside
+    IronClaw's libSQL file)."""
+    if run.url.startswith("sqlite:"):
+        own = run.url.removeprefix("sqlite:") + ".memfs"
+        since = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        db = sqlite3.connect(own)
+        try:
+            rows = db.execute(
+                "SELECT old_path, new_path, folder, moved_at FROM path_history "
+                "WHERE moved_at > ? ORDER BY moved_at, rowid",
+                (since,),
+            ).fetchall()
+        finally:
+            db.close()
+        return [Move(o, n, bool(f), datetime.fromisoformat(t)) for o, n, f, t in rows]
     with psycopg.connect(run.url, autocommit=True) as conn:
-        moves = [
+        return [
             Move(old, new, folder, at)
             for old, new, folder, at in conn.execute(
                 "SELECT old_path, new_path, folder, moved_at FROM memfs.path_history "
                 "WHERE moved_at > %s ORDER BY moved_at, id",
-                (snapshot.moment,),
+                (moment,),
             ).fetchall()
         ]
+
+
+def _agent_deleted_after(run: Run, snapshot: Snapshot) -> set[str]:
+    """Paths, as they were at the snapshot, of documents the agent deleted by SQL after
+    it (mapped back through the moves made between the two)."""
+    moves = _moves_after(run, snapshot.moment)
     excused = set()
     for op in run.history.ops:
         if op.kind != "agent-delete" or op.end < snapshot.monotonic:

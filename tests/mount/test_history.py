@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.engines import Engine
+from tests.engines import LIBSQL, Engine
 from tests.history import audit
 from tests.history.check import check, not_merged
 from tests.history.driver import Run, drive, final_state, settle_and_unmount
@@ -56,12 +56,13 @@ def run_history(
     # Legacy: an agent id, so IronClaw's unique (user, agent, path) index applies.
     agent_id = str(uuid.uuid4()) if engine.name == "legacy" else None
     extra = ["--agent-id", agent_id] if agent_id else []
-    mounts = [mount_factory(database_url, name=f"m{i}", extra_args=extra, plant=plant)
+    url = engine.mount_url(database_url)
+    mounts = [mount_factory(url, name=f"m{i}", extra_args=extra, plant=plant)
               for i in range(MOUNTS)]  # fmt: skip
-    if os.environ.get("MEMFS_HISTORY_KEEP"):
+    if os.environ.get("MEMFS_HISTORY_KEEP") and engine.name != "libsql":
         audit.install(database_url, engine.name)
     home = work_dir / f"history-{engine}-{seed}-{plant or 'clean'}"  # the sync folder's too
-    run = Run(engine, database_url, mounts, seed, client_env(home), agent_id)
+    run = Run(engine, url, mounts, seed, client_env(home), agent_id)
     snapshots = home / "snapshots"
     snapshots.mkdir(parents=True, exist_ok=True)
     drive(run, workers_per_mount=WORKERS, operations=operations,
@@ -105,3 +106,25 @@ def test_nothing_acknowledged_is_lost(
             + "\n".join(violations[:40])
             + f"\n{summary}\n{logs}"
         )
+
+
+#: Seeds of the run on IronClaw's libSQL file (two in CI: each run is about half a minute;
+#: ``MEMFS_HISTORY_LIBSQL_SEEDS`` widens it).
+LIBSQL_SEEDS = [int(s) for s in os.environ.get("MEMFS_HISTORY_LIBSQL_SEEDS", "1,2").split(",")]
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("seed", LIBSQL_SEEDS)
+def test_nothing_acknowledged_is_lost_on_libsql(
+    database_url: str, mount_factory: Any, work_dir: Path, seed: int
+) -> None:
+    """The same checker on IronClaw's libSQL file: two mounts of one file, the agent
+    writing with IronClaw's short ``BEGIN IMMEDIATE`` transactions."""
+    LIBSQL.prepare(database_url)
+    run, violations = run_history(LIBSQL, database_url, mount_factory, work_dir, seed,
+                                  OPERATIONS, shared_log=seed in SHARED_SEEDS)  # fmt: skip
+    violations += not_merged(run.history, final_state(run, {}))
+    print(f"history seed {seed} on libsql: {run.history.summary()}")
+    assert not violations, f"seed {seed} on libsql: {len(violations)} violations:\n" + "\n".join(
+        violations[:40]
+    )
