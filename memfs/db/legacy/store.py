@@ -1107,12 +1107,17 @@ class MetaStore(DeferringStore, ScopedStore):
             )
         rows = conn.execute(
             "WITH moved AS ("
-            "  SELECT id, updated_at AS old_at FROM memory_documents "
+            "  SELECT id, updated_at AS old_at, path AS old_path FROM memory_documents "
             f"  WHERE {SCOPE} AND path LIKE %(prefix)s ESCAPE '\\' AND {go} FOR UPDATE"
             "), upd AS ("
             "  UPDATE memory_documents d SET path = %(new)s || substr(d.path, %(cut)s) "
             "  FROM moved WHERE d.id = moved.id "
-            "  RETURNING d.id, d.updated_at, moved.old_at"
+            "  RETURNING d.id, d.updated_at, moved.old_at, moved.old_path, d.path AS new_path"
+            "), noted AS ("
+            # Each document's move, for .at/: one folder-wide row would also move, in the
+            # past, documents made in the new folder afterwards.
+            "  INSERT INTO memfs.path_history (workspace, old_path, new_path) "
+            "  SELECT memfs.legacy_workspace(%(user)s, %(agent)s), old_path, new_path FROM upd"
             "), att AS ("
             # Keep each moved document's mtime (a rename must not look like an edit).
             "  INSERT INTO memfs.file_attrs (document_id, mode, mtime_ns, set_against) "
@@ -1135,11 +1140,6 @@ class MetaStore(DeferringStore, ScopedStore):
         conn.execute(
             "UPDATE memfs.directories SET path = %(new)s || substr(path, %(cut)s) "
             f"WHERE {SCOPE} AND (path = %(old)s OR path LIKE %(prefix)s ESCAPE '\\') AND {go}",
-            params,
-        )
-        conn.execute(
-            "INSERT INTO memfs.path_history (workspace, old_path, new_path, folder) SELECT "
-            f"memfs.legacy_workspace(%(user)s, %(agent)s), %(old)s, %(new)s, true WHERE {go}",
             params,
         )
         return free, rows

@@ -359,12 +359,13 @@ class PostgresRows:
             {**family._asdict(), "seen": seen},
         )
 
-    def note_move(self, conn: Any, workspace: str, old: str, new: str, folder: bool) -> None:
-        conn.execute(
-            "INSERT INTO memfs.path_history (workspace, old_path, new_path, folder) "
-            "VALUES (%s, %s, %s, %s)",
-            (workspace, old, new, folder),
-        )
+    def note_moves(self, conn: Any, workspace: str, moves: Sequence[tuple[str, str]]) -> None:
+        if moves:
+            conn.execute(
+                "INSERT INTO memfs.path_history (workspace, old_path, new_path) "
+                "SELECT %s, o, n FROM unnest(%s::text[], %s::text[]) AS m(o, n)",
+                (workspace, [o for o, _ in moves], [n for _, n in moves]),
+            )
 
     def move_families(
         self, conn: Any, olds: Sequence[str], news: Sequence[str], relatives: Sequence[str]

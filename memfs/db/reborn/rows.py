@@ -234,8 +234,8 @@ class RebornRows(Protocol):
         (None: any); answers (removed, still there)."""
         ...
 
-    def note_move(self, conn: Any, workspace: str, old: str, new: str, folder: bool) -> None:
-        """Record a move of a document (or a folder) by relative paths, for ``.at/``."""
+    def note_moves(self, conn: Any, workspace: str, moves: Sequence[tuple[str, str]]) -> None:
+        """Record documents' moves (old relative path, new) for ``.at/``: one statement."""
         ...
 
     def move_families(

@@ -459,11 +459,11 @@ class SqliteRows:
         ).fetchone()[0]
         return answers([(len(gone), still)])
 
-    def note_move(self, conn: Any, workspace: str, old: str, new: str, folder: bool) -> None:
-        conn.execute(
+    def note_moves(self, conn: Any, workspace: str, moves: Sequence[tuple[str, str]]) -> None:
+        conn.executemany(
             "INSERT INTO memfs.path_history (workspace, old_path, new_path, folder, moved_at) "
-            f"VALUES (?, ?, ?, ?, {NOW})",
-            (workspace, old, new, int(folder)),
+            f"VALUES (?, ?, ?, 0, {NOW})",
+            [(workspace, old, new) for old, new in moves],
         )
 
     def move_families(

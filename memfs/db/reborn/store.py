@@ -857,7 +857,7 @@ class RebornStore(DeferringStore):
             if found is not None:
                 after = self._move_query(conn, [(relative, new_path)])
                 self._write_attrs(conn, target, attrs, None)
-                self.rows.note_move(conn, self.scope.prefix, relative, new_path, False)
+                self.rows.note_moves(conn, self.scope.prefix, [(relative, new_path)])
             self._keep_directories(conn, keep_dirs)
         replaced_gone()
         if found is None or after is None:
@@ -976,7 +976,9 @@ class RebornStore(DeferringStore):
         moves = [(rel, new_path + rel[len(old_path) :]) for rel in before]
         after = self._move_query(conn, moves).fetchall() if moves else []
         self.rows.move_directories(conn, old_full, new_full)
-        self.rows.note_move(conn, self.scope.prefix, old_path, new_path, True)
+        # Each document's move, for .at/ (not the folder's: documents made in the new
+        # folder afterwards were never in the old one).
+        self.rows.note_moves(conn, self.scope.prefix, moves)
         moved: dict[UUID, Moved] = {}
         moved_at: dict[str, datetime] = dict(after)
         for old_rel, new_rel in moves:
