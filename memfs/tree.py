@@ -63,6 +63,7 @@ class FileNode(Node):
     __slots__ = (
         "client_mtime_ns",
         "created_ns",
+        "displaced",
         "doc_id",
         "extra_links",
         "open_count",
@@ -86,6 +87,9 @@ class FileNode(Node):
         self.origin_doc_id: UUID | None = None
         #: Further (parent, name) entries of a hard-linked scratch file.
         self.extra_links: list[tuple[DirNode, str]] = []
+        #: Its row went to another node (a save here found the row, moved there by another
+        #: writer, at the other node's name): the name stands for nothing any more.
+        self.displaced = False
 
     @property
     def nlink(self) -> int:
@@ -348,10 +352,12 @@ class Tree:
         if node.doc_id is not None and self.docs.get(node.doc_id) is node:
             del self.docs[node.doc_id]
         node.doc_id = doc_id
+        node.displaced = False
         if node.parent is not None:
             previous = self.docs.get(doc_id)
             if previous is not None and previous is not node:
                 previous.doc_id = None
+                previous.displaced = True
             self.docs[doc_id] = node
 
     def unbind_document(self, node: FileNode) -> None:

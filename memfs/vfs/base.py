@@ -611,15 +611,10 @@ class FilesystemBase:
         under a synthetic tree is that tree's to make (a ``.search`` query).  A document
         name not there is what process ``pid`` found (``SaverBases.absent``)."""
         parent = self.tree.get_dir(parent_ino)
-        if parent is self.tree.root and name == PROMPT_FILE and self.prompt is not None:
-            prompt = await self.prompt.lookup(self.tree)
-            prompt.lookups += 1
-            return prompt
-        if parent is self.tree.root and self.status is not None:
-            status = self.status.lookup(self.tree, name)
-            if status is not None:
-                status.lookups += 1
-                return status
+        special = await self._root_file(name) if parent is self.tree.root else None
+        if special is not None:
+            special.lookups += 1
+            return special
         if isinstance(parent, SyntheticDir) and name not in (".", ".."):
             existing = parent.children.get(name)
             extension = self._extension_of(parent)
@@ -638,11 +633,21 @@ class FilesystemBase:
             node = parent.parent or self.tree.root
         else:
             node = parent.children.get(name)
+        if node is not None and self.drop_displaced(node):
+            node = None
         if node is None:
             self._saw_absent(parent, name, pid)
             raise FsError(errno.ENOENT)
         node.lookups += 1
         return node
+
+    async def _root_file(self, name: str) -> Node | None:
+        """``.prompt``, ``.status`` or ``.status.json`` (None: another name)."""
+        if name == PROMPT_FILE and self.prompt is not None:
+            return await self.prompt.lookup(self.tree)
+        if self.status is not None:
+            return self.status.lookup(self.tree, name)
+        return None
 
     def _saw_absent(self, parent: DirNode, name: str, pid: int) -> None:
         """Process ``pid`` found no ``name`` in ``parent``: a document it writes there next
@@ -708,6 +713,27 @@ class FilesystemBase:
             return
         async with self.ns_lock:
             yield
+
+    def drop_displaced(self, node: Node) -> bool:
+        """Take out a file whose row another node took (``FileNode.displaced``) unless it
+        has changes of its own; True if it went.  Kept, it would be an empty new file a
+        reader's open and close would save as a document nobody wrote."""
+        if not isinstance(node, FileNode) or not node.displaced or node.doc_id is not None:
+            return False
+        buffer = self.buffers.get(node.ino)
+        if self.open_for_writing(node) or (isinstance(buffer, FileBuffer) and buffer.dirty):
+            return False
+        parent = node.parent
+        if parent is None:
+            return True
+        log.info("%s: its row is shown at another name now; this name goes",
+                 self.describe_node(node))  # fmt: skip
+        self.tree.detach(node)
+        if node.ino not in self.tree.inodes:
+            self.buffers.pop(node.ino, None)
+        self.kernel.entry(parent.ino, node.name)
+        self.kernel.inode(parent.ino)
+        return True
 
     def open_for_writing(self, node: FileNode) -> bool:
         """Whether a descriptor of ``node`` is open for writing here (a scan of the open
@@ -779,6 +805,8 @@ class FilesystemBase:
 
     def _snapshot(self, ino: int) -> list[tuple[str, Node]]:
         directory = self.tree.get_dir(ino)
+        for child in [c for c in directory.children.values() if isinstance(c, FileNode)]:
+            self.drop_displaced(child)
         listed = [
             item for item in directory.children.items() if item[1].ino not in self.synthetic_roots
         ]

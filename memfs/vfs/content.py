@@ -164,7 +164,7 @@ class ContentMixin(FilesystemBase):
     async def open(self, ino: int, flags: int, pid: int = 0) -> tuple[int, bool]:
         """Open a file for process ``pid`` (0: unknown); returns (fh, keep_cache)."""
         node = self.tree.get_file(ino)
-        if node.parent is None:
+        if node.parent is None or self.drop_displaced(node):
             refuse_stale(node)
         writable = (flags & os.O_ACCMODE) != os.O_RDONLY
         if writable:

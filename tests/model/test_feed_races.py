@@ -10,6 +10,7 @@ underneath; only their timing is arranged.
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from collections.abc import Callable
@@ -20,6 +21,7 @@ import psycopg
 import pytest
 import trio
 
+from memfs.errors import FsError
 from memfs.tree import ROOT_INODE, FileNode
 from memfs.vfs import Filesystem, OtherWriters
 from tests.model.test_vfs import WRITE, docs, write_file
@@ -259,3 +261,21 @@ async def test_a_row_moved_onto_a_name_being_written_here_leaves_no_phantom(
     assert ".z.md.tmp" not in fs.tree.root.children, "a name no row is at"
     rows = [r[0] for r in sql_conn.execute("SELECT path FROM memory_documents ORDER BY path")]
     assert ".z.md.tmp" not in rows and "z.md" in rows, rows
+
+
+async def test_a_save_into_a_row_moved_here_unseen_leaves_no_phantom(
+    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """Found by the history checker's ``.at/`` snapshots (seed 6, legacy): another writer
+    renamed ``.x.md.tmp`` to ``x.md``; before its event arrived, a new ``x.md`` saved here
+    found that row at its name and merged into it.  The row's old node stayed at
+    ``.x.md.tmp`` bound to nothing, and ``cp -r`` opening it created an empty document."""
+    await write_file(fs, ROOT_INODE, ".x.md.tmp", b"theirs\n")
+    sql_conn.execute("UPDATE memory_documents SET path = 'x.md' WHERE path = '.x.md.tmp'")
+    await write_file(fs, ROOT_INODE, "x.md", b"mine\n")  # the event has not come yet
+    with pytest.raises(FsError) as gone:
+        await fs.lookup(ROOT_INODE, ".x.md.tmp")
+    assert gone.value.errno == errno.ENOENT
+    assert ".x.md.tmp" not in [name for _, name, _ in fs.readdir(fs.opendir(ROOT_INODE), 0)]
+    rows = [r[0] for r in sql_conn.execute("SELECT path FROM memory_documents ORDER BY path")]
+    assert rows == ["x.md"], rows
