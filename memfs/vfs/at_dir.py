@@ -24,6 +24,7 @@ changed since, and each file's bytes are read when it is opened.  Like ``.search
 
 from __future__ import annotations
 
+import errno
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -34,6 +35,7 @@ from uuid import UUID
 from memfs.db.calls import RunDb
 from memfs.db.capabilities import Deletion, KeptDocument, KeptHistory, Move
 from memfs.db.interface import AsOf, DocumentStore, PastVersion, VersionStore
+from memfs.errors import FsError
 from memfs.paths import AT_DIR
 from memfs.tree import DirNode, FileNode, Node, ScopedFile, SyntheticDir, Tree, to_ns
 
@@ -320,7 +322,10 @@ class AtTree:
         tree = self.tree
         node = tree.docs.get(source.doc_id) if tree is not None and source.doc_id else None
         if tree is None or not isinstance(node, FileNode) or node.parent is None:
-            return b""
+            # Deleted or replaced since the moment's tree was made: the kernel looks the
+            # name up again, in the tree made anew (where a deletion is a kept one).
+            self.generation += 1
+            raise FsError(errno.ESTALE, "the document changed since this tree was made")
         path = tree.path_of(node)
         kept = await self.calls(self.versions.versions, path)
         later = [v for v in kept if v.created_at > source.moment]

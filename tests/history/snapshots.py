@@ -151,6 +151,14 @@ def _prune(copy: Path) -> None:
             os.rmdir(folder)
 
 
+def settle(run: Run) -> None:
+    """After the run: every mount's waiting changes sent and seen, before the diffs."""
+    for mount in run.mounts:
+        with contextlib.suppress(OSError):
+            mount.barrier()
+    time.sleep(0.6 if run.engine.name == "legacy" else 2.2)
+
+
 def compare(run: Run, snapshot: Snapshot) -> list[str]:
     """``diff -r`` of a snapshot's copy against ``.at/<its moment>/`` of the first mount."""
     _prune(snapshot.copy)

@@ -24,7 +24,7 @@ from tests.engines import LIBSQL, Engine
 from tests.history import audit
 from tests.history.check import check, not_merged
 from tests.history.driver import Run, drive, final_state, settle_and_unmount
-from tests.history.snapshots import compare
+from tests.history.snapshots import compare, settle
 from tests.savers import client_env, missing_programs
 
 pytestmark = pytest.mark.mount
@@ -70,7 +70,10 @@ def run_history(
           agent_operations=operations // 4, deadline=deadline, shared_log=shared_log,
           snapshots=SNAPSHOTS if plant is None else 0, snapshot_folder=snapshots)  # fmt: skip
     # Each copy made at a moment is what .at/<that moment>/ shows (issue 33).
-    past = [p for s in (run.snapshotter.taken if run.snapshotter else []) for p in compare(run, s)]
+    taken = run.snapshotter.taken if run.snapshotter else []
+    if taken:
+        settle(run)
+    past = [p for s in taken for p in compare(run, s)]
     problems = settle_and_unmount(run)
     return run, check(run.history, final_state(run, problems)) + past
 
