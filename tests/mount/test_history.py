@@ -112,9 +112,9 @@ def test_nothing_acknowledged_is_lost(
         )
 
 
-#: Seeds of the run on IronClaw's libSQL file (one in CI, with the shared file: a run is
+#: Seeds of the run on IronClaw's libSQL file (one in CI, without the shared file: a run is
 #: about half a minute; ``MEMFS_HISTORY_LIBSQL_SEEDS`` widens it).
-LIBSQL_SEEDS = [int(s) for s in os.environ.get("MEMFS_HISTORY_LIBSQL_SEEDS", "1").split(",")]
+LIBSQL_SEEDS = [int(s) for s in os.environ.get("MEMFS_HISTORY_LIBSQL_SEEDS", "3").split(",")]
 
 
 @pytest.mark.timeout(900)
