@@ -720,6 +720,8 @@ class FilesystemBase:
         reader's open and close would save as a document nobody wrote."""
         if not isinstance(node, FileNode) or not node.displaced or node.doc_id is not None:
             return False
+        if self.ns_lock.locked():
+            return False  # a rename under way may be displacing it: its own step removes it
         buffer = self.buffers.get(node.ino)
         if self.open_for_writing(node) or (isinstance(buffer, FileBuffer) and buffer.dirty):
             return False

@@ -397,7 +397,8 @@ class NamespaceMixin(ContentMixin):
                 if keep:
                     old_parent.explicit = True
             if target is not None:
-                self.tree.remove_entry(new_parent, new_name)
+                if new_parent.children.get(new_name) is target:
+                    self.tree.remove_entry(new_parent, new_name)
                 self.drop_if_freed(target.ino)
             self.tree.rename_entry(old_parent, old_name, new_parent, new_name)
             if isinstance(source, FileNode):
