@@ -40,9 +40,9 @@ SHARED_SEEDS = {1, 2} if os.environ.get("MEMFS_HISTORY_SHARED") != "1" else set(
 WORKERS = 2
 #: Moments of each run (chosen by the seed) at which the first mount is copied with
 #: ``cp -r``, every writer held; ``diff -r`` of each copy against ``.at/<moment>/`` must
-#: be empty.  Off in CI until the defects it still finds are fixed (about 3 runs in 16 at
-#: 600 operations: docs/semantics/persistence.md); ``MEMFS_HISTORY_SNAPSHOTS=3`` runs it.
-SNAPSHOTS = int(os.environ.get("MEMFS_HISTORY_SNAPSHOTS", "0"))
+#: be empty.  One per run in CI (each costs a few seconds of held writers);
+#: ``MEMFS_HISTORY_SNAPSHOTS=3`` takes more.
+SNAPSHOTS = int(os.environ.get("MEMFS_HISTORY_SNAPSHOTS", "1"))
 
 
 def run_history(
