@@ -75,3 +75,41 @@ def test_moves_are_recorded_with_their_time(stores: Any) -> None:
     ]  # fmt: skip  (a folder's move: each document's, never the folder's)
     assert moves[0].moved_at <= moves[1].moved_at
     assert kept.moves(moves[1].moved_at) == []
+
+
+def test_memfs_trigger_never_fails_ironclaws_delete(database_url: str, sql_conn: Any) -> None:
+    """Legacy, memfs's trigger installed (an empty database memfs set up): a delete by SQL
+    is kept; when keeping it fails, the delete goes on (a warning, never an error)."""
+    database = open_database(Settings(database_url=database_url))
+    try:
+        store = database.workspace(Settings(database_url=database_url), "t").documents
+        store.commit_document(None, "kept.md", "by sql\n", FileAttrs())
+        store.commit_document(None, "lost.md", "not kept\n", FileAttrs())
+    finally:
+        database.close()
+    sql_conn.execute("DELETE FROM memory_documents WHERE path = 'kept.md'")
+    kept = sql_conn.execute(
+        "SELECT path, content, deleted_by FROM memfs.deleted_documents"
+    ).fetchall()
+    assert kept == [("kept.md", "by sql\n", "sql")]
+    sql_conn.execute(  # memfs's table refuses every row now
+        "ALTER TABLE memfs.deleted_documents ADD CONSTRAINT refuse CHECK (false) NOT VALID"
+    )
+    deleted = sql_conn.execute("DELETE FROM memory_documents WHERE path = 'lost.md'").rowcount
+    assert deleted == 1, "IronClaw's delete went through"
+    assert sql_conn.execute("SELECT count(*) FROM memory_documents").fetchone() == (0,)
+
+
+def test_the_libsql_deleted_file_is_private(tmp_path: Any) -> None:
+    from tests.ironclaw_libsql import reborn_local_dev
+
+    path = reborn_local_dev(tmp_path / "reborn-local-dev.db")
+    database = open_database(Settings(database_url=f"sqlite:{path}"))
+    try:
+        workspace = database.workspace(Settings(database_url=f"sqlite:{path}"), "t")
+        made = workspace.documents.commit_document(None, "a.md", "x\n", FileAttrs())
+        assert workspace.documents.delete_document(made.doc_id, [], made.updated_at)
+    finally:
+        database.close()
+    kept = tmp_path / "reborn-local-dev.db.memfs-deleted"
+    assert kept.exists() and (kept.stat().st_mode & 0o777) == 0o600
