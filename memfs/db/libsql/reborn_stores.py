@@ -55,18 +55,8 @@ class LibsqlVersionStore:
             f"FROM {TABLE} WHERE {_BELOW} AND kind = 'memory_document_version' ORDER BY 1",
             {"p": self.scope.row(path) + ".versions"},
         ).fetchall())  # fmt: skip
-        found = []
-        for number, created, body in rows:
-            try:
-                parsed = json.loads(bytes(body))
-            except ValueError:
-                continue
-            content = parsed.get("content") if isinstance(parsed, dict) else None
-            size = len(content.encode("utf-8")) if isinstance(content, str) else 0
-            found.append(
-                VersionInfo(int(number), parse_time(created), parsed.get("changed_by"), size)
-            )
-        return found
+        found = (_version_info(number, created, body) for number, created, body in rows)
+        return [info for info in found if info is not None]
 
     def version_content(self, path: str, number: int) -> bytes | None:
         row = self.file.read(lambda c: c.execute(
@@ -104,16 +94,23 @@ class LibsqlVersionStore:
             doc = path[: path.rindex("/") - len(".versions")]
             if doc[cut:] in earliest and earliest[doc[cut:]].number <= int(number):
                 continue
-            try:
-                parsed = json.loads(bytes(body))
-            except ValueError:
-                continue
-            content = parsed.get("content") if isinstance(parsed, dict) else None
-            size = len(content.encode("utf-8")) if isinstance(content, str) else 0
-            earliest[doc[cut:]] = VersionInfo(
-                int(number), parse_time(created), parsed.get("changed_by"), size
-            )
+            info = _version_info(number, created, body)
+            if info is not None:
+                earliest[doc[cut:]] = info
         return AsOf(frozenset(path[cut:] for (path,) in born), earliest)
+
+
+def _version_info(number: Any, created: str, body: Any) -> VersionInfo | None:
+    """A version row as ``VersionInfo`` (None: its body is not IronClaw's JSON)."""
+    try:
+        parsed = json.loads(bytes(body))
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict):
+        return None
+    content = parsed.get("content")
+    size = len(content.encode("utf-8")) if isinstance(content, str) else 0
+    return VersionInfo(int(number), parse_time(created), parsed.get("changed_by"), size)
 
 
 def _text_time(at: datetime) -> str:
