@@ -7,6 +7,11 @@ traceback and becomes EIO, so a bug fails one request instead of ending the moun
 xattr policy: memfs stores no extended attributes.  ``getxattr`` and friends answer ENOSYS
 once; the kernel then stops asking (no ``security.capability`` round trip before every
 write) and tells callers EOPNOTSUPP, which vim, emacs, rsync and cp all accept.
+
+Open flags beyond pyfuse3's four: with the project's pyfuse3 (``patches/pyfuse3``, built by
+``scripts/setup``), a reader's open asks for no ``flush`` at close (``noflush``) and a
+folder's open lets the kernel keep its listing (``cache_readdir`` with ``keep_cache``); the
+model says which (``flushes``, ``listing_cached``).  With another pyfuse3 neither is set.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ log = logging.getLogger(__name__)
 P = ParamSpec("P")
 R = TypeVar("R")
 
+
+#: Whether this pyfuse3 takes ``noflush`` and ``cache_readdir`` (the project's patch).
+OPEN_FLAGS = hasattr(pyfuse3.FileInfo(), "noflush")
 
 #: Requests whose first two arguments are a directory inode and a name in it.
 _BY_ENTRY = frozenset({"lookup", "mkdir", "rmdir", "create", "unlink", "symlink", "mknod"})
@@ -197,9 +205,12 @@ class MemfsOperations(pyfuse3.Operations):
     # -- directories ---------------------------------------------------------------------
 
     @_guard
-    async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
+    async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int | pyfuse3.FileInfo:
         await self.fs.prepare_listing(inode)
-        return self.fs.opendir(inode)
+        fh = self.fs.opendir(inode, kernel_caches=OPEN_FLAGS)
+        if not self.fs.listing_cached(fh):
+            return fh
+        return pyfuse3.FileInfo(fh=fh, keep_cache=True, cache_readdir=True)  # type: ignore[arg-type]
 
     @_guard
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
@@ -250,9 +261,12 @@ class MemfsOperations(pyfuse3.Operations):
     @_guard
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         fh, keep_cache = await self.fs.open(inode, flags, ctx.pid)
-        return pyfuse3.FileInfo(  # type: ignore[arg-type]
+        info = pyfuse3.FileInfo(  # type: ignore[arg-type]
             fh=fh, keep_cache=keep_cache, direct_io=self.fs.direct_io(fh)
         )
+        if OPEN_FLAGS:
+            info.noflush = not self.fs.flushes(fh)
+        return info
 
     @_guard
     async def read(self, fh: int, off: int, size: int) -> bytes:

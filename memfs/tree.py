@@ -13,7 +13,7 @@ from __future__ import annotations
 import errno
 import logging
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from uuid import UUID
 
@@ -107,9 +107,10 @@ class FileNode(Node):
 
 
 class DirNode(Node):
-    """A directory; ``explicit`` when memfs keeps a row for it in ``memfs.directories``."""
+    """A directory; ``explicit`` when memfs keeps a row for it in ``memfs.directories``.
+    ``generation`` counts the changes to its list of names (the kernel may cache that list)."""
 
-    __slots__ = ("children", "explicit", "subdirs")
+    __slots__ = ("children", "explicit", "generation", "subdirs")
 
     is_dir = True
 
@@ -118,6 +119,7 @@ class DirNode(Node):
         self.children: dict[str, Node] = {}
         self.explicit = False
         self.subdirs = 0
+        self.generation = 0
 
 
 class SyntheticDir(DirNode):
@@ -164,13 +166,25 @@ class SymlinkNode(Node):
 
 
 class Tree:
-    """Inode table plus namespace of one mounted workspace."""
+    """Inode table plus namespace of one mounted workspace.
 
-    def __init__(self, now_ns: int) -> None:
+    ``on_listing_change`` is told every directory whose list of names changes (a name
+    added, removed or moved, or a file marked displaced, whose name goes at its next
+    lookup), whoever changed it: the kernel's cached listings follow from it."""
+
+    def __init__(
+        self, now_ns: int, on_listing_change: Callable[[DirNode], None] | None = None
+    ) -> None:
         self.root = DirNode(ROOT_INODE, "", stat.S_IFDIR | DEFAULT_DIR_MODE, now_ns)
         self.inodes: dict[int, Node] = {ROOT_INODE: self.root}
         self.docs: dict[UUID, FileNode] = {}
         self._next_ino = ROOT_INODE + 1
+        self._on_listing_change = on_listing_change
+
+    def _listing_changed(self, directory: DirNode) -> None:
+        directory.generation += 1
+        if self._on_listing_change is not None:
+            self._on_listing_change(directory)
 
     # -- lookups -------------------------------------------------------------------------
 
@@ -279,6 +293,7 @@ class Tree:
             raise FsError(errno.EEXIST, f"{name!r} already exists")
         parent.children[name] = node
         node.extra_links.append((parent, name))
+        self._listing_changed(parent)
 
     def remove_entry(self, parent: DirNode, name: str) -> Node:
         """Remove one name; a hard-linked file keeps its other names."""
@@ -287,8 +302,10 @@ class Tree:
             if (parent, name) in node.extra_links:
                 node.extra_links.remove((parent, name))
                 del parent.children[name]
+                self._listing_changed(parent)
                 return node
             del parent.children[name]
+            self._listing_changed(parent)
             node.parent, node.name = node.extra_links.pop()
             return node
         self.detach(node)
@@ -306,6 +323,8 @@ class Tree:
             node.extra_links.remove((old_parent, old_name))
             node.extra_links.append((new_parent, new_name))
             new_parent.children[new_name] = node
+            self._listing_changed(old_parent)
+            self._listing_changed(new_parent)
             return node
         self.move(node, new_parent, new_name)
         return node
@@ -317,6 +336,7 @@ class Tree:
         node.parent = parent
         if node.is_dir:
             parent.subdirs += 1
+        self._listing_changed(parent)
         if isinstance(node, FileNode) and node.doc_id is not None:
             self.docs[node.doc_id] = node
 
@@ -327,6 +347,7 @@ class Tree:
             del parent.children[node.name]
             if node.is_dir:
                 parent.subdirs -= 1
+            self._listing_changed(parent)
         node.parent = None
         if (
             isinstance(node, FileNode)
@@ -343,6 +364,7 @@ class Tree:
             del old_parent.children[node.name]
             if node.is_dir:
                 old_parent.subdirs -= 1
+            self._listing_changed(old_parent)
         node.name = new_name
         node.parent = None
         self.attach(new_parent, node)
@@ -358,6 +380,8 @@ class Tree:
             if previous is not None and previous is not node:
                 previous.doc_id = None
                 previous.displaced = True
+                if previous.parent is not None:
+                    self._listing_changed(previous.parent)
             self.docs[doc_id] = node
 
     def unbind_document(self, node: FileNode) -> None:

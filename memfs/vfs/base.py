@@ -126,6 +126,18 @@ class Handle:
     snapshot: bool = False
 
 
+@dataclass(slots=True)
+class DirHandle:
+    """One open directory: the snapshot its listing is read from."""
+
+    ino: int
+    #: Taken by ``readdir`` at offset 0 (and again on a rewind).
+    entries: list[tuple[str, Node]]
+    #: The directory's ``generation`` at the open when the kernel may cache what this
+    #: handle lists (``cache_readdir``), else None.
+    cached_from: int | None = None
+
+
 class ReindexRequests(Protocol):
     """The background re-chunking the model hands its saves to (``memfs.reindex``)."""
 
@@ -191,7 +203,10 @@ class FilesystemBase:
         self.umask = umask
         self.clock = clock
         self.monotonic = monotonic
-        self.tree = Tree(clock())
+        self.tree = Tree(clock(), on_listing_change=self._listing_changed)
+        #: Directories whose listing the kernel may hold (opened with ``cache_readdir``
+        #: since it was last told to drop it): a change to one of them drops it.
+        self.kernel_listings: set[int] = set()
         #: ``cache_bytes`` is the whole budget for content held in memory: a quarter of it
         #: for the bytes of merge bases no row version holds (``SaverBases``), the rest for
         #: the cache of document contents.
@@ -217,7 +232,7 @@ class FilesystemBase:
         #: (``remove_deleted``).
         self.deleted_while_open: set[int] = set()
         self.handles: dict[int, Handle] = {}
-        self.dir_handles: dict[int, tuple[int, list[tuple[str, Node]]]] = {}
+        self.dir_handles: dict[int, DirHandle] = {}
         #: Nodes whose changes could not be committed yet (database down); retried at unmount.
         self.unsaved: dict[int, FileNode] = {}
         #: Where unsaved content is copied on local disk (``memfs.recovery``), and the path
@@ -799,11 +814,31 @@ class FilesystemBase:
             if extension is not None:
                 await extension.before_listing(self.tree, directory)
 
-    def opendir(self, ino: int) -> int:
-        self.tree.get_dir(ino)
+    def opendir(self, ino: int, *, kernel_caches: bool = False) -> int:
+        """A handle on directory ``ino``; the snapshot is taken by ``readdir`` at offset 0.
+
+        ``kernel_caches``: the kernel can keep listings across opens (``cache_readdir``);
+        it is let do so for the folders of the workspace, whose every change the tree
+        reports (``_listing_changed``), not for synthetic ones made anew at each listing.
+        """
+        directory = self.tree.get_dir(ino)
         fh = self._new_fh()
-        self.dir_handles[fh] = (ino, [])  # the snapshot is taken by readdir at offset 0
+        cached = kernel_caches and not isinstance(directory, SyntheticDir)
+        self.dir_handles[fh] = DirHandle(ino, [], directory.generation if cached else None)
+        if cached:
+            self.kernel_listings.add(ino)
         return fh
+
+    def listing_cached(self, fh: int) -> bool:
+        """Whether the kernel may keep what handle ``fh`` lists after it is closed."""
+        handle = self.dir_handles.get(fh)
+        return handle is not None and handle.cached_from is not None
+
+    def _listing_changed(self, directory: DirNode) -> None:
+        """The tree changed ``directory``'s names: a listing the kernel holds goes."""
+        if directory.ino in self.kernel_listings:
+            self.kernel_listings.discard(directory.ino)
+            self.kernel.inode(directory.ino)
 
     def _snapshot(self, ino: int) -> list[tuple[str, Node]]:
         directory = self.tree.get_dir(ino)
@@ -823,15 +858,13 @@ class FilesystemBase:
         kernel reads a big directory in many small batches, each starting where the last
         stopped, so each batch costs what it returns, not the directory's size.
         """
-        entry = self.dir_handles.get(fh)
-        if entry is None:
+        handle = self.dir_handles.get(fh)
+        if handle is None:
             raise FsError(errno.EBADF)
-        ino, entries = entry
         if start == 0:
-            entries = self._snapshot(ino)
-            self.dir_handles[fh] = (ino, entries)
-        directory = self.tree.get_dir(ino)
-        return self._entries_from(directory, entries, start)
+            handle.entries = self._snapshot(handle.ino)
+        directory = self.tree.get_dir(handle.ino)
+        return self._entries_from(directory, handle.entries, start)
 
     @staticmethod
     def _entries_from(
@@ -848,4 +881,13 @@ class FilesystemBase:
                 yield index + 1, name, node
 
     def releasedir(self, fh: int) -> None:
-        self.dir_handles.pop(fh, None)
+        """A listing the kernel cached from a snapshot older than the directory goes: a
+        change made while the kernel was reading it was told to drop a cache it then
+        refilled from the older snapshot."""
+        handle = self.dir_handles.pop(fh, None)
+        if handle is None or handle.cached_from is None:
+            return
+        directory = self.tree.inodes.get(handle.ino)
+        if isinstance(directory, DirNode) and directory.generation != handle.cached_from:
+            self.kernel_listings.discard(handle.ino)
+            self.kernel.inode(handle.ino)

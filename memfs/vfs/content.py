@@ -236,6 +236,12 @@ class ContentMixin(FilesystemBase):
         """Whether the kernel must send every read of ``fh`` here (no page cache)."""
         return self._handle(fh).snapshot
 
+    def flushes(self, fh: int) -> bool:
+        """Whether a close of ``fh`` must wait for ``flush`` here: a writer's does (its
+        save, and its error); a reader's close reports nothing (``flush``), so the kernel
+        need not ask (``FOPEN_NOFLUSH``) and the reader's close costs no request."""
+        return self._handle(fh).writable
+
     def read(self, fh: int, offset: int, size: int) -> bytes:
         handle = self._handle(fh)
         if handle.snapshot:

@@ -11,6 +11,7 @@ import pytest
 
 from memfs.db import Database, Scope
 from memfs.errors import FsError
+from memfs.kernel import RecordingNotifier
 from memfs.tree import ROOT_INODE, DirNode, FileNode
 from memfs.vfs import Filesystem, OtherWriters
 
@@ -205,6 +206,49 @@ async def test_readdir_snapshot_is_stable(fs: Filesystem) -> None:
     rest = list(fs.readdir(fh, first[-1][0]))
     assert [name for _, name, _ in rest] == ["b.md"]
     fs.releasedir(fh)
+
+
+async def test_a_listing_the_kernel_may_cache_is_dropped_at_every_change(
+    fs: Filesystem,
+) -> None:
+    """A folder opened with ``cache_readdir`` is dropped from the kernel when its names
+    change, whoever changes them (here the tree directly, as other writers' events and
+    the mount's own merges do); a synthetic folder is never let be cached."""
+    kernel = fs.kernel
+    assert isinstance(kernel, RecordingNotifier)
+    folder = fs.tree.new_dir("f", 0o755, fs.clock())
+    fs.tree.attach(fs.tree.root, folder)
+    fh = fs.opendir(folder.ino, kernel_caches=True)
+    assert fs.listing_cached(fh)
+    list(fs.readdir(fh, 0))
+    fs.releasedir(fh)
+    assert ("inode", folder.ino, "") not in kernel.calls  # nothing changed: kept
+    fs.tree.attach(folder, fs.tree.new_file("a.md", 0o644, fs.clock()))
+    assert kernel.calls.count(("inode", folder.ino, "")) == 1
+    fs.tree.attach(folder, fs.tree.new_file("b.md", 0o644, fs.clock()))
+    assert kernel.calls.count(("inode", folder.ino, "")) == 1  # not cached since: no call
+    assert not fs.listing_cached(fs.opendir(folder.ino))  # the kernel was not offered it
+    search = fs.tree.new_synthetic_dir("s", fs.clock())
+    fs.tree.attach(fs.tree.root, search)
+    assert not fs.listing_cached(fs.opendir(search.ino, kernel_caches=True))
+
+
+async def test_a_listing_read_while_its_folder_changed_is_dropped_at_its_close(
+    fs: Filesystem,
+) -> None:
+    """The kernel may fill its cache from a snapshot after it was told to drop the
+    folder (the change came between the reply and the kernel's filling): a handle whose
+    folder changed while it was open drops the folder again when it closes."""
+    kernel = fs.kernel
+    assert isinstance(kernel, RecordingNotifier)
+    folder = fs.tree.new_dir("f", 0o755, fs.clock())
+    fs.tree.attach(fs.tree.root, folder)
+    fh = fs.opendir(folder.ino, kernel_caches=True)
+    list(fs.readdir(fh, 0))
+    fs.tree.attach(folder, fs.tree.new_file("a.md", 0o644, fs.clock()))
+    assert kernel.calls.count(("inode", folder.ino, "")) == 1
+    fs.releasedir(fh)
+    assert kernel.calls.count(("inode", folder.ino, "")) == 2
 
 
 async def test_readdir_in_batches_lists_each_entry_once(fs: Filesystem) -> None:

@@ -15,17 +15,10 @@ from typing import Any
 
 import pytest
 
-from tests.engines import ENGINES_WITH_LIBSQL, Engine
+from tests.engines import Engine
 from tests.mounting import Mount
 
-pytestmark = pytest.mark.mount
-
-
-@pytest.fixture(params=ENGINES_WITH_LIBSQL, ids=str)
-def engine(request: pytest.FixtureRequest, database_url: str) -> Engine:
-    chosen: Engine = request.param
-    chosen.prepare(database_url)
-    return chosen
+pytestmark = [pytest.mark.mount, pytest.mark.libsql_too]
 
 
 def moment() -> str:

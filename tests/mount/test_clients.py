@@ -24,25 +24,17 @@ import pytest
 
 from memfs.scratch import Kind, ScratchRules
 from tests.conftest import StatementLog
-from tests.engines import ENGINES_WITH_LIBSQL, Engine
+from tests.engines import Engine
 from tests.mounting import Mount
 from tests.savers import client_env
 
-pytestmark = pytest.mark.mount
+pytestmark = [pytest.mark.mount, pytest.mark.libsql_too]
 
 
 def needs(*programs: str) -> None:
     missing = [p for p in programs if shutil.which(p) is None]
     if missing:
         pytest.skip(f"not installed: {', '.join(missing)} (scripts/setup-tests installs them)")
-
-
-@pytest.fixture(params=ENGINES_WITH_LIBSQL, ids=str)
-def engine(request: pytest.FixtureRequest, database_url: str) -> Engine:
-    """The real programs run on IronClaw's libSQL file too."""
-    chosen: Engine = request.param
-    chosen.prepare(database_url)
-    return chosen
 
 
 @pytest.fixture

@@ -18,10 +18,10 @@ import psycopg
 import pytest
 
 from memfs.chunker import chunk_document
-from tests.engines import ENGINES_WITH_LIBSQL, Engine
+from tests.engines import Engine
 from tests.mounting import Mount, wait_reindex_queue_empty
 
-pytestmark = pytest.mark.mount
+pytestmark = [pytest.mark.mount, pytest.mark.libsql_too]
 
 
 META = {"owner": "the agent", "skip_versioning": False}
@@ -36,14 +36,6 @@ def versions(conn: psycopg.Connection[Any], path: str) -> list[str]:
 
 def identity(conn: psycopg.Connection[Any], path: str) -> tuple[Any, ...]:
     return LEGACY.identity(conn, path)
-
-
-@pytest.fixture(params=ENGINES_WITH_LIBSQL, ids=str)
-def engine(request: pytest.FixtureRequest, database_url: str) -> Engine:
-    """Every save pattern runs on IronClaw's libSQL file too."""
-    chosen: Engine = request.param
-    chosen.prepare(database_url)
-    return chosen
 
 
 def paths(conn: psycopg.Connection[Any]) -> list[str]:

@@ -17,11 +17,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.engines import ENGINES_WITH_LIBSQL, Engine
+from tests.engines import Engine
 from tests.mounting import Mount, memfs_env
 from tests.netproxy import DelayProxy
 
-pytestmark = pytest.mark.mount
+pytestmark = [pytest.mark.mount, pytest.mark.libsql_too]
 
 
 def eventually(check: Callable[[], bool], timeout: float, what: str) -> None:
@@ -35,14 +35,6 @@ def status_json(mount: Mount) -> dict[str, Any]:
     with open(mount.path(".status.json"), encoding="utf-8") as handle:
         report: dict[str, Any] = json.load(handle)
     return report
-
-
-@pytest.fixture(params=ENGINES_WITH_LIBSQL, ids=str)
-def engine(request: pytest.FixtureRequest, database_url: str) -> Engine:
-    """The report on every engine, IronClaw's libSQL file too."""
-    chosen: Engine = request.param
-    chosen.prepare(database_url)
-    return chosen
 
 
 def test_status_is_a_fresh_report_at_each_open_hidden_and_read_only(
