@@ -202,6 +202,30 @@ def test_another_writers_change_is_kept_as_a_version(store: RebornStore, db: Pat
     assert rows(db)["a.md"]["contents"] == b"mine, edited\n"
 
 
+def test_contents_another_tool_wrote_as_text_read_and_are_saved_as_a_blob(
+    store: RebornStore, db: Path
+) -> None:
+    """``contents || 'x'`` in SQL leaves text where IronClaw keeps a blob (found by the
+    scale benchmark's agent: every open of such a row answered EIO).  memfs reads it as its
+    UTF-8 bytes, and its next save writes a blob again."""
+    first = store.commit_document(None, "a.md", "mine\n", NO_ATTRS)
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "UPDATE root_filesystem_entries SET contents = contents || ?, version = version + 1 "
+            "WHERE path = ?",
+            ("agent\n", f"{S}/a.md"),
+        )
+        (kind,) = conn.execute(
+            "SELECT typeof(contents) FROM root_filesystem_entries WHERE path = ?", (f"{S}/a.md",)
+        ).fetchone()
+    assert kind == "text"
+    content = store.read_content(first.doc_id)
+    assert content is not None and content.data == b"mine\nagent\n"
+    store.commit_document(first.doc_id, "a.md", "mine\nagent\nmore\n", NO_ATTRS,
+                          content.version)  # fmt: skip
+    assert rows(db)["a.md"]["contents"] == b"mine\nagent\nmore\n"  # a blob, checked there
+
+
 def test_two_writes_within_one_millisecond_are_two_versions_to_the_mount(
     store: RebornStore,
 ) -> None:

@@ -45,6 +45,13 @@ class NotIronClawFile(Exception):
     """The file is not a database memfs may open (one clear line for the user)."""
 
 
+def blob(value: Any) -> bytes:
+    """A ``contents`` value as bytes.  IronClaw writes blobs; a row some other tool wrote
+    as text (``contents || 'x'`` in SQL makes one) reads as its UTF-8 bytes, and memfs's
+    next save of it writes a blob again."""
+    return value.encode("utf-8") if isinstance(value, str) else bytes(value)
+
+
 def _locked(exc: sqlite3.Error) -> bool:
     text = str(exc).lower()
     return "database is locked" in text or "database table is locked" in text

@@ -26,7 +26,7 @@ from typing import Any
 
 from memfs.db.capabilities import Deletion, KeptDocument, Move
 from memfs.db.kept_store import past_versions
-from memfs.db.libsql.connection import LibsqlFile
+from memfs.db.libsql.connection import LibsqlFile, blob
 from memfs.db.reborn.rows import Family, KeepAs
 from memfs.db.reborn.sqlite import NOW, TABLE, parse_time
 
@@ -124,7 +124,7 @@ class DeletedFile:
             {"v": versions},
         ).fetchall():
             try:
-                parsed = json.loads(bytes(body))
+                parsed = json.loads(blob(body))
             except ValueError:
                 continue
             if isinstance(parsed, dict):
@@ -133,7 +133,7 @@ class DeletedFile:
                              "created_at": parse_time(created).isoformat()})  # fmt: skip
         self.keep({
             "workspace": workspace, "path": relative,
-            "content": bytes(row[0]).decode("utf-8", errors="replace"),
+            "content": blob(row[0]).decode("utf-8", errors="replace"),
             "created_at": row[1], "updated_at": row[2], "versions": json.dumps(kept),
             "row_path": doc, "row_state": f"{row[2]}|{row[3]}",
         })  # fmt: skip

@@ -16,7 +16,7 @@ from typing import Any
 
 from memfs.db.capabilities import RankedRow, ToolFile
 from memfs.db.interface import AsOf, VersionInfo
-from memfs.db.libsql.connection import LibsqlFile
+from memfs.db.libsql.connection import LibsqlFile, blob
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.sqlite import TABLE, parse_time
 from memfs.ironclaw.fts_names import sql_index_name
@@ -65,7 +65,7 @@ class LibsqlVersionStore:
         ).fetchone())  # fmt: skip
         if row is None:
             return None
-        content = json.loads(bytes(row[0])).get("content")
+        content = json.loads(blob(row[0])).get("content")
         return content.encode("utf-8") if isinstance(content, str) else None
 
     def as_of(self, at: datetime) -> AsOf:
@@ -103,7 +103,7 @@ class LibsqlVersionStore:
 def _version_info(number: Any, created: str, body: Any) -> VersionInfo | None:
     """A version row as ``VersionInfo`` (None: its body is not IronClaw's JSON)."""
     try:
-        parsed = json.loads(bytes(body))
+        parsed = json.loads(blob(body))
     except ValueError:
         return None
     if not isinstance(parsed, dict):
@@ -244,7 +244,7 @@ class LibsqlToolFileStore:
                 (self.workspace,),
             ).fetchall()
 
-        return [ToolFile(p, bool(d), bytes(c), m, t) for p, d, c, m, t in self.file.read(read)]
+        return [ToolFile(p, bool(d), blob(c), m, t) for p, d, c, m, t in self.file.read(read)]
 
     def fingerprint(self) -> tuple[int, object]:
         def read(conn: Any) -> tuple[int, object]:
@@ -281,7 +281,7 @@ class LibsqlToolFileStore:
                 "WHERE workspace = ? AND path IN (SELECT value FROM json_each(?))",
                 (self.workspace, json.dumps(paths)),
             ).fetchall()
-            found = {p: (ToolFile(p, bool(d), bytes(c), m, t), _md5(bytes(c)))
+            found = {p: (ToolFile(p, bool(d), blob(c), m, t), _md5(blob(c)))
                      for p, d, c, m, t in rows}  # fmt: skip
             clashes = {
                 path: found[path] for path in paths

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memfs.db.interface import FileAttrs
-from memfs.db.libsql.connection import LibsqlFile
+from memfs.db.libsql.connection import LibsqlFile, blob
 from memfs.db.reborn import layout
 from memfs.db.reborn.rows import Answer, Family, KeepAs, Record, answers
 from memfs.ironclaw.hashing import bytes_hash
@@ -181,7 +181,7 @@ class SqliteRows:
             f"WHERE path {_IN.format('paths')} AND is_dir = 0 AND kind = 'memory_document'",
             {"paths": json.dumps(paths)},
         ).fetchall()
-        return [(p, bytes(data), token(u, v)) for p, data, u, v in rows]
+        return [(p, blob(data), token(u, v)) for p, data, u, v in rows]
 
     def by_hash(self, conn: Any, doc: str, versions: str, digest: str) -> list[tuple[bytes, str]]:
         """SQLite has no SHA-256: the document row is hashed here."""
@@ -193,9 +193,9 @@ class SqliteRows:
         ).fetchall()
         found = []
         for data, kind in rows:
-            if kind == layout.DOCUMENT_KIND and bytes_hash(bytes(data)) != digest:
+            if kind == layout.DOCUMENT_KIND and bytes_hash(blob(data)) != digest:
                 continue
-            found.append((bytes(data), kind))
+            found.append((blob(data), kind))
         return found
 
     def __init__(self, file: LibsqlFile, deleted: DeletedFile | None = None) -> None:
@@ -244,7 +244,7 @@ class SqliteRows:
         if row is None:
             return answers([])
         data, version, updated, is_dir, kind = row
-        return answers([(bytes(data), version, token(updated, version), bool(is_dir), kind)])
+        return answers([(blob(data), version, token(updated, version), bool(is_dir), kind)])
 
     def blocker(self, conn: Any, path: str, ancestors: Sequence[str]) -> Answer:
         return answers(conn.execute(
@@ -265,7 +265,7 @@ class SqliteRows:
             f"SELECT path, contents FROM {TABLE} WHERE path {_IN.format('paths')} AND is_dir = 0",
             {"paths": json.dumps(paths)},
         ).fetchall()
-        return answers([(p, bytes(data)) for p, data in rows])
+        return answers([(p, blob(data)) for p, data in rows])
 
     def chunked(self, conn: Any, docs: Sequence[str]) -> Answer:
         return answers(conn.execute(
@@ -307,13 +307,13 @@ class SqliteRows:
             "AND kind = 'memory_document'",
             (path,),
         ).fetchone()
-        return bytes(row[0]) if row is not None else None
+        return blob(row[0]) if row is not None else None
 
     def row_kind(self, conn: Any, path: str) -> tuple[bytes, bool, str | None] | None:
         row = conn.execute(
             f"SELECT contents, is_dir, kind FROM {TABLE} WHERE path = ?", (path,)
         ).fetchone()
-        return (bytes(row[0]), bool(row[1]), row[2]) if row is not None else None
+        return (blob(row[0]), bool(row[1]), row[2]) if row is not None else None
 
     def version_rows(self, conn: Any, paths: Sequence[str]) -> list[tuple[str, bytes, Any]]:
         rows = conn.execute(
@@ -322,7 +322,7 @@ class SqliteRows:
             "AND t.kind = 'memory_document_version' ORDER BY t.path",
             {"v": json.dumps(paths)},
         ).fetchall()
-        return [(path, bytes(data), parse_time(created)) for path, data, created in rows]
+        return [(path, blob(data), parse_time(created)) for path, data, created in rows]
 
     def count_kind(self, conn: Any, below: str, kind: str) -> int:
         row = conn.execute(
