@@ -1,0 +1,484 @@
+"""memfs at 100,000 documents beside the same tree on the local disk, on every engine.
+
+    .venv/bin/python benchmarks/bench_scale.py [--docs 100000] [--engines legacy reborn libsql]
+        [--agent-every 0.5] [--base /var/tmp/memfs-bench-scale]
+
+Makes a corpus of ``--docs`` Markdown files (IronClaw's kinds of documents, 0.5-3 KB, every
+thousandth 50-100 KB: about 200 MB at 100,000) on the local disk, then for each engine
+builds the workspace through SQL as the agent leaves it (legacy: rows, then ``memfs
+reindex`` chunks them; Reborn on PostgreSQL and on IronClaw's libSQL file: document and
+chunk rows in IronClaw's shapes, chunked by memfs's IronClaw chunker), mounts it and runs,
+beside the local directory in the same run:
+
+* mount until the first ``ls`` answers; ``find -type f``; ``ls -lR``; a ``stat`` of every
+  file; ``grep -r`` cold (after the mount, with the page cache dropped for both) and warm;
+  read-all (``cat`` of every file); 200 appends (``>>``) and 200 temp-file + rename saves;
+  ``.search`` (``ls`` + ``cat`` of the first result) p50 over 20 queries;
+* the daemon's RSS (now and peak) and the synchronous requests it answered per file for
+  the warm ``grep -r`` (its own counters, ``memfs stats``: every request but ``release``,
+  ``releasedir`` and ``forget``, which the kernel does not wait for);
+* with the agent writing meanwhile (an update through SQL every ``--agent-every`` seconds,
+  as IronClaw's own write leaves it); for the engines without a change feed (Reborn,
+  libSQL) the cost of one poll when nothing changed and when the agent did (the mount's
+  own fingerprint and ``(path, version)`` queries, timed against the database).
+
+Every workload's output is checked against the local directory's. Prints one table per
+engine and the ratios. Not part of CI: about 20 minutes per engine at 100,000 documents on
+2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.bench_core import WORDS  # noqa: E402
+from memfs.chunker import chunk_document  # noqa: E402
+from memfs.daemon import is_mounted  # noqa: E402
+from memfs.db.embedded import ensure_database, start_embedded  # noqa: E402
+from memfs.db.reborn import layout  # noqa: E402
+from memfs.db.reborn.layout import RebornScope  # noqa: E402
+from memfs.stats import sample_name  # noqa: E402
+
+USER = "default"
+SCOPE = RebornScope(user_id=USER)
+#: Requests the kernel sends without waiting for the answer.
+ASYNC_OPS = {"release", "releasedir", "forget", "batch_forget"}
+ENGINES = ("legacy", "reborn", "libsql")
+
+
+def sh(script: str, cwd: Path, timeout: float = 1800) -> str:
+    result = subprocess.run(
+        ["bash", "-c", script], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+        check=False,
+    )  # fmt: skip
+    if result.returncode not in (0, 1):  # grep exits 1 on no match
+        raise RuntimeError(f"{script!r} failed in {cwd}: {result.stderr[-800:]}")
+    return result.stdout
+
+
+def timed(work: Callable[[], str]) -> tuple[float, str]:
+    started = time.perf_counter()
+    out = work()
+    return time.perf_counter() - started, out
+
+
+def drop_page_cache() -> None:
+    subprocess.run(["sync"], check=False, timeout=300)
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    except OSError:
+        print("  (cannot drop the page cache here: 'cold' runs are warm for the local disk)")
+
+
+# -- the corpus ---------------------------------------------------------------------------
+
+
+def make_corpus(root: Path, count: int, seed: int = 11) -> dict[str, str]:
+    """IronClaw's kinds of documents spread as a long-lived memory spreads them."""
+    rng = random.Random(seed)
+    docs: dict[str, str] = {}
+    for name in ("MEMORY.md", "USER.md", "SOUL.md", "AGENTS.md", "IDENTITY.md"):
+        docs[name] = ""
+    n = 0
+    while len(docs) < count:
+        n += 1
+        kind = rng.random()
+        if kind < 0.4:
+            path = f"daily/{2020 + n % 7}/{1 + n % 12:02d}/{n}.md"
+        elif kind < 0.9:
+            path = f"projects/p{rng.randrange(400)}/notes-{n}.md"
+        else:
+            path = f"context/t{rng.randrange(50)}/topic-{n}.md"
+        docs[path] = ""
+    total = 0
+    for i, path in enumerate(docs):
+        size = rng.randint(500, 3000) if i % 1000 else rng.randint(50_000, 100_000)
+        lines = [f"# {path}"]
+        length = 0
+        while length < size:
+            line = "- " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 14)))
+            lines.append(line)
+            length += len(line) + 1
+        text = "\n".join(lines) + "\n"
+        docs[path] = text
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        total += len(text.encode())
+    print(f"corpus: {len(docs)} documents, {total / 1e6:.0f} MB in {root}")
+    return docs
+
+
+# -- the workspace, as the agent leaves it -------------------------------------------------
+
+
+def _reborn_rows(docs: dict[str, str]) -> Iterator[tuple[str, bytes, str, str]]:
+    keys = SCOPE.keys()
+    for relative, text in docs.items():
+        yield SCOPE.row(relative), text.encode(), "memory_document", layout.dumps(keys)
+        for index, chunk in enumerate(chunk_document(text)):
+            indexed = {**keys, "chunk_index": index, "content": chunk,
+                       "doc_relative_path": relative}  # fmt: skip
+            yield (SCOPE.row(layout.chunk_path(relative, index)), chunk.encode(),
+                   "memory_chunk", layout.dumps(indexed))  # fmt: skip
+
+
+def fill_legacy(url: str, docs: dict[str, str]) -> None:
+    from memfs.config import Settings
+    from memfs.db import open_database
+    from tests.conftest import apply_ironclaw_migrations
+
+    apply_ironclaw_migrations(url)
+    open_database(Settings(database_url=url)).close()
+    statement = "COPY memory_documents (user_id, path, content) FROM STDIN"
+    with psycopg.connect(url) as conn, conn.cursor() as cur, cur.copy(statement) as copy:
+        for path, text in docs.items():
+            copy.write_row((USER, path, text))
+    for command in ("reindex", "init"):  # chunks; the change feed's trigger, as a user would
+        subprocess.run([sys.executable, "-m", "memfs", command, "--database-url", url],
+                       check=True, timeout=7200, cwd=ROOT)  # fmt: skip
+
+
+def fill_reborn(url: str, docs: dict[str, str]) -> None:
+    from tests.model.test_reborn_store import reborn_schema
+
+    reborn_schema(url)
+    statement = ("COPY root_filesystem_entries (path, contents, kind, content_type, indexed, "
+                 "version) FROM STDIN")  # fmt: skip
+    with psycopg.connect(url) as conn, conn.cursor() as cur, cur.copy(statement) as copy:
+        for path, contents, kind, indexed in _reborn_rows(docs):
+            copy.write_row((path, contents, kind, "application/json", indexed, 1))
+
+
+def fill_libsql(file: Path, docs: dict[str, str]) -> None:
+    from tests.ironclaw_libsql import reborn_local_dev
+
+    reborn_local_dev(file)
+    with sqlite3.connect(file) as conn:
+        conn.executemany(
+            "INSERT INTO root_filesystem_entries (path, contents, content_type, kind, indexed, "
+            "version, updated_at) VALUES (?, ?, 'application/json', ?, ?, 1, "
+            "strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+            ((p, c, k, i) for p, c, k, i in _reborn_rows(docs)),
+        )
+
+
+# -- the agent, writing meanwhile ---------------------------------------------------------
+
+
+class Agent(threading.Thread):
+    """Updates one document every ``every`` seconds through SQL, as IronClaw's write leaves
+    the row (content replaced; on Reborn the version goes up)."""
+
+    def __init__(self, engine: str, where: str, paths: list[str], every: float) -> None:
+        super().__init__(daemon=True)
+        self.engine, self.where, self.paths, self.every = engine, where, paths, every
+        self.stopping = threading.Event()
+        self.writes = 0
+        self.rng = random.Random(5)
+
+    def run(self) -> None:
+        if self.engine == "libsql":
+            conn: Any = sqlite3.connect(self.where, timeout=5, isolation_level=None)
+        else:
+            conn = psycopg.connect(self.where, autocommit=True)
+        with conn:
+            while not self.stopping.wait(self.every):
+                path = self.rng.choice(self.paths)
+                self.write(conn, path, f"- the agent noted {self.writes}\n")
+                self.writes += 1
+
+    def write(self, conn: Any, path: str, line: str) -> None:
+        if self.engine == "legacy":
+            conn.execute("UPDATE memory_documents SET content = content || %s "
+                         "WHERE user_id = %s AND path = %s", (line, USER, path))  # fmt: skip
+        elif self.engine == "reborn":
+            conn.execute("UPDATE root_filesystem_entries SET contents = contents || %s, "
+                         "version = version + 1, updated_at = now() WHERE path = %s",
+                         (line.encode(), SCOPE.row(path)))  # fmt: skip
+        else:
+            conn.execute(
+                "UPDATE root_filesystem_entries SET contents = CAST(contents || ? AS BLOB), "
+                "version = version + 1, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') "
+                "WHERE path = ?",
+                (line.encode(), SCOPE.row(path)),
+            )
+
+    def stop(self) -> int:
+        self.stopping.set()
+        self.join(timeout=30)
+        return self.writes
+
+
+def poll_cost(engine: str, where: str) -> dict[str, float]:
+    """What one poll of the mount costs at this size, in ms (median of 5): its fingerprint
+    of the scope (every poll), and the ``(path, version)`` list (when the fingerprint
+    moved), through memfs's own statements."""
+    from memfs.db.libsql.connection import LibsqlFile
+    from memfs.db.reborn.postgres import PostgresRows
+    from memfs.db.reborn.sqlite import SqliteRows, open_file
+
+    rows: Any
+    conn: Any
+    if engine == "libsql":
+        opened: LibsqlFile = open_file(Path(where))
+        rows, conn = SqliteRows(opened), opened.connection()
+    else:
+        rows, conn = PostgresRows(), psycopg.connect(where, autocommit=True)
+
+    def median(work: Callable[[], object]) -> float:
+        taken = []
+        for _ in range(5):
+            started = time.perf_counter()
+            work()
+            taken.append((time.perf_counter() - started) * 1000)
+        return round(statistics.median(taken), 1)
+
+    return {
+        "fingerprint_ms": median(lambda: rows.fingerprint(conn, SCOPE.prefix)),
+        "document_list_ms": median(lambda: rows.documents(conn, SCOPE.prefix)),
+    }
+
+
+# -- the mount ----------------------------------------------------------------------------
+
+
+class Daemon:
+    def __init__(self, mountpoint: Path, url: str, log: Path, runtime: Path) -> None:
+        self.mountpoint, self.url, self.log, self.runtime = mountpoint, url, log, runtime
+        self.env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime),
+                    "XDG_STATE_HOME": str(runtime / "state")}  # fmt: skip
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> float:
+        """Seconds from the command until the first ``ls`` of the root answers."""
+        self.mountpoint.mkdir(parents=True, exist_ok=True)
+        self.runtime.mkdir(parents=True, exist_ok=True, mode=0o700)
+        started = time.perf_counter()
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "memfs", "--log-level", "warning", "mount", "-f",
+                 "--database-url", self.url, "--user-id", USER, str(self.mountpoint)],
+                stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=self.env,
+            )  # fmt: skip
+        deadline = time.monotonic() + 600
+        while True:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("mount failed: " + self.log.read_text()[-2000:])
+            if is_mounted(self.mountpoint):
+                try:
+                    if os.listdir(self.mountpoint):
+                        return time.perf_counter() - started
+                except OSError:
+                    pass
+            time.sleep(0.005)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=300)
+        if is_mounted(self.mountpoint):
+            subprocess.run(["fusermount3", "-u", "-z", str(self.mountpoint)], check=False)
+
+    def rss_mb(self) -> tuple[float, float]:
+        assert self.proc is not None
+        fields = {}
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            fields[key] = value
+        return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+    def requests(self) -> dict[str, float]:
+        result = subprocess.run(
+            [sys.executable, "-m", "memfs", "stats", "--json", str(self.mountpoint)],
+            capture_output=True, text=True, timeout=60, check=True, env=self.env, cwd=ROOT,
+        )  # fmt: skip
+        counts: dict[str, float] = {}
+        for sample in json.loads(result.stdout)["items"]:
+            name = sample_name(sample)
+            if name.startswith("memfs_requests_total{op="):
+                counts[name.split('"')[1]] = sample["value"]
+        return counts
+
+
+@contextmanager
+def embedded_server(base: Path) -> Iterator[str]:
+    admin, server = start_embedded(base / "pgdata", database="postgres", cleanup_mode="delete")
+    try:
+        yield admin
+    finally:
+        server.cleanup()
+
+
+# -- workloads ----------------------------------------------------------------------------
+
+
+def read_workloads(root: Path, files: list[str]) -> dict[str, tuple[float, str]]:
+    """Outputs that the agent's appends meanwhile do not change (counts, not bytes)."""
+    return {
+        "find -type f": timed(lambda: str(len(sh("find . -type f -name '*.md'", root).split()))),
+        "ls -lR": timed(lambda: sh("ls -lR | grep -c '\\.md$'", root).strip()),
+        "stat every file": timed(lambda: str(sum(1 for f in files if os.stat(root / f).st_size))),
+    }
+
+
+def grep_count(root: Path) -> str:
+    return sh("grep -r --include='*.md' -l 'vector' . | wc -l", root).strip()
+
+
+def read_all(root: Path) -> str:
+    return sh("find . -type f -name '*.md' -print0 | xargs -0 cat >/dev/null && echo read", root)
+
+
+def write_workloads(root: Path, files: list[str]) -> dict[str, tuple[float, str]]:
+    rng = random.Random(3)
+    small = [f for f in files if f.startswith("projects/")]
+    chosen = rng.sample(small, 400)
+
+    def appends() -> str:
+        for n, path in enumerate(chosen[:200]):
+            with open(root / path, "a", encoding="utf-8") as handle:
+                handle.write(f"- appended {n}\n")
+        return "200"
+
+    def saves() -> str:
+        for n, path in enumerate(chosen[200:]):
+            target = root / path
+            text = target.read_text(encoding="utf-8") + f"- saved {n}\n"
+            temporary = target.with_name(f".{target.name}.tmp")
+            temporary.write_text(text, encoding="utf-8")
+            os.rename(temporary, target)
+        return "200"
+
+    return {"200 appends": timed(appends), "200 temp+rename saves": timed(saves)}
+
+
+def search_p50(root: Path) -> float:
+    rng = random.Random(9)
+    taken = []
+    for _ in range(20):
+        query = " ".join(rng.sample(WORDS, 2))
+        started = time.perf_counter()
+        names = sorted(os.listdir(root / ".search" / query))
+        if names:
+            (root / ".search" / query / names[0]).read_bytes()
+        taken.append((time.perf_counter() - started) * 1000)
+    return statistics.median(taken)
+
+
+def synchronous(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """The requests the kernel waited for, by operation, between two samples."""
+    grown = {op: n - before.get(op, 0.0) for op, n in after.items() if op not in ASYNC_OPS}
+    return {op: n for op, n in grown.items() if n}
+
+
+def run_engine(engine: str, base: Path, corpus: Path, docs: dict[str, str], admin: str,
+               every: float) -> dict[str, Any]:  # fmt: skip
+    print(f"\n== {engine} ==")
+    started = time.perf_counter()
+    if engine == "libsql":
+        file = base / "libsql" / "reborn-local-dev.db"
+        file.parent.mkdir(parents=True, exist_ok=True)
+        fill_libsql(file, docs)
+        url, where = f"sqlite:{file}", str(file)
+    else:
+        ensure_database(admin, f"scale_{engine}")
+        url = f"postgresql://postgres@/scale_{engine}?host={base / 'pgdata'}"
+        (fill_legacy if engine == "legacy" else fill_reborn)(url, docs)
+        where = url
+    print(f"  workspace built through SQL in {time.perf_counter() - started:.0f} s")
+    result: dict[str, Any] = {"engine": engine}
+    if engine != "legacy":
+        result["poll"] = poll_cost(engine, where)
+    files = sorted(docs)
+    daemon = Daemon(base / f"mnt-{engine}", url, base / f"{engine}.log", base / "runtime")
+    drop_page_cache()
+    result["mount until the first ls"] = daemon.start()
+    agent = Agent(engine, where, files, every)
+    agent.start()
+    try:
+        mnt = daemon.mountpoint
+        times: dict[str, tuple[float, float, bool]] = {}
+
+        def beside(name: str, local: tuple[float, str], mine: tuple[float, str]) -> None:
+            same = local[1] == mine[1]
+            times[name] = (local[0], mine[0], same)
+            ratio = mine[0] / max(local[0], 1e-6)
+            print(
+                f"  {name:24} local {local[0]:8.3f}  memfs {mine[0]:8.3f}  {ratio:6.1f}x  "
+                f"{'same' if same else 'DIFFERENT: ' + local[1][:40] + ' / ' + mine[1][:40]}"
+            )
+
+        drop_page_cache()
+        beside("grep -r cold", timed(lambda: grep_count(corpus)), timed(lambda: grep_count(mnt)))
+        local_reads, my_reads = read_workloads(corpus, files), read_workloads(mnt, files)
+        for name, local in local_reads.items():
+            beside(name, local, my_reads[name])
+        beside("grep -r warm", timed(lambda: grep_count(corpus)), timed(lambda: grep_count(mnt)))
+        before = daemon.requests()
+        mine = timed(lambda: grep_count(mnt))
+        waited = synchronous(before, daemon.requests())
+        per_file = sum(waited.values()) / len(files)
+        result["synchronous requests (warm grep)"] = waited
+        beside("grep -r warm (again)", timed(lambda: grep_count(corpus)), mine)
+        beside("read all", timed(lambda: read_all(corpus)), timed(lambda: read_all(mnt)))
+        local_writes = write_workloads(corpus, files)
+        for name, mine_w in write_workloads(mnt, files).items():
+            beside(name, local_writes[name], mine_w)
+        result["times"] = times
+        result["synchronous requests per file (warm grep)"] = round(per_file, 2)
+        result[".search p50 ms"] = round(search_p50(mnt), 1)
+        result["rss_mb"], result["peak_rss_mb"] = daemon.rss_mb()
+    finally:
+        result["agent writes meanwhile"] = agent.stop()
+        daemon.stop()
+    print(json.dumps({k: v for k, v in result.items() if k != "times"}, indent=1))
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=int, default=100_000)
+    parser.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES))
+    parser.add_argument("--agent-every", type=float, default=0.5)
+    parser.add_argument("--base", type=Path, default=Path("/var/tmp/memfs-bench-scale"))
+    args = parser.parse_args()
+    shutil.rmtree(args.base, ignore_errors=True)
+    args.base.mkdir(parents=True)
+    corpus = args.base / "corpus"
+    docs = make_corpus(corpus, args.docs)
+    results = []
+    with embedded_server(args.base) as admin:
+        for engine in args.engines:
+            # Each engine's writes start from the same corpus on both sides.
+            shutil.rmtree(corpus)
+            for path, text in docs.items():
+                (corpus / path).parent.mkdir(parents=True, exist_ok=True)
+                (corpus / path).write_text(text, encoding="utf-8")
+            results.append(run_engine(engine, args.base, corpus, docs, admin, args.agent_every))
+    (args.base / "results.json").write_text(json.dumps(results, indent=1))
+    print(f"\nresults: {args.base / 'results.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
