@@ -1,0 +1,30 @@
+"""``.recent``'s choice of documents: the newest by row time, ties by path, the same as
+ordering every document by (time, path) although only the tied ones get a path built."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from memfs.tree import Tree
+from memfs.vfs.recent_dir import RecentTree
+
+
+def test_the_newest_documents_ties_by_path_equal_a_full_sort() -> None:
+    rng = random.Random(4)
+    tree = Tree(0)
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+    for n in range(600):
+        folder = tree.ensure_dir(f"f{rng.randrange(9)}", 0)
+        assert folder is not None
+        node = tree.new_file(f"d{n}.md", 0o644, 0)
+        tree.attach(folder, node)
+        tree.bind_document(node, uuid.uuid4())
+        # Few distinct times: many ties, at the edge of the hundred too.
+        node.updated_at = start + timedelta(seconds=rng.randrange(12))
+    recent = RecentTree(Any, Any, Any, count=100)  # type: ignore[arg-type]
+    chosen = recent._latest(tree)
+    every = sorted(tree.docs.values(), key=lambda n: (n.updated_at, tree.path_of(n)), reverse=True)
+    assert [tree.path_of(n) for n in chosen] == [tree.path_of(n) for n in every[:100]]
