@@ -55,6 +55,8 @@ EXPECTED = {
     "utime": 1,
     "open+read of an uncached file": 1,
     "open+read of its two neighbours": 0,
+    "editor save of a document the mount has only read": 1,
+    "append to a document the mount has only read": 1,
     ".search query": 1,
 }
 
@@ -111,7 +113,7 @@ async def test_round_trips_per_operation(
         engine = SearchEngine(far_database.search_store(Scope("default")), calls)
         return Filesystem(
             far_database.store(Scope("default")), uid=1000, gid=1000, calls=calls,
-            extensions=[SearchTree(engine)],
+            extensions=[SearchTree(engine)], reindexer=far_fs.reindexer,
         )  # fmt: skip
 
     counts = await measure(far_fs, cold_mount, proxy)
@@ -133,6 +135,8 @@ REBORN_EXPECTED = {
     "rename a file over another document": 2,
     "in-place edit (O_RDWR, write, ftruncate, close)": 2,
     "editor save (write a scratch file, rename it over the document)": 2,
+    "editor save of a document the mount has only read": 2,
+    "append to a document the mount has only read": 2,
     "rename a directory (3 documents)": 3,
 }
 
@@ -248,6 +252,18 @@ async def measure(
         b"deploy schedule\n",
         b"deploy schedule\n",
     ]
+
+    async def save_what_was_read() -> None:  # cp f f.vsctmp && echo >> f.vsctmp && mv
+        await write_file(cold, archive.ino, "y.md.vsctmp", b"deploy schedule\nsaved\n")
+        await cold.rename(archive.ino, "y.md.vsctmp", archive.ino, "y.md")
+
+    await count("editor save of a document the mount has only read", save_what_was_read)
+
+    async def append_to_what_was_read() -> None:
+        node = await cold.lookup(archive.ino, "z.md")
+        await rewrite(cold, node.ino, APPEND, b"appended\n")
+
+    await count("append to a document the mount has only read", append_to_what_was_read)
     search_root = await cold.lookup(ROOT_INODE, ".search")
     found = await count(".search query", lambda: cold.lookup(search_root.ino, "deploy --fts"))
     assert found.ino
