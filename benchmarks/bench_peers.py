@@ -1,7 +1,7 @@
 """memfs next to a local directory, pyfuse3's passthrough example and JuiceFS, in one run.
 
     .venv/bin/python benchmarks/bench_peers.py [--docs 1000] [--targets local memfs ...]
-        [--rtt-ms 0 1 10] [--profile DIR]
+        [--rtt-ms 0 1 10] [--ops 200] [--profile DIR]
 
 * local: a plain directory on the same disk;
 * memfs: a mount on the embedded PostgreSQL (default settings: full-text search);
@@ -230,20 +230,25 @@ class JuiceFS(FuseTarget):
 READS = ("ls -lR", "stat storm", "REMOUNT", "grep -r (cold)", "grep -r (warm)", "read all")
 
 
+#: Files edited, saved and appended to by the per-file workloads (``--ops``).
+OPS = 200
+
+
 def workloads(corpus: Path, rsync_src: Path) -> list[tuple[str, str, str]]:
     """(label, the timed command, an untimed command whose output must match local's)."""
+    n = OPS
     # One process opens each file read-write, rewrites it in place and truncates (no rename).
     edit = (
-        "find mem -name '*.md' | sort | head -200 | python3 -c \"import sys\n"
+        f"find mem -name '*.md' | sort | head -{n} | python3 -c \"import sys\n"
         "for p in sys.stdin.read().split():\n"
         "    f = open(p, 'r+'); s = f.read(); f.seek(0)\n"
         "    f.write(s.replace('deploy', 'DEPLOY', 1)); f.truncate(); f.close()\""
     )
     save = (
-        "for f in $(find mem -name '*.md' | sort | head -200); do "
+        f"for f in $(find mem -name '*.md' | sort | head -{n}); do "
         "cp $f $f.tmp.vsctmp && echo saved >> $f.tmp.vsctmp && mv $f.tmp.vsctmp $f; done"
     )
-    appends = 'for i in $(seq 200); do echo "- note $i" >> mem/USER.md; done'
+    appends = f'for i in $(seq {n}); do echo "- note $i" >> mem/USER.md; done'
     return [
         ("populate cp -r", f"cp -r {corpus} mem", "find mem -type f | wc -l"),
         ("ls -lR", "ls -lR mem | grep -c '\\.md$'", ""),
@@ -252,9 +257,9 @@ def workloads(corpus: Path, rsync_src: Path) -> list[tuple[str, str, str]]:
         ("grep -r (cold)", "grep -rc deploy mem | sort | md5sum", ""),
         ("grep -r (warm)", "grep -rc deploy mem | sort | md5sum", ""),
         ("read all", "find mem -type f | sort | xargs cat | md5sum", ""),
-        ("200 in-place edits", edit, "grep -rc DEPLOY mem | sort | md5sum"),
-        ("200 temp+rename saves", save, "grep -rc '^saved' mem | sort | md5sum"),
-        ("200 appends", appends, "wc -l < mem/USER.md; tail -3 mem/USER.md"),
+        (f"{n} in-place edits", edit, "grep -rc DEPLOY mem | sort | md5sum"),
+        (f"{n} temp+rename saves", save, "grep -rc '^saved' mem | sort | md5sum"),
+        (f"{n} appends", appends, "wc -l < mem/USER.md; tail -3 mem/USER.md"),
         ("dir rename", "mv mem/projects mem/projects2", "find mem/projects2 | sort | md5sum"),
         ("rsync -a (initial)", f"rsync -a {rsync_src}/ synced/", "find synced -type f | wc -l"),
         ("rsync -a (no-op)", f"rsync -a --stats {rsync_src}/ synced/ | grep 'files transferred'",
@@ -308,7 +313,7 @@ def operations(docs: int) -> dict[str, int]:
     synced = max(docs // 4, 50)
     return {
         "populate cp -r": docs, "grep -r (cold)": docs, "read all": docs,
-        "200 in-place edits": 200, "200 temp+rename saves": 200, "200 appends": 200,
+        f"{OPS} in-place edits": OPS, f"{OPS} temp+rename saves": OPS, f"{OPS} appends": OPS,
         "dir rename": 1, "rsync -a (initial)": synced, "rm -rf": docs + synced,
     }  # fmt: skip
 
@@ -505,7 +510,11 @@ def main() -> None:
         help="round-trip times to put between the filesystems and PostgreSQL (one run each); "
         "'direct': no proxy, the server's Unix socket",
     )  # fmt: skip
+    parser.add_argument("--ops", type=int, default=200,
+                        help="files edited, saved and appended to (fewer at 100 ms)")  # fmt: skip
     args = parser.parse_args()
+    global OPS
+    OPS = args.ops
     base = Path(os.environ.get("MEMFS_BENCH_DIR", "/var/tmp/memfs-peers"))
     run(args.docs, args.targets, base, args.profile, args.rtt_ms)
 
