@@ -131,8 +131,10 @@ class DirHandle:
     """One open directory: the snapshot its listing is read from."""
 
     ino: int
-    #: Taken by ``readdir`` at offset 0 (and again on a rewind).
-    entries: list[tuple[str, Node]]
+    #: Taken by ``readdir`` at offset 0 (and again on a rewind), or at ``opendir`` when the
+    #: kernel may serve the listing from its cache: it then asks from the middle (a cache
+    #: page went), and the positions must be those of the listing it cached.
+    entries: list[tuple[str, Node]] | None
     #: The directory's ``generation`` at the open when the kernel may cache what this
     #: handle lists (``cache_readdir``), else None.
     cached_from: int | None = None
@@ -207,6 +209,9 @@ class FilesystemBase:
         #: Directories whose listing the kernel may hold (opened with ``cache_readdir``
         #: since it was last told to drop it): a change to one of them drops it.
         self.kernel_listings: set[int] = set()
+        #: The sorted listing of each folder the kernel may cache, with the ``generation``
+        #: it was taken at: the listing the kernel holds, while that generation holds.
+        self._listings: dict[int, tuple[int, list[tuple[str, Node]]]] = {}
         #: ``cache_bytes`` is the whole budget for content held in memory: a quarter of it
         #: for the bytes of merge bases no row version holds (``SaverBases``), the rest for
         #: the cache of document contents.
@@ -823,11 +828,23 @@ class FilesystemBase:
         """
         directory = self.tree.get_dir(ino)
         fh = self._new_fh()
-        cached = kernel_caches and not isinstance(directory, SyntheticDir)
-        self.dir_handles[fh] = DirHandle(ino, [], directory.generation if cached else None)
-        if cached:
-            self.kernel_listings.add(ino)
+        if not kernel_caches or isinstance(directory, SyntheticDir):
+            self.dir_handles[fh] = DirHandle(ino, None)
+            return fh
+        entries = self._listing(directory)
+        self.dir_handles[fh] = DirHandle(ino, entries, directory.generation)
+        self.kernel_listings.add(ino)
         return fh
+
+    def _listing(self, directory: DirNode) -> list[tuple[str, Node]]:
+        """The folder's listing as the kernel may hold it: taken again only after its names
+        changed (each such change drops the kernel's copy too)."""
+        kept = self._listings.get(directory.ino)
+        if kept is not None and kept[0] == directory.generation:
+            return kept[1]
+        entries = self._snapshot(directory.ino)  # may take displaced names out first
+        self._listings[directory.ino] = (directory.generation, entries)
+        return entries
 
     def listing_cached(self, fh: int) -> bool:
         """Whether the kernel may keep what handle ``fh`` lists after it is closed."""
@@ -836,6 +853,7 @@ class FilesystemBase:
 
     def _listing_changed(self, directory: DirNode) -> None:
         """The tree changed ``directory``'s names: a listing the kernel holds goes."""
+        self._listings.pop(directory.ino, None)
         if directory.ino in self.kernel_listings:
             self.kernel_listings.discard(directory.ino)
             self.kernel.inode(directory.ino)
@@ -852,18 +870,23 @@ class FilesystemBase:
     def readdir(self, fh: int, start: int) -> Iterator[tuple[int, str, Node]]:
         """Entries from position ``start`` of the handle's snapshot: (next_id, name, node).
 
-        Positions 0 and 1 are ``.`` and ``..``.  The snapshot is taken at ``opendir`` (and
-        again on a rewind to 0), so a listing never skips or repeats an entry while the
-        directory changes.  Entries removed since the snapshot are left out.  Lazy: the
-        kernel reads a big directory in many small batches, each starting where the last
-        stopped, so each batch costs what it returns, not the directory's size.
+        Positions 0 and 1 are ``.`` and ``..``.  The snapshot is taken at offset 0 (at
+        ``opendir`` for a listing the kernel may cache, see ``DirHandle``), so a listing
+        never skips or repeats an entry while the directory changes.  Entries removed since
+        the snapshot are left out.  Lazy: the kernel reads a big directory in many small
+        batches, each starting where the last stopped, so each batch costs what it returns,
+        not the directory's size.
         """
         handle = self.dir_handles.get(fh)
         if handle is None:
             raise FsError(errno.EBADF)
-        if start == 0:
-            handle.entries = self._snapshot(handle.ino)
         directory = self.tree.get_dir(handle.ino)
+        if handle.cached_from is not None:
+            if start == 0:  # a rewind: the listing as the kernel will cache it now
+                handle.entries = self._listing(directory)
+        elif start == 0 or handle.entries is None:
+            handle.entries = self._snapshot(handle.ino)
+        assert handle.entries is not None
         return self._entries_from(directory, handle.entries, start)
 
     @staticmethod
