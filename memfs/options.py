@@ -280,7 +280,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("listen_url", "a direct PostgreSQL URL for the change feed's LISTEN (default: "
            "the database URL; with --pooler, polling unless given)",
            env=("MEMFS_LISTEN_URL",), metavar="URL"),
-    Option("attr_timeout", "seconds the kernel caches names and attributes (default: 60; "
+    Option("attr_timeout", "seconds the kernel caches names and attributes (default: 3600; "
            "every change the mount hears of is dropped from the kernel at once)", parse_seconds,
            env=("MEMFS_ATTR_TIMEOUT",), metavar="SECONDS"),
     Option("metrics", "serve the mount's live statistics to Prometheus at HOST:PORT "
