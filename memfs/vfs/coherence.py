@@ -79,12 +79,13 @@ class OtherWriters:
     async def resync(self) -> None:
         """Reload every path and attribute and reconcile (after a reconnect, or polling)."""
         fs = self.fs
-        before = self._shown(fs.tree.docs)
+        before = self._shown_all()
         rows = await fs.run_db(fs.store.load_documents)
         fs.documents_changed()  # whatever changed unseen, searches look again
         async with fs.ns_lock:
             by_id = {row.id: row for row in rows}
-            if await self._reread_changed_here(before, by_id, everything=True):
+            reread = await self._reread_changed_here(before, by_id, everything=True)
+            if reread:
                 rows = sorted(by_id.values(), key=lambda row: row.updated_at, reverse=True)
                 rows.sort(key=lambda row: row.path)
             seen: set[UUID] = set()
@@ -94,6 +95,8 @@ class OtherWriters:
                     continue
                 shown.add(row.path)
                 seen.add(row.id)
+                if row.id not in reread and before.get(row.id) == (row.updated_at, row.path):
+                    continue  # shown as the row is, and not changed here since
                 await self._external_upsert(row)
             for doc_id in [d for d in fs.tree.docs if d not in seen]:
                 fs.apply_deletion(doc_id)
@@ -103,6 +106,14 @@ class OtherWriters:
         """What this mount shows of each document, its version and path (None: nothing),
         taken before reading rows whose application waits for the namespace lock."""
         return {doc_id: self._shown_now(doc_id) for doc_id in doc_ids}
+
+    def _shown_all(self) -> dict[UUID, tuple[datetime | None, str] | None]:
+        """``_shown`` of every document, its paths from one walk of the tree."""
+        paths = self.fs.tree.document_paths()
+        return {
+            doc_id: (node.updated_at, paths[doc_id]) if doc_id in paths else None
+            for doc_id, node in self.fs.tree.docs.items()
+        }
 
     def _shown_now(self, doc_id: UUID) -> tuple[datetime | None, str] | None:
         fs = self.fs
@@ -117,7 +128,7 @@ class OtherWriters:
         rows: dict[UUID, DocRow],
         *,
         everything: bool = False,
-    ) -> bool:
+    ) -> set[UUID]:
         """Read again the rows of documents this mount changed (saved, renamed, moved with
         a folder, removed, created, or read anew) while ``rows`` were on their way; called
         under the namespace lock.
@@ -127,20 +138,23 @@ class OtherWriters:
         (the next program to read and save the file would erase the save made here), move
         it back to its old folder, or bring back a file just removed.  With ``everything``
         (a resync), documents created here meanwhile count too, or the resync would take
-        them for deleted.  Returns whether any row was read again.
+        them for deleted.  Returns the documents whose rows were read again.
         """
         fs = self.fs
-        changed = [d for d, shown in before.items() if self._shown_now(d) != shown]
         if everything:
+            now = self._shown_all()
+            changed = [d for d, shown in before.items() if now.get(d) != shown]
             changed += [d for d in fs.tree.docs if d not in before]
+        else:
+            changed = [d for d, shown in before.items() if self._shown_now(d) != shown]
         if not changed:
-            return False
+            return set()
         log.debug("re-reading %d row(s) changed here while they were read", len(changed))
         fresh = await fs.run_db(fs.store.document_rows, changed)
         for doc_id in changed:
             rows.pop(doc_id, None)
         rows.update(fresh)
-        return True
+        return set(changed)
 
     async def _external_upsert(self, row: DocRow) -> None:
         fs = self.fs

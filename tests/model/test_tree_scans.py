@@ -1,5 +1,5 @@
-"""``.recent``'s choice of documents: the newest by row time, ties by path, the same as
-ordering every document by (time, path) although only the tied ones get a path built."""
+"""Whole-tree scans done cheaply: ``.recent``'s choice of documents (paths built only for
+the ties at its edge) and the resync's map of every document's path (one walk)."""
 
 from __future__ import annotations
 
@@ -28,3 +28,23 @@ def test_the_newest_documents_ties_by_path_equal_a_full_sort() -> None:
     chosen = recent._latest(tree)
     every = sorted(tree.docs.values(), key=lambda n: (n.updated_at, tree.path_of(n)), reverse=True)
     assert [tree.path_of(n) for n in chosen] == [tree.path_of(n) for n in every[:100]]
+
+
+def test_document_paths_in_one_walk_equal_path_of_each() -> None:
+    """The resync's map of every shown document's path (one walk) against ``path_of``."""
+    rng = random.Random(8)
+    tree = Tree(0)
+    for n in range(300):
+        folder = tree.ensure_dir(
+            "/".join(f"d{rng.randrange(4)}" for _ in range(rng.randrange(4))), 0
+        )
+        assert folder is not None
+        node = tree.new_file(f"f{n}.md", 0o644, 0)
+        tree.attach(folder, node)
+        if n % 7:
+            tree.bind_document(node, uuid.uuid4())
+        if n % 11 == 0:
+            tree.add_link(node, tree.root, f"link{n}.md")  # another name: not the path
+    gone = next(iter(tree.docs.values()))
+    tree.detach(gone)
+    assert tree.document_paths() == {d: tree.path_of(n) for d, n in tree.docs.items()}
