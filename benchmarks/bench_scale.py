@@ -52,35 +52,19 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_core import WORDS  # noqa: E402
+from benchmarks.bench_core import WORDS, sh, timed  # noqa: E402
 from memfs.chunker import chunk_document  # noqa: E402
 from memfs.daemon import is_mounted  # noqa: E402
 from memfs.db.embedded import ensure_database, start_embedded  # noqa: E402
 from memfs.db.reborn import layout  # noqa: E402
 from memfs.db.reborn.layout import RebornScope  # noqa: E402
-from memfs.stats import sample_name  # noqa: E402
+from memfs.stats import requests_by_op  # noqa: E402
 
 USER = "default"
 SCOPE = RebornScope(user_id=USER)
 #: Requests the kernel sends without waiting for the answer.
 ASYNC_OPS = {"release", "releasedir", "forget", "batch_forget"}
 ENGINES = ("legacy", "reborn", "libsql")
-
-
-def sh(script: str, cwd: Path, timeout: float = 1800) -> str:
-    result = subprocess.run(
-        ["bash", "-c", script], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-        check=False,
-    )  # fmt: skip
-    if result.returncode not in (0, 1):  # grep exits 1 on no match
-        raise RuntimeError(f"{script!r} failed in {cwd}: {result.stderr[-800:]}")
-    return result.stdout
-
-
-def timed(work: Callable[[], str]) -> tuple[float, str]:
-    started = time.perf_counter()
-    out = work()
-    return time.perf_counter() - started, out
 
 
 def drop_page_cache() -> None:
@@ -314,12 +298,7 @@ class Daemon:
             [sys.executable, "-m", "memfs", "stats", "--json", str(self.mountpoint)],
             capture_output=True, text=True, timeout=60, check=True, env=self.env, cwd=ROOT,
         )  # fmt: skip
-        counts: dict[str, float] = {}
-        for sample in json.loads(result.stdout)["items"]:
-            name = sample_name(sample)
-            if name.startswith("memfs_requests_total{op="):
-                counts[name.split('"')[1]] = sample["value"]
-        return counts
+        return requests_by_op(json.loads(result.stdout)["items"])
 
 
 @contextmanager

@@ -125,6 +125,15 @@ class MountStats:
             start_http_server(port, addr=host, registry=self.registry)
 
 
+def requests_by_op(samples: list[dict[str, Any]]) -> dict[str, float]:
+    """The FUSE requests answered, by operation, from a ``--json`` report's items."""
+    return {
+        sample["labels"]["op"]: sample["value"]
+        for sample in samples
+        if sample["metric"] == "memfs_requests_total"
+    }
+
+
 def sample_name(sample: dict[str, Any]) -> str:
     """``memfs_requests_total{op="lookup"}``: a sample as the Prometheus text format
     writes it."""

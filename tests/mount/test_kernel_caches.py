@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from memfs.fuse_ops import OPEN_FLAGS
-from memfs.stats import sample_name
+from memfs.stats import requests_by_op
 from tests.engines import ENGINES, Engine
 from tests.mounting import Mount, memfs_env
 
@@ -41,12 +41,7 @@ def requests(work_dir: Path, mountpoint: Path) -> dict[str, float]:
         check=False, cwd=work_dir,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    counts: dict[str, float] = {}
-    for sample in json.loads(result.stdout)["items"]:
-        name = sample_name(sample)
-        if name.startswith("memfs_requests_total{op="):
-            counts[name.split('"')[1]] = sample["value"]
-    return counts
+    return requests_by_op(json.loads(result.stdout)["items"])
 
 
 def grown(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
