@@ -29,7 +29,7 @@ from tests.savers import client_env, missing_programs
 
 pytestmark = pytest.mark.mount
 
-SEEDS = [int(s) for s in os.environ.get("MEMFS_HISTORY_SEEDS", "1,2,3,4,5,6,7,8").split(",")]
+SEEDS = [int(s) for s in os.environ.get("MEMFS_HISTORY_SEEDS", "1,2,3,4,5,6").split(",")]
 OPERATIONS = int(os.environ.get("MEMFS_HISTORY_OPS", "600"))
 MOUNTS = 2
 #: Seeds whose run adds the soak's shared file (every mount and the agent appending to one
