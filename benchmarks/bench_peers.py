@@ -249,6 +249,15 @@ def workloads(corpus: Path, rsync_src: Path) -> list[tuple[str, str, str]]:
         "cp $f $f.tmp.vsctmp && echo saved >> $f.tmp.vsctmp && mv $f.tmp.vsctmp $f; done"
     )
     appends = f'for i in $(seq {n}); do echo "- note $i" >> mem/USER.md; done'
+    # vim's own save (backup, write, fsync) with no vimrc; the shell's ``>`` rewrite.
+    vim = (
+        f"for f in $(find mem -name '*.md' | sort | tail -{n}); do "
+        "vim -Es -u NONE -N -c '%s/deploy/VIMSAVE/e' -c 'wq' $f </dev/null; done"
+    )
+    shell = (
+        f"for f in $(find mem -name '*.md' | sort | head -{n}); do "
+        'echo "rewritten by the shell: $f" > $f; done'
+    )
     return [
         ("populate cp -r", f"cp -r {corpus} mem", "find mem -type f | wc -l"),
         ("ls -lR", "ls -lR mem | grep -c '\\.md$'", ""),
@@ -260,6 +269,8 @@ def workloads(corpus: Path, rsync_src: Path) -> list[tuple[str, str, str]]:
         (f"{n} in-place edits", edit, "grep -rc DEPLOY mem | sort | md5sum"),
         (f"{n} temp+rename saves", save, "grep -rc '^saved' mem | sort | md5sum"),
         (f"{n} appends", appends, "wc -l < mem/USER.md; tail -3 mem/USER.md"),
+        (f"{n} vim saves", vim, "grep -rc VIMSAVE mem | sort | md5sum"),
+        (f"{n} shell > rewrites", shell, "grep -rc '^rewritten by the shell' mem | sort | md5sum"),
         ("dir rename", "mv mem/projects mem/projects2", "find mem/projects2 | sort | md5sum"),
         ("rsync -a (initial)", f"rsync -a {rsync_src}/ synced/", "find synced -type f | wc -l"),
         ("rsync -a (no-op)", f"rsync -a --stats {rsync_src}/ synced/ | grep 'files transferred'",
@@ -314,6 +325,7 @@ def operations(docs: int) -> dict[str, int]:
     return {
         "populate cp -r": docs, "grep -r (cold)": docs, "read all": docs,
         f"{OPS} in-place edits": OPS, f"{OPS} temp+rename saves": OPS, f"{OPS} appends": OPS,
+        f"{OPS} vim saves": OPS, f"{OPS} shell > rewrites": OPS,
         "dir rename": 1, "rsync -a (initial)": synced, "rm -rf": docs + synced,
     }  # fmt: skip
 
