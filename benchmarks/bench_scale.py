@@ -217,8 +217,8 @@ class Agent(threading.Thread):
 
 def poll_cost(engine: str, where: str) -> dict[str, float]:
     """What one poll of the mount costs at this size, in ms (median of 5): its fingerprint
-    of the scope (every poll), and the ``(path, version)`` list (when the fingerprint
-    moved), through memfs's own statements."""
+    of the scope (every poll); when the fingerprint moved, the list of row versions and its
+    diff with the last; and, for comparison, the whole document list a reload reads."""
     from memfs.db.libsql.connection import LibsqlFile
     from memfs.db.reborn.postgres import PostgresRows
     from memfs.db.reborn.sqlite import SqliteRows, open_file
@@ -239,9 +239,18 @@ def poll_cost(engine: str, where: str) -> dict[str, float]:
             taken.append((time.perf_counter() - started) * 1000)
         return round(statistics.median(taken), 1)
 
+    def listing() -> dict[str, tuple[Any, Any]]:
+        return {path: (v, at) for path, v, at in rows.listing(conn, SCOPE.prefix)}
+
+    base = listing()
+
+    def diff() -> list[str]:  # what a poll that found a change does before reading rows
+        return [path for path, state in listing().items() if base.get(path) != state]
+
     return {
         "fingerprint_ms": median(lambda: rows.fingerprint(conn, SCOPE.prefix)),
-        "document_list_ms": median(lambda: rows.documents(conn, SCOPE.prefix)),
+        "version_list_and_diff_ms": median(diff),
+        "whole_reload_list_ms": median(lambda: rows.documents(conn, SCOPE.prefix)),
     }
 
 
@@ -313,12 +322,16 @@ def embedded_server(base: Path) -> Iterator[str]:
 # -- workloads ----------------------------------------------------------------------------
 
 
-def read_workloads(root: Path, files: list[str]) -> dict[str, tuple[float, str]]:
+def read_workloads(root: Path, files: list[str]) -> dict[str, Callable[[], tuple[float, str]]]:
     """Outputs that the agent's appends meanwhile do not change (counts, not bytes)."""
     return {
-        "find -type f": timed(lambda: str(len(sh("find . -type f -name '*.md'", root).split()))),
-        "ls -lR": timed(lambda: sh("ls -lR | grep -c '\\.md$'", root).strip()),
-        "stat every file": timed(lambda: str(sum(1 for f in files if os.stat(root / f).st_size))),
+        "find -type f": lambda: timed(
+            lambda: str(len(sh("find . -type f -name '*.md'", root).split()))
+        ),
+        "ls -lR": lambda: timed(lambda: sh("ls -lR | grep -c '\\.md$'", root).strip()),
+        "stat every file": lambda: timed(
+            lambda: str(sum(1 for f in files if os.stat(root / f).st_size))
+        ),
     }
 
 
@@ -414,11 +427,21 @@ def run_engine(engine: str, base: Path, corpus: Path, docs: dict[str, str], admi
                 f"{'same' if same else 'DIFFERENT: ' + local[1][:40] + ' / ' + mine[1][:40]}"
             )
 
+        def counted(name: str, workload: Callable[[], tuple[float, str]]) -> tuple[float, str]:
+            """``workload`` on the mount, with the requests it made the kernel wait for."""
+            before = daemon.requests()
+            outcome = workload()
+            waited = synchronous(before, daemon.requests())
+            result.setdefault("synchronous requests", {})[name] = waited
+            print(f"  {name}: synchronous requests {waited}")
+            return outcome
+
         drop_page_cache()
-        beside("grep -r cold", timed(lambda: grep_count(corpus)), timed(lambda: grep_count(mnt)))
+        beside("grep -r cold", timed(lambda: grep_count(corpus)),
+               counted("grep -r cold", lambda: timed(lambda: grep_count(mnt))))  # fmt: skip
         local_reads, my_reads = read_workloads(corpus, files), read_workloads(mnt, files)
         for name, local in local_reads.items():
-            beside(name, local, my_reads[name])
+            beside(name, local(), counted(name, my_reads[name]))
         beside("grep -r warm", timed(lambda: grep_count(corpus)), timed(lambda: grep_count(mnt)))
         before = daemon.requests()
         mine = timed(lambda: grep_count(mnt))
