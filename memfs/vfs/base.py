@@ -49,6 +49,7 @@ from memfs.tree import (
     FileNode,
     Node,
     ScopedFile,
+    StoredDocument,
     SymlinkNode,
     SyntheticDir,
     Tree,
@@ -349,8 +350,14 @@ class FilesystemBase:
         docs = await self.run_db(self.store.load_documents)
         dirs = await self.run_db(self.store.load_directories)
         skipped = 0
-        for row in docs:
-            if not loadable_path(row.path):
+
+        def shown() -> Iterator[StoredDocument]:
+            nonlocal skipped
+            for row in docs:
+                if loadable_path(row.path):
+                    yield (row.id, row.path, row.size, row.created_at, row.updated_at,
+                           row.attrs.mode, row.attrs.mtime_ns)  # fmt: skip
+                    continue
                 skipped += 1
                 log.warning(
                     "document %s has a path the mount cannot show: %r (not normalised, "
@@ -358,16 +365,8 @@ class FilesystemBase:
                     row.id,
                     row.path,
                 )
-                continue
-            self.tree.load_document(
-                row.id,
-                row.path,
-                row.size,
-                row.created_at,
-                row.updated_at,
-                row.attrs.mode,
-                row.attrs.mtime_ns,
-            )
+
+        self.tree.load_documents(shown())
         now = self.clock()
         for path in dirs:
             if not loadable_path(path):
