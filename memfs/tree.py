@@ -34,6 +34,14 @@ DEFAULT_DIR_MODE = 0o755
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+def _without(
+    links: tuple[tuple[DirNode, str], ...], link: tuple[DirNode, str]
+) -> tuple[tuple[DirNode, str], ...]:
+    """``links`` less the first ``link``."""
+    at = links.index(link)
+    return links[:at] + links[at + 1 :]
+
+
 def to_ns(moment: datetime) -> int:
     """A timestamp as integer nanoseconds since the epoch (microsecond precision from PG)."""
     since = moment - _EPOCH
@@ -93,8 +101,9 @@ class FileNode(Node):
         #: For a document renamed to a scratch name (vim's ``x -> x~``): the row it came
         #: from, which stays in the database until the save completes or is abandoned.
         self.origin_doc_id: UUID | None = None
-        #: Further (parent, name) entries of a hard-linked scratch file.
-        self.extra_links: list[tuple[DirNode, str]] = []
+        #: Further (parent, name) entries of a hard-linked scratch file (a tuple: the empty
+        #: one is shared, not a list per document).
+        self.extra_links: tuple[tuple[DirNode, str], ...] = ()
         #: Its row went to another node (a save here found the row, moved there by another
         #: writer, at the other node's name): the name stands for nothing any more.
         self.displaced = False
@@ -322,7 +331,7 @@ class Tree:
         if name in parent.children:
             raise FsError(errno.EEXIST, f"{name!r} already exists")
         parent.children[name] = node
-        node.extra_links.append((parent, name))
+        node.extra_links = (*node.extra_links, (parent, name))
         self._listing_changed(parent)
 
     def remove_entry(self, parent: DirNode, name: str) -> Node:
@@ -330,13 +339,14 @@ class Tree:
         node = parent.children[name]
         if isinstance(node, FileNode) and node.extra_links:
             if (parent, name) in node.extra_links:
-                node.extra_links.remove((parent, name))
+                node.extra_links = _without(node.extra_links, (parent, name))
                 del parent.children[name]
                 self._listing_changed(parent)
                 return node
             del parent.children[name]
             self._listing_changed(parent)
-            node.parent, node.name = node.extra_links.pop()
+            node.parent, node.name = node.extra_links[-1]
+            node.extra_links = node.extra_links[:-1]
             return node
         self.detach(node)
         return node
@@ -350,8 +360,10 @@ class Tree:
             if new_name in new_parent.children:
                 raise FsError(errno.EEXIST, f"{new_name!r} already exists")
             del old_parent.children[old_name]
-            node.extra_links.remove((old_parent, old_name))
-            node.extra_links.append((new_parent, new_name))
+            node.extra_links = (
+                *_without(node.extra_links, (old_parent, old_name)),
+                (new_parent, new_name),
+            )
             new_parent.children[new_name] = node
             self._listing_changed(old_parent)
             self._listing_changed(new_parent)
