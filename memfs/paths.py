@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import re
+from datetime import UTC, datetime
 
 from memfs.errors import FsError
 
@@ -124,3 +125,15 @@ def loadable_path(path: str) -> bool:
 def escape_like(text: str) -> str:
     """Escape ``\\``, ``%`` and ``_`` for a ``LIKE ... ESCAPE '\\'`` prefix match."""
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def conflict_copy(path: str, at: datetime) -> str:
+    """Where another writer's content is kept beside ``path`` when a save cannot keep it as
+    a version (``skip_versioning``, no versions table, a tool file): ``<stem>.conflict-
+    <UTC time>.<ext>``, so the copy keeps the extension editors open it by.  One name and
+    one clock (UTC, the daemon's) for every engine and every kind of file."""
+    folder, slash, name = path.rpartition("/")
+    stem, dot, ext = name.rpartition(".")
+    stamp = at.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    copy = f"{stem}.conflict-{stamp}.{ext}" if dot and stem else f"{name}.conflict-{stamp}"
+    return f"{folder}{slash}{copy}"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import stat
-import time
+from datetime import UTC, datetime
 from typing import Protocol
 
 import trio
@@ -25,6 +25,7 @@ from memfs.buffers import FileBuffer, ScratchBuffer, ScratchSpill
 from memfs.db.calls import RunDb
 from memfs.db.capabilities import ToolFile, ToolFiles
 from memfs.kernel import KernelNotifier
+from memfs.paths import conflict_copy
 from memfs.scratch import ScratchRules
 from memfs.tree import DirNode, FileNode, Node, Tree
 
@@ -203,11 +204,8 @@ class ToolFolders:
     def _keep_theirs(self, fs: ToolHost, path: str, theirs: ToolFile) -> None:
         """Another mount's content of a file this mount changed too (a compare-and-swap
         found it): kept beside it as ``<name>.conflict-<time><ext>``, then written."""
-        parent_path, _, name = path.rpartition("/")
-        stem, dot, ext = name.rpartition(".")
-        stamp = time.strftime("%Y%m%dT%H%M%S")
-        copy = f"{stem}.conflict-{stamp}.{ext}" if dot and stem else f"{name}.conflict-{stamp}"
-        target = f"{parent_path}/{copy}" if parent_path else copy
+        target = conflict_copy(path, datetime.now(UTC))
+        copy = target.rpartition("/")[2]
         digest = _digest(False, theirs.mode, theirs.mtime_ns, theirs.content)
         self._take(fs, target, digest, theirs.content)
         log.warning("tool file %r changed in another mount too: theirs kept as %r", path, copy)

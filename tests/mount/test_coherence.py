@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -180,7 +181,7 @@ def test_concurrent_change_without_versions_becomes_a_conflict_copy(
     rows = dict(sql_conn.execute("SELECT path, content FROM memory_documents").fetchall())
     assert rows.pop("MEMORY.md") == "line 1\nperson line\n"
     [(copy, content)] = rows.items()
-    assert copy.startswith("MEMORY.md.conflict-") and copy.endswith(".md")
+    assert re.fullmatch(r"MEMORY\.conflict-\d{8}T\d{6}Z\.md", copy), copy
     assert content == "line one, the agent's\n"
     eventually((mount.path() / copy).exists, 3.0)
 

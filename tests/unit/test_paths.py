@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import errno
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from memfs.errors import FsError
-from memfs.paths import check_new_name, decode_name, escape_like, loadable_path, normalize_path
+from memfs.paths import (
+    check_new_name,
+    conflict_copy,
+    decode_name,
+    escape_like,
+    loadable_path,
+    normalize_path,
+)
 
 
 @pytest.mark.parametrize(
@@ -94,3 +102,11 @@ def test_loadable_path(path: str, ok: bool) -> None:
 
 def test_escape_like() -> None:
     assert escape_like("a_b%c\\d") == "a\\_b\\%c\\\\d"
+
+
+def test_a_conflict_copy_keeps_the_extension_and_is_named_in_utc() -> None:
+    at = datetime(2026, 11, 28, 9, 5, 7, tzinfo=timezone(timedelta(hours=2)))
+    assert conflict_copy("MEMORY.md", at) == "MEMORY.conflict-20261128T070507Z.md"
+    assert conflict_copy("notes/a.b.md", at) == "notes/a.b.conflict-20261128T070507Z.md"
+    assert conflict_copy("dir.x/README", at) == "dir.x/README.conflict-20261128T070507Z"
+    assert conflict_copy(".vscode/.env", at) == ".vscode/.env.conflict-20261128T070507Z"

@@ -17,7 +17,7 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -66,7 +66,7 @@ from memfs.ironclaw.write_rules import (
     effective_metadata,
     is_engine_runtime_path,
 )
-from memfs.paths import escape_like
+from memfs.paths import conflict_copy, escape_like
 
 log = logging.getLogger(__name__)
 
@@ -736,10 +736,7 @@ class MetaStore(DeferringStore, ScopedStore):
                 (doc_id,),
             ).fetchone()
             return f"version {row[0] if row else '?'}"
-        stamp = conn.execute(
-            "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYYMMDD\"T\"HH24MISS')"
-        ).fetchone()
-        copy = f"{path}.conflict-{stamp[0] if stamp else 'now'}.md"
+        copy = conflict_copy(path, datetime.now(UTC))
         newer = self._stored_content(conn, doc_id)
         chunks = chunk_document(newer, self.chunk_config) if index_now else None
         self._commit(conn, None, copy, newer, FileAttrs(), chunks).result()

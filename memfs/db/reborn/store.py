@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -63,6 +63,7 @@ from memfs.ironclaw.write_rules import (
     check_schema,
     effective_metadata,
 )
+from memfs.paths import conflict_copy
 
 log = logging.getLogger(__name__)
 
@@ -697,12 +698,7 @@ class RebornStore(DeferringStore):
 
     def _keep_as_copy(self, conn: Any, relative: str, theirs: bytes) -> str:
         """Another writer's content that versioning would not keep: a copy beside it."""
-        stamp = datetime.now().strftime("%Y%m%dT%H%M%S")
-        stem, dot, ext = relative.rpartition(".")
-        if dot and "/" not in ext:
-            copy = f"{stem}.conflict-{stamp}.{ext}"
-        else:
-            copy = f"{relative}.conflict-{stamp}"
+        copy = conflict_copy(relative, datetime.now(UTC))
         self._insert_document(conn, copy, theirs)
         return f"copy {copy}"
 
