@@ -270,7 +270,7 @@ class MemfsOperations(pyfuse3.Operations):
 
     @_guard
     async def read(self, fh: int, off: int, size: int) -> bytes:
-        return self.fs.read(fh, off, size)
+        return await self.fs.read(fh, off, size)
 
     @_guard
     async def write(self, fh: int, off: int, buf: bytes) -> int:

@@ -125,6 +125,10 @@ class Handle:
     #: page cache, no cached size clipping or padding a read) of the content as it was at
     #: open, kept whole whatever changes meanwhile.
     snapshot: bool = False
+    #: Opened for reading while the kernel held the pages of the version shown: the
+    #: content is loaded only if the kernel asks for a read (it dropped the pages); until
+    #: then ``buffer`` is an empty stand-in.
+    unloaded: bool = False
 
 
 @dataclass(slots=True)
@@ -253,6 +257,10 @@ class FilesystemBase:
         self.bases = SaverBases(max_bytes=cache_bytes // BASES_SHARE, process_of=process_of)
         #: Version of each file's content the kernel may hold in its page cache.
         self.kernel_version: dict[int, Any] = {}
+        #: (version, SHA-256 of its bytes) of each file as last given to the kernel: the
+        #: base a reader's unloaded open records (``ContentMixin._open_unloaded``); valid
+        #: only while the version is the one shown.
+        self.kernel_digest: dict[int, tuple[Any, bytes]] = {}
         #: Synthetic trees at the mount root (``.search``, ``.scopes``), made at ``load``,
         #: by the inode of their directory; listings of the root leave those out.
         self._extensions = list(extensions)
@@ -775,6 +783,7 @@ class FilesystemBase:
         """Forget per-inode state once the inode number is released."""
         if ino not in self.tree.inodes:
             self.kernel_version.pop(ino, None)
+            self.kernel_digest.pop(ino, None)
             self.served.pop(ino, None)
             self.saves.untrack(ino)
             buffer = self.buffers.get(ino)

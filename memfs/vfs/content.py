@@ -8,6 +8,7 @@ committed and lives as long as the file does.
 from __future__ import annotations
 
 import errno
+import hashlib
 import logging
 import os
 import stat
@@ -63,7 +64,7 @@ class ContentMixin(FilesystemBase):
         self.buffers[node.ino] = buffer
         for handle in self.handles.values():
             if handle.node is node and not handle.snapshot:
-                handle.buffer = buffer
+                handle.buffer, handle.unloaded = buffer, False
         if isinstance(old, ScratchBuffer) and old is not buffer:
             old.release()
 
@@ -173,6 +174,10 @@ class ContentMixin(FilesystemBase):
             raise FsError(errno.EROFS, "search results are read-only")
         if isinstance(node, SyntheticFile) and self.status is not None and self.status.shows(node):
             return await self._open_status(node)
+        if not writable and self._kernel_holds(node):
+            unloaded = self._open_unloaded(node, pid)
+            if unloaded is not None:
+                return unloaded, True
         truncate = writable and bool(flags & os.O_TRUNC)
         try:
             buffer = await self._buffer(node, load=not truncate)
@@ -211,6 +216,8 @@ class ContentMixin(FilesystemBase):
         known = self.kernel_version.get(ino)
         keep_cache = not truncate and version is not None and known == version
         self.kernel_version[ino] = version
+        if not writable and version is not None and isinstance(buffer, FileBuffer):
+            self._remember_kernel_digest(node, version, buffer)
         if not keep_cache and not truncate:
             # The kernel may cache another size than the content this open serves.
             self.kernel.attributes(ino)
@@ -222,6 +229,48 @@ class ContentMixin(FilesystemBase):
                       " (older bytes served until the next stat)" if ino in self.served
                       else "")  # fmt: skip
         return fh, keep_cache
+
+    def _kernel_holds(self, node: FileNode) -> bool:
+        """Whether a reader's open may leave the content unloaded: the kernel holds the
+        pages of the version shown (it asks for a read only if it dropped them), nothing
+        here holds other bytes of the file, and no other writer changed it moments ago (its
+        reader gets a snapshot).  A warm ``grep -r`` then costs the daemon one request per
+        file and no database read, whatever the content cache holds."""
+        if type(node) is not FileNode or node.scratch or node.doc_id is None:
+            return False
+        if node.parent is None or node.ino in self.buffers or node.ino in self.served:
+            return False
+        version = node.updated_at
+        if version is None or self.kernel_version.get(node.ino) != version:
+            return False
+        return not self.contended or self.tree.path_of(node) not in self.contended
+
+    def _remember_kernel_digest(self, node: FileNode, version: Any, buffer: FileBuffer) -> None:
+        """The hash of the version a reader's open gives the kernel, for later readers'
+        unloaded opens (their saves' base must be known by its bytes)."""
+        if type(node) is not FileNode or buffer.dirty or buffer.unshown_merge is not None:
+            return
+        if self.kernel_digest.get(node.ino, (None,))[0] == version:
+            return
+        data = buffer.base if buffer.base_version == version else None
+        if data is None and node.doc_id is not None:
+            data = self.cache.get(node.doc_id, version)
+        if data is not None:
+            self.kernel_digest[node.ino] = (version, hashlib.sha256(data).digest())
+
+    def _open_unloaded(self, node: FileNode, pid: int) -> int | None:
+        """A reader's handle whose content is loaded at its first read (``read``); its
+        base for a later save is the version shown, by the hash of the bytes the kernel
+        was given (``_note_base`` of a loaded one).  None when that hash is not known."""
+        doc_id, version = node.doc_id, node.updated_at
+        known = self.kernel_digest.get(node.ino)
+        if known is None or known[0] != version:
+            return None
+        fh = self._open_handle(node, FileBuffer(b""), False)
+        self.handles[fh].unloaded = True
+        digest = "sha256:" + known[1].hex()
+        self.bases.read(self.tree.path_of(node), pid, doc_id, version, lambda: digest)
+        return fh
 
     async def _open_status(self, node: SyntheticFile) -> tuple[int, bool]:
         """``.status``: a report made for this open alone, served with direct I/O."""
@@ -242,11 +291,27 @@ class ContentMixin(FilesystemBase):
         need not ask (``FOPEN_NOFLUSH``) and the reader's close costs no request."""
         return self._handle(fh).writable
 
-    def read(self, fh: int, offset: int, size: int) -> bytes:
+    async def read(self, fh: int, offset: int, size: int) -> bytes:
         handle = self._handle(fh)
+        if handle.unloaded:
+            await self._load_unloaded(handle)
         if handle.snapshot:
             return handle.buffer.read(offset, size)
         return self.served.get(handle.node.ino, handle.buffer).read(offset, size)
+
+    async def _load_unloaded(self, handle: Handle) -> None:
+        """The content of a reader's handle opened unloaded: the kernel dropped its pages
+        (or the file changed since, and the kernel was told to drop them)."""
+        node = handle.node
+        try:
+            buffer = await self._buffer(node)
+        except DocumentGone as gone:
+            async with self.ns_lock:
+                self.apply_deletion(gone.doc_id)
+            what = self.describe_node(node)
+            raise FsError(errno.ESTALE, f"{what} was deleted elsewhere") from gone
+        if handle.unloaded:  # not given a buffer meanwhile (another writer's content)
+            handle.buffer, handle.unloaded = buffer, False
 
     async def write(self, fh: int, offset: int, data: bytes) -> int:
         handle = self._handle(fh)
@@ -936,7 +1001,7 @@ class ContentMixin(FilesystemBase):
         restored = FileBuffer.of_row(data, node.updated_at)
         for handle in self.handles.values():
             if handle.node is node:
-                handle.buffer = restored
+                handle.buffer, handle.unloaded = restored, False
         if node.open_count > 0:
             self.buffers[node.ino] = restored
         self.kernel_version.pop(node.ino, None)

@@ -46,7 +46,7 @@ def feed_event(doc_id: UUID, path: str) -> dict[str, Any]:
 async def read_all(fs: Filesystem, ino: int) -> bytes:
     fh, _ = await fs.open(ino, os.O_RDONLY)
     try:
-        return fs.read(fh, 0, 1 << 16)
+        return await fs.read(fh, 0, 1 << 16)
     finally:
         await fs.release(fh)
 

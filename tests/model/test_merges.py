@@ -91,7 +91,7 @@ WRITE = os.O_WRONLY
 async def read_as(fs: Filesystem, ino: int, pid: int) -> bytes:
     fh, _ = await fs.open(ino, os.O_RDONLY, pid)
     try:
-        return fs.read(fh, 0, 1 << 16)
+        return await fs.read(fh, 0, 1 << 16)
     finally:
         await fs.release(fh)
 
@@ -500,7 +500,7 @@ async def test_a_process_that_found_none_then_read_and_appended_is_based_on_its_
     await OtherWriters(fs).resync()
     node = await fs.lookup(ROOT_INODE, "shared.md", OTHER)
     fh, _ = await fs.open(node.ino, os.O_RDWR, OTHER)
-    assert fs.read(fh, 0, 100) == b"base\n"
+    assert await fs.read(fh, 0, 100) == b"base\n"
     await write_file(other, ROOT_INODE, "shared.md", b"base\nfrom b\n")
     await OtherWriters(fs).resync()
     await fs.write(fh, 5, b"from a\n")

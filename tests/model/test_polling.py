@@ -34,7 +34,7 @@ async def shown(fs: Filesystem) -> dict[str, bytes]:
         node = fs.tree.docs[doc_id]
         assert isinstance(node, FileNode)
         fh, _ = await fs.open(node.ino, os.O_RDONLY)
-        found[path] = fs.read(fh, 0, 1 << 20)
+        found[path] = await fs.read(fh, 0, 1 << 20)
         await fs.release(fh)
     return found
 

@@ -201,7 +201,7 @@ async def measure(
 
     async def edit_in_place() -> None:  # python's open(p, "r+"): read, write, truncate
         fh, _ = await fs.open(edited, os.O_RDWR)
-        data = fs.read(fh, 0, 100)
+        data = await fs.read(fh, 0, 100)
         await fs.write(fh, 0, data.upper())
         await fs.setattr(edited, size=len(data), fh=fh)
         await fs.flush(fh)
@@ -233,7 +233,7 @@ async def measure(
 
     async def open_and_read() -> bytes:
         fh, _ = await cold.open(target.ino, os.O_RDONLY)
-        data = cold.read(fh, 0, 1000)
+        data = await cold.read(fh, 0, 1000)
         await cold.release(fh)
         return data
 
@@ -244,7 +244,7 @@ async def measure(
         for name in ("y.md", "z.md"):  # read ahead with x.md: grep -r pays per directory
             node = await cold.lookup(archive.ino, name)
             fh, _ = await cold.open(node.ino, os.O_RDONLY)
-            contents.append(cold.read(fh, 0, 1000))
+            contents.append(await cold.read(fh, 0, 1000))
             await cold.release(fh)
         return contents
 

@@ -161,7 +161,7 @@ async def test_links_only_inside_the_overlay(fs: Filesystem) -> None:
     await fs.unlink(ROOT_INODE, ".#-emacs123abc")
     assert fs.attributes(nonce).nlink == 1
     fh, _ = await fs.open(nonce.ino, os.O_RDONLY)
-    assert fs.read(fh, 0, 10) == b"lock"
+    assert await fs.read(fh, 0, 10) == b"lock"
     await fs.release(fh)
     doc = fs.tree.resolve("em.md")
     assert doc is not None

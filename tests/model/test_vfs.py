@@ -11,6 +11,7 @@ import pytest
 
 from memfs.db import Database, Scope
 from memfs.errors import FsError
+from memfs.ironclaw.hashing import bytes_hash
 from memfs.kernel import RecordingNotifier
 from memfs.tree import ROOT_INODE, DirNode, FileNode
 from memfs.vfs import Filesystem, OtherWriters
@@ -52,7 +53,7 @@ async def test_create_write_close_commits(
     assert fs.getattr(node.ino).size == len("hello ✓\n".encode())
     await fs.release(fh)
     fh, _ = await fs.open(node.ino, os.O_RDONLY)
-    assert fs.read(fh, 0, 100) == "hello ✓\n".encode()
+    assert await fs.read(fh, 0, 100) == "hello ✓\n".encode()
     await fs.release(fh)
 
 
@@ -61,7 +62,7 @@ async def test_two_descriptors_share_one_buffer(fs: Filesystem) -> None:
     writer, _ = await fs.open(ino, os.O_WRONLY)
     reader, _ = await fs.open(ino, os.O_RDONLY)
     await fs.write(writer, 4, b"two\n")
-    assert fs.read(reader, 0, 100) == b"one\ntwo\n"
+    assert await fs.read(reader, 0, 100) == b"one\ntwo\n"
     await fs.release(writer)
     await fs.release(reader)
 
@@ -77,7 +78,7 @@ async def test_refused_write_keeps_database_content(
     assert docs(sql_conn) == {"MEMORY.md": "precious\n"}
     assert fs.getattr(ino).size == len(b"precious\n")
     fh, _ = await fs.open(ino, os.O_RDONLY)
-    assert fs.read(fh, 0, 100) == b"precious\n"
+    assert await fs.read(fh, 0, 100) == b"precious\n"
     await fs.release(fh)
 
 
@@ -372,12 +373,13 @@ async def test_reading_another_writers_newer_version_drops_the_kernels_cached_si
     ino = await write_file(fs, ROOT_INODE, "p.md", b"")
     sql_conn.execute("UPDATE memory_documents SET content = 'probe 1\n' WHERE path = 'p.md'")
     fs.cache.drop(fs.tree.get_file(ino).doc_id)
+    fs.kernel_version.pop(ino)  # no pages in the kernel (else the open loads nothing)
     calls = fs.kernel.calls  # type: ignore[attr-defined]
     calls.clear()
     fh, keep_cache = await fs.open(ino, os.O_RDONLY)
     assert not keep_cache
     assert ("attributes", ino, "") in calls
-    assert fs.read(fh, 0, 100) == b"probe 1\n"
+    assert await fs.read(fh, 0, 100) == b"probe 1\n"
     assert ("inode", ino, "") in calls
     assert fs.getattr(ino).size == 8
     await fs.release(fh)
@@ -414,5 +416,27 @@ async def test_read_ahead_never_serves_an_older_neighbour(
     sql_conn.execute("UPDATE memory_documents SET content = 'b2, longer\n' WHERE path = 'b.md'")
     await OtherWriters(cold).resync()  # what the change feed (or polling) does
     fh, _ = await cold.open(b.ino, os.O_RDONLY)
-    assert cold.read(fh, 0, 100) == b"b2, longer\n"
+    assert await cold.read(fh, 0, 100) == b"b2, longer\n"
     await cold.release(fh)
+
+
+async def test_a_reader_of_pages_the_kernel_holds_loads_nothing_until_it_reads(
+    fs: Filesystem,
+) -> None:
+    """Once the kernel was given a version's pages, a reader's open of that version costs
+    no database read, whatever the content cache holds: the content is read only if the
+    kernel asks (it dropped the pages), and then it is the row's."""
+    ino = await write_file(fs, ROOT_INODE, "k.md", b"kept by the kernel\n")
+    fh, _ = await fs.open(ino, os.O_RDONLY)  # the kernel is given the pages
+    await fs.release(fh)
+    node = fs.tree.get_file(ino)
+    assert node.doc_id is not None
+    fs.cache.drop(node.doc_id)
+    fh, keep_cache = await fs.open(ino, os.O_RDONLY, pid=4321)
+    assert keep_cache and fs.handles[fh].unloaded
+    assert not fs.cache.holds(node.doc_id, node.updated_at), "the open read the row"
+    base = fs.bases.base("k.md", 4321)  # a later save by this process merges over it
+    assert base is not None and base.digest == bytes_hash(b"kept by the kernel\n")
+    assert await fs.read(fh, 0, 100) == b"kept by the kernel\n"  # the pages went
+    assert not fs.handles[fh].unloaded
+    await fs.release(fh)
