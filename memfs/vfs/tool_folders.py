@@ -247,18 +247,7 @@ class ToolFolders:
                     self._take(fs, path, digests[path], contents.get(path, b""))
                 for path in sorted(gone, reverse=True):  # what is in a folder before it
                     self._drop(fs, path)
-            for path, (_, signature) in self._current(fs).items():
-                if path in arrived:
-                    self.persisted[path] = signature
-            for path in gone:
-                self.persisted.pop(path, None)
-            remote = dict(digests)
-            for path in left:  # what this mount last knew stays what its writes expect
-                if path in self.remote:
-                    remote[path] = self.remote[path]
-                else:
-                    remote.pop(path, None)
-            self.remote = remote
+            self._remember(fs, digests, arrived, gone, left)
             self.seen = fingerprint
             # A file open at the look, even if closed since (while this waited for the
             # database), is looked at again: no other change may come to say so.
@@ -266,6 +255,25 @@ class ToolFolders:
         if arrived or gone:
             log.info("tool folders: %d changed by another mount", len(arrived) + len(gone))
         return len(arrived) + len(gone)
+
+    def _remember(
+        self, fs: ToolHost, digests: dict[str, Digest], arrived: list[str], gone: list[str],
+        left: list[str],
+    ) -> None:  # fmt: skip
+        """After ``refresh`` took others' changes in: what the table holds as far as this
+        mount knows, and what it last wrote or took."""
+        for path, (_, signature) in self._current(fs).items():
+            if path in arrived:
+                self.persisted[path] = signature
+        for path in gone:
+            self.persisted.pop(path, None)
+        remote = dict(digests)
+        for path in left:  # what this mount last knew stays what its writes expect
+            if path in self.remote:
+                remote[path] = self.remote[path]
+            else:
+                remote.pop(path, None)
+        self.remote = remote
 
     def _take(self, fs: ToolHost, path: str, digest: Digest, content: bytes) -> None:
         is_dir, mode, mtime_ns, _ = digest

@@ -48,17 +48,11 @@ def replace_chunks(
     A changed chunk's embedding is cleared (NULL, for the embedding backfill).  Whatever
     the number of documents, this is one query and up to three pipelined batches.
     """
-    existing: dict[tuple[UUID, int], str] = {}
-    count: dict[UUID, int] = {}  # chunks each document has now
     lock_chunks(conn, list(chunks_by_doc))
-    if not fresh:
-        for doc_id, index, digest in conn.execute(
-            "SELECT document_id, chunk_index, md5(content) FROM memory_chunks "
-            "WHERE document_id = ANY(%s)",
-            (list(chunks_by_doc),),
-        ).fetchall():
-            existing[(doc_id, index)] = digest
-            count[doc_id] = max(count.get(doc_id, 0), index + 1)
+    existing = {} if fresh else _stored_digests(conn, list(chunks_by_doc))
+    count: dict[UUID, int] = {}  # chunks each document has now
+    for doc_id, index in existing:
+        count[doc_id] = max(count.get(doc_id, 0), index + 1)
     stale: list[tuple[UUID, int]] = []
     changed: list[tuple[str, UUID, int]] = []
     added: list[tuple[UUID, int, str]] = []
@@ -71,6 +65,28 @@ def replace_chunks(
                 added.append((doc_id, i, text))
             elif digest != hashlib.md5(text.encode()).hexdigest():
                 changed.append((text, doc_id, i))
+    _write_chunk_changes(conn, stale, changed, added)
+
+
+def _stored_digests(conn: Conn, doc_ids: list[UUID]) -> dict[tuple[UUID, int], str]:
+    """The MD5 of each stored chunk of ``doc_ids``, by (document, index)."""
+    return {
+        (doc_id, index): digest
+        for doc_id, index, digest in conn.execute(
+            "SELECT document_id, chunk_index, md5(content) FROM memory_chunks "
+            "WHERE document_id = ANY(%s)",
+            (doc_ids,),
+        ).fetchall()
+    }
+
+
+def _write_chunk_changes(
+    conn: Conn,
+    stale: list[tuple[UUID, int]],
+    changed: list[tuple[str, UUID, int]],
+    added: list[tuple[UUID, int, str]],
+) -> None:
+    """Up to three pipelined batches: chunks past the new end, changed texts, new ones."""
     with conn.cursor() as cur:
         if stale:
             cur.executemany(
