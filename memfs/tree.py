@@ -85,6 +85,7 @@ class FileNode(Node):
         "open_count",
         "origin_doc_id",
         "size",
+        "told_size",
         "updated_at",
     )
 
@@ -92,6 +93,9 @@ class FileNode(Node):
         super().__init__(ino, name, mode, mtime_ns)
         self.doc_id: UUID | None = None
         self.size = 0
+        #: The size the kernel was last given in attributes (None: none yet); it may keep
+        #: it for the attribute timeout.
+        self.told_size: int | None = None
         self.created_ns = mtime_ns
         #: The row's updated_at as last seen: the document's version.
         self.updated_at: datetime | None = None

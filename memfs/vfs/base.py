@@ -583,13 +583,14 @@ class FilesystemBase:
             # Every call answers the kernel, which from now on caches the current size.
             self.served.pop(node.ino, None)
             buffer = self.buffers.get(node.ino)
+            node.told_size = len(buffer) if buffer is not None else node.size
             return Attributes(
                 ino=node.ino,
                 mode=node.mode & ~self.umask,
                 nlink=node.nlink,
                 uid=self.uid,
                 gid=self.gid,
-                size=len(buffer) if buffer is not None else node.size,
+                size=node.told_size,
                 atime_ns=node.mtime_ns,
                 mtime_ns=node.mtime_ns,
                 ctime_ns=node.ctime_ns,

@@ -218,8 +218,10 @@ class ContentMixin(FilesystemBase):
         self.kernel_version[ino] = version
         if not writable and version is not None and isinstance(buffer, FileBuffer):
             self._remember_kernel_digest(node, version, buffer)
-        if not keep_cache and not truncate:
-            # The kernel may cache another size than the content this open serves.
+        if not keep_cache and not truncate and node.told_size != len(buffer):
+            # The kernel may cache another size than the content this open serves (a
+            # cold open of what it was told the size of asks nothing: ``grep -r`` saves a
+            # getattr per file).
             self.kernel.attributes(ino)
         if log.isEnabledFor(logging.DEBUG) and type(node) is FileNode:
             # What the kernel is told at each open: the trail of a stale read.
