@@ -1,10 +1,13 @@
-"""How fast other writers' changes show up in a mount: trigger + LISTEN vs polling.
+"""How fast other writers' changes show up in a mount: trigger + LISTEN vs polling, and
+on IronClaw's libSQL file (polling, woken by a watch on the file).
 
-    .venv/bin/python benchmarks/bench_coherence.py [--events 60]
+    .venv/bin/python benchmarks/bench_coherence.py [--events 60] [--libsql-documents 100000]
 
 An SQL writer (as the agent would) inserts, updates and deletes documents; the clock runs
 until the mount shows the new state (a file appears, ``cat`` shows new content even
-though the kernel had it cached, a file disappears).  Not part of CI.
+though the kernel had it cached, a file disappears).  On libSQL the writer does IronClaw's
+puts in ``BEGIN IMMEDIATE`` on a file already holding ``--libsql-documents`` documents.
+Not part of CI.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -81,9 +85,66 @@ def measure(url: str, base: Path, events: int, no_trigger: bool) -> dict[str, li
     return timings
 
 
+def measure_libsql(base: Path, events: int, documents: int) -> dict[str, list[float]]:
+    from benchmarks.bench_libsql import _fill
+    from memfs.db.reborn import layout
+    from memfs.db.reborn.layout import RebornScope
+    from tests.ironclaw_libsql import reborn_local_dev
+
+    scope = RebornScope()  # what a mount of the file shows by default
+    db = reborn_local_dev(base / "reborn-local-dev.db")
+    _fill(db, scope, documents)
+    mnt = base / "mnt-libsql"
+    mnt.mkdir()
+    env = dict(os.environ, XDG_RUNTIME_DIR=str(base / "run"))
+    args = [sys.executable, "-m", "memfs", "--log-level", "warning", "mount", "-f",
+            "--database-url", f"sqlite:{db}", str(mnt)]  # fmt: skip
+    log = open(base / "memfs-libsql.log", "ab")  # noqa: SIM115
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+    timings: dict[str, list[float]] = {"insert": [], "update": [], "delete": []}
+    keys = layout.dumps(scope.keys())
+    now = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+    try:
+        deadline = time.monotonic() + 300
+        while not is_mounted(mnt):
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError(f"the libSQL mount did not come up; see {base}")
+            time.sleep(0.05)
+        conn = sqlite3.connect(db, isolation_level=None, timeout=5)
+        for i in range(events):
+            name = f"e{i}.md"
+            path = scope.row(name)
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(
+                "INSERT INTO root_filesystem_entries (path, contents, content_type, kind, "
+                f"indexed, version, updated_at) VALUES (?, ?, 'application/json', "
+                f"'memory_document', ?, 1, {now})", (path, b"v1", keys),
+            )  # fmt: skip
+            conn.execute("COMMIT")
+            timings["insert"].append(wait(lambda n=name: read(mnt / n) == "v1"))
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(f"UPDATE root_filesystem_entries SET contents = ?, version = version + "
+                         f"1, updated_at = {now} WHERE path = ?", (b"v2", path))  # fmt: skip
+            conn.execute("COMMIT")
+            timings["update"].append(wait(lambda n=name: read(mnt / n) == "v2"))
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("DELETE FROM root_filesystem_entries WHERE path = ?", (path,))
+            conn.execute("COMMIT")
+            timings["delete"].append(wait(lambda n=name: not (mnt / n).exists()))
+        conn.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        if is_mounted(mnt):
+            subprocess.run(["fusermount3", "-u", "-z", str(mnt)], check=False)
+    return timings
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--events", type=int, default=60)
+    parser.add_argument("--libsql-documents", type=int, default=1000,
+                        help="documents the libSQL file holds beside the changed ones")  # fmt: skip
     args = parser.parse_args()
     base = Path(os.environ.get("MEMFS_BENCH_DIR", "/var/tmp/memfs-bench-coherence"))
     shutil.rmtree(base, ignore_errors=True)
@@ -98,6 +159,11 @@ def main() -> None:
                 label = f"{mode}: {op}"
                 print(f"{label:<34}{pct(values, .5) * 1e3:>9.1f}{pct(values, .95) * 1e3:>9.1f}"
                       f"{max(values) * 1e3:>9.1f}")  # fmt: skip
+        timings = measure_libsql(base, max(10, args.events // 2), args.libsql_documents)
+        for op, values in timings.items():
+            label = f"libSQL ({args.libsql_documents} docs): {op}"
+            print(f"{label:<34}{pct(values, .5) * 1e3:>9.1f}{pct(values, .95) * 1e3:>9.1f}"
+                  f"{max(values) * 1e3:>9.1f}")  # fmt: skip
     finally:
         server.cleanup()
 
