@@ -4,6 +4,7 @@ and no row indexed twice or missed while other writers change rows during the ba
 
 from __future__ import annotations
 
+import errno
 import json
 import random
 import sqlite3
@@ -14,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from memfs.db.libsql import reborn_stores
 from memfs.db.libsql.connection import LibsqlFile
 from memfs.db.libsql.reborn_stores import Backfill, LibsqlSearchStore
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.sqlite import open_file
+from memfs.errors import FsError
 from memfs.ironclaw.fts_names import sql_index_name
 from tests.ironclaw_libsql import reborn_local_dev, search_scope
 
@@ -169,3 +172,29 @@ def test_a_row_taking_a_rowid_freed_by_a_deletion_is_not_indexed_twice(
         done, backfill = opened.write(partial(Backfill.batch, backfill, size=10))
     fts, _, _ = index_state(db)
     assert fts == expected_rows(db)
+
+
+def test_a_search_out_of_time_fails_alone_and_the_next_one_goes_on(
+    db: Path, opened: LibsqlFile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The making of a large index spans searches: one that runs out of its budget fails
+    with EAGAIN (that lookup only), the next continues where it stopped, and the index is
+    whole at the end."""
+    monkeypatch.setattr(reborn_stores, "BACKFILL_BUDGET", 0.0)
+    monkeypatch.setattr(reborn_stores, "BACKFILL_FIRST_BATCH", 100)
+    monkeypatch.setattr(reborn_stores, "BACKFILL_TARGET", 1e-6)
+    fill(db, 600)
+    store = LibsqlSearchStore(opened, SCOPE, read_only=False)
+    refused = 0
+    while True:
+        try:
+            found = store.search(["tea3"], 10)
+            break
+        except FsError as exc:
+            assert exc.errno == errno.EAGAIN and "rows so far" in exc.reason
+            refused += 1
+            assert refused < 50, "the backfill does not go on between searches"
+    assert refused >= 2 and found
+    fts, specs, _ = index_state(db)
+    assert fts == expected_rows(db)
+    assert (S, "memory_chunks_content_fts", '["content"]', "fts") in specs

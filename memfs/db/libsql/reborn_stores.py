@@ -6,10 +6,12 @@ file beside IronClaw's).
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import json
 import logging
 import re
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,6 +25,7 @@ from memfs.db.interface import AsOf, VersionInfo
 from memfs.db.libsql.connection import LibsqlFile, blob
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.sqlite import TABLE, parse_time
+from memfs.errors import FsError
 from memfs.ironclaw.fts_names import sql_index_name
 
 log = logging.getLogger(__name__)
@@ -135,6 +138,10 @@ class LibsqlSearchStore:
         self.scope = scope
         self.read_only = read_only
         self.name = sql_index_name(scope.prefix, FTS_INDEX)
+        #: Where the making of the scope's index stands, between searches (None: not
+        #: begun by this mount, or done); one search at a time continues it.
+        self._backfill: Backfill | None = None
+        self._making = threading.Lock()
 
     def search(self, terms: Sequence[str], candidates: int) -> list[RankedRow]:
         wanted = [t for t in terms if t.lower() not in STOP_WORDS]
@@ -174,7 +181,13 @@ class LibsqlSearchStore:
             log.warning("IronClaw indexes no scope path with characters outside "
                         "[A-Za-z0-9_/.-]: no full-text search here")  # fmt: skip
             return False
-        self._create()
+        if not self._making.acquire(blocking=False):
+            raise FsError(errno.EAGAIN, "the scope's full-text index is being made by another "
+                          "search of this mount; search again in a moment")  # fmt: skip
+        try:
+            self._create()
+        finally:
+            self._making.release()
         log.info("made this scope's full-text index as IronClaw's first search does")
         return True
 
@@ -185,18 +198,29 @@ class LibsqlSearchStore:
         IronClaw does all of it in one transaction; at 100,000 documents that holds the
         write lock for seconds, and a running IronClaw's writes fail after 5 s.  So the
         table and triggers come first (they index every write from then on), the rows
-        written before are copied in short transactions (``Backfill``), and the spec row
-        comes with the last: until then IronClaw's own first search finds no spec and
-        makes the index whole itself, as it would have."""
-        backfill = self.file.write(self._table_and_triggers)
+        written before are copied in short transactions (``Backfill``), each followed by a
+        pause as long (SQLite's lock is not fair: a writer waiting in its busy handler gets
+        in only while nobody holds it), and the spec row comes with the last: until then
+        IronClaw's own first search finds no spec and makes the index whole itself, as it
+        would have.  A search spends at most ``BACKFILL_BUDGET`` seconds on it, then fails
+        with EAGAIN (one lookup, never the mount); the next search goes on from there."""
+        if self._backfill is None:
+            self._backfill = self.file.write(self._table_and_triggers)
+        started = time.monotonic()
         size = BACKFILL_FIRST_BATCH
         while True:
-            started = time.monotonic()
-            done, backfill = self.file.write(partial(self._copy, backfill, size))
+            began = time.monotonic()
+            done, self._backfill = self.file.write(partial(self._copy, self._backfill, size))
             if done:
+                self._backfill = None
                 return
-            took = time.monotonic() - started  # aim each transaction at the target
-            size = max(50, min(size * 4, int(size * BACKFILL_TARGET / max(took, 1e-4))))
+            took = time.monotonic() - began  # aim each transaction at the target
+            size = max(100, min(size * 4, int(size * BACKFILL_TARGET / max(took, 1e-4))))
+            if time.monotonic() - started > BACKFILL_BUDGET:
+                raise FsError(errno.EAGAIN, f"making the scope's full-text index as IronClaw's "
+                              f"first search does: {self._backfill.copied} rows so far; "
+                              "search again in a moment")  # fmt: skip
+            time.sleep(min(took, BACKFILL_TARGET))  # IronClaw's writers get their turn
 
     def _copy(self, backfill: Backfill, size: int, conn: Any) -> tuple[bool, Backfill]:
         """One batch of the backfill; the last brings the spec row."""
@@ -244,6 +268,8 @@ class LibsqlSearchStore:
 #: to take about ``BACKFILL_TARGET`` seconds (facts requirement 8: under 100 ms).
 BACKFILL_FIRST_BATCH = 500
 BACKFILL_TARGET = 0.04
+#: Seconds one search may spend making the index (the mount's call bound is 12 s).
+BACKFILL_BUDGET = 4.0
 
 
 @dataclass(frozen=True)
@@ -268,6 +294,8 @@ class Backfill:
     mark: tuple[int, str | None] = (0, None)
     #: Paths beyond ``after`` indexed already.
     skip: frozenset[str] = frozenset()
+    #: Rows copied so far.
+    copied: int = 0
 
     def start(self, conn: Any, *, fresh: bool) -> Backfill:
         skip = frozenset() if fresh else frozenset(
@@ -286,11 +314,17 @@ class Backfill:
             f"SELECT path FROM {self.table} WHERE rowid > ?", (rowid,)
         )  # fmt: skip
         skip = self.skip | {p for (p,) in conn.execute(*since)}
-        paths = [p for (p,) in conn.execute(
-            f"SELECT path FROM {TABLE} WHERE is_dir = 0 AND (path = :p OR {_BELOW}) "
-            "AND path > :after ORDER BY path LIMIT :n",
-            {"p": self.prefix, "after": self.after, "n": size},
+        below = self.prefix + "/"  # one range of the path index per batch, never a scan
+        paths = [] if self.after else [p for (p,) in conn.execute(
+            f"SELECT path FROM {TABLE} WHERE path = ? AND is_dir = 0", (self.prefix,)
         )]  # fmt: skip
+        lower = "path > :after" if self.after >= below else "path >= :below"
+        ranged = [p for (p,) in conn.execute(
+            f"SELECT path FROM {TABLE} WHERE {lower} AND path < :p || '0' AND is_dir = 0 "
+            "ORDER BY path LIMIT :n",
+            {"p": self.prefix, "below": below, "after": self.after, "n": size},
+        )]  # fmt: skip
+        paths += ranged
         copy = [p for p in paths if p not in skip]
         if copy:
             conn.execute(
@@ -302,9 +336,9 @@ class Backfill:
         after = paths[-1] if paths else self.after
         following = dataclasses.replace(
             self, after=after, mark=self._mark(conn),
-            skip=frozenset(p for p in skip if p > after),
+            skip=frozenset(p for p in skip if p > after), copied=self.copied + len(copy),
         )  # fmt: skip
-        return len(paths) < size, following
+        return len(ranged) < size, following
 
     def _mark(self, conn: Any) -> tuple[int, str | None]:
         row = conn.execute(
