@@ -180,6 +180,11 @@ def main() -> int:
         report["lock_hold_folder_move_1000_documents"] = held(move_folder)
         opened.transaction = real  # type: ignore[method-assign]
         report["first_search_backfill"] = _first_search(opened, scope)
+        searching = LibsqlSearchStore(opened, scope, read_only=False)
+        report["search_two_words_every_document_holds"] = _times(
+            lambda: searching.search(["tea", "mode"], 50), args.runs
+        )
+        report["search_a_rare_word"] = _times(lambda: searching.search(["doc77"], 50), args.runs)
         report["ironclaw_busy_timeout_ms"] = 5000
         opened.close()
     print(json.dumps(report, indent=1))
