@@ -250,9 +250,13 @@ def run(mounts: int, writers: int, seconds: float, workspaces: str, via: str, ba
         for mnt in mount_points:
             if is_mounted(mnt):
                 subprocess.run(["fusermount3", "-uz", str(mnt)], check=False, timeout=30)
-        if bouncer is not None:
+        if bouncer is not None:  # SIGTERM waits for its clients; SIGKILL then
             bouncer.terminate()
-            bouncer.wait(timeout=30)
+            try:
+                bouncer.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                bouncer.kill()
+                bouncer.wait(timeout=10)
         bridge.close()
         server.cleanup()
 
