@@ -492,35 +492,25 @@ class Tree:
         parent = self.ensure_dir(parent_path, to_ns(updated_at))
         if parent is None:
             return None
-        return self._load_into(parent, name, doc_id, path, size, created_at, updated_at,
-                               mode, mtime_ns)  # fmt: skip
+        return self._load_into(
+            parent, name, (doc_id, path, size, created_at, updated_at, mode, mtime_ns)
+        )
 
     def load_documents(self, rows: Iterable[StoredDocument]) -> None:
         """``load_document`` of every row of a workspace (a mount's load): each folder is
         found once, not once per document (at 100,000 documents, a second of the mount)."""
         folders: dict[str, DirNode | None] = {"": self.root}
-        for doc_id, path, size, created_at, updated_at, mode, mtime_ns in rows:
-            parent_path, _, name = path.rpartition("/")
+        for row in rows:
+            parent_path, _, name = row[1].rpartition("/")
             if parent_path in folders:
                 parent = folders[parent_path]
             else:
-                parent = folders[parent_path] = self.ensure_dir(parent_path, to_ns(updated_at))
+                parent = folders[parent_path] = self.ensure_dir(parent_path, to_ns(row[4]))
             if parent is not None:
-                self._load_into(parent, name, doc_id, path, size, created_at, updated_at,
-                                mode, mtime_ns)  # fmt: skip
+                self._load_into(parent, name, row)
 
-    def _load_into(
-        self,
-        parent: DirNode,
-        name: str,
-        doc_id: UUID,
-        path: str,
-        size: int,
-        created_at: datetime,
-        updated_at: datetime,
-        mode: int | None,
-        mtime_ns: int | None,
-    ) -> FileNode | None:
+    def _load_into(self, parent: DirNode, name: str, row: StoredDocument) -> FileNode | None:
+        doc_id, path, size, created_at, updated_at, mode, mtime_ns = row
         existing = parent.children.get(name)
         if existing is not None:
             if existing.is_dir:
