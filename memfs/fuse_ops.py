@@ -11,7 +11,8 @@ write) and tells callers EOPNOTSUPP, which vim, emacs, rsync and cp all accept.
 Open flags beyond pyfuse3's four: with the project's pyfuse3 (``patches/pyfuse3``, built by
 ``scripts/setup``), a reader's open asks for no ``flush`` at close (``noflush``) and a
 folder's open lets the kernel keep its listing (``cache_readdir`` with ``keep_cache``); the
-model says which (``flushes``, ``listing_cached``).  With another pyfuse3 neither is set.
+model says which (``flushes``, ``listing_cached``, ``listing_kept``).  With another pyfuse3
+neither is set.
 """
 
 from __future__ import annotations
@@ -210,7 +211,8 @@ class MemfsOperations(pyfuse3.Operations):
         fh = self.fs.opendir(inode, kernel_caches=OPEN_FLAGS)
         if not self.fs.listing_cached(fh):
             return fh
-        return pyfuse3.FileInfo(fh=fh, keep_cache=True, cache_readdir=True)  # type: ignore[arg-type]
+        kept = self.fs.listing_kept(fh)  # without keep_cache the open drops a stale listing
+        return pyfuse3.FileInfo(fh=fh, keep_cache=kept, cache_readdir=True)  # type: ignore[arg-type]
 
     @_guard
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:

@@ -143,6 +143,11 @@ class DirHandle:
     #: The directory's ``generation`` at the open when the kernel may cache what this
     #: handle lists (``cache_readdir``), else None.
     cached_from: int | None = None
+    #: Whether the kernel may go on serving the listing it already holds (``keep_cache``):
+    #: only if nothing changed the folder since the kernel was last given its listing.  A
+    #: change queues an invalidation (``_listing_changed``) that may land after this open;
+    #: an open without ``keep_cache`` drops the held listing at once, in the open itself.
+    kept: bool = False
 
 
 class ReindexRequests(Protocol):
@@ -841,7 +846,8 @@ class FilesystemBase:
             self.dir_handles[fh] = DirHandle(ino, None)
             return fh
         entries = self._listing(directory)
-        self.dir_handles[fh] = DirHandle(ino, entries, directory.generation)
+        kept = ino in self.kernel_listings
+        self.dir_handles[fh] = DirHandle(ino, entries, directory.generation, kept)
         self.kernel_listings.add(ino)
         return fh
 
@@ -859,6 +865,11 @@ class FilesystemBase:
         """Whether the kernel may keep what handle ``fh`` lists after it is closed."""
         handle = self.dir_handles.get(fh)
         return handle is not None and handle.cached_from is not None
+
+    def listing_kept(self, fh: int) -> bool:
+        """Whether the kernel may serve handle ``fh`` the listing it already holds."""
+        handle = self.dir_handles.get(fh)
+        return handle is not None and handle.kept
 
     def _listing_changed(self, directory: DirNode) -> None:
         """The tree changed ``directory``'s names: a listing the kernel holds goes."""
