@@ -537,6 +537,9 @@ class FilesystemBase:
         if node is None:
             return
         self.mark_node_contended(node)
+        # A process that read the row may save at its path again (a document made anew
+        # there meanwhile): its base is kept by its bytes, which go from the cache now.
+        self.bases.superseded(doc_id, node.updated_at, self.cache.get(doc_id, node.updated_at))
         self.cache.drop(doc_id)
         buffer = self.buffers.get(node.ino)
         dirty = isinstance(buffer, FileBuffer) and buffer.dirty

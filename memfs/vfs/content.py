@@ -32,6 +32,7 @@ from memfs.vfs.base import (
     log,
     refuse_stale,
 )
+from memfs.vfs.saves import Base
 
 #: Read-ahead on a cold open: at most this many neighbours, and this many bytes.
 READ_AHEAD_DOCUMENTS = 512
@@ -790,7 +791,10 @@ class ContentMixin(FilesystemBase):
             buffer.base, buffer.base_version, buffer.base_digest = b"", None, None
             buffer.absent_path = path
             return
-        if found.doc_id != doc_id or doc_id is None:
+        if doc_id is None:
+            return
+        if found.doc_id != doc_id:
+            self._adopt_removed_base(buffer, found, path, pid)
             return
         if found.data is None and buffer.base is not None and found.version == buffer.base_version:
             return  # the buffer holds that very version
@@ -808,6 +812,21 @@ class ContentMixin(FilesystemBase):
             return
         buffer.base = data if len(data) <= MERGE_LIMIT else None
         buffer.base_version = found.version if found.data is None else None
+
+    def _adopt_removed_base(self, buffer: FileBuffer, found: Base, path: str, pid: int) -> None:
+        """Process ``pid`` read another document at ``path``, removed or moved away since and
+        this one made there (an append saved anew after another writer's removal): its save
+        is based on the bytes it read, which no row of this document holds (a merge then
+        always reads the row), or on today's rule if they are no longer at hand."""
+        assert found.doc_id is not None
+        data = found.data
+        if data is None:
+            data = self.cache.get(found.doc_id, found.version)
+        if data is None or len(data) > MERGE_LIMIT:
+            return
+        log.debug("%r written by process %d, based on what it read of the document there "
+                  "before this one", path, pid)  # fmt: skip
+        buffer.base, buffer.base_version, buffer.base_digest = data, None, None
 
     async def _merge_others(
         self, node: FileNode, buffer: FileBuffer, path: str, ours: str
