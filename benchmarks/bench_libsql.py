@@ -9,8 +9,6 @@ shapes), then measures through memfs's own store (``RebornStore`` over ``SqliteR
 * a poll when nothing changed anywhere (``PRAGMA data_version`` only), after a heartbeat
   (another connection's commit outside memory: the scope's fingerprint is read), and the
   whole document list (what a change costs the mount to find what changed);
-* a poll that finds another connection's change (the list of row versions, its diff with
-  the last poll's, and the changed row read);
 * the write lock's hold time (``BEGIN IMMEDIATE`` to ``COMMIT``) of a save of a small and
   of a 100 KiB document, of one folder move of 1,000 documents with their sidecars, and of
   each transaction of the first search's making of the FTS5 index, against IronClaw's 5 s
@@ -121,19 +119,6 @@ def main() -> int:
 
         report["poll_after_a_heartbeat"] = _times(after_heartbeat, args.runs)
         report["document_list"] = _times(store.load_documents, args.runs)
-        store.listing_changes()  # the base a changed poll diffs against
-
-        def poll_with_a_change() -> object:
-            with sqlite3.connect(db) as other:
-                other.execute("UPDATE root_filesystem_entries SET version = version + 1, "
-                              "updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') "
-                              "WHERE path = ?", (scope.row("f1/g1/doc1.md"),))  # fmt: skip
-            store.fingerprint()
-            changed = store.listing_changes()
-            assert changed and len(changed) == 1, changed
-            return store.document_rows(list(changed))
-
-        report["poll_with_a_change"] = _times(poll_with_a_change, args.runs)
 
         holds: list[float] = []
         real = opened.transaction

@@ -217,8 +217,7 @@ class Agent(threading.Thread):
 
 def poll_cost(engine: str, where: str) -> dict[str, float]:
     """What one poll of the mount costs at this size, in ms (median of 5): its fingerprint
-    of the scope (every poll); when the fingerprint moved, the list of row versions and its
-    diff with the last; and, for comparison, the whole document list a reload reads."""
+    of the scope (every poll), and the document list a poll reads when it moved."""
     from memfs.db.libsql.connection import LibsqlFile
     from memfs.db.reborn.postgres import PostgresRows
     from memfs.db.reborn.sqlite import SqliteRows, open_file
@@ -239,18 +238,9 @@ def poll_cost(engine: str, where: str) -> dict[str, float]:
             taken.append((time.perf_counter() - started) * 1000)
         return round(statistics.median(taken), 1)
 
-    def listing() -> dict[str, tuple[Any, Any]]:
-        return {path: (v, at) for path, v, at in rows.listing(conn, SCOPE.prefix)}
-
-    base = listing()
-
-    def diff() -> list[str]:  # what a poll that found a change does before reading rows
-        return [path for path, state in listing().items() if base.get(path) != state]
-
     return {
         "fingerprint_ms": median(lambda: rows.fingerprint(conn, SCOPE.prefix)),
-        "version_list_and_diff_ms": median(diff),
-        "whole_reload_list_ms": median(lambda: rows.documents(conn, SCOPE.prefix)),
+        "document_list_ms": median(lambda: rows.documents(conn, SCOPE.prefix)),
     }
 
 
