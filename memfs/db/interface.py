@@ -370,8 +370,3 @@ class DocumentStore(Protocol):
 
     def fingerprint(self) -> tuple[int, str]:
         """A value that changes whenever any document of the workspace does (polling)."""
-
-    def listing_changes(self) -> dict[UUID, bool] | None:
-        """Polling, once the fingerprint moved: the documents whose rows changed since the
-        last call (True: gone), from a listing of row versions only; None on the first
-        call (the caller reloads everything, and the next call diffs against this one)."""

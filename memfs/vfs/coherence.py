@@ -32,9 +32,6 @@ class OtherWriters:
         self.fs = fs
         #: Other writers' changes applied so far.
         self.external_changes = 0
-        #: Whole reloads of the workspace's rows so far (``resync``): after a reconnect, a
-        #: failed poll or a deferred change that was not made; polling diffs otherwise.
-        self.reloads = 0
         #: The workspace's fingerprint as of ``baseline``, for polling (no trigger).
         self._fingerprint: tuple[int, str] | None = None
         #: Set to poll now, not at the next tick (a watch on the database's files).
@@ -54,44 +51,34 @@ class OtherWriters:
         if any(event.get("op") == "RESYNC" for event in events):
             await self.resync()
             return
-        await self._apply_latest(fs.store.changed_documents(events))
-
-    async def _apply_latest(self, latest: dict[UUID, bool]) -> None:
-        """Show the current rows of the documents ``latest`` names (True: gone), read in
-        one query; what this mount already shows as the row is counts as no change."""
-        fs = self.fs
+        latest = fs.store.changed_documents(events)
         if not latest:
             return
-        log.debug("%d document(s) changed by other writers", len(latest))
+        log.debug("change feed: %d document(s) changed", len(latest))
         live = [d for d, gone in latest.items() if not gone]
         before = self._shown(live)
         rows = await fs.run_db(fs.store.document_rows, live) if live else {}
         async with fs.ns_lock:
             await self._reread_changed_here(before, rows)
             for doc_id in latest:
+                self.external_changes += 1
                 row = rows.get(doc_id)
                 if row is None:
-                    if doc_id in fs.tree.docs:
-                        self.external_changes += 1
                     fs.apply_deletion(doc_id)
                 else:
-                    if self._shown_now(doc_id) != (row.updated_at, row.path):
-                        self.external_changes += 1
                     await self._external_upsert(row)
         fs.documents_changed()
 
     async def baseline(self) -> None:
-        """Take the workspace's fingerprint and listing; called before the filesystem loads
-        its tree, so a change made after this point, even before the first poll, makes the
-        first poll differ and is in its diff (one harmless extra read at worst)."""
+        """Take the workspace's fingerprint; called before the filesystem loads its tree,
+        so a change made after this point, even before the first poll, makes the first
+        poll differ (one harmless extra resync at worst)."""
         fs = self.fs
         self._fingerprint = await fs.run_db(fs.store.fingerprint)
-        await fs.run_db(fs.store.listing_changes)  # the base the first changed poll diffs
 
     async def resync(self) -> None:
         """Reload every path and attribute and reconcile (after a reconnect, or polling)."""
         fs = self.fs
-        self.reloads += 1
         before = self._shown_all()
         rows = await fs.run_db(fs.store.load_documents)
         fs.documents_changed()  # whatever changed unseen, searches look again
@@ -314,21 +301,15 @@ class OtherWriters:
                 await trio.sleep(1.0)
 
     async def poll_changes(self, interval: float = 1.0) -> None:
-        """Without the trigger: whenever the workspace's fingerprint changes, show the rows
-        that changed since the last listing of row versions (the first time, and after a
-        failed poll, everything is read again), and look at the tool folders'
-        (``ToolFolders.refresh``)."""
+        """Without the trigger: resync whenever the workspace's fingerprint changes, and
+        look at the tool folders' (``ToolFolders.refresh``)."""
         fs = self.fs
         last = self._fingerprint
         while True:
             try:
                 current = await fs.run_db(fs.store.fingerprint)
-                if current != last:
-                    changed = await fs.run_db(fs.store.listing_changes)
-                    if changed is None or last is None:  # no base, or a poll failed
-                        await self.resync()
-                    else:
-                        await self._apply_latest(changed)
+                if current != last:  # None after a failed poll: resync, as the feed does
+                    await self.resync()
                 last = current
                 await fs.refresh_tools()  # no feed tells of other mounts' tool files either
             except FsError as exc:

@@ -173,9 +173,6 @@ class MetaStore(DeferringStore, ScopedStore):
         self.deferred = DeferredChanges()
         self.fast_saves = True
         self.max_path_bytes = legacy_max_path(scope.user_id)
-        #: ``updated_at`` of every document at the last ``listing_changes`` (None: none
-        #: taken yet).  Owned by the polling task.
-        self._listing: dict[UUID, Any] | None = None
 
     def _tag(self, conn: Conn) -> None:
         if self.origin:
@@ -393,22 +390,6 @@ class MetaStore(DeferringStore, ScopedStore):
                 self._params(),
             ).fetchone()
         return (int(row[0]), str(row[1])) if row else (0, "0")
-
-    def listing_changes(self) -> dict[UUID, bool] | None:
-        """The documents whose ``updated_at`` differs from the last call's listing (True:
-        gone), from one read of (id, updated_at); None on the first call, whose listing
-        is only the base of the next (the caller reloads everything then)."""
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                f"SELECT id, updated_at FROM memory_documents WHERE {SCOPE}", self._params()
-            ).fetchall()
-        now: dict[UUID, Any] = dict(rows)
-        last, self._listing = self._listing, now
-        if last is None:
-            return None
-        found = {doc_id: False for doc_id, updated in now.items() if last.get(doc_id) != updated}
-        found.update((doc_id, True) for doc_id in last.keys() - now.keys())
-        return found
 
     # -- writing -------------------------------------------------------------------------
 

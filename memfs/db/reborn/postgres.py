@@ -124,13 +124,6 @@ class PostgresRows:
         ).fetchone()
         return (int(row[0]), str(row[1])) if row else (0, "0")
 
-    def listing(self, conn: Any, prefix: str) -> list[tuple[str, Any, Any]]:
-        return conn.execute(  # type: ignore[no-any-return]
-            f"SELECT path, version, updated_at FROM {TABLE} WHERE {BELOW} "
-            "AND NOT is_dir AND kind = 'memory_document'",
-            {"p": prefix},
-        ).fetchall()
-
     def lock_row(self, conn: Any, path: str) -> Answer:
         return conn.execute(  # type: ignore[no-any-return]
             f"SELECT contents, version, updated_at, is_dir, kind FROM {TABLE} "

@@ -130,11 +130,6 @@ class RebornRows(Protocol):
         """A value that changes whenever a document row below ``prefix`` does."""
         ...
 
-    def listing(self, conn: Any, prefix: str) -> list[tuple[str, Any, Any]]:
-        """(path, version, updated_at) of every document row below ``prefix``, as stored
-        (nothing parsed: polling compares them with the last listing)."""
-        ...
-
     def lock_row(self, conn: Any, path: str) -> Answer:
         """(contents, version, updated_at, is_dir, kind) of the row at ``path``, locked."""
         ...

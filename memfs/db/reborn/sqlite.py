@@ -241,13 +241,6 @@ class SqliteRows:
             return (0, "0")
         return (int(row[0]), "|".join(repr(value) for value in row[1:]))
 
-    def listing(self, conn: Any, prefix: str) -> list[tuple[str, Any, Any]]:
-        return conn.execute(  # type: ignore[no-any-return]
-            f"SELECT path, version, updated_at FROM {TABLE} WHERE {BELOW} "
-            "AND is_dir = 0 AND kind = 'memory_document'",
-            {"p": prefix},
-        ).fetchall()
-
     def lock_row(self, conn: Any, path: str) -> Answer:
         row = conn.execute(
             f"SELECT contents, version, updated_at, is_dir, kind FROM {TABLE} WHERE path = ?",

@@ -114,9 +114,6 @@ class RebornStore(DeferringStore):
         self._moved_checks = threading.local()
         self._ids: dict[str, UUID] = {}
         self._paths: dict[UUID, str] = {}
-        #: (version, updated_at) of every document row at the last ``listing_changes``,
-        #: by full path (None: none taken yet).  Owned by the polling task.
-        self._listing: dict[str, tuple[Any, Any]] | None = None
 
     # -- identity ----------------------------------------------------------------------
 
@@ -349,25 +346,6 @@ class RebornStore(DeferringStore):
         IronClaw notifies nothing, §4.4)."""
         with self._reading() as conn:
             return self.rows.fingerprint(conn, self.scope.prefix)
-
-    def listing_changes(self) -> dict[UUID, bool] | None:
-        """The documents whose rows differ from the last call's listing (True: gone), from
-        one read of (path, version, updated_at); None on the first call, whose listing is
-        only the base of the next (the caller reloads everything then)."""
-        with self._reading() as conn:
-            rows = self.rows.listing(conn, self.scope.prefix)
-        now = {path: (version, updated) for path, version, updated in rows}
-        last, self._listing = self._listing, now
-        if last is None:
-            return None
-        changed = [(p, False) for p, state in now.items() if last.get(p) != state]
-        changed += [(p, True) for p in last.keys() - now.keys()]
-        found: dict[UUID, bool] = {}
-        for full, gone in changed:
-            relative = self._relative(full)
-            if layout.is_listed(relative):
-                found[self.id_of(relative)] = gone
-        return found
 
     def _reading(self) -> AbstractContextManager[Any]:
         return self.rows.read_connection(self.pool)
