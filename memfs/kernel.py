@@ -2,8 +2,8 @@
 
 pyfuse3's ``invalidate_inode``/``invalidate_entry`` are blocking calls into the kernel that
 can deadlock when made from inside a request handler for a related inode (the kernel
-waits on the inode the handler is answering for),
-so they are queued here and made by one thread of their own.  The one exception is
+waits on the inode the handler is answering for), so they are queued here and made by one
+thread of their own.  The one exception is
 ``attributes``: dropping an inode's cached attributes alone takes no lock in the kernel
 (no page, no inode mutex), so it is made at once, inside the request that needs it: an
 ``open`` that loaded content of another size than the kernel caches must not answer before
