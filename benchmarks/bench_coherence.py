@@ -19,6 +19,8 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -26,13 +28,15 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.bench_core import quantile  # noqa: E402
 from memfs.daemon import is_mounted  # noqa: E402
 from memfs.db.embedded import start_embedded  # noqa: E402
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+def row(label: str, values: list[float]) -> str:
+    """A table row: p50, p95 and the most, in milliseconds."""
+    p50, p95, most = (v * 1e3 for v in (quantile(values, 0.5), quantile(values, 0.95), max(values)))
+    return f"{label:<34}{p50:>9.1f}{p95:>9.1f}{most:>9.1f}"
 
 
 def read(path: Path) -> str | None:
@@ -51,37 +55,51 @@ def wait(check: object, timeout: float = 10.0) -> float:
     return time.perf_counter() - started
 
 
-def measure(url: str, base: Path, events: int, no_trigger: bool) -> dict[str, list[float]]:
-    mnt = base / ("mnt-poll" if no_trigger else "mnt-trigger")
+@contextmanager
+def mounted(base: Path, name: str, url: str, *extra: str) -> Iterator[Path]:
+    """A memfs mount of ``url`` at ``base/name`` for the block (its log beside it)."""
+    mnt = base / name
     mnt.mkdir()
     env = dict(os.environ, XDG_RUNTIME_DIR=str(base / "run"))
     args = [sys.executable, "-m", "memfs", "--log-level", "warning", "mount", "-f",
-            "--database-url", url, str(mnt)] + (["--no-trigger"] if no_trigger else [])  # fmt: skip
-    log = open(base / "memfs.log", "ab")  # noqa: SIM115
-    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
-    timings: dict[str, list[float]] = {"insert": [], "update": [], "delete": []}
+            "--database-url", url, str(mnt), *extra]  # fmt: skip
+    with open(base / f"{name}.log", "ab") as log:
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
     try:
+        deadline = time.monotonic() + 300
         while not is_mounted(mnt):
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError(f"the mount {mnt} did not come up; see {base}/{name}.log")
             time.sleep(0.05)
-        with psycopg.connect(url, autocommit=True) as conn:
-            for i in range(events):
-                name = f"e{i}-{int(no_trigger)}.md"
-                conn.execute(
-                    "INSERT INTO memory_documents (user_id, path, content) "
-                    "VALUES ('default', %s, 'v1')",
-                    (name,),
-                )
-                t = wait(lambda n=name: read(mnt / n) == "v1")
-                timings["insert"].append(t)
-                conn.execute("UPDATE memory_documents SET content = 'v2' WHERE path = %s", (name,))
-                timings["update"].append(wait(lambda n=name: read(mnt / n) == "v2"))
-                conn.execute("DELETE FROM memory_documents WHERE path = %s", (name,))
-                timings["delete"].append(wait(lambda n=name: not (mnt / n).exists()))
+        yield mnt
     finally:
         proc.terminate()
         proc.wait(timeout=60)
         if is_mounted(mnt):
             subprocess.run(["fusermount3", "-u", "-z", str(mnt)], check=False)
+
+
+def measure(url: str, base: Path, events: int, no_trigger: bool) -> dict[str, list[float]]:
+    timings: dict[str, list[float]] = {"insert": [], "update": [], "delete": []}
+    folder = "mnt-poll" if no_trigger else "mnt-trigger"
+    extra = ["--no-trigger"] if no_trigger else []
+    with (
+        mounted(base, folder, url, *extra) as mnt,
+        psycopg.connect(url, autocommit=True) as conn,
+    ):
+        for i in range(events):
+            name = f"e{i}-{int(no_trigger)}.md"
+            conn.execute(
+                "INSERT INTO memory_documents (user_id, path, content) "
+                "VALUES ('default', %s, 'v1')",
+                (name,),
+            )
+            t = wait(lambda n=name: read(mnt / n) == "v1")
+            timings["insert"].append(t)
+            conn.execute("UPDATE memory_documents SET content = 'v2' WHERE path = %s", (name,))
+            timings["update"].append(wait(lambda n=name: read(mnt / n) == "v2"))
+            conn.execute("DELETE FROM memory_documents WHERE path = %s", (name,))
+            timings["delete"].append(wait(lambda n=name: not (mnt / n).exists()))
     return timings
 
 
@@ -94,22 +112,10 @@ def measure_libsql(base: Path, events: int, documents: int) -> dict[str, list[fl
     scope = RebornScope()  # what a mount of the file shows by default
     db = reborn_local_dev(base / "reborn-local-dev.db")
     _fill(db, scope, documents)
-    mnt = base / "mnt-libsql"
-    mnt.mkdir()
-    env = dict(os.environ, XDG_RUNTIME_DIR=str(base / "run"))
-    args = [sys.executable, "-m", "memfs", "--log-level", "warning", "mount", "-f",
-            "--database-url", f"sqlite:{db}", str(mnt)]  # fmt: skip
-    log = open(base / "memfs-libsql.log", "ab")  # noqa: SIM115
-    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
     timings: dict[str, list[float]] = {"insert": [], "update": [], "delete": []}
     keys = layout.dumps(scope.keys())
     now = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
-    try:
-        deadline = time.monotonic() + 300
-        while not is_mounted(mnt):
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError(f"the libSQL mount did not come up; see {base}")
-            time.sleep(0.05)
+    with mounted(base, "mnt-libsql", f"sqlite:{db}") as mnt:
         conn = sqlite3.connect(db, isolation_level=None, timeout=5)
         for i in range(events):
             name = f"e{i}.md"
@@ -132,11 +138,6 @@ def measure_libsql(base: Path, events: int, documents: int) -> dict[str, list[fl
             conn.execute("COMMIT")
             timings["delete"].append(wait(lambda n=name: not (mnt / n).exists()))
         conn.close()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
-        if is_mounted(mnt):
-            subprocess.run(["fusermount3", "-u", "-z", str(mnt)], check=False)
     return timings
 
 
@@ -157,13 +158,11 @@ def main() -> None:
             events = max(10, args.events // 4) if no_trigger else args.events
             for op, values in measure(url, base, events, no_trigger).items():
                 label = f"{mode}: {op}"
-                print(f"{label:<34}{pct(values, .5) * 1e3:>9.1f}{pct(values, .95) * 1e3:>9.1f}"
-                      f"{max(values) * 1e3:>9.1f}")  # fmt: skip
+                print(row(label, values))
         timings = measure_libsql(base, max(10, args.events // 2), args.libsql_documents)
         for op, values in timings.items():
             label = f"libSQL ({args.libsql_documents} docs): {op}"
-            print(f"{label:<34}{pct(values, .5) * 1e3:>9.1f}{pct(values, .95) * 1e3:>9.1f}"
-                  f"{max(values) * 1e3:>9.1f}")  # fmt: skip
+            print(row(label, values))
     finally:
         server.cleanup()
 

@@ -37,6 +37,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.bench_core import quantile  # noqa: E402
 from memfs.daemon import is_mounted  # noqa: E402
 from memfs.db.embedded import ensure_database, start_embedded  # noqa: E402
 from tests.netproxy import DelayProxy  # noqa: E402
@@ -49,12 +50,8 @@ def percentiles(values: list[float]) -> str:
     """p50/p95/p99 of ``values`` (seconds) in milliseconds."""
     if not values:
         return "none"
-    ordered = sorted(values)
-
-    def at(q: float) -> float:
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
-
-    return f"p50 {at(0.50):.1f} ms, p95 {at(0.95):.1f} ms, p99 {at(0.99):.1f} ms"
+    p50, p95, p99 = (quantile(values, q) * 1000 for q in (0.50, 0.95, 0.99))
+    return f"p50 {p50:.1f} ms, p95 {p95:.1f} ms, p99 {p99:.1f} ms"
 
 
 def cpu_by_group(pids: dict[str, set[int]]) -> dict[str, float]:

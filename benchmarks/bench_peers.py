@@ -45,7 +45,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_core import WORDS, generate_corpus, peak_rss_kb  # noqa: E402
+from benchmarks.bench_core import WORDS, generate_corpus, peak_rss_kb, quantile  # noqa: E402
 from benchmarks.profiles import Profiler, summarize  # noqa: E402
 from memfs.daemon import is_mounted  # noqa: E402
 from memfs.db.embedded import ensure_database, start_embedded  # noqa: E402
@@ -494,9 +494,7 @@ def report(
             ratios += f"{me / other:>{width}.2f}x" if me and other else f"{'':>{width + 1}}"
         print(f"{label:<26}{row}{ratios}")
     for label, values in latencies.items():
-        ordered = sorted(values)
-        p50 = ordered[len(ordered) // 2] * 1000
-        p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))] * 1000
+        p50, p95 = quantile(values, 0.50) * 1000, quantile(values, 0.95) * 1000
         print(f"{label}: p50 {p50:.1f} ms, p95 {p95:.1f} ms per operation")
     print(f"memfs daemon peak RSS: {rss / 1024:.0f} MB")
     print("outputs identical to the local directory's" if not mismatches else "MISMATCHES:")

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from pgvector import Vector  # noqa: E402
 
-from benchmarks.bench_core import WORDS, generate_corpus  # noqa: E402
+from benchmarks.bench_core import WORDS, generate_corpus, quantile  # noqa: E402
 from memfs.config import Settings  # noqa: E402
 from memfs.daemon import is_mounted  # noqa: E402
 from memfs.db import FileAttrs, Scope, open_database  # noqa: E402
@@ -33,11 +33,6 @@ from memfs.db.embedded import start_embedded  # noqa: E402
 from tests.fake_embeddings import FakeEmbeddingServer, embed_text  # noqa: E402
 
 DIM = 64
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def load_corpus(url: str, corpus: Path) -> int:
@@ -151,7 +146,8 @@ def run_size(
             ("write -> chunk embedded (vector-searchable)", vector_latency),
         ]
         for label, values in rows:
-            print(f"{label:<46}{pct(values, 0.5) * ms:>9.1f}{pct(values, 0.95) * ms:>9.1f}")
+            p50, p95 = quantile(values, 0.5) * ms, quantile(values, 0.95) * ms
+            print(f"{label:<46}{p50:>9.1f}{p95:>9.1f}")
         print("write -> found (full-text), every sample, ms:", [round(v * ms) for v in fts_latency])
         ratio = statistics.median(mount_times) / statistics.median(sql_times)
         print(f"ratio .search / direct SQL (p50): {ratio:.2f}x")
