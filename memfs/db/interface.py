@@ -23,6 +23,7 @@ from memfs.db.deferred import Change, Delete, DropDir, KeepDir, Moved, MoveDir
 from memfs.errors import WriteRefused
 
 __all__ = [
+    "NO_ATTRS",
     "Change",
     "CommitResult",
     "Content",
@@ -37,6 +38,7 @@ __all__ = [
     "Moved",
     "StoredDocument",
     "WorkspaceScope",
+    "attrs_of",
 ]
 
 
@@ -52,9 +54,14 @@ class FileAttrs:
         return self.mode is None and self.mtime_ns is None
 
 
-@dataclass(frozen=True)
-class DocRow:
-    """A document as loaded at mount: no content, only what attributes need."""
+#: The attributes of a document no client set (most of them): one shared value, so a
+#: mount's load of 100,000 rows makes none.
+NO_ATTRS = FileAttrs()
+
+
+class DocRow(NamedTuple):
+    """A document as loaded at mount: no content, only what attributes need (a tuple: a
+    mount's load makes one per document)."""
 
     id: UUID
     path: str
@@ -370,3 +377,8 @@ class DocumentStore(Protocol):
 
     def fingerprint(self) -> tuple[int, str]:
         """A value that changes whenever any document of the workspace does (polling)."""
+
+
+def attrs_of(mode: int | None, mtime_ns: int | None) -> FileAttrs:
+    """The attributes of a row: the shared ``NO_ATTRS`` when no client set any."""
+    return NO_ATTRS if mode is None and mtime_ns is None else FileAttrs(mode, mtime_ns)

@@ -15,6 +15,7 @@ import json
 import re
 import struct
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from memfs.db.deferred import MoveDir
 from memfs.db.interface import FileAttrs
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.search_store import RebornSearchStore
-from memfs.db.reborn.store import RebornStore
+from memfs.db.reborn.store import PATH_IDS, RebornStore, path_id
 from memfs.db.schema import MEMFS_SCHEMA_DDL
 from memfs.errors import WriteRefused
 from memfs.search.reborn import RebornSearch
@@ -505,3 +506,10 @@ def test_a_rename_over_whose_source_changed_meanwhile_leaves_the_source_its_hist
     assert "z.md" in left, "the changed source stays"
     assert "z.md.versions/1" in left, "with its own versions"
     assert json.loads(left["z.md.versions/1"]["contents"])["content"] == "one\n"
+
+
+def test_a_documents_id_is_the_uuid5_of_its_row_path() -> None:
+    """``path_id`` computes ``uuid.uuid5(PATH_IDS, path)`` (its own way, for speed): the
+    ids a mount gives documents stay what they were."""
+    for full in ["/memory/tenants/t/users/u/agents/a/projects/_none/notes/a.md", "/x/ü é.md", ""]:
+        assert path_id(full) == uuid.uuid5(PATH_IDS, full)

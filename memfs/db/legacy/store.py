@@ -37,6 +37,7 @@ from memfs.db.interface import (
     ExportRow,
     FileAttrs,
     StoredDocument,
+    attrs_of,
 )
 from memfs.db.known import EMPTY_METADATA_MD5, KnownFolder, KnownRow, KnownRows
 from memfs.db.legacy.chunks import replace_chunks
@@ -275,7 +276,7 @@ class MetaStore(DeferringStore, ScopedStore):
                 params,
             ).fetchall()
         return [
-            DocRow(r[0], r[1], r[2], r[3], r[4], FileAttrs(r[5], r[6]))
+            DocRow(r[0], r[1], r[2], r[3], r[4], attrs_of(r[5], r[6]))
             for r in rows
             if r[0] not in hidden
         ]

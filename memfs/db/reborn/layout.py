@@ -35,7 +35,9 @@ META_TYPE = "application/octet-stream"
 
 
 def _has_control(text: str) -> bool:
-    return any(unicodedata.category(c) == "Cc" for c in text)
+    # ``isprintable`` (C) is False for every control character: the scan by category only
+    # for the rare text it refuses for another reason (a non-ASCII space, a format mark).
+    return not text.isprintable() and any(unicodedata.category(c) == "Cc" for c in text)
 
 
 def segment_problem(value: str) -> str | None:

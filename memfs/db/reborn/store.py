@@ -20,6 +20,7 @@ as do client attributes.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import logging
 import threading
@@ -50,6 +51,7 @@ from memfs.db.interface import (
     ImportOutcome,
     PastVersion,
     StoredDocument,
+    attrs_of,
 )
 from memfs.db.limits import reborn_max_path
 from memfs.db.reborn import layout
@@ -69,6 +71,15 @@ log = logging.getLogger(__name__)
 
 #: Namespace of the ids given to paths (stable across mounts until a rename here).
 PATH_IDS = uuid.UUID("0d7b2f5e-6c1a-4b8e-9f3d-52a1c4e7b9a0")
+_PATH_IDS_BYTES = PATH_IDS.bytes
+
+
+def path_id(full: str) -> UUID:
+    """``uuid5(PATH_IDS, full)``, computed as it is without its per-call overhead (a
+    mount's load names 100,000 documents: 0.2 s against 0.1 s)."""
+    digest = hashlib.sha1(_PATH_IDS_BYTES + full.encode("utf-8")).digest()
+    return UUID(bytes=digest[:16], version=5)
+
 
 #: Documents whose contents one round trip of ``export_rows`` reads.
 EXPORT_BATCH = 200
@@ -120,17 +131,21 @@ class RebornStore(DeferringStore):
     def id_of(self, relative: str) -> UUID:
         """The id the model knows ``relative``'s document by."""
         with self._lock:
-            found = self._ids.get(relative)
-            if found is None:
-                found = uuid.uuid5(PATH_IDS, self.scope.row(relative))
-                if found in self._paths:
-                    # The id this path was first given went with a document moved away
-                    # from it: a new document here is another one, with an id of its own
-                    # (sharing it made a removal of one delete the other).
-                    found = uuid.uuid4()
-                self._ids[relative] = found
-                self._paths[found] = relative
-            return found
+            return self._id_locked(relative, None)
+
+    def _id_locked(self, relative: str, full: str | None) -> UUID:
+        """``id_of`` with the lock held (``full``: the row's path, if at hand)."""
+        found = self._ids.get(relative)
+        if found is None:
+            found = path_id(full if full is not None else self.scope.row(relative))
+            if found in self._paths:
+                # The id this path was first given went with a document moved away
+                # from it: a new document here is another one, with an id of its own
+                # (sharing it made a removal of one delete the other).
+                found = uuid.uuid4()
+            self._ids[relative] = found
+            self._paths[found] = relative
+        return found
 
     def path_of(self, doc_id: UUID) -> str | None:
         with self._lock:
@@ -236,16 +251,16 @@ class RebornStore(DeferringStore):
         with self.deferred.deletions_during() as hidden, self._reading() as conn:
             rows = self.rows.documents(conn, self.scope.prefix)
         found = []
-        for full, size, created, updated, mode, mtime_ns in rows:
-            relative = self._relative(full)
-            if not layout.is_listed(relative):
-                continue
-            doc_id = self.id_of(relative)
-            if doc_id in hidden:
-                continue
-            found.append(
-                DocRow(doc_id, relative, size, created, updated, FileAttrs(mode, mtime_ns))
-            )
+        cut = len(self.scope.prefix) + 1
+        with self._lock:  # once for the whole list (100,000 rows at a mount's load)
+            for full, size, created, updated, mode, mtime_ns in rows:
+                relative = full[cut:]
+                if not layout.is_listed(relative):
+                    continue
+                doc_id = self._id_locked(relative, full)
+                if doc_id not in hidden:
+                    attrs = attrs_of(mode, mtime_ns)
+                    found.append(DocRow(doc_id, relative, size, created, updated, attrs))
         return found
 
     def counts(self) -> tuple[int, int]:
@@ -270,7 +285,7 @@ class RebornStore(DeferringStore):
             doc_id = wanted[self._relative(full)]
             if doc_id not in hidden:
                 found[doc_id] = DocRow(
-                    doc_id, self._relative(full), size, created, updated, FileAttrs(mode, mtime_ns)
+                    doc_id, self._relative(full), size, created, updated, attrs_of(mode, mtime_ns)
                 )
         return found
 
