@@ -79,9 +79,12 @@ class FileNode(Node):
     __slots__ = (
         "client_mtime_ns",
         "created_ns",
+        "digest_version",
         "displaced",
         "doc_id",
         "extra_links",
+        "kernel_digest",
+        "kernel_version",
         "open_count",
         "origin_doc_id",
         "size",
@@ -111,6 +114,14 @@ class FileNode(Node):
         #: Its row went to another node (a save here found the row, moved there by another
         #: writer, at the other node's name): the name stands for nothing any more.
         self.displaced = False
+        #: The version of the content the kernel may hold in its page cache (None: none).
+        self.kernel_version: datetime | None = None
+        #: SHA-256 of the bytes of ``digest_version`` as last given to the kernel: the base
+        #: a reader's unloaded open records (``ContentMixin._open_unloaded``); valid only
+        #: while that version is the one shown.  On the node, not in a dict of the mount:
+        #: after a ``grep -r`` of 100,000 files, 12 MB less.
+        self.kernel_digest: bytes | None = None
+        self.digest_version: datetime | None = None
 
     @property
     def nlink(self) -> int:

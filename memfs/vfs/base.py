@@ -260,12 +260,6 @@ class FilesystemBase:
         self.saves = EditorSaves(monotonic, self._shows)
         #: What each process last read or wrote of each document: its next save's base.
         self.bases = SaverBases(max_bytes=cache_bytes // BASES_SHARE, process_of=process_of)
-        #: Version of each file's content the kernel may hold in its page cache.
-        self.kernel_version: dict[int, Any] = {}
-        #: (version, SHA-256 of its bytes) of each file as last given to the kernel: the
-        #: base a reader's unloaded open records (``ContentMixin._open_unloaded``); valid
-        #: only while the version is the one shown.
-        self.kernel_digest: dict[int, tuple[Any, bytes]] = {}
         #: Synthetic trees at the mount root (``.search``, ``.scopes``), made at ``load``,
         #: by the inode of their directory; listings of the root leave those out.
         self._extensions = list(extensions)
@@ -348,14 +342,14 @@ class FilesystemBase:
         if node.updated_at != versions.before:
             if node.doc_id is not None:
                 self.cache.drop(node.doc_id)
-            self.kernel_version.pop(node.ino, None)
+            node.kernel_version = None
             self.kernel.inode(node.ino)
             return
         cached = self.cache.get(node.doc_id, node.updated_at) if node.doc_id else None
         if cached is not None and node.doc_id is not None:
             self.cache.put(node.doc_id, versions.after, cached)
-        if self.kernel_version.get(node.ino) == node.updated_at:
-            self.kernel_version[node.ino] = versions.after
+        if node.kernel_version == node.updated_at:
+            node.kernel_version = versions.after
         node.updated_at = versions.after
 
     async def load(self) -> None:
@@ -791,8 +785,6 @@ class FilesystemBase:
     def drop_if_freed(self, ino: int) -> None:
         """Forget per-inode state once the inode number is released."""
         if ino not in self.tree.inodes:
-            self.kernel_version.pop(ino, None)
-            self.kernel_digest.pop(ino, None)
             self.served.pop(ino, None)
             self.saves.untrack(ino)
             buffer = self.buffers.get(ino)

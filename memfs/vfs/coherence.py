@@ -267,7 +267,7 @@ class OtherWriters:
         node.ctime_ns = to_ns(row.updated_at)
         if row.attrs.mode is not None:
             node.mode = (node.mode & ~0o7777) | row.attrs.mode
-        fs.kernel_version.pop(node.ino, None)
+        node.kernel_version = None
         fs.mark_node_contended(node)
         if buffer is not None and node.open_count > 0:
             # Open here: the size stays the bytes the open files serve until the new bytes

@@ -99,7 +99,7 @@ class ContentMixin(FilesystemBase):
             node.size = len(data)
             if node.client_mtime_ns is None:
                 node.mtime_ns = to_ns(version)
-            self.kernel_version.pop(node.ino, None)
+            node.kernel_version = None
             self.mark_node_contended(node)
             self.kernel.attributes(node.ino)  # safe inside a request: no kernel lock
             self.kernel.inode(node.ino)
@@ -214,9 +214,9 @@ class ContentMixin(FilesystemBase):
         elif changed is not None and not writable and type(node) is FileNode:
             self.handles[fh].snapshot = True
         version = node.updated_at
-        known = self.kernel_version.get(ino)
+        known = node.kernel_version
         keep_cache = not truncate and version is not None and known == version
-        self.kernel_version[ino] = version
+        node.kernel_version = version
         if not writable and version is not None and isinstance(buffer, FileBuffer):
             self._remember_kernel_digest(node, version, buffer)
         if not keep_cache and not truncate and node.told_size != len(buffer):
@@ -244,7 +244,7 @@ class ContentMixin(FilesystemBase):
         if node.parent is None or node.ino in self.buffers or node.ino in self.served:
             return False
         version = node.updated_at
-        if version is None or self.kernel_version.get(node.ino) != version:
+        if version is None or node.kernel_version != version:
             return False
         return not self.contended or self.tree.path_of(node) not in self.contended
 
@@ -253,25 +253,25 @@ class ContentMixin(FilesystemBase):
         unloaded opens (their saves' base must be known by its bytes)."""
         if type(node) is not FileNode or buffer.dirty or buffer.unshown_merge is not None:
             return
-        if self.kernel_digest.get(node.ino, (None,))[0] == version:
+        if node.digest_version == version:
             return
         data = buffer.base if buffer.base_version == version else None
         if data is None and node.doc_id is not None:
             data = self.cache.get(node.doc_id, version)
         if data is not None:
-            self.kernel_digest[node.ino] = (version, hashlib.sha256(data).digest())
+            node.digest_version, node.kernel_digest = version, hashlib.sha256(data).digest()
 
     def _open_unloaded(self, node: FileNode, pid: int) -> int | None:
         """A reader's handle whose content is loaded at its first read (``read``); its
         base for a later save is the version shown, by the hash of the bytes the kernel
         was given (``_note_base`` of a loaded one).  None when that hash is not known."""
         doc_id, version = node.doc_id, node.updated_at
-        known = self.kernel_digest.get(node.ino)
-        if known is None or known[0] != version:
+        known = node.kernel_digest
+        if known is None or node.digest_version != version:
             return None
         fh = self._open_handle(node, FileBuffer(b""), False)
         self.handles[fh].unloaded = True
-        digest = "sha256:" + known[1].hex()
+        digest = "sha256:" + known.hex()
         self.bases.read(self.tree.path_of(node), pid, doc_id, version, lambda: digest)
         return fh
 
@@ -436,7 +436,7 @@ class ContentMixin(FilesystemBase):
         shown = FileBuffer.of_row(data, node.updated_at)
         self.take_others_content(node, shown)
         node.size = len(data)
-        self.kernel_version.pop(node.ino, None)
+        node.kernel_version = None
         self.kernel.attributes(node.ino)
         self.kernel.inode(node.ino)
 
@@ -715,7 +715,7 @@ class ContentMixin(FilesystemBase):
         else:
             self.cache.drop(result.doc_id)
         del text
-        self.kernel_version[node.ino] = result.updated_at
+        node.kernel_version = result.updated_at
         if node.client_mtime_ns is None and result.changed:
             node.mtime_ns = node.ctime_ns = to_ns(result.updated_at)
         buffer.mark_clean(generation)
@@ -974,7 +974,7 @@ class ContentMixin(FilesystemBase):
             buffer.base_digest = None
             buffer.unshown_merge = version
         buffer.others_changed = False
-        self.kernel_version.pop(node.ino, None)
+        node.kernel_version = None
         self.kernel.attributes(node.ino)
         self.kernel.inode(node.ino)
 
@@ -1025,7 +1025,7 @@ class ContentMixin(FilesystemBase):
                 handle.buffer, handle.unloaded = restored, False
         if node.open_count > 0:
             self.buffers[node.ino] = restored
-        self.kernel_version.pop(node.ino, None)
+        node.kernel_version = None
 
     async def commit_all(self) -> None:
         """Commit every dirty buffer (at unmount); what fails is kept for recovery."""

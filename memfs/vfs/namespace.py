@@ -502,7 +502,7 @@ class NamespaceMixin(ContentMixin):
         elif isinstance(buffer, FileBuffer) and not buffer.dirty:
             self.take_others_content(source, FileBuffer.of_row(data, merged.updated_at))
             source.size = len(data)
-        self.kernel_version.pop(source.ino, None)
+        source.kernel_version = None
         self.kernel.attributes(source.ino)
         self.kernel.inode(source.ino)
 
@@ -556,15 +556,13 @@ class NamespaceMixin(ContentMixin):
         if merged_text is not None:
             data = merged_text.encode("utf-8")  # the row is the merge, not the source's bytes
         self.cache.drop(source_id)
-        kernel_current = (
-            merged_text is None and self.kernel_version.get(source.ino) == source.updated_at
-        )
+        kernel_current = merged_text is None and source.kernel_version == source.updated_at
         self.tree.bind_document(source, result.doc_id)
         source.updated_at = result.updated_at
         if data is not None:
             self.cache.put(result.doc_id, result.updated_at, data)
         if kernel_current:
-            self.kernel_version[source.ino] = result.updated_at
+            source.kernel_version = result.updated_at
         source.client_mtime_ns = source.mtime_ns
         source.ctime_ns = self.clock()
         if not self._reindex_deferred() and result.changed:
@@ -824,7 +822,7 @@ class NamespaceMixin(ContentMixin):
         # Its writers' base is the row it became: an O_APPEND open right after (no read in
         # between reloads the buffer) merges a change not heard of yet against it.
         self.set_buffer(node, FileBuffer.of_row(data, result.updated_at))
-        self.kernel_version.pop(node.ino, None)
+        node.kernel_version = None
         self.saves.untrack(node.ino)
         self._saved(node)
 

@@ -384,7 +384,9 @@ async def test_reading_another_writers_newer_version_drops_the_kernels_cached_si
     ino = await write_file(fs, ROOT_INODE, "p.md", b"")
     sql_conn.execute("UPDATE memory_documents SET content = 'probe 1\n' WHERE path = 'p.md'")
     fs.cache.drop(fs.tree.get_file(ino).doc_id)
-    fs.kernel_version.pop(ino)  # no pages in the kernel (else the open loads nothing)
+    fs.tree.get_file(
+        ino
+    ).kernel_version = None  # no pages in the kernel (else the open loads nothing)
     calls = fs.kernel.calls  # type: ignore[attr-defined]
     calls.clear()
     fh, keep_cache = await fs.open(ino, os.O_RDONLY)
