@@ -24,7 +24,7 @@ from memfs.embeddings import Embedder, EmbeddingSettings
 from memfs.embeddings.worker import EmbeddingWorker
 from memfs.kernel import KernelNotifier
 from memfs.mount_status import MountStatus, render_text
-from memfs.processes import process_of
+from memfs.processes import RecentProcesses
 from memfs.recovery import RecoveryArea
 from memfs.reindex import Reindexer
 from memfs.scratch import ScratchRules
@@ -160,7 +160,7 @@ def assemble(
         prompt=prompt,
         status=StatusFiles(status, render_text),
         stats=stats,
-        process_of=process_of,
+        process_of=RecentProcesses(),
     )
     _watch(stats, fs, reindexer, embeddings)
     kept = None  # a read-only mount purges nothing

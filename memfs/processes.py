@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -37,3 +39,36 @@ def process_of(thread: int) -> int:
     except (OSError, ValueError, IndexError):
         pass
     return thread
+
+
+class RecentProcesses:
+    """``process_of`` remembered for a second: every open asks it (a reader's base is kept
+    for its thread and its process), and ``/proc/<id>/status`` costs ~20 µs, a tenth of a
+    warm read; a thread id is not reused within a second (ids wrap only after
+    ``pid_max``, 4 million on 64-bit Linux)."""
+
+    #: How long a thread's process is remembered, in seconds.
+    TTL = 1.0
+    #: At most this many threads remembered (the oldest half goes beyond it).
+    LIMIT = 4096
+
+    def __init__(
+        self,
+        lookup: Callable[[int], int] = process_of,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._lookup = lookup
+        self._clock = clock
+        self._known: dict[int, tuple[float, int]] = {}
+
+    def __call__(self, thread: int) -> int:
+        now = self._clock()
+        known = self._known.get(thread)
+        if known is not None and now - known[0] < self.TTL:
+            return known[1]
+        process = self._lookup(thread)
+        if len(self._known) >= self.LIMIT:
+            for old in list(self._known)[: self.LIMIT // 2]:
+                del self._known[old]
+        self._known[thread] = (now, process)
+        return process

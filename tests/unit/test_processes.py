@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 
-from memfs.processes import process_of
+from memfs.processes import RecentProcesses, process_of
 
 
 def test_a_threads_id_names_its_process() -> None:
@@ -41,3 +41,25 @@ def test_a_live_thread_of_another_thread_maps_to_this_process() -> None:
 def test_an_unknown_thread_is_itself() -> None:
     assert process_of(0) == 0
     assert process_of(2**22 + 12345) == 2**22 + 12345  # above any pid_max: no such thread
+
+
+def test_a_threads_process_is_asked_of_proc_once_a_second() -> None:
+    """``RecentProcesses``: a warm ``grep -r`` opens 100,000 files from one thread; its
+    process is read from ``/proc`` once a second, not at every open."""
+    asked: list[int] = []
+    now = [100.0]
+
+    def lookup(thread: int) -> int:
+        asked.append(thread)
+        return process_of(thread)
+
+    recent = RecentProcesses(lookup, clock=lambda: now[0])
+    assert recent(os.getpid()) == os.getpid()
+    assert recent(os.getpid()) == os.getpid()
+    assert asked == [os.getpid()]
+    now[0] += RecentProcesses.TTL  # a second on: asked again (a thread id may be reused)
+    assert recent(os.getpid()) == os.getpid()
+    assert asked == [os.getpid(), os.getpid()]
+    for tid in range(1, RecentProcesses.LIMIT + 10):  # bounded: the oldest half goes
+        recent(10_000_000 + tid)
+    assert len(recent._known) <= RecentProcesses.LIMIT
