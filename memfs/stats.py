@@ -73,13 +73,18 @@ class MountStats:
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         )  # fmt: skip
         self._server_lock = threading.Lock()
+        #: The request counter of each operation (``request``, on every FUSE request).
+        self._by_op: dict[str, Any] = {}
         #: When (Unix time) a document write last committed (None: none yet).
         self.last_commit: float | None = None
 
     # -- counting ------------------------------------------------------------------------
 
     def request(self, op: str) -> None:
-        self.requests.labels(op).inc()
+        counter = self._by_op.get(op)
+        if counter is None:  # ``labels`` takes a lock and builds a key: once per operation
+            counter = self._by_op[op] = self.requests.labels(op)
+        counter.inc()
 
     def error(self, op: str, number: int) -> None:
         self.errors.labels(op, errno.errorcode.get(number, str(number))).inc()

@@ -68,8 +68,11 @@ class Filesystem(NamespaceMixin):
             await self.tools.load(self)
 
     async def release(self, fh: int) -> None:
+        handle = self.handles.get(fh)
+        wrote = handle is not None and handle.writable
         await super().release(fh)
-        await self._sync_tools()
+        if wrote:  # a reader's close changes no tool folder (a warm grep -r closes 100,000)
+            await self._sync_tools()
 
     def _tool_file(self, fh: int) -> FileNode | None:
         """The node open as ``fh`` if it is a file in a tool folder."""
