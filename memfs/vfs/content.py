@@ -800,7 +800,7 @@ class ContentMixin(FilesystemBase):
             return  # the buffer holds that very version
         log.debug("%r written by process %d, based on what it read at %s", path, pid,
                   found.version)  # fmt: skip
-        data = found.data if found.data is not None else self.cache.get(doc_id, found.version)
+        data = self._bytes_of(found)
         buffer.base_digest = None
         if data is None and found.digest is not None:  # fetched by its hash if a merge needs it
             buffer.base, buffer.base_version = None, found.version
@@ -813,15 +813,18 @@ class ContentMixin(FilesystemBase):
         buffer.base = data if len(data) <= MERGE_LIMIT else None
         buffer.base_version = found.version if found.data is None else None
 
+    def _bytes_of(self, found: Base) -> bytes | None:
+        """The bytes of a process's base: kept with it, or in the content cache."""
+        if found.data is not None or found.doc_id is None:
+            return found.data
+        return self.cache.get(found.doc_id, found.version)
+
     def _adopt_removed_base(self, buffer: FileBuffer, found: Base, path: str, pid: int) -> None:
         """Process ``pid`` read another document at ``path``, removed or moved away since and
         this one made there (an append saved anew after another writer's removal): its save
         is based on the bytes it read, which no row of this document holds (a merge then
         always reads the row), or on today's rule if they are no longer at hand."""
-        assert found.doc_id is not None
-        data = found.data
-        if data is None:
-            data = self.cache.get(found.doc_id, found.version)
+        data = self._bytes_of(found)
         if data is None or len(data) > MERGE_LIMIT:
             return
         log.debug("%r written by process %d, based on what it read of the document there "

@@ -115,6 +115,8 @@ class RebornStore(DeferringStore):
         self.rows: RebornRows = rows if rows is not None else PostgresRows()
         self._db_error = self.rows.error
         self.scope = scope
+        #: Where a row's path below the scope starts (``_relative``).
+        self._cut = len(scope.prefix) + 1
         self.origin = origin
         self.chunk_config = chunk_config
         self.deferred = DeferredChanges()
@@ -202,7 +204,7 @@ class RebornStore(DeferringStore):
                 del self._ids[old]
 
     def _relative(self, full: str) -> str:
-        return full[len(self.scope.prefix) + 1 :]
+        return full[self._cut :]
 
     # -- transactions and deferred changes ---------------------------------------------
 
@@ -251,16 +253,15 @@ class RebornStore(DeferringStore):
         with self.deferred.deletions_during() as hidden, self._reading() as conn:
             rows = self.rows.documents(conn, self.scope.prefix)
         found = []
-        cut = len(self.scope.prefix) + 1
-        with self._lock:  # once for the whole list (100,000 rows at a mount's load)
-            for full, size, created, updated, mode, mtime_ns in rows:
-                relative = full[cut:]
-                if not layout.is_listed(relative):
-                    continue
+        for full, size, created, updated, mode, mtime_ns in rows:
+            relative = self._relative(full)
+            if not layout.is_listed(relative):
+                continue
+            with self._lock:  # per row: other threads' saves need ids while this runs
                 doc_id = self._id_locked(relative, full)
-                if doc_id not in hidden:
-                    attrs = attrs_of(mode, mtime_ns)
-                    found.append(DocRow(doc_id, relative, size, created, updated, attrs))
+            if doc_id not in hidden:
+                attrs = attrs_of(mode, mtime_ns)
+                found.append(DocRow(doc_id, relative, size, created, updated, attrs))
         return found
 
     def counts(self) -> tuple[int, int]:
