@@ -361,6 +361,10 @@ class Database:
             self.embedded = None
 
 
+#: A threshold no statement reaches by count: only ``prepare=True`` prepares.
+ASKED_ONLY = 1 << 30
+
+
 def _connect_kwargs(
     settings: Settings,
     *,
@@ -388,13 +392,18 @@ def _connect_kwargs(
         "keepalives_count": 3,
         "tcp_user_timeout": int(settings.call_deadline * 1000),
     }
-    # No server-side prepared statements, ever: in pipeline mode psycopg counts a statement
-    # as prepared when it sends it, and a pipeline aborted by a guard (``memfs.expect``) or a
-    # refusal skips the Parse, so the next use on that connection would fail with
-    # "prepared statement _pg3_N does not exist".  (Through a pooler they never worked.)
+    # Server-side prepared statements only where a store asks (``prepare=True``: a save's
+    # statements, planned once per connection instead of at every save), never by count:
+    # psycopg would prepare a multi-statement DDL string it saw five times, which the
+    # server refuses.  A pipeline a guard (``memfs.expect``) aborts skips the Parse of the
+    # statements after the guard; psycopg drops those from its cache, and the ROLLBACK
+    # that follows clears the cache and the server's (DEALLOCATE ALL).  Through a pooler
+    # (transaction mode) none: a statement prepared on one server connection is unknown
+    # on the next, and psycopg ignores ``prepare=True`` when the threshold is None.
     kwargs["prepare_threshold"] = None
     if pooled:
         return kwargs
+    kwargs["prepare_threshold"] = ASKED_ONLY
     given = conninfo_to_dict(url).get("options") if url else None
     options = (
         (f"{given} " if given else "") + f"-c statement_timeout={settings.statement_timeout_ms} "

@@ -14,7 +14,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from memfs.db import Database, FileAttrs, MetaStore, Scope
+from memfs.config import Settings
+from memfs.db import Database, FileAttrs, MetaStore, Scope, open_database
 from memfs.errors import WriteRefused
 
 
@@ -146,3 +147,32 @@ def test_a_guess_of_no_config_above_a_new_document_is_checked(
             unconfigured=True,
         )  # fmt: skip
     assert content(sql_conn, "cfg2/x.json") == []
+
+
+def test_a_guard_that_aborts_a_save_leaves_its_connection_fit_for_the_next(
+    database_url: str, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """A save's statements are prepared on the server (planned once per connection).  The
+    first save that prepares them can be the one a stale guard aborts: the statements
+    queued after the guard are never parsed, so a client that thought them prepared
+    would fail the connection's next saves ("prepared statement does not exist")."""
+    database = open_database(Settings(database_url=database_url, pool_size=1))
+    try:
+        store = database.store(Scope("default"))
+        first = save(store, "a.md", "one\n")  # the insert path: no update prepared yet
+        sql_conn.execute("UPDATE memory_documents SET content = 'agent\n' WHERE path = 'a.md'")
+        second = save(store, "a.md", "two\n", first)  # guard fails; the careful path saves
+        assert second.conflict is not None
+        later = second
+        for n in range(8):  # prepared and reused on the one connection
+            later = save(store, "a.md", f"three {n}\n", later)
+        assert content(sql_conn, "a.md") == ["three 7\n"]
+        assert "agent\n" in versions(sql_conn, "a.md")
+        with database.pool.connection() as conn:
+            prepared = conn.execute(
+                "SELECT statement FROM pg_prepared_statements WHERE from_sql IS FALSE"
+            ).fetchall()
+        assert any("memory_document_versions" in row[0] for row in prepared)
+        assert any("UPDATE memory_documents SET content" in row[0] for row in prepared)
+    finally:
+        database.close()

@@ -177,7 +177,9 @@ class MetaStore(DeferringStore, ScopedStore):
 
     def _tag(self, conn: Conn) -> None:
         if self.origin:
-            conn.execute("SELECT set_config('memfs.origin', %s, true)", (self.origin,))
+            conn.execute(
+                "SELECT set_config('memfs.origin', %s, true)", (self.origin,), prepare=True
+            )
 
     def _begin(self, conn: Conn) -> None:
         for name, value in self.settings.items():
@@ -221,6 +223,7 @@ class MetaStore(DeferringStore, ScopedStore):
                 + guarded.replace(" USING ", ", ", 1)
                 + " FOR UPDATE OF d) AS k",
                 params,
+                prepare=True,
             )
         gone = conn.execute(
             f"WITH gone AS (DELETE FROM {guarded} RETURNING d.id), "
@@ -228,11 +231,14 @@ class MetaStore(DeferringStore, ScopedStore):
             "queue AS (DELETE FROM memfs.reindex_queue WHERE document_id IN (SELECT id FROM gone)) "
             "SELECT id FROM gone",
             params,
+            prepare=True,
         )
         for doc_id in params["ids"]:
             self.known.forget(doc_id)
         left = conn.execute(
-            f"SELECT id FROM memory_documents WHERE id = ANY(%(ids)s) AND {SCOPE}", params
+            f"SELECT id FROM memory_documents WHERE id = ANY(%(ids)s) AND {SCOPE}",
+            params,
+            prepare=True,
         )
         return gone, left
 
@@ -526,6 +532,7 @@ class MetaStore(DeferringStore, ScopedStore):
                         "UPDATE memory_documents SET content = %(content)s WHERE id = %(id)s "
                         "RETURNING updated_at",
                         {"content": content, "id": doc_id},
+                        prepare=True,
                     )
                 else:
                     assert folder is not None
@@ -536,16 +543,19 @@ class MetaStore(DeferringStore, ScopedStore):
                         f"  WHERE {SCOPE} AND path = %(path)s) AND (SELECT md5(metadata::text) "
                         f"  {_NEAREST_CONFIG}) IS NOT DISTINCT FROM %(folder)s, 'path')",
                         self._params(path=path, configs=configs, folder=folder.md5),
+                        prepare=True,
                     )
                     pending.returning = conn.execute(
                         "INSERT INTO memory_documents (id, user_id, agent_id, path, content, "
                         "metadata) VALUES (%(id)s, %(user)s, %(agent)s, %(path)s, %(content)s, "
                         "'{}'::jsonb) RETURNING updated_at",
                         self._params(id=pending.doc_id, path=path, content=content),
+                        prepare=True,
                     )
                 conn.execute(
                     f"INSERT INTO memfs.reindex_queue (document_id) VALUES (%s) {REQUEUE}",
                     (pending.doc_id,),
+                    prepare=True,
                 )
                 if not (pending.created and attrs.empty):
                     self._write_attrs(conn, pending.doc_id, attrs)
@@ -556,6 +566,7 @@ class MetaStore(DeferringStore, ScopedStore):
                         f"  WHERE id = %(id)s AND {SCOPE} AND updated_at = %(at)s "
                         "  FOR UPDATE), 'source')",
                         self._params(id=source_id, at=source_at),
+                        prepare=True,
                     )
                     self._keep_deleted(conn, source_id)  # with its versions, before they go
                     if self.schema.has_versions:
@@ -589,7 +600,7 @@ class MetaStore(DeferringStore, ScopedStore):
             self._params(
                 id=doc_id, path=path, configs=configs, at=known.updated_at,
                 hash=known.stored_hash, own=known.own_md5, folder=known.folder_md5,
-            ),
+            ), prepare=True,
         )  # fmt: skip
 
     def commit_documents(
@@ -761,6 +772,7 @@ class MetaStore(DeferringStore, ScopedStore):
             "(SELECT count(pg_advisory_xact_lock_shared(hashtextextended(f, 0))) "
             " FROM unnest(%s::text[]) AS f)",
             (key, folders),
+            prepare=True,
         )
 
     def _maybe_save_version(
@@ -793,6 +805,7 @@ class MetaStore(DeferringStore, ScopedStore):
             "  SELECT l.content_hash FROM memory_document_versions l "
             "  WHERE l.document_id = %(id)s ORDER BY l.version DESC LIMIT 1)",
             {"id": doc_id, "hash": stored_hash, "user": self.scope.user_id},
+            prepare=True,
         )
 
     def _write_attrs(
@@ -801,7 +814,9 @@ class MetaStore(DeferringStore, ScopedStore):
         """Store client attributes against ``updated_at`` (default: the row's, as of this
         statement; nothing if the row is gone, so it needs no answer before it)."""
         if attrs.empty:
-            conn.execute("DELETE FROM memfs.file_attrs WHERE document_id = %s", (doc_id,))
+            conn.execute(
+                "DELETE FROM memfs.file_attrs WHERE document_id = %s", (doc_id,), prepare=True
+            )
             return
         conn.execute(
             "INSERT INTO memfs.file_attrs (document_id, mode, mtime_ns, set_against) "
@@ -810,6 +825,7 @@ class MetaStore(DeferringStore, ScopedStore):
             "ON CONFLICT (document_id) DO UPDATE SET mode = EXCLUDED.mode, "
             "  mtime_ns = EXCLUDED.mtime_ns, set_against = EXCLUDED.set_against",
             {"id": doc_id, "mode": attrs.mode, "mtime": attrs.mtime_ns, "at": updated_at},
+            prepare=True,
         )
 
     def set_attrs(self, doc_id: UUID, attrs: FileAttrs) -> bool:
@@ -839,7 +855,7 @@ class MetaStore(DeferringStore, ScopedStore):
 
     def _keep_deleted(self, conn: Conn, doc_id: UUID) -> None:
         """Keep a document about to be deleted with its versions (``memfs undelete``)."""
-        conn.execute("SELECT memfs.keep_document(%s, 'mount')", (doc_id,))
+        conn.execute("SELECT memfs.keep_document(%s, 'mount')", (doc_id,), prepare=True)
 
     def delete_document(
         self, doc_id: UUID, keep_dirs: Sequence[str] = (), seen: datetime | None = None
@@ -1038,6 +1054,7 @@ class MetaStore(DeferringStore, ScopedStore):
             "    FROM memory_document_versions o WHERE o.document_id = %(target)s) "
             "WHERE v.document_id = %(source)s AND %(source)s <> %(target)s",
             {"source": source_id, "target": target_id},
+            prepare=True,
         )
 
     def rename_directory(

@@ -130,6 +130,7 @@ class PostgresRows:
             "WHERE path = %(p)s FOR UPDATE",
             {"p": path},
             binary=True,
+            prepare=True,
         )
 
     def blocker(self, conn: Any, path: str, ancestors: Sequence[str]) -> Answer:
@@ -137,11 +138,12 @@ class PostgresRows:
             f"SELECT path FROM {TABLE} WHERE {BELOW} OR (path = ANY(%(up)s) AND NOT is_dir "
             "AND kind = 'memory_document') LIMIT 1",
             {"p": path, "up": list(ancestors)},
+            prepare=True,
         )
 
     def taken(self, conn: Any, path: str) -> Answer:
         return conn.execute(  # type: ignore[no-any-return]
-            f"SELECT 1 FROM {TABLE} WHERE {AT_OR_BELOW} LIMIT 1", {"p": path}
+            f"SELECT 1 FROM {TABLE} WHERE {AT_OR_BELOW} LIMIT 1", {"p": path}, prepare=True
         )
 
     def rows_at(self, conn: Any, paths: Sequence[str]) -> Answer:
@@ -149,6 +151,7 @@ class PostgresRows:
             f"SELECT path, contents FROM {TABLE} WHERE path = ANY(%(paths)s) AND NOT is_dir",
             {"paths": list(paths)},
             binary=True,
+            prepare=True,
         )
 
     def chunked(self, conn: Any, docs: Sequence[str]) -> Answer:
@@ -157,6 +160,7 @@ class PostgresRows:
             f"FROM {TABLE} t WHERE t.path >= m.doc || '.chunks/' AND t.path < m.doc || "
             "'.chunks0')",
             {"docs": list(docs)},
+            prepare=True,
         )
 
     def lock_documents(self, conn: Any, paths: Sequence[str]) -> Answer:
@@ -227,6 +231,7 @@ class PostgresRows:
             "RETURNING updated_at",
             {"p": record.path, "data": record.contents, "type": record.content_type,
              "kind": record.kind, "indexed": record.indexed, "v": record.version},
+            prepare=True,
         )  # fmt: skip
 
     def insert_many(self, conn: Any, records: Sequence[Record]) -> None:
@@ -252,6 +257,7 @@ class PostgresRows:
             {"path": record.path, "p": below, "data": record.contents,
              "type": record.content_type, "kind": record.kind, "indexed": record.indexed,
              "v": version},
+            prepare=True,
         )  # fmt: skip
 
     def insert_version(self, conn: Any, below: str, record: Record) -> Answer:
@@ -264,14 +270,19 @@ class PostgresRows:
             "RETURNING (indexed ->> 'version')::bigint",
             {"p": below, "data": record.contents, "type": record.content_type,
              "kind": record.kind, "indexed": record.indexed},
+            prepare=True,
         )  # fmt: skip
 
     def delete_chunks(self, conn: Any, below: str) -> None:
-        conn.execute(f"DELETE FROM {TABLE} WHERE {BELOW} AND kind = 'memory_chunk'", {"p": below})
+        conn.execute(
+            f"DELETE FROM {TABLE} WHERE {BELOW} AND kind = 'memory_chunk'",
+            {"p": below},
+            prepare=True,
+        )
 
     def write_attrs(self, conn: Any, path: str, attrs: FileAttrs, against: Any) -> None:
         if attrs.empty:
-            conn.execute("DELETE FROM memfs.reborn_attrs WHERE path = %s", (path,))
+            conn.execute("DELETE FROM memfs.reborn_attrs WHERE path = %s", (path,), prepare=True)
             return
         conn.execute(
             "INSERT INTO memfs.reborn_attrs (path, mode, mtime_ns, set_against) "
@@ -279,6 +290,7 @@ class PostgresRows:
             "SET mode = EXCLUDED.mode, mtime_ns = EXCLUDED.mtime_ns, "
             "set_against = EXCLUDED.set_against",
             (path, attrs.mode, attrs.mtime_ns, against),
+            prepare=True,
         )
 
     def set_attrs(self, conn: Any, path: str, attrs: FileAttrs) -> Answer:
@@ -338,6 +350,7 @@ class PostgresRows:
             "  AND kind = 'memory_document' AND NOT is_dir "
             "  AND (%(seen)s::timestamptz IS NULL OR updated_at = %(seen)s) FOR UPDATE) AS d",
             {**family._asdict(), "seen": seen, **keep._asdict()},
+            prepare=True,
         )
 
     def delete_family(self, conn: Any, family: Family, seen: Any) -> Answer:
@@ -357,6 +370,7 @@ class PostgresRows:
             "SELECT (SELECT count(*) FROM gone), "
             f"  (SELECT count(*) FROM {TABLE} WHERE path = %(doc)s AND kind = 'memory_document')",
             {**family._asdict(), "seen": seen},
+            prepare=True,
         )
 
     def note_moves(self, conn: Any, workspace: str, moves: Sequence[tuple[str, str]]) -> None:
