@@ -1,4 +1,5 @@
-"""The identity files IronClaw seeds into a workspace when they are absent (facts §7.1).
+"""The identity files IronClaw seeds into a workspace when they are absent
+(docs/ironclaw/legacy.md §7.1).
 
 The texts are memfs's own short templates with the same purpose as IronClaw's; IronClaw
 recreates any of these it finds missing at its next start, so they only matter for a

@@ -110,7 +110,7 @@ def legacy_scope(settings: Settings) -> Scope:
 
 def reborn_scope(settings: Settings) -> RebornScope:
     """The Reborn workspace the settings name, with IronClaw's defaults for what is not
-    given (reborn facts §3.1)."""
+    given (docs/ironclaw/reborn.md §3.1)."""
     user = settings.user_id if "user_id" in settings.given else DEFAULT_USER
     agent: str | None = settings.agent_id or DEFAULT_AGENT
     if agent is not None and agent.lower() == "none":

@@ -1,6 +1,6 @@
 """Schema: detect what a database holds, create IronClaw's tables on an empty one.
 
-Three cases (``ironclaw-facts.md`` §1.8 and compatibility requirements 1-3):
+Three cases (``docs/ironclaw/legacy.md`` §1.8 and requirements 1-3):
 
 * **IronClaw database** - ``refinery_schema_history`` holds IronClaw's V1 row and
   ``memory_documents`` + ``list_workspace_files`` exist.  Its objects are used as they are:
@@ -25,7 +25,7 @@ from memfs.errors import SchemaError
 
 log = logging.getLogger(__name__)
 
-#: IronClaw's pinned refinery checksum of ``V1__initial.sql`` (ironclaw-facts §1.8).
+#: IronClaw's pinned refinery checksum of ``V1__initial.sql`` (docs/ironclaw/legacy.md §1.8).
 IRONCLAW_V1_CHECKSUM = "13924994861355873385"
 #: Advisory lock key that serialises schema set-up between concurrent mounts ("memfs" in hex).
 SCHEMA_LOCK_KEY = 0x6D656D6673
@@ -290,7 +290,7 @@ END $$;
 #: Channel the change-feed trigger notifies on.
 CHANGE_CHANNEL = "memfs_changes"
 
-# The one addition memfs makes to an IronClaw object (compatibility requirement 3): a
+# The one addition memfs makes to an IronClaw object (docs/ironclaw/legacy.md, requirement 3): a
 # trigger named memfs_* whose function lives in the memfs schema.  It sends ids and paths,
 # never content; payloads over NOTIFY's 8000-byte limit become a RESYNC request.
 CHANGE_FEED_DDL = r"""

@@ -1,4 +1,5 @@
-"""Embedding providers over httpx, speaking IronClaw's wire formats (ironclaw-facts §6.2-6.3).
+"""Embedding providers over httpx, speaking IronClaw's wire formats
+(docs/ironclaw/legacy.md §6.2-6.3).
 
 * OpenAI-compatible (and NEAR AI): ``POST <base>/v1/embeddings`` with a bearer token, body
   ``{"model", "input": [...]}``, vectors from ``data[].embedding`` in array order.

@@ -1,4 +1,4 @@
-"""The name IronClaw gives a scope's full-text index (reborn facts §5.4, libsql facts §3.2).
+"""The name IronClaw gives a scope's full-text index (docs/ironclaw/reborn.md §5.4, libsql.md §3.2).
 
 On PostgreSQL it names the scope's GIN index; on libSQL the same name with ``_fts`` is the
 scope's FTS5 table, and with ``_ai``/``_au``/``_ad`` its triggers.  memfs must compute it

@@ -1,4 +1,4 @@
-"""IronClaw's hybrid search over one workspace (ironclaw-facts §5).
+"""IronClaw's hybrid search over one workspace (docs/ironclaw/legacy.md §5).
 
 Full-text (``plainto_tsquery('english')``, ``ts_rank_cd``) and exact cosine vector search,
 50 candidates each, fused by RRF (k = 60) or weighted fusion, max-normalised, per chunk.

@@ -1,4 +1,4 @@
-"""Search as IronClaw v1.3 ranks a Reborn workspace (reborn facts §5.2-5.3).
+"""Search as IronClaw v1.3 ranks a Reborn workspace (docs/ironclaw/reborn.md §5.2-5.3).
 
 Terms are the maximal runs of characters Rust's ``char::is_alphanumeric`` accepts
 (Unicode Alphabetic or Numeric: ``regex``'s properties, which Python's ``str.isalnum``

@@ -1,6 +1,6 @@
 """One IronClaw libSQL file, opened the way it may be shared with a running IronClaw.
 
-The rules (libsql facts §7 and requirements 2, 3, 7, 8):
+The rules (docs/ironclaw/libsql.md §7 and requirements 2, 3, 7, 8):
 
 * the file is opened, never created; its journal mode is read, never set; memfs never
   vacuums it nor runs an explicit ``wal_checkpoint(TRUNCATE|RESTART)``;

@@ -1,5 +1,5 @@
-"""Where IronClaw keeps its libSQL memory, and which layout a file holds (libsql facts §0,
-§2, §8; requirement 1).
+"""Where IronClaw keeps its libSQL memory, and which layout a file holds
+(docs/ironclaw/libsql.md §0, §2, §8; requirement 1).
 
 Reborn (v1.1+): ``<home>/<subdir>/reborn-local-dev.db`` for the profiles that keep memory
 in an embedded libSQL file, ``local-dev`` (IronClaw's default) among them; ``<home>`` is

@@ -1,6 +1,6 @@
 """The other stores of a Reborn workspace in IronClaw's libSQL file: versions, IronClaw
-v1.3's full-text search (libsql facts §3.2, §6), and editors' tool folders (in memfs's own
-file beside IronClaw's).
+v1.3's full-text search (docs/ironclaw/libsql.md §3.2, §6), and editors' tool folders (in
+memfs's own file beside IronClaw's).
 """
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ class LibsqlSearchStore:
         return True
 
     def _create(self) -> None:
-        """Make the scope's index as IronClaw's first search does (facts §3.2): its FTS5
+        """Make the scope's index as IronClaw's first search does (libsql.md §3.2): its FTS5
         table, three triggers, every row below the scope copied in, and its spec row.
 
         IronClaw does all of it in one transaction; at 100,000 documents that holds the
@@ -265,7 +265,7 @@ class LibsqlSearchStore:
 
 
 #: Rows the first search's backfill copies in its first transaction; later ones are sized
-#: to take about ``BACKFILL_TARGET`` seconds (facts requirement 8: under 100 ms).
+#: to take about ``BACKFILL_TARGET`` seconds (docs/ironclaw/libsql.md requirement 8).
 BACKFILL_FIRST_BATCH = 500
 BACKFILL_TARGET = 0.04
 #: Seconds one search may spend making the index (the mount's call bound is 12 s).

@@ -3,8 +3,9 @@
 A scope (tenant, user, agent, project) is the path prefix
 ``/memory/tenants/<t>/users/<u>/agents/<a|_none>/projects/<p|_none>``; document ``R`` is the
 row ``<prefix>/R`` and its sidecars are siblings: ``R.meta`` (metadata), ``R.chunks/<i>``
-and ``R.versions/<n>``.  The rules here are IronClaw v1.3's (reborn facts §3 and §6), stated
-in memfs's words; nothing here touches the database.
+and ``R.versions/<n>``.  The rules here are IronClaw v1.3's
+(docs/ironclaw/reborn.md §3 and §6), stated in memfs's words; nothing here touches the
+database.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from memfs.ironclaw.hashing import bytes_hash
 
 #: The id IronClaw writes for "absent" in a scope path; forbidden as a real id.
 NONE = "_none"
-#: IronClaw's scope when its configuration names none (reborn facts §3.1).
+#: IronClaw's scope when its configuration names none (docs/ironclaw/reborn.md §3.1).
 DEFAULT_TENANT = "reborn-cli"
 DEFAULT_USER = "reborn-cli"
 DEFAULT_AGENT = "reborn-cli-agent"
@@ -124,7 +125,7 @@ def path_problem(relative: str) -> str | None:
 
 def agent_cannot_write(relative: str) -> str | None:
     """Why IronClaw's memory tools refuse to write ``relative`` although its layout holds
-    it (reborn facts §6), or None: they refuse ``..`` anywhere in a target, and keep
+    it (docs/ironclaw/reborn.md §6), or None: they refuse ``..`` anywhere in a target, and keep
     ``threads/`` for the conversation recorder."""
     if ".." in relative:
         return "cannot write it (its memory tools refuse '..' anywhere in a path)"
@@ -134,7 +135,7 @@ def agent_cannot_write(relative: str) -> str | None:
 
 
 def is_listed(relative: str) -> bool:
-    """Whether a ``memory_document`` row at ``relative`` is one IronClaw lists (§3.3)."""
+    """Whether a ``memory_document`` row at ``relative`` is one IronClaw lists (reborn.md §3.3)."""
     return path_problem(relative) is None
 
 

@@ -1,4 +1,5 @@
-"""IronClaw v1.3's full-text query over a Reborn workspace's chunk rows (reborn facts §5.2)."""
+"""IronClaw v1.3's full-text query over a Reborn workspace's chunk rows
+(docs/ironclaw/reborn.md §5.2)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from memfs.db.capabilities import RankedRow
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.scoped import Pool
 
-#: The tsvector IronClaw searches (and its per-scope GIN index covers, §5.4).
+#: The tsvector IronClaw searches (and its per-scope GIN index covers, reborn.md §5.4).
 _TSV = "to_tsvector('english', coalesce(indexed ->> 'content', ''))"
 
 

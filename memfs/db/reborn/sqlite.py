@@ -1,6 +1,6 @@
 """The Reborn rows in IronClaw's libSQL file (``RebornRows`` on stdlib ``sqlite3``).
 
-IronClaw's ``root_filesystem_entries`` with its storage classes (libsql facts §4,
+IronClaw's ``root_filesystem_entries`` with its storage classes (docs/ironclaw/libsql.md §4,
 requirement 5): ``contents`` a blob, ``indexed`` IronClaw's JSON text, ``is_dir`` and
 ``version`` integers, timestamps the text ``strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`` gives,
 set by SQL on every insert and update (``created_at`` left to the column default).

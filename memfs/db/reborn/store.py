@@ -5,16 +5,16 @@ prefix (``layout``), keyed by path; the model keys documents by id, so the store
 each path an id (a UUID derived from the path when first seen) and keeps it across renames
 made here.  The version token the model compares is the row's ``updated_at`` (IronClaw sets
 it on every update); the compare-and-swap the database sees is on ``version``, as
-IronClaw's own updates are (reborn facts §4.1, requirement 7).
+IronClaw's own updates are (docs/ironclaw/reborn.md §4.1, requirement 7).
 
-Every write follows IronClaw v1.3's memory write (§4.2): the document row updated with
-``version = version + 1`` (or inserted at version 1 if nothing lies at or below its path),
-the replaced content kept as a ``.versions/<n>`` sidecar unless ``skip_versioning``, the
-``.chunks/`` rebuilt as its indexer does unless ``skip_indexing``.  Unlike IronClaw, each
-operation is one transaction, and delete and rename (which IronClaw does not offer) move or
-remove the document with its sidecars together (requirement 12).  Directories are never
-``is_dir`` rows under ``/memory`` (requirement 4): kept ones live in memfs's own table,
-as do client attributes.
+Every write follows IronClaw v1.3's memory write (docs/ironclaw/reborn.md §4.2): the document
+row updated with ``version = version + 1`` (or inserted at version 1 if nothing lies at or
+below its path), the replaced content kept as a ``.versions/<n>`` sidecar unless
+``skip_versioning``, the ``.chunks/`` rebuilt as its indexer does unless ``skip_indexing``.
+Unlike IronClaw, each operation is one transaction, and delete and rename (which IronClaw
+does not offer) move or remove the document with its sidecars together (requirement 12).
+Directories are never ``is_dir`` rows under ``/memory`` (requirement 4): kept ones live in
+memfs's own table, as do client attributes.
 """
 
 from __future__ import annotations
@@ -233,7 +233,7 @@ class RebornStore(DeferringStore):
         return lambda: (moved is not None, moved or {})
 
     def path_problem(self, path: str) -> str | None:
-        """IronClaw's rules for a document path (reborn facts §6): no segment ending in
+        """IronClaw's rules for a document path (docs/ironclaw/reborn.md §6): no segment ending in
         ``.meta``, ``.chunks`` or ``.versions`` (its sidecars), among others."""
         return layout.path_problem(path)
 
@@ -249,7 +249,7 @@ class RebornStore(DeferringStore):
     # -- reading -------------------------------------------------------------------------
 
     def load_documents(self) -> list[DocRow]:
-        """IronClaw's document list of the scope (§3.3), with memfs's attributes."""
+        """IronClaw's document list of the scope (reborn.md §3.3), with memfs's attributes."""
         with self.deferred.deletions_during() as hidden, self._reading() as conn:
             rows = self.rows.documents(conn, self.scope.prefix)
         found = []
@@ -359,7 +359,7 @@ class RebornStore(DeferringStore):
 
     def fingerprint(self) -> tuple[int, str]:
         """Changes whenever a row of the scope is inserted, updated or deleted (polling:
-        IronClaw notifies nothing, §4.4)."""
+        IronClaw notifies nothing, reborn.md §4.4)."""
         with self._reading() as conn:
             return self.rows.fingerprint(conn, self.scope.prefix)
 
@@ -379,7 +379,7 @@ class RebornStore(DeferringStore):
         index_now: bool = True,
         unconfigured: bool = False,
     ) -> CommitResult:
-        """IronClaw's overwrite of ``path`` (§4.2); a row changed since ``expected`` keeps
+        """IronClaw's overwrite of ``path`` (reborn.md §4.2); a row changed since ``expected`` keeps
         the other writer's content as a version before this content replaces it."""
         data = content.encode("utf-8")
         try:
@@ -682,7 +682,7 @@ class RebornStore(DeferringStore):
         return row[0]  # type: ignore[no-any-return]
 
     def _version_query(self, conn: Any, relative: str, old: bytes) -> Answer:
-        """``R.versions/<max+1>`` keeping ``old`` (no dedup against the latest, §4.2),
+        """``R.versions/<max+1>`` keeping ``old`` (no dedup against the latest, reborn.md §4.2),
         numbered by the database; answers the number."""
         indexed = {**self.scope.keys(), "doc_relative_path": relative}
         body = layout.version_body(self.scope, old)
@@ -697,8 +697,8 @@ class RebornStore(DeferringStore):
         return f"copy {copy}"
 
     def _rebuild_chunks(self, conn: Any, relative: str, text: str, indexed: bool) -> int:
-        """IronClaw's indexer (§5.1): every chunk row under ``R.chunks/`` replaced by fresh
-        rows 0..n-1 (none under ``skip_indexing`` or for blank content)."""
+        """IronClaw's indexer (reborn.md §5.1): every chunk row under ``R.chunks/`` replaced by
+        fresh rows 0..n-1 (none under ``skip_indexing`` or for blank content)."""
         self.rows.delete_chunks(conn, self.scope.row(relative) + ".chunks")
         chunks = chunk_document(text, self.chunk_config) if indexed else []
         keys = self.scope.keys()
@@ -712,7 +712,7 @@ class RebornStore(DeferringStore):
         return len(chunks)
 
     def _metadata(self, conn: Any, relative: str, own: Any = None) -> Any:
-        """Effective metadata (§3.4): the nearest ``.config``'s ``.meta`` with the
+        """Effective metadata (reborn.md §3.4): the nearest ``.config``'s ``.meta`` with the
         document's own ``.meta`` (or ``own``, about to be written) on top."""
         return self._metadata_from(self._metadata_query(conn, relative), relative, own)
 
@@ -736,7 +736,7 @@ class RebornStore(DeferringStore):
         """Effective metadata of ``relative`` from the sidecar and ``.config`` rows found
         (relative path -> contents)."""
         configs = [c for c in layout.config_candidates(relative) if c != relative]
-        # Only a .config with a non-empty .meta counts; one without goes by (§3.4).
+        # Only a .config with a non-empty .meta counts; one without goes by (reborn.md §3.4).
         folder = next((c for c in configs if c in found and found.get(layout.meta_path(c))),
                       None)  # fmt: skip
         folder_meta = self._parse_meta(
