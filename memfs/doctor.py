@@ -24,7 +24,7 @@ from memfs.db.health import WorkspaceHealth
 from memfs.db.schema import MEMFS_SCHEMA_VERSION
 from memfs.mountpoint import FSTYPE, mount_at
 from memfs.recovery import RecoveryArea
-from memfs.tools import Report, daemon_records, reindex
+from memfs.workspace_tasks import Report, daemon_records, reindex
 
 #: Paths listed in one finding's detail before "and N more".
 SHOWN = 5

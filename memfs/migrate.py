@@ -30,7 +30,7 @@ from memfs.db import (
 from memfs.db.libsql.database import libsql_path
 from memfs.db.libsql.target import LibsqlTarget
 from memfs.errors import EXIT_USAGE, CommandError, DatabaseError
-from memfs.tools import Report, progress
+from memfs.workspace_tasks import Report, progress
 
 #: IronClaw's legacy owner id when none is configured: its memory is the Reborn default
 #: user's (where IronClaw >= 1.1 reads when none is configured).

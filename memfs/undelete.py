@@ -17,7 +17,7 @@ from memfs.db import open_database
 from memfs.db.capabilities import Deletion, KeptHistory
 from memfs.db.interface import FileAttrs
 from memfs.errors import EXIT_FAILED, CommandError
-from memfs.tools import Report
+from memfs.workspace_tasks import Report
 
 
 def _latest(deletions: list[Deletion]) -> dict[str, Deletion]:

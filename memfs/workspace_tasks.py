@@ -1,4 +1,5 @@
-"""Workspace commands without a mount: status, seed, reindex, export, import, log.
+"""What the workspace commands do, without a mount: status, seed, reindex, export, import,
+log, versions, restore, recover (their command-line side: ``memfs.commands``).
 
 They write through the same document store as the mount (one transaction each, IronClaw's
 write and reindex rules), so a document written by ``memfs import`` is exactly what a
@@ -31,7 +32,7 @@ from memfs.db import (
 )
 from memfs.db.interface import DocRow, DocumentStore, StoredDocument
 from memfs.embeddings.config import EmbeddingSettings
-from memfs.errors import EXIT_FAILED, CommandError, Refused, WriteRefused
+from memfs.errors import EXIT_FAILED, EXIT_OK, CommandError, Refused, WriteRefused
 from memfs.ironclaw.settings import ConfigError, resolve_embeddings, resolve_search
 from memfs.local_tree import SILENT, Passed, memory_files, read_regular
 from memfs.mountpoint import FSTYPE, mount_at
@@ -73,6 +74,11 @@ class Report:
 
     def add(self, key: str, n: int = 1) -> None:
         self.counts[key] = self.counts.get(key, 0) + n
+
+    def finish(self, as_json: bool) -> int:
+        """``emit``, then the command's exit code: 1 if anything it was asked failed."""
+        self.emit(as_json)
+        return EXIT_FAILED if self.problems else EXIT_OK
 
     def emit(self, as_json: bool) -> None:
         """Print the report: counts and items on stdout, problems on stderr.
