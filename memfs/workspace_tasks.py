@@ -4,7 +4,7 @@ log, versions, restore, recover (their command-line side: ``memfs.commands``).
 They write through the same document store as the mount (one transaction each, IronClaw's
 write and reindex rules), so a document written by ``memfs import`` is exactly what a
 ``cp`` into the mount would have made.  They work on the live layout (``Workspace``):
-legacy reads go through ``memfs.db.ToolStore``, Reborn ones through its document store.
+legacy reads go through ``memfs.db.WholeDocumentStore``, Reborn ones through its document store.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 All SQL memfs runs lives in this package: ``schema`` for DDL, ``store`` for the document
 engine behind ``interface.DocumentStore``, and one narrow store per other consumer
-(``search_store``, ``embedding_store``, ``reindex_store``, ``tool_store``, ``statistics``).
+(``search_store``, ``embedding_store``, ``reindex_store``, ``whole_documents``, ``statistics``).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from memfs.db.legacy.reindex_store import ReindexStore
 from memfs.db.legacy.search_store import SearchStore
 from memfs.db.legacy.statistics import PlannerStatistics
 from memfs.db.legacy.store import MetaStore
-from memfs.db.legacy.tool_store import ToolStore
 from memfs.db.legacy.version_store import LegacyVersionStore
+from memfs.db.legacy.whole_documents import WholeDocumentStore
 from memfs.db.libsql.database import libsql_path, open_libsql
 from memfs.db.libsql.discovery import choose_database
 from memfs.db.reborn.health import RebornHealth
@@ -81,7 +81,7 @@ __all__ = [
     "SchemaInfo",
     "Scope",
     "SearchStore",
-    "ToolStore",
+    "WholeDocumentStore",
     "Workspace",
     "legacy_scope",
     "open_database",
@@ -256,7 +256,7 @@ class Database:
         chunks, pending = self.embedding_store(legacy).count_chunks()
         return {"change_feed": self.has_change_feed(), "user_id": settings.user_id,
                 "agent_id": str(settings.agent_id) if settings.agent_id else None,
-                "documents": self.tool_store(legacy).count_documents(), "chunks": chunks,
+                "documents": self.whole_documents(legacy).count_documents(), "chunks": chunks,
                 "embeddings_pending": pending}  # fmt: skip
 
     def seed_refusal(self) -> str | None:
@@ -348,8 +348,8 @@ class Database:
     def reindex_store(self, scope: Scope) -> ReindexStore:
         return ReindexStore(self.pool, scope)
 
-    def tool_store(self, scope: Scope) -> ToolStore:
-        return ToolStore(self.pool, scope)
+    def whole_documents(self, scope: Scope) -> WholeDocumentStore:
+        return WholeDocumentStore(self.pool, scope)
 
     def statistics(self) -> PlannerStatistics:
         return PlannerStatistics(self.pool)

@@ -32,7 +32,7 @@ def test_a_move_under_the_same_indexing_rules_keeps_the_chunks_and_queues_nothin
     chunk_ids = sorted(r[0] for r in sql_conn.execute("SELECT id FROM memory_chunks"))
     moved = store.rename_directory("projects", "archive/2026", None)
     assert len(moved) == 3
-    doc = database.tool_store(Scope("default")).find_document("archive/2026/p/0.md")
+    doc = database.whole_documents(Scope("default")).find_document("archive/2026/p/0.md")
     assert doc is not None
     store.rename_document(doc[0], "elsewhere/0.md", None, FileAttrs(), (), "archive/2026/p/0.md")
     assert sql_conn.execute("SELECT count(*) FROM memfs.reindex_queue").fetchone() == (0,)

@@ -11,7 +11,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from memfs.chunker import chunk_document
-from memfs.db import Database, FileAttrs, MetaStore, ReindexStore, Scope, ToolStore
+from memfs.db import Database, FileAttrs, MetaStore, ReindexStore, Scope, WholeDocumentStore
 from memfs.errors import WriteRefused
 
 NO_ATTRS = FileAttrs()
@@ -63,7 +63,7 @@ def test_unchanged_save_rebuilds_missing_chunks(
     store: MetaStore, sql_conn: psycopg.Connection[Any]
 ) -> None:
     insert(sql_conn, "sql.md", "inserted by SQL without chunks")
-    row = ToolStore(store.pool, store.scope).find_document("sql.md")
+    row = WholeDocumentStore(store.pool, store.scope).find_document("sql.md")
     assert row is not None and chunk_count(sql_conn, "sql.md") == 0
     result = store.commit_document(row[0], "sql.md", row[1], NO_ATTRS, row[2])
     assert not result.changed and chunk_count(sql_conn, "sql.md") == 1
@@ -92,7 +92,7 @@ def test_engine_runtime_paths_are_never_chunked_or_versioned(
         "INSERT INTO memory_chunks (document_id, chunk_index, content) "
         "SELECT id, 0, 'old state' FROM memory_documents"
     )
-    row = ToolStore(store.pool, store.scope).find_document(path)
+    row = WholeDocumentStore(store.pool, store.scope).find_document(path)
     assert row is not None
     store.commit_document(row[0], path, "new state", NO_ATTRS, row[2])
     store.commit_document(row[0], path, "newer state", NO_ATTRS)
@@ -112,15 +112,15 @@ def test_schema_in_metadata_refuses_invalid_json(
 ) -> None:
     path = ".system/settings/llm_backend.json"
     insert(sql_conn, path, '"openai"', {"schema": {"type": "string"}})
-    row = ToolStore(store.pool, store.scope).find_document(path)
+    row = WholeDocumentStore(store.pool, store.scope).find_document(path)
     assert row is not None
     for bad in ("42", "not json at all"):
         with pytest.raises(WriteRefused) as caught:
             store.commit_document(row[0], path, bad, NO_ATTRS, row[2])
         assert caught.value.errno == errno.EINVAL and path in caught.value.reason
-    assert ToolStore(store.pool, store.scope).find_document(path)[1] == '"openai"'  # type: ignore[index]
+    assert WholeDocumentStore(store.pool, store.scope).find_document(path)[1] == '"openai"'  # type: ignore[index]
     store.commit_document(row[0], path, '"anthropic"', NO_ATTRS, row[2])
-    assert ToolStore(store.pool, store.scope).find_document(path)[1] == '"anthropic"'  # type: ignore[index]
+    assert WholeDocumentStore(store.pool, store.scope).find_document(path)[1] == '"anthropic"'  # type: ignore[index]
 
 
 def test_folder_schema_applies_to_new_documents(
@@ -130,7 +130,7 @@ def test_folder_schema_applies_to_new_documents(
     insert(sql_conn, "cfg/.config", "", {"schema": schema})
     with pytest.raises(WriteRefused):
         store.commit_document(None, "cfg/a.json", '{"name": 1}', NO_ATTRS)
-    assert ToolStore(store.pool, store.scope).find_document("cfg/a.json") is None
+    assert WholeDocumentStore(store.pool, store.scope).find_document("cfg/a.json") is None
     store.commit_document(None, "cfg/b.json", '{"id": 1}', NO_ATTRS)
     insert(sql_conn, "nul/.config", "", {"schema": None})
     store.commit_document(None, "nul/free.md", "any text", NO_ATTRS)

@@ -2,7 +2,7 @@
 reading content, and IronClaw's writes (saves, renames, deletes) with memfs's own tables.
 
 Search, embeddings, the reindex queue and the tools have stores of their own
-(``search_store``, ``embedding_store``, ``reindex_store``, ``tool_store``).  All methods are
+(``search_store``, ``embedding_store``, ``reindex_store``, ``whole_documents``).  All methods are
 synchronous and meant to run in a worker thread (see ``memfs.vfs``); each
 one borrows a pooled connection and runs one transaction.  Every query is parameterised and
 scoped to the mount's ``user_id`` and ``agent_id`` (``IS NOT DISTINCT FROM``, so a NULL agent
@@ -42,7 +42,7 @@ from memfs.db.interface import (
 from memfs.db.known import EMPTY_METADATA_MD5, KnownFolder, KnownRow, KnownRows
 from memfs.db.legacy.chunks import replace_chunks
 from memfs.db.legacy.reindex_store import ReindexStore
-from memfs.db.legacy.tool_store import ToolStore
+from memfs.db.legacy.whole_documents import WholeDocumentStore
 from memfs.db.limits import legacy_max_path
 from memfs.db.schema import SchemaInfo
 from memfs.db.scoped import (
@@ -301,13 +301,13 @@ class MetaStore(DeferringStore, ScopedStore):
         return sorted(self.deferred.directories({r[0] for r in rows}))
 
     def find_document(self, path: str) -> StoredDocument | None:
-        return ToolStore(self.pool, self.scope).find_document(path)
+        return WholeDocumentStore(self.pool, self.scope).find_document(path)
 
     def export_rows(self) -> list[ExportRow]:
-        return ToolStore(self.pool, self.scope).export_rows()
+        return WholeDocumentStore(self.pool, self.scope).export_rows()
 
     def reindex_targets(self, paths: Sequence[str] | None) -> list[tuple[UUID, str]]:
-        return ToolStore(self.pool, self.scope).document_ids(paths)
+        return WholeDocumentStore(self.pool, self.scope).document_ids(paths)
 
     def reindex(self, doc_id: UUID, path: str) -> int:
         return ReindexStore(self.pool, self.scope).reindex_document(doc_id)

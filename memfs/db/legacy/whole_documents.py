@@ -1,4 +1,4 @@
-"""Reads of the workspace tools (``memfs status``, ``journal``, ``export``, ``reindex``) and
+"""Reads of the workspace commands (``memfs status``, ``log``, ``export``, ``reindex``) and
 of ``memfs sync``: whole documents by path, every row at once.  Their writes go through
 the document store, as a mount's do."""
 
@@ -10,10 +10,10 @@ from uuid import UUID
 from memfs.db.interface import ExportRow, StoredDocument
 from memfs.db.scoped import ATTRS_JOIN, DOC_SCOPE, SCOPE, ScopedStore
 
-__all__ = ["ExportRow", "StoredDocument", "ToolStore"]
+__all__ = ["ExportRow", "StoredDocument", "WholeDocumentStore"]
 
 
-class ToolStore(ScopedStore):
+class WholeDocumentStore(ScopedStore):
     """Whole-document reads of one workspace."""
 
     def find_document(self, path: str) -> StoredDocument | None:
