@@ -20,7 +20,7 @@ from pathlib import Path
 from memfs.scratch import REFUSED_NAMES, Kind, ScratchRules
 
 #: memfs's own records in a folder it syncs or exports into (``sync.STATE_FILE``, its lock,
-#: a pull's temporary file, ``tools.EXPORT_STATE``): never memory.
+#: a pull's temporary file, ``workspace_tasks.EXPORT_STATE``): never memory.
 OWN_STATE = (".memfs-sync.json", ".memfs-sync-", ".memfs-export.json")
 
 

@@ -1,7 +1,7 @@
 """MetaStore: the documents of a workspace in ``memory_documents``: loading the tree,
 reading content, and IronClaw's writes (saves, renames, deletes) with memfs's own tables.
 
-Search, embeddings, the reindex queue and the tools have stores of their own
+Search, embeddings, the reindex queue and the workspace commands have stores of their own
 (``search_store``, ``embedding_store``, ``reindex_store``, ``whole_documents``).  All methods are
 synchronous and meant to run in a worker thread (see ``memfs.vfs``); each
 one borrows a pooled connection and runs one transaction.  Every query is parameterised and
