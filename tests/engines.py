@@ -72,6 +72,21 @@ class Engine:
         """What a mount of this engine is given for the test's database ``url``."""
         return url
 
+    def row_state(self, conn: psycopg.Connection[Any], path: str) -> tuple[Any, ...]:
+        """What a write changes on a document's row: legacy (content, updated_at); Reborn
+        (content, updated_at, version)."""
+        if self.name == "legacy":
+            query = "SELECT content, updated_at FROM memory_documents WHERE path = %s"
+            found = conn.execute(query, (path,)).fetchall()
+        else:
+            query = (
+                "SELECT convert_from(contents, 'UTF8'), updated_at, version "
+                "FROM root_filesystem_entries WHERE path = %s AND kind = 'memory_document'"
+            )
+            found = conn.execute(query, (f"{reborn_prefix('default')}/{path}",)).fetchall()
+        assert len(found) == 1, found
+        return tuple(found[0])
+
     def prepare(self, url: str) -> None:
         """Make the database this engine mounts (before any mount starts)."""
         if self.name == "reborn":
@@ -153,11 +168,7 @@ class Engine:
         prefix = reborn_prefix(user)
         docs = self.contents(conn, user)
         chunks: dict[str, list[tuple[int, str]]] = {}
-        for indexed, contents in conn.execute(
-            "SELECT indexed, contents FROM root_filesystem_entries "
-            "WHERE kind = 'memory_chunk' AND path LIKE %s",
-            (prefix + "/%",),
-        ):
+        for indexed, contents in self.chunk_rows(conn, prefix):
             chunks.setdefault(indexed["doc_relative_path"], []).append(
                 (indexed["chunk_index"], bytes(contents).decode())
             )
@@ -165,6 +176,23 @@ class Engine:
         for path, content in docs.items():
             stored = [text for _, text in sorted(chunks.get(path, []))]
             assert stored == chunk_document(content), f"chunks of {path!r} are stale"
+
+    def tool_file_paths(self, conn: psycopg.Connection[Any]) -> list[str]:
+        """The paths memfs keeps in editors' tool folders (``memfs.tool_files``), sorted."""
+        return [r[0] for r in conn.execute("SELECT path FROM memfs.tool_files ORDER BY path")]
+
+    def chunk_rows(
+        self, conn: psycopg.Connection[Any], prefix: str
+    ) -> list[tuple[dict[str, Any], bytes]]:
+        """(indexed, contents) of every Reborn chunk row under ``prefix``."""
+        return [
+            (indexed, bytes(contents))
+            for indexed, contents in conn.execute(
+                "SELECT indexed, contents FROM root_filesystem_entries "
+                "WHERE kind = 'memory_chunk' AND path LIKE %s",
+                (prefix + "/%",),
+            )
+        ]
 
     def identity(self, conn: psycopg.Connection[Any], path: str) -> tuple[Any, ...]:
         """What a save must keep of the one row at ``path``: legacy id, created_at and
@@ -409,6 +437,31 @@ class LibsqlEngine(Engine):
                 found[relative] = (created, bytes(contents).decode())
         return found
 
+    def tool_file_paths(self, conn: psycopg.Connection[Any]) -> list[str]:
+        """Kept in memfs's own file beside IronClaw's (``<file>.memfs``), never in IronClaw's."""
+        with sqlite3.connect(self._current + ".memfs") as db:
+            return [r[0] for r in db.execute("SELECT path FROM tool_files ORDER BY path")]
+
+    def chunk_rows(
+        self, conn: psycopg.Connection[Any], prefix: str
+    ) -> list[tuple[dict[str, Any], bytes]]:
+        return [
+            (json.loads(indexed), bytes(contents))
+            for path, _, contents, kind, _, indexed, _ in self._rows()
+            if kind == "memory_chunk" and path.startswith(prefix + "/")
+        ]
+
+    def row_state(self, conn: psycopg.Connection[Any], path: str) -> tuple[Any, ...]:
+        with sqlite3.connect(self._current) as db:
+            found = db.execute(
+                "SELECT contents, updated_at, version FROM root_filesystem_entries "
+                "WHERE path = ? AND kind = 'memory_document'",
+                (f"{reborn_prefix('default')}/{path}",),
+            ).fetchall()
+        assert len(found) == 1, found
+        contents, updated_at, version = found[0]
+        return (bytes(contents).decode(), updated_at, version)
+
     def chunks_containing(self, conn: psycopg.Connection[Any], *needles: str) -> int:
         return sum(
             1 for _, _, contents, kind, *_ in self._rows()
@@ -465,6 +518,38 @@ class LibsqlEngine(Engine):
             return int(changed)
         finally:
             db.close()
+
+    def agent_overwrites(self, conn: psycopg.Connection[Any], path: str, text: str) -> None:
+        """IronClaw's overwrite as its libSQL backend makes it: the document put at its
+        version, then the old content put as the next version row (two transactions)."""
+        full = f"{reborn_prefix('default')}/{path}"
+        rows = {row[0]: row for row in self._rows()}
+        old = bytes(rows[full][2])
+        number = 1 + max(
+            (json.loads(r[5])["version"] for p, r in rows.items()
+             if p.startswith(full + ".versions/") and r[3] == "memory_document_version"),
+            default=0,
+        )  # fmt: skip
+        keys = {"agent_id": "reborn-cli-agent", "tenant_id": "reborn-cli", "user_id": "default"}
+        body = json.dumps(
+            {"changed_by": "tenant:reborn-cli:user:default:agent:reborn-cli-agent:project:_none",
+             "content": old.decode(),
+             "content_hash": "sha256:" + hashlib.sha256(old).hexdigest()},
+            ensure_ascii=False, separators=(",", ":"), sort_keys=True,
+        )  # fmt: skip
+        self._put(
+            "UPDATE root_filesystem_entries SET contents = ?, version = version + 1, "
+            "updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE path = ?",
+            (text.encode(), full),
+        )
+        indexed = {**keys, "doc_relative_path": path, "version": number}
+        self._put(
+            "INSERT INTO root_filesystem_entries (path, contents, kind, content_type, indexed, "
+            "version, updated_at) VALUES (?, ?, 'memory_document_version', 'application/json', "
+            "?, 1, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+            (f"{full}.versions/{number}", body.encode(),
+             json.dumps(indexed, separators=(",", ":"), sort_keys=True)),
+        )  # fmt: skip
 
     def agent_appends(self, conn: psycopg.Connection[Any], path: str, line: str) -> bool:
         return (

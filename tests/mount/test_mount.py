@@ -22,7 +22,7 @@ from tests.conftest import apply_ironclaw_migrations
 from tests.engines import Engine
 from tests.mounting import Mount, wait_reindex_queue_empty
 
-pytestmark = pytest.mark.mount
+pytestmark = [pytest.mark.mount, pytest.mark.libsql_too]
 
 
 def docs(conn: psycopg.Connection[Any], user: str = "default") -> dict[str, str]:

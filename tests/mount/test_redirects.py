@@ -1,4 +1,4 @@
-"""A shell redirect is one IronClaw write (issue 28, items 1 to 3), on both layouts.
+"""A shell redirect is one IronClaw write (issue 28, items 1 to 3), on every engine.
 
 bash's ``printf x > f`` opens ``f`` with O_TRUNC, ``dup2``s the descriptor onto 1 and closes
 the original *before* it writes: the filesystem sees a flush of an emptied file, then the
@@ -7,8 +7,9 @@ only change is the truncation must commit nothing.  Each shell run here is trace
 to show the sequence really happened.  What each layout's IronClaw does with one write:
 
 - legacy (v1.0): different content is one UPDATE; unchanged content changes nothing.
-- Reborn (v1.1+): one UPDATE, ``version + 1``; a version row of the old content only if it
-  differs; a blank protected file (SOUL.md ...) is refused (EINVAL).
+- Reborn (v1.1+), on PostgreSQL and in IronClaw's libSQL file: one UPDATE, ``version + 1``;
+  a version row of the old content only if it differs; a blank protected file (SOUL.md ...)
+  is refused (EINVAL).
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.engines import Engine, reborn_prefix
+from tests.engines import Engine
 from tests.mounting import Mount
 
-pytestmark = pytest.mark.mount
+pytestmark = [pytest.mark.mount, pytest.mark.libsql_too]
 
 OLD = "The old text of this file, longer than the new one.\n"
 NEW = "Short text.\n"
@@ -49,25 +50,14 @@ def mount_with_old(
 ) -> Mount:  # fmt: skip
     """A mount showing ``name`` with the agent's content ``OLD``."""
     engine.agent_writes(sql_conn, database_url, {name: OLD})
-    mount: Mount = mount_factory(database_url)
+    mount: Mount = mount_factory(engine.mount_url(database_url))
     eventually(lambda: mount.path(name).exists())
     return mount
 
 
 def row_state(engine: Engine, conn: psycopg.Connection[Any], path: str) -> tuple[Any, ...]:
-    """What a write changes on the document row: legacy updated_at; Reborn version and
-    updated_at."""
-    if engine.name == "legacy":
-        query = "SELECT content, updated_at FROM memory_documents WHERE path = %s"
-        found = conn.execute(query, (path,)).fetchall()
-    else:
-        query = (
-            "SELECT convert_from(contents, 'UTF8'), updated_at, version "
-            "FROM root_filesystem_entries WHERE path = %s AND kind = 'memory_document'"
-        )
-        found = conn.execute(query, (f"{reborn_prefix('default')}/{path}",)).fetchall()
-    assert len(found) == 1, found
-    return tuple(found[0])
+    """What a write changes on the document row (``Engine.row_state``)."""
+    return engine.row_state(conn, path)
 
 
 def traced_redirect(mount: Mount, work: Path, name: str, text: str) -> tuple[int, list[str]]:
@@ -123,7 +113,7 @@ def test_a_shell_redirect_is_one_ironclaw_write(
 
     assert status == 0
     assert_truncate_dup_close_then_write(calls)
-    if name == "SOUL.md" and engine.name == "reborn":
+    if name == "SOUL.md" and engine.name != "legacy":
         # The lone truncation is refused at that first close (bash ignores it), and the
         # buffer keeps the truncation: the write lands in an empty file.
         assert "EINVAL" in calls[1], calls
@@ -167,7 +157,7 @@ def test_ftruncate_a_flush_then_writes_is_one_write(
         try:
             os.close(duplicate)
         except OSError as exc:  # a protected file may not be left empty
-            assert (engine.name, name, exc.errno) == ("reborn", "SOUL.md", errno.EINVAL)
+            assert (engine.name != "legacy", name, exc.errno) == (True, "SOUL.md", errno.EINVAL)
         assert row_state(engine, sql_conn, name)[0] == OLD  # nothing committed yet
         assert os.write(fd, NEW.encode()) == len(NEW)
     finally:
@@ -188,7 +178,7 @@ def test_a_lone_truncation(
     except a protected file on Reborn, which IronClaw refuses: EINVAL at close, and the
     mount shows the stored content again."""
     mount = mount_with_old(engine, database_url, sql_conn, mount_factory, name)
-    refused = engine.name == "reborn" and name == "SOUL.md"
+    refused = engine.name != "legacy" and name == "SOUL.md"
     done = subprocess.run(
         [sys.executable, "-c", "import sys; open(sys.argv[1], 'w').close()", str(mount.path(name))],
         check=False, capture_output=True, text=True, timeout=30,
@@ -218,7 +208,7 @@ def test_truncate_by_path_commits_at_once(
          str(mount.path(name))],
         check=False, capture_output=True, text=True, timeout=30,
     )  # fmt: skip
-    if engine.name == "reborn" and name == "SOUL.md":
+    if engine.name != "legacy" and name == "SOUL.md":
         assert done.returncode == 1 and "Invalid argument" in done.stderr, done.stderr
         assert row_state(engine, sql_conn, name)[0] == OLD
         assert mount.path(name).read_text() == OLD

@@ -41,11 +41,14 @@ def free_port() -> int:
         return port
 
 
+@pytest.mark.libsql_too
 def test_stats_count_requests_errors_commits_and_database_calls(
     engine: Engine, database_url: str, mount_factory: Any, work_dir: Path
 ) -> None:
     port = free_port()
-    mount = mount_factory(database_url, extra_args=["--metrics", f"127.0.0.1:{port}"])
+    mount = mount_factory(
+        engine.mount_url(database_url), extra_args=["--metrics", f"127.0.0.1:{port}"]
+    )
     mnt = mount.mountpoint
     before = samples(work_dir, mnt)
     (mnt / "d").mkdir()

@@ -44,10 +44,11 @@ OBSIDIAN = textwrap.dedent(
 )
 
 
+@pytest.mark.libsql_too
 def test_obsidian_vault_state_persists_and_never_becomes_memory(
     engine: Engine, database_url: str, sql_conn: psycopg.Connection[Any], mount_factory: Any
 ) -> None:
-    first: Mount = mount_factory(database_url)
+    first: Mount = mount_factory(engine.mount_url(database_url))
     mnt = first.path()
     (mnt / "deleted note.md").write_text("the launch code is in the drawer\n")
     (mnt / "kept.md").write_text("a note that stays\n")
@@ -68,7 +69,7 @@ def test_obsidian_vault_state_persists_and_never_becomes_memory(
     assert search == [], "tool files are never searched"
     assert first.umount() == 0
 
-    second: Mount = mount_factory(database_url, name="again")
+    second: Mount = mount_factory(engine.mount_url(database_url), name="again")
     again = second.path()
     assert (again / ".obsidian" / "app.json").read_text() == (
         '{"alwaysUpdateLinks": true, "vimMode": true}'
@@ -94,10 +95,10 @@ def test_obsidian_vault_state_persists_and_never_becomes_memory(
         time.sleep(0.05)
     assert engine.contents(sql_conn)["restored.md"] == "the launch code is in the drawer\n"
     assert second.umount() == 0
-    third: Mount = mount_factory(database_url, name="third")
+    third: Mount = mount_factory(engine.mount_url(database_url), name="third")
     assert sorted(os.listdir(third.path() / ".trash")) == ["old project"]
     assert sorted(os.listdir(third.path() / ".obsidian")) == ["app.json", "plugins"]
-    kept = [r[0] for r in sql_conn.execute("SELECT path FROM memfs.tool_files ORDER BY path")]
+    kept = engine.tool_file_paths(sql_conn)
     assert kept == [".obsidian", ".obsidian/app.json", ".obsidian/plugins",
                     ".obsidian/plugins/calendar", ".obsidian/plugins/calendar/data.bin",
                     ".trash", ".trash/old project", ".trash/old project/drafts",
@@ -109,11 +110,12 @@ def test_obsidian_vault_state_persists_and_never_becomes_memory(
     assert git.returncode != 0
 
 
+@pytest.mark.libsql_too
 def test_two_mounts_of_a_workspace_share_tool_folders_while_both_run(
     engine: Engine, database_url: str, mount_factory: Any
 ) -> None:
-    one: Mount = mount_factory(database_url, name="one")
-    two: Mount = mount_factory(database_url, name="two")
+    one: Mount = mount_factory(engine.mount_url(database_url), name="one")
+    two: Mount = mount_factory(engine.mount_url(database_url), name="two")
 
     def wait_for(condition: Any, what: str) -> None:
         deadline = time.monotonic() + 15
@@ -137,8 +139,8 @@ def test_a_tool_file_saved_in_two_mounts_at_once_keeps_both(
 ) -> None:
     """A compare-and-swap on every write: the other mount's content, written while this
     one had the file open, is kept beside it as a .conflict- copy, in both mounts."""
-    one: Mount = mount_factory(database_url, name="one")
-    two: Mount = mount_factory(database_url, name="two")
+    one: Mount = mount_factory(engine.mount_url(database_url), name="one")
+    two: Mount = mount_factory(engine.mount_url(database_url), name="two")
     (one.path() / ".vscode").mkdir()
     (one.path() / ".vscode" / "settings.json").write_text("{}")
     theirs = two.path() / ".vscode" / "settings.json"

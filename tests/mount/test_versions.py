@@ -1,4 +1,4 @@
-"""``.versions/`` on a real mount, on both engines: every kept version as a read-only file
+"""``.versions/`` on a real mount, on every engine: every kept version as a read-only file
 with its exact content, size and time; diff and cp restore; another writer's save shows
 up; nothing walks into it; ``memfs versions`` and ``memfs restore`` without a mount."""
 
@@ -20,7 +20,7 @@ from tests.conftest import apply_ironclaw_migrations
 from tests.engines import Engine
 from tests.mounting import Mount
 
-pytestmark = pytest.mark.mount
+pytestmark = [pytest.mark.mount, pytest.mark.libsql_too]
 
 
 def wait_for(condition: Any, what: str, timeout: float = 10.0) -> None:
