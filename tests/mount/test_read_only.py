@@ -18,6 +18,7 @@ pytestmark = pytest.mark.mount
 
 
 @pytest.mark.parametrize("engine", ENGINES, ids=str)
+@pytest.mark.libsql_too
 def test_read_only_mount_refuses_every_change(
     engine: Engine,
     database_url: str,
@@ -28,7 +29,7 @@ def test_read_only_mount_refuses_every_change(
     written = {"MEMORY.md": "remember this\n", "d/x.md": "x\n"}
     engine.agent_writes(sql_conn, database_url, written)
     statements = engine.statement_log(sql_conn)
-    mount: Mount = mount_factory(database_url, extra_args=["--read-only"])
+    mount: Mount = mount_factory(engine.mount_url(database_url), extra_args=["--read-only"])
     mnt = mount.path()
     assert (mnt / "MEMORY.md").read_text() == "remember this\n"
     assert sorted(os.listdir(mnt)) == ["MEMORY.md", "d"]

@@ -39,6 +39,7 @@ def agent_appends(
                 n += 1
 
 
+@pytest.mark.libsql_too
 def test_real_saves_racing_an_sql_agent_lose_nothing_and_delete_nothing(
     engine: Engine, engine_mount: Mount, sql_conn: psycopg.Connection[Any], database_url: str,
     work_dir: Path,

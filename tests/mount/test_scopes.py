@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from memfs.db import Database
-from tests.engines import ENGINES, Engine
+from tests.engines import ENGINES_WITH_LIBSQL, Engine
 from tests.mounting import memfs_env
 
 pytestmark = pytest.mark.mount
@@ -46,7 +46,7 @@ def snapshot(conn: psycopg.Connection[Any], user: str) -> list[tuple[Any, ...]]:
     ).fetchall()
 
 
-@pytest.mark.parametrize("engine", ENGINES, ids=str)
+@pytest.mark.parametrize("engine", ENGINES_WITH_LIBSQL, ids=str)
 def test_read_scope_is_read_only_and_limited_to_what_was_given(
     engine: Engine, database_url: str, sql_conn: psycopg.Connection[Any], mount_factory: Any
 ) -> None:
@@ -55,7 +55,9 @@ def test_read_scope_is_read_only_and_limited_to_what_was_given(
         docs = {path: text for owner, path, text in ROWS if owner == user}
         engine.agent_writes(sql_conn, database_url, docs, user=user)
     bob_before, carol_before = engine.rows(sql_conn, "bob"), engine.rows(sql_conn, "carol")
-    mount = mount_factory(database_url, user_id="alice", extra_args=["--read-scope", "bob"])
+    mount = mount_factory(
+        engine.mount_url(database_url), user_id="alice", extra_args=["--read-scope", "bob"]
+    )
     mnt = mount.path()
     assert sorted(os.listdir(mnt)) == ["MEMORY.md"]  # .scopes is not listed
     assert (mnt / "MEMORY.md").read_text() == "alice's own memory\n"

@@ -9,6 +9,7 @@ fingerprint of the scope, recomputed only when ``PRAGMA data_version`` moved).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,7 +170,10 @@ class LibsqlDatabase:
             ranking=FullTextRanking(search, store.id_of),
             versions=LibsqlVersionStore(self.file, scope),
             tool_files=LibsqlToolFileStore(self.file, scope.prefix),
-            readers=[],
+            readers=[
+                RebornStore(self.file, dataclasses.replace(scope, user_id=name), rows=self._rows())
+                for name in settings.read_scopes
+            ],
             kept=LibsqlKeptStore(self.file, self.deleted, scope.prefix),
         )
 
