@@ -33,6 +33,15 @@ def reborn_prefix(user: str) -> str:
     return f"/memory/tenants/reborn-cli/users/{user}/agents/reborn-cli-agent/projects/_none"
 
 
+def agent_version_body(old: bytes) -> str:
+    """The JSON body of the version row IronClaw's agent writes when it replaces ``old``."""
+    return json.dumps(
+        {"changed_by": "tenant:reborn-cli:user:default:agent:reborn-cli-agent:project:_none",
+         "content": old.decode(), "content_hash": "sha256:" + hashlib.sha256(old).hexdigest()},
+        ensure_ascii=False, separators=(",", ":"), sort_keys=True,
+    )  # fmt: skip
+
+
 REBORN_STATEMENT_LOG_SQL = """
 CREATE TABLE test_statement_log (op TEXT NOT NULL, at TIMESTAMPTZ DEFAULT clock_timestamp());
 CREATE FUNCTION test_log_document_row() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -320,13 +329,7 @@ class Engine:
             (full + ".versions/%",),
         ).fetchone() or (1,)
         keys = {"agent_id": "reborn-cli-agent", "tenant_id": "reborn-cli", "user_id": "default"}
-        content = bytes(old).decode()
-        body = json.dumps(
-            {"changed_by": "tenant:reborn-cli:user:default:agent:reborn-cli-agent:project:_none",
-             "content": content,
-             "content_hash": "sha256:" + hashlib.sha256(bytes(old)).hexdigest()},
-            ensure_ascii=False, separators=(",", ":"), sort_keys=True,
-        )  # fmt: skip
+        body = agent_version_body(bytes(old))
         conn.execute(
             "UPDATE root_filesystem_entries SET contents = %s, version = version + 1, "
             "updated_at = now() WHERE path = %s",
@@ -531,12 +534,7 @@ class LibsqlEngine(Engine):
             default=0,
         )  # fmt: skip
         keys = {"agent_id": "reborn-cli-agent", "tenant_id": "reborn-cli", "user_id": "default"}
-        body = json.dumps(
-            {"changed_by": "tenant:reborn-cli:user:default:agent:reborn-cli-agent:project:_none",
-             "content": old.decode(),
-             "content_hash": "sha256:" + hashlib.sha256(old).hexdigest()},
-            ensure_ascii=False, separators=(",", ":"), sort_keys=True,
-        )  # fmt: skip
+        body = agent_version_body(bytes(old))
         self._put(
             "UPDATE root_filesystem_entries SET contents = ?, version = version + 1, "
             "updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE path = ?",
