@@ -14,6 +14,20 @@ import platformdirs
 
 from memfs.options import from_environment
 
+#: How a URL or path names IronClaw's libSQL file: ``sqlite:PATH``, ``file:PATH``, a path.
+LIBSQL_PREFIXES = ("sqlite://", "sqlite:", "file://", "file:", "libsql://", "libsql:")
+
+
+def libsql_path(url: str) -> Path | None:
+    """The file a database URL names if it names a SQLite-format file (None: PostgreSQL)."""
+    for prefix in LIBSQL_PREFIXES:
+        if url.startswith(prefix):
+            return Path(url[len(prefix) :]).expanduser()
+    if url.startswith(("/", "./", "~")) or url.endswith((".db", ".sqlite", ".sqlite3")):
+        return Path(url).expanduser()
+    return None
+
+
 DEFAULT_USER_ID = "default"
 
 
@@ -172,8 +186,6 @@ class Settings:
         """Which database this is, without secrets (the embedded one by its data dir)."""
         if not self.database_url:
             return f"embedded:{self.pgdata}"
-        from memfs.db.libsql.database import libsql_path
-
         libsql = libsql_path(self.database_url)
         if libsql is not None:
             return f"libsql:{libsql.resolve()}"
@@ -206,7 +218,6 @@ class Settings:
 
 def check_database_url(url: str, source: str = "--database-url") -> None:
     """Refuse a connection string libpq cannot parse, before anything is started."""
-    from memfs.db.libsql.database import libsql_path
     from memfs.options import SettingError
 
     if libsql_path(url) is not None or url == "embedded":

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from memfs.config import Settings
+from memfs.config import Settings, libsql_path
 from memfs.db import (
     DEFAULT_AGENT,
     DEFAULT_TENANT,
@@ -27,7 +27,6 @@ from memfs.db import (
     RebornTarget,
     open_database,
 )
-from memfs.db.libsql.database import libsql_path
 from memfs.db.libsql.target import LibsqlTarget
 from memfs.errors import EXIT_USAGE, CommandError, DatabaseError
 from memfs.workspace_tasks import Report, progress

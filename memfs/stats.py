@@ -15,14 +15,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-
-if TYPE_CHECKING:
-    from memfs.db.interface import CommitResult
 
 Kind = Literal["counter", "gauge"]
 
@@ -89,18 +86,18 @@ class MountStats:
     def error(self, op: str, number: int) -> None:
         self.errors.labels(op, errno.errorcode.get(number, str(number))).inc()
 
-    def committed(self, result: CommitResult) -> None:
+    def committed(self, *, created: bool, changed: bool, conflict: bool) -> None:
         """One document write's outcome: created, updated, unchanged; a concurrent change
         kept beside it counts too."""
-        if result.created:
+        if created:
             outcome = "created"
-        elif result.changed:
+        elif changed:
             outcome = "updated"
         else:
             outcome = "unchanged"
         self.commits.labels(outcome).inc()
         self.last_commit = time.time()
-        if result.conflict:
+        if conflict:
             self.commits.labels("kept_concurrent_change").inc()
 
     def database_call(self, seconds: float, outcome: str) -> None:

@@ -20,7 +20,7 @@ from pgvector.psycopg import register_vector
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
-from memfs.config import Settings
+from memfs.config import Settings, libsql_path
 from memfs.db.deadline import WatchedPool
 from memfs.db.embedded import release_embedded, start_embedded
 from memfs.db.health import WorkspaceHealth
@@ -36,7 +36,7 @@ from memfs.db.legacy.statistics import PlannerStatistics
 from memfs.db.legacy.store import MetaStore
 from memfs.db.legacy.version_store import LegacyVersionStore
 from memfs.db.legacy.whole_documents import WholeDocumentStore
-from memfs.db.libsql.database import libsql_path, open_libsql
+from memfs.db.libsql.database import open_libsql
 from memfs.db.libsql.discovery import choose_database
 from memfs.db.reborn.health import RebornHealth
 from memfs.db.reborn.layout import DEFAULT_AGENT, DEFAULT_TENANT, DEFAULT_USER, RebornScope

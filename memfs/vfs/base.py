@@ -499,7 +499,9 @@ class FilesystemBase:
 
     def count_commit(self, result: CommitResult) -> None:
         if self.stats is not None:
-            self.stats.committed(result)
+            self.stats.committed(
+                created=result.created, changed=result.changed, conflict=bool(result.conflict)
+            )
 
     def _reindex_deferred(self) -> bool:
         """Whether commits leave re-chunking to the running reindex worker."""

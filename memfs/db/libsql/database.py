@@ -33,19 +33,6 @@ from memfs.errors import DatabaseError
 
 log = logging.getLogger(__name__)
 
-#: How a URL or path names a libSQL file: ``sqlite:PATH``, ``file:PATH``, or a path.
-PREFIXES = ("sqlite://", "sqlite:", "file://", "file:", "libsql://", "libsql:")
-
-
-def libsql_path(url: str) -> Path | None:
-    """The file a database URL names if it names a SQLite-format file (None: PostgreSQL)."""
-    for prefix in PREFIXES:
-        if url.startswith(prefix):
-            return Path(url[len(prefix) :]).expanduser()
-    if url.startswith(("/", "./", "~")) or url.endswith((".db", ".sqlite", ".sqlite3")):
-        return Path(url).expanduser()
-    return None
-
 
 class _LibsqlSchema:
     """What ``memfs status`` says of the layout."""

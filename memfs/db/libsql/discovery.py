@@ -14,8 +14,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from memfs.config import Settings
-from memfs.db.libsql.database import libsql_path
+from memfs.config import Settings, libsql_path
 from memfs.db.libsql.files import default_file
 from memfs.options import SettingError
 from memfs.private import write_private

@@ -27,8 +27,8 @@ from typing import Any
 from memfs.db.capabilities import Deletion, KeptDocument, Move
 from memfs.db.kept_store import past_versions
 from memfs.db.libsql.connection import LibsqlFile, blob
+from memfs.db.libsql.row_times import NOW, TABLE, parse_time
 from memfs.db.reborn.rows import Family, KeepAs
-from memfs.db.reborn.sqlite import NOW, TABLE, parse_time
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS deleted_documents (id INTEGER PRIMARY KEY AUTOINCREMENT, "

@@ -23,8 +23,8 @@ from typing import Any
 from memfs.db.capabilities import RankedRow, ToolFile
 from memfs.db.interface import AsOf, VersionInfo
 from memfs.db.libsql.connection import LibsqlFile, blob
+from memfs.db.libsql.row_times import TABLE, parse_time
 from memfs.db.reborn.layout import RebornScope
-from memfs.db.reborn.sqlite import TABLE, parse_time
 from memfs.errors import FsError
 from memfs.ironclaw.fts_names import sql_index_name
 

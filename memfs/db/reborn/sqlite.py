@@ -11,10 +11,8 @@ Every write runs in the ``BEGIN IMMEDIATE`` transaction ``open_transaction`` ope
 reads inside it see the rows as they will be changed (the write lock is this process's);
 answers are read at once.
 
-The version token.  The model tells a row's versions apart by a timestamp; IronClaw's
-timestamps here have millisecond resolution, so two writes within one millisecond would
-look like one.  The token is ``updated_at`` plus ``version % 1000`` microseconds: within a
-millisecond the versions differ, and a guard compares both parts (``_seen``).
+The version token (``memfs.db.libsql.row_times``): ``updated_at`` plus ``version % 1000``
+microseconds; a guard compares both parts (``_seen``).
 """
 
 from __future__ import annotations
@@ -31,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from memfs.db.interface import FileAttrs
 from memfs.db.libsql.connection import LibsqlFile, blob
+from memfs.db.libsql.row_times import NOW, TABLE, parse_time, token
+from memfs.db.libsql.row_times import as_text as _text
 from memfs.db.reborn import layout
 from memfs.db.reborn.rows import Answer, Family, KeepAs, Record, answers
 from memfs.ironclaw.hashing import bytes_hash
@@ -40,9 +40,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TABLE = "root_filesystem_entries"
-NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
-_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 BELOW = "(path >= :p || '/' AND path < :p || '0')"
 AT_OR_BELOW = f"(path = :p OR {BELOW})"
 _IN = "IN (SELECT value FROM json_each(:{}))"
@@ -87,21 +84,6 @@ class GuardFailed(sqlite3.DatabaseError):
     """A guarded write found no row to change (the transaction is rolled back)."""
 
 
-def token(updated_at: str, version: int) -> datetime:
-    """The model's version token of a row (see the module docstring)."""
-    try:
-        if isinstance(updated_at, str) and len(updated_at) == 24 and updated_at[10] == "T":
-            at = datetime.fromisoformat(updated_at)  # IronClaw's own: 50 times strptime's speed
-            if at.tzinfo is not UTC:
-                raise ValueError(updated_at)
-        else:
-            at = datetime.strptime(updated_at, _TIME_FORMAT).replace(tzinfo=UTC)
-    except (TypeError, ValueError):
-        log.warning("a row's updated_at %r is not IronClaw's format", updated_at)
-        at = datetime(1970, 1, 1, tzinfo=UTC)
-    return at + timedelta(microseconds=version % 1000)
-
-
 def _seen(value: Any) -> tuple[str | None, int | None]:
     """A token back in its parts: IronClaw's ``updated_at`` text and ``version % 1000``."""
     if not isinstance(value, datetime):
@@ -109,18 +91,6 @@ def _seen(value: Any) -> tuple[str | None, int | None]:
     extra = value.microsecond % 1000
     at = (value - timedelta(microseconds=extra)).astimezone(UTC)
     return f"{at.strftime('%Y-%m-%dT%H:%M:%S')}.{at.microsecond // 1000:03d}Z", extra
-
-
-def parse_time(value: str) -> datetime:
-    return token(value, 0)
-
-
-def _text(value: datetime | None) -> str | None:
-    """A time as IronClaw writes it (``memfs migrate`` carries the source's)."""
-    if value is None:
-        return None
-    at = value.astimezone(UTC)
-    return f"{at.strftime('%Y-%m-%dT%H:%M:%S')}.{at.microsecond // 1000:03d}Z"
 
 
 class SqliteRows:
