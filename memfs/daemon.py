@@ -31,9 +31,8 @@ from memfs import logs, systemd
 from memfs.assembly import assemble
 from memfs.config import Settings
 from memfs.control import Handler, ask, serve_control, socket_for
-from memfs.db import open_database
+from memfs.db import open_database, wake_on_commits
 from memfs.db.embedded import restart_embedded, server_running
-from memfs.db.libsql.watch import wake_on_commits
 from memfs.embeddings import EmbeddingSettings
 from memfs.errors import EXIT_FAILED, MountError
 from memfs.failures import describe_failure

@@ -23,11 +23,11 @@ from memfs.db import (
     DEFAULT_TENANT,
     DEFAULT_USER,
     Database,
+    LibsqlTarget,
     RebornScope,
     RebornTarget,
     open_database,
 )
-from memfs.db.libsql.target import LibsqlTarget
 from memfs.errors import EXIT_USAGE, CommandError, DatabaseError
 from memfs.workspace_tasks import Report, progress
 

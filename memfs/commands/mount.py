@@ -44,7 +44,7 @@ def run(call: Invocation) -> int:
 
 def _mount_on(call: Invocation, settings: Settings) -> int:
     from memfs import logs
-    from memfs.db.libsql.discovery import choose_database
+    from memfs.db import choose_database
     from memfs.mountpoint import prepare_mountpoint
 
     args = call.args

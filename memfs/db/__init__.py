@@ -38,6 +38,8 @@ from memfs.db.legacy.version_store import LegacyVersionStore
 from memfs.db.legacy.whole_documents import WholeDocumentStore
 from memfs.db.libsql.database import open_libsql
 from memfs.db.libsql.discovery import choose_database
+from memfs.db.libsql.target import LibsqlTarget
+from memfs.db.libsql.watch import wake_on_commits
 from memfs.db.reborn.health import RebornHealth
 from memfs.db.reborn.layout import DEFAULT_AGENT, DEFAULT_TENANT, DEFAULT_USER, RebornScope
 from memfs.db.reborn.search_store import RebornSearchStore
@@ -71,6 +73,7 @@ __all__ = [
     "FileAttrs",
     "FullTextRanking",
     "HybridRanking",
+    "LibsqlTarget",
     "MetaStore",
     "PlannerStatistics",
     "Ranking",
@@ -83,9 +86,11 @@ __all__ = [
     "SearchStore",
     "WholeDocumentStore",
     "Workspace",
+    "choose_database",
     "legacy_scope",
     "open_database",
     "reborn_scope",
+    "wake_on_commits",
 ]
 
 log = logging.getLogger(__name__)
