@@ -51,6 +51,23 @@ class ToolHost(Protocol):
     kernel: KernelNotifier
     ns_lock: trio.Lock
 
+    def set_buffer(self, node: FileNode, buffer: FileBuffer | ScratchBuffer) -> None:
+        """Give a file a new buffer, for every handle that has it open."""
+
+    def drop_if_freed(self, ino: int) -> None:
+        """Forget per-inode state once the inode number is released."""
+
+
+def _touched(
+    now: dict[str, tuple[Node, Signature]], looked: dict[str, tuple[Node, Signature]], path: str
+) -> bool:
+    """Whether ``path`` was opened, changed or removed here since ``looked`` was taken."""
+    found = now.get(path)
+    if found is None or found[1] != looked[path][1]:
+        return True
+    node = found[0]
+    return isinstance(node, FileNode) and node.open_count > 0
+
 
 def _digest(is_dir: bool, mode: int, mtime_ns: int, content: bytes) -> Digest:
     return (is_dir, mode, mtime_ns, hashlib.md5(content, usedforsecurity=False).hexdigest())
@@ -130,7 +147,7 @@ class ToolFolders:
             else:
                 node = fs.tree.new_file(name, row.mode, row.mtime_ns)
                 node.size = len(row.content)
-                fs.buffers[node.ino] = ScratchBuffer(fs.spill, row.content)
+                fs.set_buffer(node, ScratchBuffer(fs.spill, row.content))
                 shown += 1
             node.scratch = True
             fs.tree.attach(parent, node)
@@ -243,6 +260,16 @@ class ToolFolders:
             wanted = [p for p in arrived if not digests[p][0]]
             contents = await self.calls(self.store.contents, wanted) if wanted else {}
             async with fs.ns_lock:
+                # Opened or changed here while this waited for the contents: left, as a
+                # path open at the look is (its next write keeps theirs beside it).
+                now = self._current(fs)
+                moved_here = {
+                    p for p in arrived + gone if p in current and _touched(now, current, p)
+                }
+                busy |= moved_here
+                left += [p for p in arrived + gone if p in moved_here]
+                arrived = [p for p in arrived if p not in moved_here]
+                gone = [p for p in gone if p not in moved_here]
                 for path in sorted(arrived):
                     self._take(fs, path, digests[path], contents.get(path, b""))
                 for path in sorted(gone, reverse=True):  # what is in a folder before it
@@ -291,11 +318,11 @@ class ToolFolders:
             made.scratch = True
             if isinstance(made, FileNode):
                 made.size = len(content)
-                fs.buffers[made.ino] = ScratchBuffer(fs.spill, content)
+                fs.set_buffer(made, ScratchBuffer(fs.spill, content))
             fs.tree.attach(parent, made)
             fs.kernel.entry(parent.ino, name)
         elif isinstance(node, FileNode) and not is_dir and node.scratch:
-            fs.buffers[node.ino] = ScratchBuffer(fs.spill, content)
+            fs.set_buffer(node, ScratchBuffer(fs.spill, content))
             node.size = len(content)
             node.mode = stat.S_IFREG | mode
             node.mtime_ns = mtime_ns
@@ -309,6 +336,5 @@ class ToolFolders:
             return
         parent = node.parent
         fs.tree.detach(node)
-        if node.ino not in fs.tree.inodes:  # freed: nothing holds it open
-            fs.buffers.pop(node.ino, None)
+        fs.drop_if_freed(node.ino)  # its spilled content too, once nothing holds it open
         fs.kernel.entry(parent.ino, node.name)

@@ -97,3 +97,44 @@ async def test_a_change_to_a_file_open_during_the_look_is_taken_once_closed(
     assert tools.pending, "the file open at the look must be looked at again"
     await one.retry_tools()  # the upkeep loop's next round: no other event comes
     assert content(one, ".obsidian/app.json") == b'{"theme": "light"}'
+
+
+async def test_a_file_opened_while_the_look_waits_keeps_this_mounts_content(
+    two: tuple[Filesystem, Filesystem],
+) -> None:
+    """The other way round: closed at the look, opened here while the look waits for the
+    contents.  Taking the other mount's content then would swap the buffer under the open
+    file (what it writes next would go to a buffer nobody keeps); it is left instead, and
+    this mount's next write keeps theirs beside it."""
+    one, other = two
+    folder = await one.mkdir(ROOT_INODE, ".obsidian", 0o755)
+    await write(one, folder.ino, "app.json", b'{"theme": "dark"}')
+    await write(one, folder.ino, "other.json", b"{}")
+    await other.refresh_tools()
+    theirs = other.tree.resolve(".obsidian")
+    assert theirs is not None
+    await write(other, theirs.ino, "app.json", b'{"theme": "light"}')
+    await write(other, theirs.ino, "other.json", b'{"x": 1}')
+
+    app = one.tree.resolve(".obsidian/app.json")
+    assert app is not None
+    tools = one.tools
+    assert tools is not None
+    reads = tools.store.contents
+
+    def contents_opening_meanwhile(paths: Any) -> Any:
+        app.open_count += 1  # an editor opens it while the look waits
+        return reads(paths)
+
+    tools.store.contents = contents_opening_meanwhile  # type: ignore[method-assign]
+    await one.refresh_tools()
+    tools.store.contents = reads  # type: ignore[method-assign]
+    app.open_count -= 1
+    assert content(one, ".obsidian/other.json") == b'{"x": 1}'
+    assert content(one, ".obsidian/app.json") == b'{"theme": "dark"}', "swapped under it"
+    assert tools.pending
+    await write(one, folder.ino, "app.json", b'{"theme": "mine"}')  # what the editor saves
+    assert content(one, ".obsidian/app.json") == b'{"theme": "mine"}'
+    copies = [n for n in one.tree.resolve(".obsidian").children if ".conflict-" in n]  # type: ignore[union-attr]
+    assert len(copies) == 1
+    assert content(one, f".obsidian/{copies[0]}") == b'{"theme": "light"}'
