@@ -69,13 +69,21 @@ def nano(mnt: Path, name: str, line: str, env: dict[str, str]) -> None:
             subprocess.run([*tmux, "send-keys", "-t", session, *keys], check=True, timeout=30)
             time.sleep(0.2)
 
-        def answer(question: str, key: str) -> None:
+        def showing(question: str) -> bool:
             screen = subprocess.run(
                 [*tmux, "capture-pane", "-p", "-t", session],
                 capture_output=True, text=True, check=False, timeout=30,
             )  # fmt: skip
-            if screen.returncode == 0 and question in screen.stdout:
+            return screen.returncode == 0 and question in screen.stdout
+
+        def answer(question: str, key: str) -> None:
+            """One key per prompt: a second before nano has redrawn would be typed into
+            the text (legacy seed 13 found 'yyyyyyyyy' in nano's emergency save)."""
+            if showing(question):
                 subprocess.run([*tmux, "send-keys", "-t", session, key], check=True, timeout=30)
+                deadline = time.monotonic() + 5
+                while showing(question) and time.monotonic() < deadline:
+                    time.sleep(0.02)
 
         def saved() -> bool:
             answer("was modified", "y")  # the agent wrote meanwhile: save anyway

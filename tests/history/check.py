@@ -4,7 +4,10 @@ was lost (the rules are in docs/semantics/persistence.md, "What the history chec
 1. Every acknowledged write's marker is a line of some document's current content or of a
    version row, unless a removal that may have come after it (acknowledged or
    indeterminate, not finished before the write began) removed the document, wherever
-   moves that may have come after it took the document; or another program on the same
+   moves that may have come after it took the document (a folder move on another mount
+   counts if it finished less than ``LATE_ELSEWHERE`` before the write began: that mount
+   sends it with its next transaction, so the writing mount may still show the old
+   path, and its save follows the row to the new one); or another program on the same
    mount, while the write had the file open, truncated it in place (the open files of one
    document on one mount share its bytes, as a local file's page cache does: the
    truncation may have emptied them before the write's close saved them) or renamed
@@ -79,6 +82,9 @@ class _Index:
 _INDEXES: dict[int, tuple[list[Op], _Index]] = {}
 #: No operation of a run lasts longer (the driver's command timeout is far below).
 _LONGEST_OP = 3600.0
+#: How late another mount's deferred folder move may reach the database after its
+#: syscall returned (its next transaction: a round trip, or the batch on its way first).
+LATE_ELSEWHERE = 1.0
 
 
 def _index(ops: list[Op]) -> _Index:
@@ -115,16 +121,28 @@ def _ended_since(listed: list[Op], start: float) -> list[Op]:
     return listed[bisect.bisect_left(listed, start, key=lambda op: op.end) :]
 
 
+def _may_follow(move: Op, write: Op) -> bool:
+    """Whether ``move`` may have reached the database after ``write`` began: it did not
+    finish before, or it was another mount's folder move, which that mount sends with its
+    next transaction (docs/semantics/persistence.md: other writers see it about one round
+    trip late), finished less than ``LATE_ELSEWHERE`` before."""
+    if move.end >= write.start:
+        return True
+    elsewhere = move.mount is not None and move.mount != write.mount
+    return elsewhere and move.end >= write.start - LATE_ELSEWHERE
+
+
 def _reachable(write: Op, index: _Index) -> Iterator[str]:
-    """``write``'s path, then every path moves that did not finish before it began may
-    have taken the document to (breadth first, each once)."""
+    """``write``'s path, then every path moves that may have followed it (``_may_follow``)
+    may have taken the document to (breadth first, each once)."""
     found = {write.path}
     waiting = deque([write.path])
     while waiting:
         path = waiting.popleft()
         yield path
         for folder in _ancestors(path):
-            for move in _ended_since(index.moves.get(folder, []), write.start):
+            listed = _ended_since(index.moves.get(folder, []), write.start - LATE_ELSEWHERE)
+            for move in (m for m in listed if _may_follow(m, write)):
                 assert move.target is not None
                 new = _moved(path, folder, move.target)
                 if new not in found:

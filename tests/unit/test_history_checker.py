@@ -61,6 +61,23 @@ def test_a_removal_follows_the_document_through_moves() -> None:
     assert check(history(write, moved, op("rm", "c.md", 16, 17)), state({})) != []
 
 
+def test_another_mounts_folder_move_just_before_the_write_may_still_take_it() -> None:
+    """Legacy seed 13: m1's ``mv b d`` returned, m0's append to ``b/x.md`` began 0.6 ms
+    later (m0 still showed b/x.md: m1 sends the move with its next transaction), the
+    move reached the database 4 ms after, the save followed the row to ``d/x.md``, and an
+    ``rm -rf d`` on m0 took it.  The move may have come after the write; on the writing
+    mount itself, or longer before than the lag, it may not."""
+    write = op("append", "b/x.md", 10.0, 10.03, marker="w-1", mount="m0")
+    elsewhere = op("mv", "b", 9.99, 9.9994, target="d", mount="m1")
+    removed = op("rm-rf", "d", 10.07, 10.08, mount="m0")
+    assert check(history(elsewhere, write, removed), state({})) == []
+    assert places(write, [elsewhere, write]) == {"b/x.md", "d/x.md"}
+    here = op("mv", "b", 9.99, 9.9994, target="d", mount="m0")
+    assert check(history(here, write, removed), state({})) != []
+    long_before = op("mv", "b", 8.0, 8.5, target="d", mount="m1")
+    assert check(history(long_before, write, removed), state({})) != []
+
+
 def test_a_line_nobody_wrote_is_found() -> None:
     h = history(op("append", "a.md", 0, 1, marker="w-1"), seed={"# title"})
     assert check(h, state({"a.md": "# title\nw-1\n"})) == []
