@@ -62,10 +62,9 @@ def content(fs: Filesystem, path: str) -> bytes:
     return bytes(fs.buffers[node.ino].snapshot())
 
 
-async def test_a_change_to_a_file_open_during_the_look_is_taken_once_closed(
-    two: tuple[Filesystem, Filesystem],
-) -> None:
-    one, other = two
+async def both_changed_by_the_other(one: Filesystem, other: Filesystem) -> Any:
+    """``.obsidian/app.json`` and ``other.json`` made here, seen there, then changed
+    there; returns this mount's ``.obsidian`` folder."""
     folder = await one.mkdir(ROOT_INODE, ".obsidian", 0o755)
     await write(one, folder.ino, "app.json", b'{"theme": "dark"}')
     await write(one, folder.ino, "other.json", b"{}")
@@ -75,6 +74,14 @@ async def test_a_change_to_a_file_open_during_the_look_is_taken_once_closed(
     assert theirs is not None
     await write(other, theirs.ino, "app.json", b'{"theme": "light"}')
     await write(other, theirs.ino, "other.json", b'{"x": 1}')
+    return folder
+
+
+async def test_a_change_to_a_file_open_during_the_look_is_taken_once_closed(
+    two: tuple[Filesystem, Filesystem],
+) -> None:
+    one, other = two
+    await both_changed_by_the_other(one, other)
 
     app = one.tree.resolve(".obsidian/app.json")
     assert app is not None
@@ -107,14 +114,7 @@ async def test_a_file_opened_while_the_look_waits_keeps_this_mounts_content(
     file (what it writes next would go to a buffer nobody keeps); it is left instead, and
     this mount's next write keeps theirs beside it."""
     one, other = two
-    folder = await one.mkdir(ROOT_INODE, ".obsidian", 0o755)
-    await write(one, folder.ino, "app.json", b'{"theme": "dark"}')
-    await write(one, folder.ino, "other.json", b"{}")
-    await other.refresh_tools()
-    theirs = other.tree.resolve(".obsidian")
-    assert theirs is not None
-    await write(other, theirs.ino, "app.json", b'{"theme": "light"}')
-    await write(other, theirs.ino, "other.json", b'{"x": 1}')
+    folder = await both_changed_by_the_other(one, other)
 
     app = one.tree.resolve(".obsidian/app.json")
     assert app is not None
