@@ -22,6 +22,10 @@ from memfs.db.schema import CHANGE_CHANNEL
 
 log = logging.getLogger(__name__)
 
+#: The longest wait between tries to reconnect the feed: while it is down other writers'
+#: changes do not show, so after a server restart it should be back within seconds.
+FEED_RETRY_MAX_SECONDS = 2.0
+
 
 class ChangeListener:
     """Forwards change-feed notifications to ``deliver`` (called on the trio thread)."""
@@ -92,4 +96,4 @@ class ChangeListener:
                 log.warning("change feed lost its connection (%s); retrying in %.1fs",
                             str(exc).strip(), delay)  # fmt: skip
                 time.sleep(delay)
-                delay = min(delay * 2, 10.0)
+                delay = min(delay * 2, FEED_RETRY_MAX_SECONDS)

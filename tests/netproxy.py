@@ -51,6 +51,8 @@ class DelayProxy:
         self._flowing = threading.Event()
         self._flowing.set()
         self._hold_answers = False
+        #: Set by ``refuse()``: new connections are closed as soon as they are accepted.
+        self._refusing = False
         #: How many chunks of clients' bytes wait at the held gate now.
         self.waiting = 0
         threading.Thread(target=self._accept, name="proxy-accept", daemon=True).start()
@@ -74,6 +76,18 @@ class DelayProxy:
     def release(self) -> None:
         self._flowing.set()
 
+    def refuse(self) -> None:
+        """Behave as a server that went down: cut every connection now, and close each new
+        one at once (the client reads end of file before the server's greeting)."""
+        self._refusing = True
+        for sock in self._sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def accept_again(self) -> None:
+        """The server is back: forward new connections again."""
+        self._refusing = False
+
     def reset(self) -> None:
         for link in self.links:
             with link.lock:
@@ -94,6 +108,9 @@ class DelayProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
+            if self._refusing:
+                client.close()
+                continue
             try:
                 upstream = self._connect_target()
             except OSError:

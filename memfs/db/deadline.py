@@ -16,6 +16,7 @@ when it reads the closed socket, and the pool discards the broken connection.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import threading
@@ -64,6 +65,22 @@ class CallGuard:
                 _sever(conn)
 
 
+def _not_a_chain_end(record: logging.LogRecord) -> bool:
+    """psycopg_pool warns when a chain of attempts gives up; here that is every 2 s of an
+    outage and not news (each failed attempt is logged already)."""
+    return not record.getMessage().startswith("reconnection attempt in pool")
+
+
+logging.getLogger("psycopg.pool").addFilter(_not_a_chain_end)
+
+
+def _try_again_now(pool: ConnectionPool[Any]) -> None:
+    """A chain of attempts gave up (the pool counts one connection less): ``check`` grows
+    the pool back at once, starting a new chain from the shortest wait."""
+    if not pool.closed:
+        pool.check()
+
+
 def current_guard() -> CallGuard | None:
     guard: CallGuard | None = getattr(_local, "guard", None)
     return guard
@@ -83,8 +100,23 @@ def _sever(conn: psycopg.Connection[Any]) -> None:
             dup.close()
 
 
+#: How long one chain of psycopg_pool's reconnection attempts runs before a fresh one
+#: starts. Its backoff doubles the wait after each failure (1, 2, 4, 8 s...): after a
+#: server restart of some seconds, a save that began while it was down would still wait
+#: for the next attempt, past its own 10 s bound, though the server was up. Chains of
+#: this length keep the gap between attempts at about a second.
+RECONNECT_CHAIN_SECONDS = 2.0
+
+
 class WatchedPool(ConnectionPool[psycopg.Connection[tuple[Any, ...]]]):
-    """A pool that tells the running call's guard which connections it hands out."""
+    """A pool that tells the running call's guard which connections it hands out, and
+    that never waits more than two seconds between tries to reach a server that is down.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("reconnect_timeout", RECONNECT_CHAIN_SECONDS)
+        kwargs.setdefault("reconnect_failed", _try_again_now)
+        super().__init__(*args, **kwargs)
 
     def getconn(self, timeout: float | None = None) -> psycopg.Connection[tuple[Any, ...]]:
         conn = super().getconn(timeout)

@@ -288,9 +288,12 @@ def test_a_killed_embedded_server_is_restarted_by_its_mounts(cli: Cli) -> None:
     assert wait_for(lambda: postgres_running(pgdata), 15), "not restarted: " + "".join(
         p.read_text()[-3000:] for p in cli.log_dir.glob("*.log")
     )
-    (one / "after.md").write_text("after the restart\n")
+    try:
+        (one / "after.md").write_text("after the restart\n")
+    except OSError:
+        raise AssertionError(_logs(cli)) from None
     # The other mount's change feed died with the server: it reconnects and resyncs.
-    assert wait_for((two / "after.md").exists, 15)
+    assert wait_for(lambda: _exists(two / "after.md"), 15), _logs(cli)
     assert (two / "after.md").read_text() == "after the restart\n"
     assert wait_for(lambda: os.listdir(two / ".search" / "restart") == ["01-after.md"], 15)
     status = cli("status")
@@ -303,6 +306,19 @@ def test_a_killed_embedded_server_is_restarted_by_its_mounts(cli: Cli) -> None:
 
 
 # -- several Unix users ----------------------------------------------------------------------
+
+
+def _logs(cli: Cli) -> str:
+    """The ends of the mounts' logs, for a failure's message."""
+    return "".join(p.name + ":\n" + p.read_text()[-4000:] for p in cli.log_dir.glob("*.log"))
+
+
+def _exists(path: Path) -> bool:
+    """Whether `path` exists; an error (a mount gone) counts as not yet, so the logs get shown."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
 
 
 def _ensure_user(name: str) -> pwd.struct_passwd:
