@@ -109,6 +109,10 @@ def serve(
     """Mount and serve until unmounted or signalled; return a process exit code."""
     map_large_buffers()
     database = open_database(settings)
+    forced = database.read_only_reason()
+    if forced is not None and not settings.read_only:
+        log.warning("%s", forced)
+        settings.read_only = True
     try:
         ironclaw_settings = database.ironclaw_settings(settings.user_id)
         search_config = SearchConfig.resolve(ironclaw_settings)

@@ -7,7 +7,8 @@ columns added by ``ALTER TABLE`` come last).  ``used=True`` adds what a used dat
 besides memory: an ``exact`` index declaration outside ``/memory``, its ordered-projection
 index and triggers, and a thread row.  ``search_scope`` does what IronClaw's first memory
 search of a scope does: the FTS5 spec row, table, three triggers and backfill in one
-transaction.
+transaction.  ``legacy_ironclaw_db`` makes the legacy (<= v1.0) ``ironclaw.db``'s memory
+tables, and ``legacy_write`` writes a document there as IronClaw v1.0 does.
 
 Everything runs on stdlib ``sqlite3``, the driver memfs uses (one SQLite library per
 process); the statements are the facts' DDL, not IronClaw's source.
@@ -15,9 +16,13 @@ process); the statements are the facts' DDL, not IronClaw's source.
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
+import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
+from memfs.chunker import DEFAULT_CONFIG, chunk_document
 from memfs.ironclaw.fts_names import sql_index_name
 
 NOW = "(strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"
@@ -141,3 +146,125 @@ def search_scope(path: Path, scope: str) -> str:
     finally:
         conn.close()
     return f"{name}_fts"
+
+
+# -- the legacy layout (IronClaw <= v1.0: libsql facts §8) -------------------------------------
+
+#: The memory tables of IronClaw v1.0's consolidated libSQL schema, in its order, with the
+#: migrations table (names, types, defaults and triggers as the facts state them).
+LEGACY_SCHEMA = [
+    "CREATE TABLE IF NOT EXISTS _migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+    f"applied_at TEXT NOT NULL DEFAULT {NOW})",
+    "CREATE TABLE IF NOT EXISTS memory_documents (id TEXT PRIMARY KEY, user_id TEXT NOT NULL, "
+    "agent_id TEXT, path TEXT NOT NULL, content TEXT NOT NULL, "
+    f"created_at TEXT NOT NULL DEFAULT {NOW}, updated_at TEXT NOT NULL DEFAULT {NOW}, "
+    "metadata TEXT NOT NULL DEFAULT '{}', UNIQUE (user_id, agent_id, path))",
+    "CREATE INDEX IF NOT EXISTS idx_memory_documents_user ON memory_documents(user_id)",
+    "CREATE INDEX IF NOT EXISTS idx_memory_documents_path ON memory_documents(user_id, path)",
+    "CREATE INDEX IF NOT EXISTS idx_memory_documents_updated ON memory_documents(updated_at DESC)",
+    "CREATE TRIGGER IF NOT EXISTS update_memory_documents_updated_at AFTER UPDATE ON "
+    "memory_documents FOR EACH ROW WHEN NEW.updated_at = OLD.updated_at BEGIN "
+    f"UPDATE memory_documents SET updated_at = {NOW} WHERE id = NEW.id; END",
+    "CREATE TABLE IF NOT EXISTS memory_chunks (_rowid INTEGER PRIMARY KEY AUTOINCREMENT, "
+    "id TEXT NOT NULL UNIQUE, document_id TEXT NOT NULL REFERENCES memory_documents(id) "
+    "ON DELETE CASCADE, chunk_index INTEGER NOT NULL, content TEXT NOT NULL, embedding BLOB, "
+    f"created_at TEXT NOT NULL DEFAULT {NOW}, UNIQUE (document_id, chunk_index))",
+    "CREATE INDEX IF NOT EXISTS idx_memory_chunks_document ON memory_chunks(document_id)",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS memory_chunks_fts USING fts5(content, "
+    "content='memory_chunks', content_rowid='_rowid')",
+    "CREATE TRIGGER IF NOT EXISTS memory_chunks_fts_insert AFTER INSERT ON memory_chunks BEGIN "
+    "INSERT INTO memory_chunks_fts(rowid, content) VALUES (new._rowid, new.content); END",
+    "CREATE TRIGGER IF NOT EXISTS memory_chunks_fts_delete AFTER DELETE ON memory_chunks BEGIN "
+    "INSERT INTO memory_chunks_fts(memory_chunks_fts, rowid, content) "
+    "VALUES ('delete', old._rowid, old.content); END",
+    "CREATE TRIGGER IF NOT EXISTS memory_chunks_fts_update AFTER UPDATE ON memory_chunks BEGIN "
+    "INSERT INTO memory_chunks_fts(memory_chunks_fts, rowid, content) "
+    "VALUES ('delete', old._rowid, old.content); "
+    "INSERT INTO memory_chunks_fts(rowid, content) VALUES (new._rowid, new.content); END",
+    "CREATE TABLE IF NOT EXISTS memory_document_versions (id TEXT PRIMARY KEY, "
+    "document_id TEXT NOT NULL REFERENCES memory_documents(id) ON DELETE CASCADE, "
+    "version INTEGER NOT NULL, content TEXT NOT NULL, content_hash TEXT NOT NULL, "
+    f"created_at TEXT NOT NULL DEFAULT {NOW}, changed_by TEXT, UNIQUE(document_id, version))",
+    "CREATE INDEX IF NOT EXISTS idx_doc_versions_lookup "
+    "ON memory_document_versions(document_id, version DESC)",
+]
+#: The incremental migrations a v1.0 file has recorded (16: document versions).
+LEGACY_MIGRATIONS = (9, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 24, 25)
+
+
+def legacy_ironclaw_db(path: Path) -> Path:
+    """A legacy libSQL file as IronClaw v1.0 leaves it after its first start."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, isolation_level=None, timeout=5.0)
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+        for statement in LEGACY_SCHEMA:
+            conn.execute(statement)
+        for version in LEGACY_MIGRATIONS:
+            conn.execute("INSERT INTO _migrations (version, name) VALUES (?, ?)",
+                         (version, f"v{version}"))  # fmt: skip
+    finally:
+        conn.close()
+    return path
+
+
+def _rfc3339_now() -> str:
+    """IronClaw's Rust clock as it writes ``updated_at``: UTC, milliseconds, ``Z``."""
+    now = datetime.now(UTC)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+
+
+def legacy_write(path: Path, doc_path: str, content: str, *, user: str = "default",
+                 agent: str | None = None, changed_by: str | None = None) -> str:  # fmt: skip
+    """IronClaw v1.0's ``write`` of a document: get or create the row, keep the content it
+    replaces as version MAX+1 (unless the newest version holds it), update the content
+    and ``updated_at``, then replace the chunks in one ``BEGIN IMMEDIATE``; the id."""
+    conn = sqlite3.connect(path, isolation_level=None, timeout=5.0)
+    try:
+        conn.execute("PRAGMA foreign_keys = ON")
+        find = (
+            "SELECT id, content FROM memory_documents WHERE user_id = ? AND agent_id IS ? "
+            "AND path = ?"
+        )
+        found = conn.execute(find, (user, agent, doc_path)).fetchone()
+        if found is None:  # get, then create (NULL agents never conflict: no upsert)
+            conn.execute(
+                "INSERT INTO memory_documents (id, user_id, agent_id, path, content, metadata) "
+                "VALUES (?, ?, ?, ?, '', '{}') ON CONFLICT (user_id, agent_id, path) DO NOTHING",
+                (str(uuid.uuid4()), user, agent, doc_path),
+            )
+            found = conn.execute(find, (user, agent, doc_path)).fetchone()
+        doc_id, old = found
+        if old and old != content:
+            digest = "sha256:" + hashlib.sha256(old.encode()).hexdigest()
+            conn.execute("BEGIN IMMEDIATE")
+            latest = conn.execute(
+                "SELECT content_hash FROM memory_document_versions WHERE document_id = ? "
+                "ORDER BY version DESC LIMIT 1",
+                (doc_id,),
+            ).fetchone()
+            if latest is None or latest[0] != digest:
+                conn.execute(
+                    "INSERT INTO memory_document_versions (id, document_id, version, content, "
+                    "content_hash, created_at, changed_by) VALUES (?, ?, (SELECT "
+                    "COALESCE(MAX(version), 0) + 1 FROM memory_document_versions "
+                    "WHERE document_id = ?), ?, ?, ?, ?)",
+                    (str(uuid.uuid4()), doc_id, doc_id, old, digest, _rfc3339_now(), changed_by),
+                )
+            conn.execute("COMMIT")
+        conn.execute(
+            "UPDATE memory_documents SET content = ?, updated_at = ? WHERE id = ?",
+            (content, _rfc3339_now(), doc_id),
+        )
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("DELETE FROM memory_chunks WHERE document_id = ?", (doc_id,))
+        for index, chunk in enumerate(chunk_document(content, DEFAULT_CONFIG)):
+            conn.execute(
+                "INSERT INTO memory_chunks (id, document_id, chunk_index, content, embedding) "
+                "VALUES (?, ?, ?, ?, NULL)",
+                (str(uuid.uuid4()), doc_id, index, chunk),
+            )
+        conn.execute("COMMIT")
+        return str(doc_id)
+    finally:
+        conn.close()

@@ -44,7 +44,8 @@ def run(call: Invocation) -> int:
 
 def _mount_on(call: Invocation, settings: Settings) -> int:
     from memfs import logs
-    from memfs.db import choose_database
+    from memfs.config import libsql_path
+    from memfs.db import choose_database, file_read_only_reason
     from memfs.mountpoint import prepare_mountpoint
 
     args = call.args
@@ -52,6 +53,10 @@ def _mount_on(call: Invocation, settings: Settings) -> int:
     if found is not None:
         print(f"memfs: mounting IronClaw's memory in {found} (its configuration names it; "
               "--database-url chooses another)")  # fmt: skip
+    chosen = libsql_path(settings.database_url) if settings.database_url else None
+    forced = file_read_only_reason(chosen) if chosen is not None else None
+    if forced is not None:
+        print(f"memfs: {forced}")
     if not settings.database_url:
         data = settings.pgdata.absolute()
         target = args.mountpoint.expanduser().absolute()

@@ -36,7 +36,7 @@ from memfs.db.legacy.statistics import PlannerStatistics
 from memfs.db.legacy.store import MetaStore
 from memfs.db.legacy.version_store import LegacyVersionStore
 from memfs.db.legacy.whole_documents import WholeDocumentStore
-from memfs.db.libsql.database import open_libsql
+from memfs.db.libsql.database import file_read_only_reason, open_libsql
 from memfs.db.libsql.discovery import choose_database
 from memfs.db.libsql.target import LibsqlTarget
 from memfs.db.libsql.watch import wake_on_commits
@@ -87,6 +87,7 @@ __all__ = [
     "WholeDocumentStore",
     "Workspace",
     "choose_database",
+    "file_read_only_reason",
     "legacy_scope",
     "open_database",
     "reborn_scope",
@@ -263,6 +264,10 @@ class Database:
                 "agent_id": str(settings.agent_id) if settings.agent_id else None,
                 "documents": self.whole_documents(legacy).count_documents(), "chunks": chunks,
                 "embeddings_pending": pending}  # fmt: skip
+
+    def read_only_reason(self) -> str | None:
+        """Why this database mounts read-only whatever was asked (None: it need not)."""
+        return None
 
     def seed_refusal(self) -> str | None:
         """Why ``memfs seed`` writes no starter files here (None: it may)."""

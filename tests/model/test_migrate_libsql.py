@@ -19,7 +19,7 @@ from memfs.db.interface import FileAttrs
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.sqlite import SqliteRows, open_file
 from memfs.db.reborn.store import RebornStore
-from tests.ironclaw_libsql import reborn_local_dev
+from tests.ironclaw_libsql import legacy_ironclaw_db, legacy_write, reborn_local_dev
 from tests.model.test_reborn_store import reborn_schema
 
 DOCS = int(os.environ.get("MEMFS_MIGRATE_DOCS", "60"))
@@ -105,3 +105,34 @@ def test_a_libsql_workspace_goes_to_postgresql_and_back_the_same(
     again = _migrate(database_url, f"sqlite:{back}", tmp_path)  # a re-run copies nothing
     assert again["counts"].get("already_there") == DOCS
     assert again["counts"].get("documents_copied", 0) == 0
+
+
+def test_the_legacy_file_goes_up_to_reborn_with_its_versions(tmp_path: Path) -> None:
+    """IronClaw <= v1.0's ``ironclaw.db`` (mounted read-only) to a Reborn file memfs
+    writes: every document with its versions, in the Reborn rows (the target's scope)."""
+    legacy = legacy_ironclaw_db(tmp_path / "legacy" / "ironclaw.db")
+    legacy_write(legacy, "MEMORY.md", "The user likes green tea.\n")
+    for text in ("one\n", "one\ntwo\n", "one\ntwo\nthree\n"):
+        legacy_write(legacy, "notes/a.md", text)
+    legacy_write(legacy, "theirs.md", "another user's\n", user="someone-else")
+    target = reborn_local_dev(tmp_path / "up" / "reborn-local-dev.db")
+    report = _migrate(f"sqlite:{legacy}", f"sqlite:{target}", tmp_path)
+    assert report["counts"]["documents_copied"] == 2
+    assert report["counts"]["versions_copied"] == 2
+    opened = open_file(target)
+    try:
+        store = RebornStore(opened, RebornScope(), rows=SqliteRows(opened))
+        rows = {row.path: row for row in store.load_documents()}
+        assert sorted(rows) == ["MEMORY.md", "notes/a.md"]
+        contents = store.read_contents([rows["notes/a.md"].id])
+        assert contents[rows["notes/a.md"].id].data == b"one\ntwo\nthree\n"
+    finally:
+        opened.close()
+    bodies = [
+        json.loads(bytes(body))["content"]
+        for (body,) in sqlite3.connect(target).execute(
+            "SELECT contents FROM root_filesystem_entries WHERE path LIKE '%notes/a.md.versions/%' "
+            "ORDER BY path"
+        )
+    ]
+    assert bodies == ["one\n", "one\ntwo\n"]

@@ -8,6 +8,7 @@ exit code and its one line on stderr, and unmounts whatever it mounted.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import pwd
@@ -564,6 +565,30 @@ def test_memfs_mount_finds_ironclaws_local_dev_memory(cli: Cli) -> None:
             "SELECT contents FROM root_filesystem_entries WHERE path LIKE '%/MEMORY.md'"
         ).fetchone()
     assert bytes(contents) == b"The user likes green tea.\n"
+    assert not (Path(cli.env["XDG_DATA_HOME"]) / "memfs" / "pgdata").exists()
+
+
+def test_memfs_mount_finds_ironclaws_legacy_file_and_mounts_it_read_only(cli: Cli) -> None:
+    """IronClaw <= v1.0 kept memory in ``~/.ironclaw/ironclaw.db``: found with no database
+    named, mounted read-only, and both said in one line each; status and search answer."""
+    from tests.ironclaw_libsql import legacy_ironclaw_db, legacy_write
+
+    db = legacy_ironclaw_db(Path(cli.env["HOME"]) / ".ironclaw" / "ironclaw.db")
+    legacy_write(db, "MEMORY.md", "The user likes green tea.\n")
+    target = cli.base / "memory"
+    result = cli("mount", str(target))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert any(f"IronClaw's memory in {db}" in line for line in lines), result.stdout
+    assert any("read-only" in line and "legacy" in line for line in lines), result.stdout
+    assert (target / "MEMORY.md").read_text() == "The user likes green tea.\n"
+    with pytest.raises(OSError) as refused:
+        (target / "new.md").write_text("x\n")
+    assert refused.value.errno == errno.EROFS
+    status = cli("status")
+    assert status.returncode == 0 and "memory_documents" in status.stdout, status.stdout
+    search = cli("search", "green tea", "--json")
+    assert search.returncode == 0 and "MEMORY.md" in search.stdout, search.stderr
     assert not (Path(cli.env["XDG_DATA_HOME"]) / "memfs" / "pgdata").exists()
 
 

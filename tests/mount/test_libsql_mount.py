@@ -5,6 +5,7 @@ fails (its busy timeout is 5 s: memfs's write transactions are short)."""
 
 from __future__ import annotations
 
+import errno
 import shutil
 import sqlite3
 import subprocess
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.ironclaw_libsql import reborn_local_dev
+from tests.ironclaw_libsql import legacy_ironclaw_db, legacy_write, reborn_local_dev
 
 pytestmark = pytest.mark.mount
 
@@ -185,3 +186,34 @@ def test_a_running_ironclaw_writer_never_fails_beside_the_mount(
     assert sum(1 for p in rows if p.startswith("agent/") and ".chunks" not in p) == 20
     assert sum(1 for p in rows if p.endswith(".md") and "/" in p
                and not p.startswith("agent/")) == 60  # fmt: skip
+
+
+def test_ironclaw_s_legacy_file_mounts_read_only_with_its_history_and_search(
+    work_dir: Path, mount_factory: Any
+) -> None:
+    """IronClaw <= v1.0's ``ironclaw.db``: every document, version and search of the
+    scope, read-only (a write fails with EROFS and the file is left as it was)."""
+    db = legacy_ironclaw_db(work_dir / f"legacy-{uuid.uuid4().hex[:8]}" / "ironclaw.db")
+    legacy_write(db, "MEMORY.md", "The user likes green tea.\n")
+    legacy_write(db, "notes/a.md", "hello\n")
+    legacy_write(db, "notes/a.md", "hello\nworld\n")
+    mount = mount_factory(f"sqlite:{db}")
+    log = mount.log()
+    assert "mounted read-only" in log and "legacy" in log, log[-2000:]
+    assert sorted(p.name for p in mount.path().iterdir()) == ["MEMORY.md", "notes"]
+    assert mount.path("notes/a.md").read_text() == "hello\nworld\n"
+    grep = mount.run("grep", "-rl", "tea", ".")
+    assert grep.stdout.split() == [b"./MEMORY.md"]
+    kept = sorted(mount.path(".versions/notes/a.md").iterdir())
+    assert [p.name.split("_")[0] for p in kept] == ["0001", "current.md"], kept
+    assert kept[0].read_text() == "hello\n"
+    assert [p.name for p in mount.path(".search/green tea").iterdir()] == ["01-MEMORY.md"]
+    wal = db.with_name(db.name + "-wal")
+    before = (db.read_bytes(), wal.read_bytes() if wal.exists() else b"")
+    with pytest.raises(OSError) as refused:
+        mount.path("notes/a.md").write_text("changed\n")
+    assert refused.value.errno == errno.EROFS
+    assert mount.path("notes/a.md").read_text() == "hello\nworld\n"
+    assert (db.read_bytes(), wal.read_bytes() if wal.exists() else b"") == before
+    legacy_write(db, "later.md", "IronClaw wrote this after the mount\n")
+    eventually(lambda: mount.path("later.md").exists(), "IronClaw's new document")

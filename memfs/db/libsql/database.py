@@ -1,9 +1,10 @@
 """An open IronClaw libSQL file as the mount, ``memfs status`` and ``memfs search`` see a
 database (the same questions ``memfs.db.Database`` answers for PostgreSQL).
 
-The Reborn layout only, for now: its rows through ``RebornStore`` over ``SqliteRows``,
-versions, IronClaw v1.3's full-text search and tool folders from
-``memfs.db.libsql.reborn_stores``.  IronClaw notifies nothing: mounts poll (a cheap
+The Reborn layout: its rows through ``RebornStore`` over ``SqliteRows``, versions,
+IronClaw v1.3's full-text search and tool folders from ``memfs.db.libsql.reborn_stores``.
+The legacy layout (IronClaw <= v1.0's ``memory_documents``), read-only for now:
+``memfs.db.libsql.legacy_stores``.  IronClaw notifies nothing: mounts poll (a cheap
 fingerprint of the scope, recomputed only when ``PRAGMA data_version`` moved).
 """
 
@@ -17,9 +18,16 @@ from typing import Any
 
 from memfs.config import Settings
 from memfs.db.interface import DocumentStore, VersionStore
+from memfs.db.kept_store import legacy_workspace
 from memfs.db.libsql.connection import LibsqlFile, NotIronClawFile
 from memfs.db.libsql.files import layout_of_file
 from memfs.db.libsql.kept import DeletedFile, LibsqlKeptStore
+from memfs.db.libsql.legacy_stores import (
+    LegacyLibsqlHistoryStore,
+    LegacyLibsqlSearchStore,
+    LegacyLibsqlStore,
+    LegacyLibsqlVersionStore,
+)
 from memfs.db.libsql.reborn_stores import (
     LibsqlSearchStore,
     LibsqlToolFileStore,
@@ -28,19 +36,30 @@ from memfs.db.libsql.reborn_stores import (
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.sqlite import SqliteRows, open_file
 from memfs.db.reborn.store import RebornStore
-from memfs.db.workspace import FullTextRanking, Workspace
+from memfs.db.scoped import Scope
+from memfs.db.workspace import FullTextRanking, HybridRanking, Workspace
 from memfs.errors import DatabaseError
 
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
 class _LibsqlSchema:
     """What ``memfs status`` says of the layout."""
 
-    kind = "reborn"
+    kind: str = "reborn"
 
     def describe(self) -> str:
+        if self.kind == "legacy":
+            return "IronClaw legacy memory in its libSQL file (memory_documents, v1.0 and earlier)"
         return "IronClaw Reborn memory in its libSQL file (root_filesystem_entries, v1.1 and later)"
+
+
+#: Why a legacy file mounts read-only (``LibsqlDatabase.read_only_reason``).
+LEGACY_READ_ONLY = (
+    "IronClaw's legacy (<= v1.0) memory in its libSQL file is mounted read-only: memfs "
+    "does not write that layout yet (`memfs migrate` copies it to a store it writes)"
+)
 
 
 class _NoPool:
@@ -85,6 +104,10 @@ class LibsqlDatabase:
     def install_change_feed(self) -> None:
         raise DatabaseError("IronClaw's libSQL file takes no trigger of memfs's: mounts poll")
 
+    def read_only_reason(self) -> str | None:
+        """Why this database mounts read-only whatever was asked (None: it need not)."""
+        return LEGACY_READ_ONLY if self.layout == "legacy" else None
+
     def identity(self) -> dict[str, str]:
         return {"file": str(self.path.resolve())}
 
@@ -125,6 +148,12 @@ class LibsqlDatabase:
         return None
 
     def workspace_summary(self, settings: Settings) -> dict[str, Any]:
+        if self.layout == "legacy":
+            legacy = _legacy_scope(settings)
+            documents, chunks = self._legacy_documents(settings).counts()
+            return {"change_feed": False, "user_id": legacy.user_id,
+                    "agent_id": str(legacy.agent_id) if legacy.agent_id else None,
+                    "documents": documents, "chunks": chunks, "embeddings_pending": 0}  # fmt: skip
         scope = _scope(settings)
         documents, chunks = self.documents(settings).counts()  # type: ignore[attr-defined]
         return {"change_feed": False, "user_id": scope.user_id, "agent_id": scope.agent,
@@ -134,21 +163,41 @@ class LibsqlDatabase:
     def seed_refusal(self) -> str | None:
         return "IronClaw >= 1.1 seeds no files in its memory: memfs leaves it as it is"
 
-    def legacy_history(self, settings: Settings) -> None:
-        """No legacy memory: the legacy libSQL layout is not mounted yet (``memfs migrate``
-        copies this file's Reborn workspace)."""
-        return None
+    def legacy_history(self, settings: Settings) -> LegacyLibsqlHistoryStore | None:
+        """The legacy workspace with its versions (``memfs migrate``); None on Reborn."""
+        if self.layout != "legacy":
+            return None
+        return LegacyLibsqlHistoryStore(
+            self.file, _legacy_scope(settings), with_versions=self._has_versions()
+        )
+
+    def _has_versions(self) -> bool:
+        row = self.file.read(lambda c: c.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' "
+            "AND name = 'memory_document_versions'"
+        ).fetchone())  # fmt: skip
+        return row is not None
+
+    def _legacy_documents(self, settings: Settings) -> LegacyLibsqlStore:
+        return LegacyLibsqlStore(self.file, _legacy_scope(settings))
 
     def documents(self, settings: Settings, origin: str | None = None) -> DocumentStore:
+        if self.layout == "legacy":
+            return self._legacy_documents(settings)
         return RebornStore(self.file, _scope(settings), origin=origin, rows=self._rows())
 
     def _rows(self) -> SqliteRows:
         return SqliteRows(self.file, self.deleted)
 
     def version_store(self, settings: Settings) -> VersionStore:
+        if self.layout == "legacy":
+            available = self._has_versions()
+            return LegacyLibsqlVersionStore(self.file, _legacy_scope(settings), available=available)
         return LibsqlVersionStore(self.file, _scope(settings))
 
     def workspace(self, settings: Settings, origin: str | None = None) -> Workspace:
+        if self.layout == "legacy":
+            return self._legacy_workspace(settings)
         scope = _scope(settings)
         store = RebornStore(self.file, scope, origin=origin, rows=self._rows())
         search = LibsqlSearchStore(self.file, scope, read_only=self.read_only)
@@ -164,9 +213,27 @@ class LibsqlDatabase:
             kept=LibsqlKeptStore(self.file, self.deleted, scope.prefix),
         )
 
+    def _legacy_workspace(self, settings: Settings) -> Workspace:
+        legacy = _legacy_scope(settings)
+        return Workspace(
+            documents=LegacyLibsqlStore(self.file, legacy),
+            ranking=HybridRanking(LegacyLibsqlSearchStore(self.file, legacy)),
+            versions=self.version_store(settings),
+            tool_files=LibsqlToolFileStore(
+                self.file, legacy_workspace(legacy.user_id, legacy.agent_id)
+            ),
+            readers=[LegacyLibsqlStore(self.file, Scope(name)) for name in settings.read_scopes],
+        )
+
     def close(self) -> None:
         self.file.close()
         self.deleted.close()
+
+
+def _legacy_scope(settings: Settings) -> Scope:
+    from memfs.db import legacy_scope  # the settings' legacy scope, as on PostgreSQL
+
+    return legacy_scope(settings)
 
 
 def _scope(settings: Settings) -> RebornScope:
@@ -175,18 +242,29 @@ def _scope(settings: Settings) -> RebornScope:
     return reborn_scope(settings)
 
 
+def file_read_only_reason(path: Path) -> str | None:
+    """Why IronClaw's file at ``path`` would mount read-only (None: it would not, or it is
+    no IronClaw file: opening it says why)."""
+    try:
+        return LEGACY_READ_ONLY if layout_of_file(path) == "legacy" else None
+    except NotIronClawFile:
+        return None
+
+
 def open_libsql(path: Path, *, read_only: bool = False) -> LibsqlDatabase:
     """IronClaw's libSQL file at ``path``: refused with one clear line if it is not
-    there or not IronClaw's, or holds the legacy layout (not mounted yet)."""
+    there or not IronClaw's.  A legacy file is opened read-only, with foreign keys on as
+    IronClaw's engine has them (requirement 13)."""
     try:
         layout = layout_of_file(path)
     except NotIronClawFile as exc:
         raise DatabaseError(str(exc)) from None
-    if layout != "reborn":
-        what = ("IronClaw's legacy (<= v1.0) libSQL layout, which memfs does not mount yet"
-                if layout == "legacy" else "not an IronClaw memory file")  # fmt: skip
-        raise DatabaseError(f"{path}: {what}")
-    file = open_file(path, read_only=read_only)
-    log.info("mounting IronClaw's libSQL file %s (Reborn layout, journal %s)", path,
+    if layout is None:
+        raise DatabaseError(f"{path}: not an IronClaw memory file")
+    if layout == "legacy":
+        read_only = True
+    file = open_file(path, read_only=read_only, foreign_keys=layout == "legacy")
+    log.info("opened IronClaw's libSQL file %s (%s layout, journal %s)", path, layout,
              file.journal_mode)  # fmt: skip
-    return LibsqlDatabase(path, file, read_only=read_only)
+    return LibsqlDatabase(path, file, read_only=read_only, schema=_LibsqlSchema(layout),
+                          layout=layout, reborn=layout == "reborn")  # fmt: skip

@@ -66,13 +66,13 @@ def own_file(ironclaw_file: Path) -> Path:
     return ironclaw_file.with_name(ironclaw_file.name + ".memfs")
 
 
-def open_file(path: Path, *, read_only: bool = False) -> LibsqlFile:
-    """IronClaw's Reborn libSQL file with memfs's own file attached as ``memfs`` (created
-    0600 if missing)."""
+def open_file(path: Path, *, read_only: bool = False, foreign_keys: bool = False) -> LibsqlFile:
+    """IronClaw's libSQL file with memfs's own file attached as ``memfs`` (created 0600 if
+    missing); ``foreign_keys`` for the legacy layout, as IronClaw's engine has them."""
     own = own_file(path)
     if not own.exists() and not read_only:
         os.close(os.open(own, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-    opened = LibsqlFile(path, read_only=read_only, attach={"memfs": own})
+    opened = LibsqlFile(path, read_only=read_only, attach={"memfs": own}, foreign_keys=foreign_keys)
     if not read_only:
         conn = opened.connection()
         for statement in OWN_SCHEMA:

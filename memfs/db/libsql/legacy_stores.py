@@ -1,0 +1,427 @@
+"""A legacy (IronClaw <= v1.0) workspace in IronClaw's libSQL file, read-only
+(docs/ironclaw/libsql.md §8; requirements 12, 13).
+
+The file holds ``memory_documents``, ``memory_chunks`` (with its FTS5 external-content
+table) and ``memory_document_versions``, with text ids and times.  memfs mounts it
+read-only for now: every document, its versions, ``.at/`` and IronClaw v1.0's full-text
+search.  Writing needs IronClaw v1.0's save rules over this file's statements (the rules
+live in the PostgreSQL engine today), and, where IronClaw made its vector index, the
+libSQL engine itself in a process of its own (plain SQLite cannot insert or delete such
+chunks); until then a write is refused with EROFS, whose reason names the file.
+
+The vector leg of search answers nothing: IronClaw falls back to full text whenever its
+vector query fails, and plain SQLite has no ``vector_top_k``.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, NoReturn
+from uuid import UUID
+
+from pgvector import Vector
+
+from memfs.db.capabilities import ChunkHit
+from memfs.db.interface import (
+    AsOf,
+    CommitResult,
+    Content,
+    DocRow,
+    DocumentHistory,
+    ExportRow,
+    FileAttrs,
+    PastVersion,
+    StoredDocument,
+    VersionInfo,
+)
+from memfs.db.libsql.connection import LibsqlFile
+from memfs.db.libsql.row_times import as_text, parse_time
+from memfs.db.scoped import Scope
+from memfs.errors import FsError, WriteRefused
+from memfs.ironclaw.hashing import bytes_hash
+
+#: The scope's rows (IronClaw matches the agent with ``IS``: NULL only NULL).
+_SCOPE = "d.user_id = :user AND d.agent_id IS :agent"
+#: A document's content as UTF-8 bytes (IronClaw stores text).
+_BYTES = "CAST(d.content AS BLOB)"
+#: Documents read per query when copying a workspace elsewhere.
+BATCH = 200
+#: The longest path a mount takes (Linux's PATH_MAX).
+PATH_MAX = 4096
+
+
+def _params(scope: Scope, **extra: Any) -> dict[str, Any]:
+    agent = str(scope.agent_id) if scope.agent_id is not None else None
+    return {"user": scope.user_id, "agent": agent, **extra}
+
+
+def _text(value: Any) -> bytes:
+    """A text column's value as UTF-8 bytes (a blob some other tool wrote, as it is)."""
+    return value.encode("utf-8") if isinstance(value, str) else bytes(value or b"")
+
+
+def fts5_query(text: str) -> str | None:
+    """IronClaw v1.0's MATCH text: each whitespace-separated token as a quoted phrase
+    (inner quotes doubled), all required; None when there is no token (no query runs)."""
+    phrases = ['"' + token.replace('"', '""') + '"' for token in text.split()]
+    return " ".join(phrases) if phrases else None
+
+
+class LegacyLibsqlStore:
+    """One legacy workspace's documents in the file (``DocumentStore``), read-only."""
+
+    origin: str | None = None
+
+    def __init__(self, file: LibsqlFile, scope: Scope) -> None:
+        self.file = file
+        self._scope = scope
+        #: SQLite's text keys have no length limit of an index's (PostgreSQL's btree).
+        self.max_path_bytes = PATH_MAX
+        #: The fingerprint, with the ``data_version`` it was taken at.
+        self._fingerprint: tuple[int, tuple[int, str]] | None = None
+
+    @property
+    def scope(self) -> Scope:
+        return self._scope
+
+    def _refuse(self) -> NoReturn:
+        raise FsError(
+            errno.EROFS,
+            f"{self.file.path} holds IronClaw's legacy (<= v1.0) memory, which memfs "
+            "mounts read-only",
+        )
+
+    def path_problem(self, path: str) -> str | None:
+        return None
+
+    def content_problem(self, path: str, text: str) -> WriteRefused | None:
+        return None
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _rows(self, where: str, **params: Any) -> list[DocRow]:
+        rows = self.file.read(lambda c: c.execute(
+            f"SELECT d.id, d.path, length({_BYTES}), d.created_at, d.updated_at "
+            f"FROM memory_documents d WHERE {_SCOPE} AND {where} "
+            "ORDER BY d.path, d.updated_at DESC, d.id",
+            _params(self._scope, **params),
+        ).fetchall())  # fmt: skip
+        return [
+            DocRow(UUID(i), p, int(s or 0), parse_time(c), parse_time(u), FileAttrs())
+            for i, p, s, c, u in rows
+        ]
+
+    def load_documents(self) -> list[DocRow]:
+        return self._rows("1")
+
+    def load_directories(self) -> list[str]:
+        return []
+
+    def document_rows(self, doc_ids: Sequence[UUID]) -> dict[UUID, DocRow]:
+        ids = json.dumps([str(d) for d in doc_ids])
+        rows = self._rows("d.id IN (SELECT value FROM json_each(:ids))", ids=ids)
+        return {row.id: row for row in rows}
+
+    def read_content(self, doc_id: UUID) -> Content | None:
+        return self.read_contents([doc_id]).get(doc_id)
+
+    def read_contents(
+        self, doc_ids: Sequence[UUID], near: str | None = None
+    ) -> dict[UUID, Content]:
+        ids = json.dumps([str(d) for d in doc_ids])
+        rows = self.file.read(lambda c: c.execute(
+            f"SELECT d.id, {_BYTES}, d.updated_at FROM memory_documents d "
+            f"WHERE {_SCOPE} AND d.id IN (SELECT value FROM json_each(:ids))",
+            _params(self._scope, ids=ids),
+        ).fetchall())  # fmt: skip
+        return {UUID(i): Content(_text(data), parse_time(at)) for i, data, at in rows}
+
+    def content_by_hash(self, doc_id: UUID, digest: str) -> bytes | None:
+        """SQLite has no SHA-256: the current content is hashed here; versions carry
+        IronClaw's hash in their row."""
+        current = self.read_content(doc_id)
+        if current is not None and bytes_hash(current.data) == digest:
+            return current.data
+        row = self.file.read(lambda c: c.execute(
+            "SELECT CAST(v.content AS BLOB) FROM memory_document_versions v "
+            f"JOIN memory_documents d ON d.id = v.document_id WHERE {_SCOPE} "
+            "AND v.document_id = :id AND v.content_hash = :hash LIMIT 1",
+            _params(self._scope, id=str(doc_id), hash=digest),
+        ).fetchone())  # fmt: skip
+        return _text(row[0]) if row is not None else None
+
+    def _whole(self, where: str, **params: Any) -> list[tuple[Any, ...]]:
+        return self.file.read(lambda c: c.execute(  # type: ignore[no-any-return]
+            f"SELECT d.id, d.path, d.content, d.updated_at FROM memory_documents d "
+            f"WHERE {_SCOPE} AND {where} ORDER BY d.path, d.updated_at DESC, d.id",
+            _params(self._scope, **params),
+        ).fetchall())  # fmt: skip
+
+    def find_document(self, path: str) -> StoredDocument | None:
+        rows = self._whole("d.path = :path", path=path)
+        if not rows:
+            return None
+        doc_id, _, content, updated = rows[0]
+        return StoredDocument(UUID(doc_id), content, parse_time(updated))
+
+    def export_rows(self) -> list[ExportRow]:
+        return [
+            ExportRow(path, content, parse_time(updated), None, UUID(doc_id))
+            for doc_id, path, content, updated in self._whole("1")
+        ]
+
+    def reindex_targets(self, paths: Sequence[str] | None) -> list[tuple[UUID, str]]:
+        rows = self.load_documents()
+        wanted = set(paths) if paths is not None else None
+        return [(r.id, r.path) for r in rows if wanted is None or r.path in wanted]
+
+    # -- other writers -------------------------------------------------------------------
+
+    def changed_documents(self, events: Sequence[Mapping[str, object]]) -> dict[UUID, bool]:
+        return {}  # no change feed in IronClaw's file: mounts poll
+
+    def fingerprint(self) -> tuple[int, str]:
+        """Taken again only when ``PRAGMA data_version`` moved (another connection
+        committed): the count, the newest ``updated_at`` and the sum of rowids."""
+        version = self.file.data_version()
+        if self._fingerprint is not None and self._fingerprint[0] == version:
+            return self._fingerprint[1]
+        row = self.file.read(lambda c: c.execute(
+            "SELECT count(*), max(d.updated_at), total(d.rowid) FROM memory_documents d "
+            f"WHERE {_SCOPE}",
+            _params(self._scope),
+        ).fetchone())  # fmt: skip
+        found = (int(row[0]), f"{row[1]}|{row[2]}") if row else (0, "")
+        self._fingerprint = (version, found)
+        return found
+
+    # -- writes: refused ---------------------------------------------------------------
+
+    def reindex(self, doc_id: UUID, path: str) -> int:
+        self._refuse()
+
+    def commit_document(self, *args: Any, **kwargs: Any) -> CommitResult:
+        self._refuse()
+
+    def commit_documents(self, *args: Any, **kwargs: Any) -> list[CommitResult]:
+        self._refuse()
+
+    def replace_document(self, *args: Any, **kwargs: Any) -> CommitResult | None:
+        self._refuse()
+
+    def rename_document(self, *args: Any, **kwargs: Any) -> Any:
+        self._refuse()
+
+    def rename_directory(self, *args: Any, **kwargs: Any) -> Any:
+        self._refuse()
+
+    def delete_document(self, *args: Any, **kwargs: Any) -> bool:
+        self._refuse()
+
+    def set_attrs(self, doc_id: UUID, attrs: FileAttrs) -> bool:
+        self._refuse()
+
+    def create_directory(self, path: str) -> None:
+        self._refuse()
+
+    def delete_directory(self, path: str, keep_dirs: Sequence[str] = ()) -> None:
+        self._refuse()
+
+    # -- deferred changes: none are ever made -----------------------------------------------
+
+    def defer(self, *changes: Any) -> None:
+        self._refuse()
+
+    def flush_changes(self) -> bool:
+        return False
+
+    def moving(self) -> bool:
+        return False
+
+    def take_moved(self) -> dict[UUID, Any]:
+        return {}
+
+    def changes_waiting(self) -> bool:
+        return False
+
+    def changes_queued(self) -> int:
+        return 0
+
+    def take_skipped(self) -> list[tuple[Any, str]]:
+        return []
+
+    def counts(self) -> tuple[int, int]:
+        """(documents, chunks) of the workspace, for ``memfs status``."""
+        row = self.file.read(lambda c: c.execute(
+            "SELECT (SELECT count(*) FROM memory_documents d WHERE " + _SCOPE + "), "
+            "(SELECT count(*) FROM memory_chunks c JOIN memory_documents d "
+            "ON d.id = c.document_id WHERE " + _SCOPE + ")",
+            _params(self._scope),
+        ).fetchone())  # fmt: skip
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+class LegacyLibsqlVersionStore:
+    """The versions IronClaw v0.25-v1.0 kept in the file, by document path."""
+
+    def __init__(self, file: LibsqlFile, scope: Scope, *, available: bool) -> None:
+        self.file = file
+        self.scope = scope
+        self.available = available
+
+    _DOCUMENT = (
+        f"(SELECT d.id FROM memory_documents d WHERE {_SCOPE} AND d.path = :path "
+        "ORDER BY d.updated_at DESC LIMIT 1)"
+    )
+
+    def versions(self, path: str) -> list[VersionInfo]:
+        if not self.available:
+            return []
+        rows = self.file.read(lambda c: c.execute(
+            "SELECT version, created_at, changed_by, length(CAST(content AS BLOB)) "
+            f"FROM memory_document_versions WHERE document_id = {self._DOCUMENT} "
+            "ORDER BY version",
+            _params(self.scope, path=path),
+        ).fetchall())  # fmt: skip
+        return [VersionInfo(n, parse_time(at), who, int(size or 0)) for n, at, who, size in rows]
+
+    def version_content(self, path: str, number: int) -> bytes | None:
+        if not self.available:
+            return None
+        row = self.file.read(lambda c: c.execute(
+            "SELECT CAST(content AS BLOB) FROM memory_document_versions "
+            f"WHERE document_id = {self._DOCUMENT} AND version = :number",
+            _params(self.scope, path=path, number=number),
+        ).fetchone())  # fmt: skip
+        return _text(row[0]) if row is not None else None
+
+    def as_of(self, at: datetime) -> AsOf:
+        """Documents born after ``at``, and each changed one's first version kept after it
+        (times compared as IronClaw's text, to the millisecond)."""
+        since = as_text(at)
+        born_sql = f"SELECT d.path FROM memory_documents d WHERE {_SCOPE} AND d.created_at > :at"
+        kept_sql = (
+            "SELECT d.path, v.version, v.created_at, v.changed_by, "
+            "  length(CAST(v.content AS BLOB)) FROM memory_documents d "
+            "JOIN memory_document_versions v ON v.document_id = d.id "
+            f"WHERE {_SCOPE} AND v.created_at > :at ORDER BY d.path, v.version"
+        )
+        params = _params(self.scope, at=since)
+
+        def read(conn: Any) -> tuple[list[Any], list[Any]]:
+            born = conn.execute(born_sql, params).fetchall()
+            kept = conn.execute(kept_sql, params).fetchall() if self.available else []
+            return born, kept
+
+        born, kept = self.file.read(read)
+        earliest: dict[str, VersionInfo] = {}
+        for path, number, created, who, size in kept:
+            earliest.setdefault(path, VersionInfo(number, parse_time(created), who, int(size)))
+        return AsOf(frozenset(p for (p,) in born), earliest)
+
+
+class LegacyLibsqlSearchStore:
+    """IronClaw v1.0's search legs on the file (``ChunkSearch``): FTS5 over chunks."""
+
+    def __init__(self, file: LibsqlFile, scope: Scope) -> None:
+        self.file = file
+        self._scope = scope
+
+    @property
+    def scope(self) -> Scope:
+        return self._scope
+
+    def search_fts(
+        self, query: str, limit: int, users: Sequence[str] | None = None
+    ) -> list[ChunkHit]:
+        """IronClaw's MATCH of every token (``fts5_query``) ranked by FTS5's ``rank``
+        (bm25); ties by path and chunk index (IronClaw leaves them unordered)."""
+        match = fts5_query(query)
+        if match is None:
+            return []
+        params = _params(self._scope, q=match, limit=limit,
+                         users=json.dumps(list(users or [self._scope.user_id])))  # fmt: skip
+        rows = self.file.read(lambda c: c.execute(
+            "SELECT c.id, c.document_id, d.path, c.chunk_index, c.content, d.user_id "
+            "FROM memory_chunks_fts f JOIN memory_chunks c ON c._rowid = f.rowid "
+            "JOIN memory_documents d ON d.id = c.document_id "
+            "WHERE d.user_id IN (SELECT value FROM json_each(:users)) AND d.agent_id IS :agent "
+            "AND memory_chunks_fts MATCH :q ORDER BY f.rank, d.path, c.chunk_index LIMIT :limit",
+            params,
+        ).fetchall())  # fmt: skip
+        return [ChunkHit(UUID(i), UUID(d), p, n, text, u) for i, d, p, n, text, u in rows]
+
+    def search_vector(
+        self, embedding: Vector, limit: int, users: Sequence[str] | None = None
+    ) -> list[ChunkHit]:
+        """Nothing: IronClaw answers full text alone when its vector query fails, and
+        plain SQLite has no ``vector_top_k`` (see the module docstring)."""
+        return []
+
+
+class LegacyLibsqlHistoryStore:
+    """Every legacy document of the workspace with its versions, for ``memfs migrate``."""
+
+    def __init__(self, file: LibsqlFile, scope: Scope, *, with_versions: bool) -> None:
+        self.file = file
+        self.scope = scope
+        self.with_versions = with_versions
+
+    def count(self) -> int:
+        row = self.file.read(lambda c: c.execute(
+            f"SELECT count(DISTINCT d.path) FROM memory_documents d WHERE {_SCOPE}",
+            _params(self.scope),
+        ).fetchone())  # fmt: skip
+        return int(row[0]) if row else 0
+
+    def histories(self, batch: int = BATCH) -> Any:
+        """Every document by path, the newest row where a path is duplicated, with its
+        versions in order."""
+        after = ""
+        while True:
+            docs = self.file.read(
+                lambda c, a=after: c.execute(  # type: ignore[misc]
+                    "SELECT d.id, d.path, d.content, d.metadata, d.created_at, d.updated_at, "
+                    "  (SELECT count(*) - 1 FROM memory_documents o WHERE o.user_id = d.user_id "
+                    "   AND o.agent_id IS d.agent_id AND o.path = d.path) "
+                    f"FROM memory_documents d WHERE {_SCOPE} AND d.path > :after AND d.id = "
+                    "  (SELECT n.id FROM memory_documents n WHERE n.user_id = d.user_id "
+                    "   AND n.agent_id IS d.agent_id AND n.path = d.path "
+                    "   ORDER BY n.updated_at DESC, n.id LIMIT 1) "
+                    "ORDER BY d.path LIMIT :batch",
+                    _params(self.scope, after=a, batch=batch),
+                ).fetchall()
+            )
+            if not docs:
+                return
+            versions: dict[str, list[PastVersion]] = {}
+            if self.with_versions:
+                ids = json.dumps([d[0] for d in docs])
+                for doc_id, number, content, who, created in self.file.read(
+                    lambda c, i=ids: c.execute(  # type: ignore[misc]
+                        "SELECT document_id, version, content, changed_by, created_at "
+                        "FROM memory_document_versions WHERE document_id IN "
+                        "(SELECT value FROM json_each(:ids)) ORDER BY document_id, version",
+                        {"ids": i},
+                    ).fetchall()
+                ):
+                    versions.setdefault(doc_id, []).append(
+                        PastVersion(number, content, who, parse_time(created))
+                    )
+            for doc_id, path, content, metadata, created, updated, duplicates in docs:
+                yield DocumentHistory(
+                    path, content, _metadata(metadata), parse_time(created), parse_time(updated),
+                    tuple(versions.get(doc_id, ())), int(duplicates),
+                )  # fmt: skip
+            after = docs[-1][1]
+
+
+def _metadata(text: Any) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,145 @@
+"""IronClaw's legacy (<= v1.0) libSQL file, ``ironclaw.db``: mounted read-only.
+
+The file is built as IronClaw v1.0 builds it (``tests.ironclaw_libsql.legacy_ironclaw_db``:
+its memory tables, FTS5 external-content triggers and migrations table) and written as
+IronClaw v1.0 writes (``legacy_write``: versions MAX+1 with IronClaw's hash, chunks
+replaced in one ``BEGIN IMMEDIATE``).  memfs reads every document, version and chunk of
+the mount's scope, searches as IronClaw v1.0 does on libSQL, and refuses every write with
+EROFS and a reason naming the file, leaving the file byte for byte as it was.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import sqlite3
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from memfs.config import Settings
+from memfs.db import file_read_only_reason, open_libsql
+from memfs.db.interface import FileAttrs
+from memfs.db.libsql.database import LibsqlDatabase
+from memfs.db.libsql.legacy_stores import fts5_query
+from memfs.db.workspace import HybridRanking
+from memfs.errors import FsError
+from tests.ironclaw_libsql import legacy_ironclaw_db, legacy_write
+
+AGENT = "6b1f1a9e-8f0e-4a53-9d7e-2f1c3b4a5d6e"
+
+
+@pytest.fixture
+def file(tmp_path: Path) -> Path:
+    db = legacy_ironclaw_db(tmp_path / "ironclaw.db")
+    legacy_write(db, "MEMORY.md", "The user likes green tea.\n")
+    legacy_write(db, "notes/a.md", "hello")
+    legacy_write(db, "notes/a.md", "hello world\n", changed_by="agent")
+    legacy_write(db, "notes/a.md", "tea time\n")
+    legacy_write(db, "daily/2026-11-27.md", "George 1:1 meeting notes\n")
+    legacy_write(db, "theirs.md", "another user's\n", user="someone-else")
+    legacy_write(db, "agent.md", "an agent's own\n", agent=AGENT)
+    return db
+
+
+@pytest.fixture
+def database(file: Path) -> Iterator[LibsqlDatabase]:
+    opened = open_libsql(file)
+    yield opened
+    opened.close()
+
+
+def test_a_legacy_file_opens_read_only_and_says_why(file: Path, database: LibsqlDatabase) -> None:
+    assert database.layout == "legacy" and database.read_only
+    reason = database.read_only_reason()
+    assert reason is not None and "read-only" in reason and "legacy" in reason
+    assert file_read_only_reason(file) == reason
+    assert "memory_documents" in database.schema.describe()
+    with sqlite3.connect(file) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def test_the_scope_s_documents_and_their_contents(database: LibsqlDatabase) -> None:
+    store = database.workspace(Settings()).documents
+    rows = {row.path: row for row in store.load_documents()}
+    assert sorted(rows) == ["MEMORY.md", "daily/2026-11-27.md", "notes/a.md"]
+    assert rows["notes/a.md"].size == len(b"tea time\n")
+    contents = store.read_contents([r.id for r in rows.values()])
+    assert contents[rows["MEMORY.md"].id].data == b"The user likes green tea.\n"
+    assert contents[rows["notes/a.md"].id].version == rows["notes/a.md"].updated_at
+    found = store.find_document("notes/a.md")
+    assert found is not None and found.content == "tea time\n"
+    assert [r.path for r in store.export_rows()] == sorted(rows)
+    agent = database.workspace(Settings(agent_id=AGENT)).documents
+    assert [r.path for r in agent.load_documents()] == ["agent.md"]
+
+
+def test_versions_as_ironclaw_kept_them(database: LibsqlDatabase) -> None:
+    workspace = database.workspace(Settings())
+    versions = workspace.versions.versions("notes/a.md")
+    assert [(v.number, v.changed_by, v.size) for v in versions] == [
+        (1, "agent", 5),
+        (2, None, len(b"hello world\n")),
+    ]
+    assert workspace.versions.version_content("notes/a.md", 1) == b"hello"
+    assert workspace.versions.version_content("notes/a.md", 3) is None
+    doc_id = next(r.id for r in workspace.documents.load_documents() if r.path == "notes/a.md")
+    old = "sha256:" + hashlib.sha256(b"hello").hexdigest()
+    assert workspace.documents.content_by_hash(doc_id, old) == b"hello"
+    now = "sha256:" + hashlib.sha256(b"tea time\n").hexdigest()
+    assert workspace.documents.content_by_hash(doc_id, now) == b"tea time\n"
+    before = workspace.versions.as_of(datetime.now(UTC) - timedelta(hours=1))
+    assert before.born_after == {"MEMORY.md", "notes/a.md", "daily/2026-11-27.md"}
+    assert before.earliest["notes/a.md"].number == 1
+
+
+def test_search_is_ironclaw_v1_0_s_on_libsql(database: LibsqlDatabase) -> None:
+    ranking = database.workspace(Settings()).ranking
+    assert isinstance(ranking, HybridRanking)
+    search = ranking.store
+    assert fts5_query('George 1:1 "notes"') == '"George" "1:1" """notes"""'
+    assert fts5_query("   ") is None
+    hits = search.search_fts("George 1:1 meeting", 50)  # punctuation: no FTS5 syntax error
+    assert [h.path for h in hits] == ["daily/2026-11-27.md"]
+    assert [h.path for h in search.search_fts("tea", 50)] == ["notes/a.md", "MEMORY.md"]
+    assert search.search_fts("tea green", 50)[0].content == "The user likes green tea.\n"
+    assert search.search_fts("another", 50) == []  # another user's row
+    assert [h.path for h in search.search_fts("another", 50, users=["someone-else"])] == [
+        "theirs.md"
+    ]
+
+
+def test_every_write_is_refused_naming_the_file(file: Path, database: LibsqlDatabase) -> None:
+    before = file.read_bytes()
+    store = database.workspace(Settings()).documents
+    doc = store.load_documents()[0]
+    for write in (
+        lambda: store.commit_document(None, "new.md", "x", FileAttrs()),
+        lambda: store.delete_document(doc.id),
+        lambda: store.create_directory("d"),
+        lambda: store.set_attrs(doc.id, FileAttrs(mode=0o600)),
+    ):
+        with pytest.raises(FsError) as refused:
+            write()
+        assert refused.value.errno == errno.EROFS and str(file) in refused.value.reason
+    assert file.read_bytes() == before
+
+
+def test_another_writer_moves_the_fingerprint(file: Path, database: LibsqlDatabase) -> None:
+    store = database.workspace(Settings()).documents
+    first = store.fingerprint()
+    assert store.fingerprint() == first
+    legacy_write(file, "new.md", "from IronClaw\n")
+    assert store.fingerprint() != first
+    assert "new.md" in {r.path for r in store.load_documents()}
+
+
+def test_the_workspace_with_its_versions_for_migrate(database: LibsqlDatabase) -> None:
+    history = database.legacy_history(Settings())
+    assert history is not None and history.count() == 3
+    found = {doc.path: doc for doc in history.histories(batch=2)}
+    assert sorted(found) == ["MEMORY.md", "daily/2026-11-27.md", "notes/a.md"]
+    assert [v.content for v in found["notes/a.md"].versions] == ["hello", "hello world\n"]
+    assert found["notes/a.md"].content == "tea time\n"
