@@ -187,6 +187,9 @@ LEGACY_SCHEMA = [
     f"created_at TEXT NOT NULL DEFAULT {NOW}, changed_by TEXT, UNIQUE(document_id, version))",
     "CREATE INDEX IF NOT EXISTS idx_doc_versions_lookup "
     "ON memory_document_versions(document_id, version DESC)",
+    "CREATE TABLE IF NOT EXISTS settings (user_id TEXT NOT NULL, key TEXT NOT NULL, "
+    f"value TEXT NOT NULL, updated_at TEXT NOT NULL DEFAULT {NOW}, PRIMARY KEY (user_id, key))",
+    "CREATE INDEX IF NOT EXISTS idx_settings_user ON settings(user_id)",
 ]
 #: The incremental migrations a v1.0 file has recorded (16: document versions).
 LEGACY_MIGRATIONS = (9, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 24, 25)

@@ -143,3 +143,24 @@ def test_the_workspace_with_its_versions_for_migrate(database: LibsqlDatabase) -
     assert sorted(found) == ["MEMORY.md", "daily/2026-11-27.md", "notes/a.md"]
     assert [v.content for v in found["notes/a.md"].versions] == ["hello", "hello world\n"]
     assert found["notes/a.md"].content == "tea time\n"
+
+
+def test_ironclaw_s_settings_rows_are_read(file: Path, database: LibsqlDatabase) -> None:
+    """The ``settings`` table (JSON text values): search keys, and onboarding for
+    ``.prompt``; another owner's rows and keys memfs does not resolve are left out."""
+    assert database.ironclaw_settings("default") == {}
+    assert not database.onboarding_completed("default")
+    with sqlite3.connect(file) as conn:
+        conn.executemany(
+            "INSERT INTO settings (user_id, key, value) VALUES (?, ?, ?)",
+            [("default", "search.rrf_k", "30"), ("default", "search.fusion_strategy", '"rrf"'),
+             ("default", "profile_onboarding_completed", "true"),
+             ("default", "unrelated", "1"), ("someone-else", "search.rrf_k", "99")],
+        )  # fmt: skip
+    assert database.ironclaw_settings("default") == {
+        "search.rrf_k": 30,
+        "search.fusion_strategy": "rrf",
+    }
+    assert database.onboarding_completed("default")
+    onboarded = database.workspace(Settings()).onboarded
+    assert onboarded is not None and onboarded()

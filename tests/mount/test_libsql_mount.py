@@ -208,6 +208,8 @@ def test_ironclaw_s_legacy_file_mounts_read_only_with_its_history_and_search(
     assert [p.name.split("_")[0] for p in kept] == ["0001", "current.md"], kept
     assert kept[0].read_text() == "hello\n"
     assert [p.name for p in mount.path(".search/green tea").iterdir()] == ["01-MEMORY.md"]
+    prompt = mount.path(".prompt").read_text()  # what IronClaw v1.0 tells the agent
+    assert "## Long-Term Memory\n\nThe user likes green tea." in prompt, prompt
     wal = db.with_name(db.name + "-wal")
     before = (db.read_bytes(), wal.read_bytes() if wal.exists() else b"")
     with pytest.raises(OSError) as refused:

@@ -11,6 +11,7 @@ fingerprint of the scope, recomputed only when ``PRAGMA data_version`` moved).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ from memfs.db.libsql.legacy_stores import (
     LegacyLibsqlSearchStore,
     LegacyLibsqlStore,
     LegacyLibsqlVersionStore,
+    legacy_settings,
 )
 from memfs.db.libsql.reborn_stores import (
     LibsqlSearchStore,
@@ -39,8 +41,12 @@ from memfs.db.reborn.store import RebornStore
 from memfs.db.scoped import Scope
 from memfs.db.workspace import FullTextRanking, HybridRanking, Workspace
 from memfs.errors import DatabaseError
+from memfs.ironclaw.settings import SETTINGS_KEYS
 
 log = logging.getLogger(__name__)
+
+#: IronClaw's settings key recording that a user's onboarding is done.
+ONBOARDED = "profile_onboarding_completed"
 
 
 @dataclass(frozen=True)
@@ -128,11 +134,19 @@ class LibsqlDatabase:
         self.file.read(lambda c: c.execute("SELECT 1").fetchone())
 
     def onboarding_completed(self, owner: str) -> bool:
-        return False
+        """Whether IronClaw recorded ``owner``'s onboarding as done (legacy files keep a
+        ``settings`` table; the Reborn file's settings rows are not read yet)."""
+        if self.layout != "legacy":
+            return False
+        found = legacy_settings(self.file, owner, [ONBOARDED]).get(ONBOARDED)
+        return found in (True, "true")
 
     def ironclaw_settings(self, owner: str) -> dict[str, Any]:
-        """IronClaw's settings rows are not read from the libSQL file yet: defaults."""
-        return {}
+        """IronClaw's settings of ``owner`` memfs resolves: a legacy file's ``settings``
+        table; the Reborn file's settings rows are not read yet (defaults)."""
+        if self.layout != "legacy":
+            return {}
+        return legacy_settings(self.file, owner, SETTINGS_KEYS)
 
     def polls_by_design(self, settings: Settings) -> str | None:
         scope = _scope(settings).describe()
@@ -223,6 +237,7 @@ class LibsqlDatabase:
                 self.file, legacy_workspace(legacy.user_id, legacy.agent_id)
             ),
             readers=[LegacyLibsqlStore(self.file, Scope(name)) for name in settings.read_scopes],
+            onboarded=functools.partial(self.onboarding_completed, legacy.user_id),
         )
 
     def close(self) -> None:

@@ -419,6 +419,31 @@ class LegacyLibsqlHistoryStore:
             after = docs[-1][1]
 
 
+def legacy_settings(file: LibsqlFile, owner: str, keys: Sequence[str]) -> dict[str, Any]:
+    """IronClaw v1.0's ``settings`` rows of ``owner`` among ``keys``, each value its JSON
+    text decoded ({} without the table; a value that is not JSON is left out)."""
+
+    def read(conn: Any) -> list[Any]:
+        table = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'settings'"
+        ).fetchone()
+        if table is None:
+            return []
+        return conn.execute(  # type: ignore[no-any-return]
+            "SELECT key, value FROM settings WHERE user_id = ? "
+            "AND key IN (SELECT value FROM json_each(?))",
+            (owner, json.dumps(list(keys))),
+        ).fetchall()
+
+    found = {}
+    for key, text in file.read(read):
+        try:
+            found[key] = json.loads(text)
+        except (TypeError, ValueError):
+            continue
+    return found
+
+
 def _metadata(text: Any) -> dict[str, Any]:
     try:
         value = json.loads(text) if text else {}
