@@ -60,11 +60,10 @@ from memfs.db.scoped import (
 )
 from memfs.errors import WriteRefused
 from memfs.ironclaw.hashing import bytes_hash, content_hash
+from memfs.ironclaw.legacy_save import StoredRow, plan_save
 from memfs.ironclaw.write_rules import (
     DocumentMetadata,
     check_injection,
-    check_schema,
-    effective_metadata,
     is_engine_runtime_path,
 )
 from memfs.paths import conflict_copy, escape_like
@@ -502,17 +501,19 @@ class MetaStore(DeferringStore, ScopedStore):
             return None
         if doc_id is None and folder is None:
             return None
-        check_injection(path, content)
+        stored = None
         if known is not None:
-            meta = effective_metadata(known.own, known.folder)
-        else:
-            assert folder is not None
-            meta = effective_metadata({}, folder.metadata)
-        if content or known is not None:
-            try:
-                check_schema(path, content, meta.schema)
-            except WriteRefused:
-                return None  # refused on what is known: let the careful save decide
+            stored = StoredRow(known.stored_hash, known.stored_hash == _EMPTY_HASH, known.own,
+                               known.folder, known.updated_at)  # fmt: skip
+        try:  # the careful save's rule, on the row as known (the guard checks it still is)
+            plan = plan_save(path, content, new_hash, stored,
+                             folder.metadata if folder is not None else None,
+                             known.updated_at if known is not None else None)  # fmt: skip
+        except WriteRefused:
+            return None  # refused on what is known: let the careful save decide
+        # Sent on what is known: a changed content over an unchanged row (the guard fails
+        # the transaction otherwise), so never another writer's content to keep first.
+        assert plan.write and not plan.keep_other
         pending = _PendingCommit(created=known is None)
         try:
             with self._transaction() as conn:
@@ -523,10 +524,9 @@ class MetaStore(DeferringStore, ScopedStore):
                     pending.own, pending.own_md5 = known.own, known.own_md5
                     pending.folder, pending.folder_md5 = known.folder, known.folder_md5
                     self._expect_row(conn, doc_id, path, configs, known)
-                    stored_empty = known.stored_hash == _EMPTY_HASH
-                    if not stored_empty:
+                    if plan.version:
                         pending.version = self._maybe_save_version(
-                            conn, doc_id, known.stored_hash, meta
+                            conn, doc_id, known.stored_hash, plan.meta
                         )
                     pending.returning = conn.execute(
                         "UPDATE memory_documents SET content = %(content)s WHERE id = %(id)s "
@@ -633,14 +633,12 @@ class MetaStore(DeferringStore, ScopedStore):
         """Queue one document's statements; the caller's transaction end resolves them.
         ``new_hash`` is ``content_hash(content)`` if the caller has it already.
 
-        IronClaw's write, rule for rule: the prompt-injection scan of system-prompt files;
-        engine runtime paths stored without chunks or versions; an unchanged save changes no
-        row but is re-indexed (chunks missing or stale are rebuilt); a metadata ``schema``
-        validates the new content; the previous content becomes a version; then reindex.
-        A refused write raises ``WriteRefused`` and the transaction rolls back.
+        IronClaw's write (``memfs.ironclaw.legacy_save``): the row is locked and read,
+        ``plan_save`` decides, and its plan is sent; an unchanged save changes no row but
+        is re-indexed (chunks missing or stale are rebuilt).  A refused write raises
+        ``WriteRefused`` and the transaction rolls back.
         """
-        check_injection(path, content)
-        engine = is_engine_runtime_path(path)
+        new_hash = new_hash or content_hash(content)
         row = None
         conflict = None
         if doc_id is not None:
@@ -654,18 +652,10 @@ class MetaStore(DeferringStore, ScopedStore):
             row = self._lock_document(conn, "path = %(path)s", path=path)
             folder_row = folder_cur.fetchone()
         pending = _PendingCommit(created=row is None)
+        stored = None
         if row is None:
             if folder_row:
                 pending.folder, pending.folder_md5 = folder_row[0], folder_row[1]
-            meta = effective_metadata({}, pending.folder)
-            if content and not engine:
-                check_schema(path, content, meta.schema)
-            pending.returning = conn.execute(
-                "INSERT INTO memory_documents (id, user_id, agent_id, path, content, metadata) "
-                "VALUES (%(id)s, %(user)s, %(agent)s, %(path)s, %(content)s, '{}'::jsonb) "
-                "RETURNING updated_at",
-                self._params(id=pending.doc_id, path=path, content=content),
-            )
         else:
             pending.doc_id, stored_hash, stored_empty, own, folder, pending.updated_at = row[:6]
             pending.own, pending.folder, pending.own_md5, pending.folder_md5 = (
@@ -674,27 +664,33 @@ class MetaStore(DeferringStore, ScopedStore):
                 row[6],
                 row[7],
             )
-            meta = effective_metadata(own, folder)
-            pending.changed = stored_hash != (new_hash or content_hash(content))
-            if pending.changed and not engine:
-                check_schema(path, content, meta.schema)
-            concurrent = expected is not None and pending.updated_at != expected
-            if pending.changed and not stored_empty:
-                pending.replaced_hash = stored_hash
-            if pending.changed and concurrent and not stored_empty:
-                conflict = self._keep_concurrent_change(
-                    conn, pending.doc_id, path, stored_hash, meta, index_now=chunks is not None
-                )
-            if pending.changed:
-                if not engine and not stored_empty:
-                    pending.version = self._maybe_save_version(
-                        conn, pending.doc_id, stored_hash, meta
-                    )
-                pending.returning = conn.execute(
-                    "UPDATE memory_documents SET content = %(content)s WHERE id = %(id)s "
-                    "RETURNING updated_at",
-                    {"content": content, "id": pending.doc_id},
-                )
+            stored = StoredRow(stored_hash, stored_empty, own, folder, pending.updated_at)
+        plan = plan_save(path, content, new_hash, stored, pending.folder, expected)
+        pending.changed, pending.replaced_hash = plan.changed, plan.replaced_hash
+        if plan.keep_other:
+            assert stored is not None
+            conflict = self._keep_concurrent_change(
+                conn, pending.doc_id, path, stored.stored_hash, plan.meta,
+                index_now=chunks is not None,
+            )  # fmt: skip
+        if plan.version:
+            assert stored is not None
+            pending.version = self._maybe_save_version(
+                conn, pending.doc_id, stored.stored_hash, plan.meta
+            )
+        if plan.created:
+            pending.returning = conn.execute(
+                "INSERT INTO memory_documents (id, user_id, agent_id, path, content, metadata) "
+                "VALUES (%(id)s, %(user)s, %(agent)s, %(path)s, %(content)s, '{}'::jsonb) "
+                "RETURNING updated_at",
+                self._params(id=pending.doc_id, path=path, content=content),
+            )
+        elif plan.write:
+            pending.returning = conn.execute(
+                "UPDATE memory_documents SET content = %(content)s WHERE id = %(id)s "
+                "RETURNING updated_at",
+                {"content": content, "id": pending.doc_id},
+            )
         pending.conflict = conflict
         # IronClaw re-indexes after every write, changed or not: a row whose chunks are
         # missing (inserted by SQL) or stale gets them now.
@@ -704,7 +700,7 @@ class MetaStore(DeferringStore, ScopedStore):
                 (pending.doc_id,),
             )
         else:
-            indexed = chunks if meta.indexed and not engine else []
+            indexed = chunks if plan.index else []
             replace_chunks(conn, {pending.doc_id: indexed}, fresh=pending.created)
             pending.chunks = len(indexed)
         if not (pending.created and attrs.empty):  # a new row has no attributes to clear

@@ -1,0 +1,98 @@
+"""IronClaw v1.0's save of a document (the legacy layout), decided once: what a save
+writes, given the row as it stands (docs/ironclaw/legacy.md §3).
+
+``plan_save`` is the rule; the engines run its plan their own way.  The PostgreSQL engine
+runs it twice: carefully (``MetaStore._commit``: the row is locked and read, then the
+plan made and sent) and in one round trip (``_commit_in_one_round_trip``: the plan made
+on the row as the mount last knew it, sent behind a guard that fails unless the row is
+still exactly that).  Both call ``plan_save``, so the fast path cannot drift from the
+careful one.
+
+The rule, step by step: a system-prompt file is scanned for prompt injection; an engine
+runtime path is stored without chunks or versions; a new document's content (non-empty)
+and a changed document's new content validate against a metadata ``schema``; an unchanged
+save writes no content (but is re-indexed); a changed save keeps the content it replaces
+as a version (IronClaw's ``maybe_save_version``, which skips an empty content and one the
+newest version holds already) and, when another writer changed the row since the content
+the save was based on (``expected``), keeps that writer's content first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from memfs.ironclaw.write_rules import (
+    DocumentMetadata,
+    check_injection,
+    check_schema,
+    effective_metadata,
+    is_engine_runtime_path,
+)
+
+
+@dataclass(frozen=True)
+class StoredRow:
+    """What a save decides on of the document's row."""
+
+    #: IronClaw's hash of the stored content (``sha256:<hex>``).
+    stored_hash: str
+    stored_empty: bool
+    #: The document's own metadata and its nearest folder ``.config``'s.
+    own: Mapping[str, Any] | None
+    folder: Mapping[str, Any] | None
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class SavePlan:
+    """What one save writes (``plan_save``)."""
+
+    created: bool
+    #: The content differs from the stored one (a new document: always).
+    changed: bool
+    meta: DocumentMetadata
+    #: Write the content (insert, or update a changed row).
+    write: bool
+    #: Keep the replaced content as a version first (IronClaw's skips still apply).
+    version: bool
+    #: Another writer changed the row since ``expected``: keep their content first.
+    keep_other: bool
+    #: The hash of the content the save replaces, where it held some.
+    replaced_hash: str | None
+    #: Chunk the content (False: the document keeps no chunks).
+    index: bool
+
+
+def plan_save(
+    path: str,
+    content: str,
+    new_hash: str,
+    row: StoredRow | None,
+    folder: Mapping[str, Any] | None,
+    expected: datetime | None,
+) -> SavePlan:
+    """The plan of a save of ``content`` (hash ``new_hash``) at ``path`` over ``row`` (None:
+    a new document under the folder metadata ``folder``), based on the row version
+    ``expected`` (None: no base).  Raises ``WriteRefused`` where IronClaw refuses it."""
+    check_injection(path, content)
+    engine = is_engine_runtime_path(path)
+    if row is None:
+        meta = effective_metadata({}, folder)
+        if content and not engine:
+            check_schema(path, content, meta.schema)
+        return SavePlan(created=True, changed=True, meta=meta, write=True, version=False,
+                        keep_other=False, replaced_hash=None,
+                        index=meta.indexed and not engine)  # fmt: skip
+    meta = effective_metadata(row.own, row.folder)
+    changed = row.stored_hash != new_hash
+    if changed and not engine:
+        check_schema(path, content, meta.schema)
+    held = changed and not row.stored_empty
+    other = expected is not None and row.updated_at != expected
+    return SavePlan(created=False, changed=changed, meta=meta, write=changed,
+                    version=held and not engine, keep_other=held and other,
+                    replaced_hash=row.stored_hash if held else None,
+                    index=meta.indexed and not engine)  # fmt: skip
