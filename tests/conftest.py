@@ -7,6 +7,7 @@ because editors treat /tmp specially.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import uuid
@@ -179,15 +180,27 @@ def statements(database: Database, sql_conn: psycopg.Connection[Any]) -> Stateme
     return StatementLog(sql_conn)
 
 
+@contextlib.contextmanager
+def behind_proxy(
+    pg_server: Any, database_url: str, *, delay: float, pool_size: int
+) -> Iterator[tuple[Database, DelayProxy]]:
+    """The test's database through a ``DelayProxy`` (``delay`` each way), opened with a
+    pool of ``pool_size`` connections (its schema made directly first), and the proxy."""
+    socket_dir = Path(pg_server.get_uri().split("host=")[-1].split("&")[0])
+    proxy = DelayProxy(socket_dir / ".s.PGSQL.5432", delay=delay)
+    name = database_url.split("?", maxsplit=1)[0].rsplit("/", 1)[1]
+    open_database(Settings(database_url=database_url)).close()
+    db = open_database(Settings(database_url=proxy.url(name), pool_size=pool_size))
+    try:
+        yield db, proxy
+    finally:
+        db.close()
+        proxy.close()
+
+
 @pytest.fixture
 def far(pg_server: Any, database_url: str) -> Iterator[tuple[Database, DelayProxy]]:
     """The test's database 10 ms away (a 5 ms-each-way proxy that counts round trips),
     with a pool of two connections, and the proxy."""
-    socket_dir = Path(pg_server.get_uri().split("host=")[-1].split("&")[0])
-    proxy = DelayProxy(socket_dir / ".s.PGSQL.5432", delay=0.005)
-    name = database_url.split("?", maxsplit=1)[0].rsplit("/", 1)[1]
-    open_database(Settings(database_url=database_url)).close()  # the schema, directly
-    db = open_database(Settings(database_url=proxy.url(name), pool_size=2))
-    yield db, proxy
-    db.close()
-    proxy.close()
+    with behind_proxy(pg_server, database_url, delay=0.005, pool_size=2) as found:
+        yield found

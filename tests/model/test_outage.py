@@ -13,17 +13,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 import trio
 
-from memfs.config import Settings
-from memfs.db import Database, Scope, open_database
+from memfs.db import Database, Scope
 from memfs.tree import ROOT_INODE
 from memfs.vfs import Filesystem
+from tests.conftest import behind_proxy
 from tests.model.test_round_trips import write_file
 from tests.netproxy import DelayProxy
 
@@ -33,14 +32,8 @@ def one_connection(pg_server: Any, database_url: str) -> Iterator[tuple[Database
     """The test's database behind a proxy, through a pool of one connection (so that only
     the pool's own reconnection attempts, never a second connection grown for a waiting
     call, can reach the server)."""
-    socket_dir = Path(pg_server.get_uri().split("host=")[-1].split("&")[0])
-    proxy = DelayProxy(socket_dir / ".s.PGSQL.5432")
-    name = database_url.split("?", maxsplit=1)[0].rsplit("/", 1)[1]
-    open_database(Settings(database_url=database_url)).close()  # the schema, directly
-    db = open_database(Settings(database_url=proxy.url(name), pool_size=1))
-    yield db, proxy
-    db.close()
-    proxy.close()
+    with behind_proxy(pg_server, database_url, delay=0.0, pool_size=1) as found:
+        yield found
 
 
 async def test_a_save_begun_during_an_outage_lands_soon_after_the_server_is_back(

@@ -6,6 +6,7 @@ fails (its busy timeout is 5 s: memfs's write transactions are short)."""
 from __future__ import annotations
 
 import errno
+import json
 import shutil
 import sqlite3
 import subprocess
@@ -219,3 +220,68 @@ def test_ironclaw_s_legacy_file_mounts_read_only_with_its_history_and_search(
     assert (db.read_bytes(), wal.read_bytes() if wal.exists() else b"") == before
     legacy_write(db, "later.md", "IronClaw wrote this after the mount\n")
     eventually(lambda: mount.path("later.md").exists(), "IronClaw's new document")
+
+
+def _doctor(work_dir: Path, db: Path, *extra: str) -> tuple[int, dict[str, set[str]]]:
+    from tests.mount.test_cli import run
+
+    result = run(work_dir, "doctor", "--json", "--database-url", f"sqlite:{db}",
+                 "--user-id", "default", *extra)  # fmt: skip
+    assert "Traceback" not in result.stderr, result.stderr
+    payload = json.loads(result.stdout)
+    found: dict[str, set[str]] = {}
+    for item in payload["items"]:
+        found.setdefault(item["check"], set()).add(item["status"])
+    return result.returncode, found
+
+
+def _problems(found: dict[str, set[str]], status: str = "problem") -> set[str]:
+    return {check for check, statuses in found.items() if status in statuses}
+
+
+def test_doctor_on_the_reborn_file_finds_plants_and_mends_them(work_dir: Path) -> None:
+    """Stale chunks (the agent's put without re-chunking) and a chunk row whose document
+    is gone: found without a change to the file, then mended by ``--repair``."""
+    db = reborn_local_dev(work_dir / f"doctor-{uuid.uuid4().hex[:8]}" / "reborn-local-dev.db")
+    code, found = _doctor(work_dir, db)
+    assert code == 0 and not _problems(found), found
+    put(db, "notes.md", "written by the agent, never chunked\n")
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "INSERT INTO root_filesystem_entries (path, contents, kind, content_type, indexed, "
+            "version) VALUES (?, ?, 'memory_chunk', 'application/json', '{}', 1)",
+            (f"{S}/gone.md.chunks/0", b"left behind"),
+        )
+    before = db.read_bytes(), memory_rows(db)
+    code, found = _doctor(work_dir, db)
+    assert code == 1 and _problems(found) == {"chunks", "orphans"}, found
+    assert (db.read_bytes(), memory_rows(db)) == before  # a check changes nothing
+    code, found = _doctor(work_dir, db, "--repair")
+    assert code == 0 and _problems(found, "repaired") == {"chunks", "orphans"}, found
+    rows = memory_rows(db)
+    assert rows["notes.md.chunks/0"][0] == b"written by the agent, never chunked\n"
+    assert "gone.md.chunks/0" not in rows
+    code, found = _doctor(work_dir, db)
+    assert code == 0 and not _problems(found), found
+
+
+def test_doctor_on_the_legacy_file_finds_problems_and_mends_nothing(work_dir: Path) -> None:
+    """Two rows at one path (IronClaw's NULL agent) and chunks of an older content: found;
+    ``--repair`` says it cannot mend a file memfs mounts read-only, and leaves it as it is."""
+    db = legacy_ironclaw_db(work_dir / f"doctor-{uuid.uuid4().hex[:8]}" / "ironclaw.db")
+    legacy_write(db, "notes.md", "the first note\n")
+    code, found = _doctor(work_dir, db)
+    assert code == 0 and not _problems(found), found
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "INSERT INTO memory_documents (id, user_id, agent_id, path, content) "
+            "VALUES (?, 'default', NULL, 'notes.md', 'a second row\n')",
+            (str(uuid.uuid4()),),
+        )
+        conn.execute("UPDATE memory_chunks SET content = 'stale'")
+    before = db.read_bytes()
+    code, found = _doctor(work_dir, db)
+    assert code == 1 and _problems(found) == {"duplicate paths", "chunks"}, found
+    code, found = _doctor(work_dir, db, "--repair")
+    assert code == 1 and _problems(found) == {"duplicate paths", "chunks"}, found
+    assert db.read_bytes() == before

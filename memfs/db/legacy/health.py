@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from memfs.chunker import DEFAULT_CONFIG, ChunkConfig
@@ -10,6 +10,22 @@ from memfs.db.health import BATCH, Duplicate, invalid_indexes, rebuild_index
 from memfs.db.legacy.chunks import chunks_for
 from memfs.db.scoped import DOC_SCOPE, SCOPE, Pool, Scope, ScopedStore, folder_config_paths
 from memfs.ironclaw.write_rules import effective_metadata
+
+
+def stale_documents(
+    rows: Iterable[tuple[str, str, Any, list[str] | None, list[int] | None]],
+    folders: Mapping[str, Any],
+    config: ChunkConfig,
+) -> Iterator[str]:
+    """The paths among ``rows`` (path, content, own metadata, stored chunk texts and their
+    indexes in order) whose chunks are not what IronClaw's chunker makes of the content
+    under its effective metadata (``folders``: each ``.config`` path's metadata), rows
+    0..n-1.  The rule every legacy engine's doctor applies to its rows."""
+    for path, content, own, stored, indexes in rows:
+        nearest = next((folders[c] for c in folder_config_paths(path) if c in folders), None)
+        expected = chunks_for(config, path, content, effective_metadata(own, nearest))
+        if (stored or []) != expected or (indexes or []) != list(range(len(expected))):
+            yield path
 
 
 class LegacyHealth(ScopedStore):
@@ -80,13 +96,7 @@ class LegacyHealth(ScopedStore):
                 ).fetchall()
             if not rows:
                 return
-            for path, content, own, stored, indexes in rows:
-                nearest = next((folders[c] for c in folder_config_paths(path) if c in folders),
-                               None)  # fmt: skip
-                expected = chunks_for(self.chunk_config, path, content,
-                                      effective_metadata(own, nearest))  # fmt: skip
-                if (stored or []) != expected or (indexes or []) != list(range(len(expected))):
-                    yield path
+            yield from stale_documents(rows, folders, self.chunk_config)
             after = rows[-1][0]
 
     def orphans(self) -> dict[str, int]:

@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from memfs.config import Settings
+from memfs.db.health import WorkspaceHealth
 from memfs.db.interface import DocumentStore, VersionStore
 from memfs.db.kept_store import legacy_workspace
 from memfs.db.libsql.connection import LibsqlFile, NotIronClawFile
 from memfs.db.libsql.files import layout_of_file
 from memfs.db.libsql.kept import DeletedFile, LibsqlKeptStore
 from memfs.db.libsql.legacy_stores import (
+    LegacyLibsqlHealth,
     LegacyLibsqlHistoryStore,
     LegacyLibsqlSearchStore,
     LegacyLibsqlStore,
@@ -35,6 +37,7 @@ from memfs.db.libsql.reborn_stores import (
     LibsqlToolFileStore,
     LibsqlVersionStore,
 )
+from memfs.db.reborn.health import RebornHealth
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.sqlite import SqliteRows, open_file
 from memfs.db.reborn.store import RebornStore
@@ -123,12 +126,16 @@ class LibsqlDatabase:
     def extension_version(self, name: str) -> str | None:
         return None
 
-    def health(self, settings: Settings) -> Any:
-        """``memfs doctor``'s checks are PostgreSQL's so far."""
-        raise DatabaseError(
-            f"memfs doctor does not check IronClaw's libSQL file yet ({self.path}); "
-            "`sqlite3 FILE 'PRAGMA integrity_check'` checks the file itself"
-        )
+    def health(self, settings: Settings) -> WorkspaceHealth:
+        """``memfs doctor``'s checks of the workspace, as on PostgreSQL (the file's own
+        integrity is SQLite's to check: ``sqlite3 FILE 'PRAGMA integrity_check'``)."""
+        if self.layout == "legacy":
+            return LegacyLibsqlHealth(self.file, _legacy_scope(settings))
+        store = RebornStore(self.file, _scope(settings), rows=self._rows())
+        own = self.file.read(lambda c: c.execute(
+            "SELECT 1 FROM memfs.sqlite_master WHERE name = 'reborn_attrs'"
+        ).fetchone())  # fmt: skip
+        return RebornHealth(store, has_sidecars=own is not None)
 
     def ping(self) -> None:
         self.file.read(lambda c: c.execute("SELECT 1").fetchone())

@@ -24,7 +24,9 @@ from uuid import UUID
 
 from pgvector import Vector
 
+from memfs.chunker import DEFAULT_CONFIG
 from memfs.db.capabilities import ChunkHit
+from memfs.db.health import Duplicate
 from memfs.db.interface import (
     AsOf,
     CommitResult,
@@ -37,6 +39,7 @@ from memfs.db.interface import (
     StoredDocument,
     VersionInfo,
 )
+from memfs.db.legacy.health import stale_documents
 from memfs.db.libsql.connection import LibsqlFile
 from memfs.db.libsql.row_times import as_text, parse_time
 from memfs.db.scoped import Scope
@@ -450,3 +453,82 @@ def _metadata(text: Any) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+class LegacyLibsqlHealth:
+    """What ``memfs doctor`` reads in the legacy file (``WorkspaceHealth``); nothing is
+    mended there: memfs mounts the file read-only."""
+
+    def __init__(self, file: LibsqlFile, scope: Scope) -> None:
+        self.file = file
+        self.scope = scope
+
+    def _refuse(self) -> NoReturn:
+        raise FsError(
+            errno.EROFS,
+            f"{self.file.path} is IronClaw's legacy file, which memfs does not write "
+            "(`memfs migrate` copies it to a store memfs mends)",
+        )
+
+    def duplicate_paths(self) -> list[Duplicate]:
+        rows = self.file.read(lambda c: c.execute(
+            "SELECT d.path, json_group_array(d.id) FROM (SELECT path, id FROM memory_documents d "
+            f"WHERE {_SCOPE} ORDER BY path, updated_at DESC, id) d GROUP BY d.path "
+            "HAVING count(*) > 1 ORDER BY d.path",
+            _params(self.scope),
+        ).fetchall())  # fmt: skip
+        found = []
+        for path, ids in rows:
+            order = [UUID(i) for i in json.loads(ids)]
+            found.append(Duplicate(path, order[0], order[1:]))
+        return found
+
+    def separate_duplicates(self) -> list[str]:
+        self._refuse()
+
+    def stale_chunks(self) -> list[str]:
+        def read(conn: Any) -> tuple[list[Any], list[Any]]:
+            params = _params(self.scope)
+            folders = conn.execute(
+                f"SELECT d.path, d.metadata FROM memory_documents d WHERE {_SCOPE} "
+                "AND (d.path = '.config' OR d.path LIKE '%/.config') ORDER BY d.updated_at",
+                params,
+            ).fetchall()
+            docs = conn.execute(
+                "SELECT d.path, d.content, d.metadata, (SELECT json_group_array(c.content) FROM "
+                "  (SELECT content FROM memory_chunks WHERE document_id = d.id "
+                "   ORDER BY chunk_index) c), (SELECT json_group_array(c.chunk_index) FROM "
+                "  (SELECT chunk_index FROM memory_chunks WHERE document_id = d.id "
+                f"   ORDER BY chunk_index) c) FROM memory_documents d WHERE {_SCOPE} "
+                "ORDER BY d.path",
+                params,
+            ).fetchall()
+            return folders, docs
+
+        folders, docs = self.file.read(read)
+        rows = [
+            (path, content, _metadata(own), json.loads(texts), json.loads(indexes))
+            for path, content, own, texts, indexes in docs
+        ]
+        meta = {path: _metadata(own) for path, own in folders}
+        return list(stale_documents(rows, meta, DEFAULT_CONFIG))
+
+    def orphans(self) -> dict[str, int]:
+        """Chunks and versions whose document is gone (IronClaw's foreign keys cascade, so
+        only a write without them leaves any)."""
+        row = self.file.read(lambda c: c.execute(
+            "SELECT (SELECT count(*) FROM memory_chunks c WHERE NOT EXISTS (SELECT 1 FROM "
+            "memory_documents d WHERE d.id = c.document_id)), (SELECT count(*) FROM "
+            "memory_document_versions v WHERE NOT EXISTS (SELECT 1 FROM memory_documents d "
+            "WHERE d.id = v.document_id))"
+        ).fetchone())  # fmt: skip
+        return {"chunks": int(row[0]), "versions": int(row[1])} if row else {}
+
+    def drop_orphans(self) -> dict[str, int]:
+        self._refuse()
+
+    def invalid_indexes(self) -> list[str]:
+        return []
+
+    def rebuild_index(self, name: str) -> None:
+        self._refuse()

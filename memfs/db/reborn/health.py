@@ -1,4 +1,5 @@
-"""What ``memfs doctor`` reads and mends in a Reborn workspace (``root_filesystem_entries``).
+"""What ``memfs doctor`` reads and mends in a Reborn workspace (``root_filesystem_entries``),
+on PostgreSQL or in IronClaw's libSQL file (through the engine's ``RebornRows``).
 
 The path is the table's key, so a path cannot be duplicated.  A document's chunks are the
 ``memory_chunk`` rows under ``<document>.chunks/``; an orphan is a chunk row, a ``.meta``
@@ -9,11 +10,9 @@ the sidecars with the document; a delete by SQL may not).
 from __future__ import annotations
 
 from memfs.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
-from memfs.db.health import Duplicate, invalid_indexes, rebuild_index
+from memfs.db.health import Duplicate, rebuild_index
 from memfs.db.reborn import layout
 from memfs.db.reborn.store import RebornStore
-
-_TABLE = "root_filesystem_entries"
 
 
 class RebornHealth:
@@ -28,17 +27,12 @@ class RebornHealth:
         self.has_sidecars = has_sidecars
         self.chunk_config = chunk_config
 
-    def _rows(self) -> list[tuple[str, str, bytes]]:
+    def _rows(self) -> list[tuple[str, str | None, bytes]]:
         """(relative path, kind, contents) of every file row of the scope."""
         prefix = self.store.scope.prefix
-        with self.store.pool.connection() as conn:
-            rows = conn.execute(
-                f"SELECT path, kind, contents FROM {_TABLE} WHERE path >= %(p)s || '/' "
-                "AND path < %(p)s || '0' AND NOT is_dir ORDER BY path",
-                {"p": prefix},
-                binary=True,
-            ).fetchall()
-        return [(path[len(prefix) + 1 :], kind, bytes(data)) for path, kind, data in rows]
+        with self.store.rows.read_connection(self.store.pool) as conn:
+            rows = self.store.rows.file_rows(conn, prefix)
+        return [(path[len(prefix) + 1 :], kind, data) for path, kind, data in rows]
 
     def duplicate_paths(self) -> list[Duplicate]:
         return []  # the path is the key
@@ -83,18 +77,9 @@ class RebornHealth:
     def _orphan_attrs(self, delete: bool) -> int:
         if not self.has_sidecars:
             return 0
-        verb = "DELETE" if delete else "SELECT count(*)"
-        with self.store.pool.connection() as conn:
-            cur = conn.execute(
-                f"{verb} FROM memfs.reborn_attrs a WHERE a.path >= %(p)s || '/' "
-                "AND a.path < %(p)s || '0' AND NOT EXISTS "
-                f"(SELECT 1 FROM {_TABLE} e WHERE e.path = a.path)",
-                {"p": self.store.scope.prefix},
-            )
-            if delete:
-                return int(cur.rowcount)
-            row = cur.fetchone()
-            return int(row[0]) if row else 0
+        rows, prefix = self.store.rows, self.store.scope.prefix
+        with rows.plain_transaction(self.store.pool) as conn:
+            return rows.orphan_attrs(conn, prefix, delete=delete)
 
     def orphans(self) -> dict[str, int]:
         found = {"chunk_rows": len(self._orphan_rows())}
@@ -103,19 +88,16 @@ class RebornHealth:
         return found
 
     def drop_orphans(self) -> dict[str, int]:
-        orphans = self._orphan_rows()
-        with self.store.pool.connection() as conn:
-            dropped = conn.execute(
-                f"DELETE FROM {_TABLE} WHERE path = ANY(%s) AND kind = %s",
-                ([self.store.scope.row(r) for r in orphans], layout.CHUNK_KIND),
-            ).rowcount
+        orphans = [self.store.scope.row(r) for r in self._orphan_rows()]
+        with self.store.rows.plain_transaction(self.store.pool) as conn:
+            dropped = self.store.rows.delete_chunk_rows(conn, orphans)
         found = {"chunk_rows": dropped}
         if self.has_sidecars:
             found["reborn_attrs"] = self._orphan_attrs(delete=True)
         return found
 
     def invalid_indexes(self) -> list[str]:
-        return invalid_indexes(self.store.pool, [_TABLE])
+        return self.store.rows.invalid_indexes(self.store.pool)
 
     def rebuild_index(self, name: str) -> None:
         rebuild_index(self.store.pool, name)

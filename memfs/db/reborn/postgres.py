@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 
 from memfs.db.deferred import is_refusal, pipelined_transaction
+from memfs.db.health import invalid_indexes
 from memfs.db.interface import FileAttrs
 from memfs.db.reborn.rows import Answer, Family, KeepAs, Record
 from memfs.db.scoped import Pool
@@ -60,6 +61,39 @@ class PostgresRows:
         if getattr(exc, "sqlstate", None) != GUARD_FAILED:
             return None
         return str(exc).split("\n")[0]
+
+    # -- what ``memfs doctor`` reads and mends ----------------------------------------------
+
+    def file_rows(self, conn: Any, prefix: str) -> list[tuple[str, str | None, bytes]]:
+        rows = conn.execute(
+            f"SELECT path, kind, contents FROM {TABLE} WHERE path >= %(p)s || '/' "
+            "AND path < %(p)s || '0' AND NOT is_dir ORDER BY path",
+            {"p": prefix},
+            binary=True,
+        ).fetchall()
+        return [(path, kind, bytes(data)) for path, kind, data in rows]
+
+    def delete_chunk_rows(self, conn: Any, paths: Sequence[str]) -> int:
+        return int(conn.execute(
+            f"DELETE FROM {TABLE} WHERE path = ANY(%s) AND kind = 'memory_chunk'",
+            (list(paths),),
+        ).rowcount)  # fmt: skip
+
+    def orphan_attrs(self, conn: Any, prefix: str, *, delete: bool) -> int:
+        verb = "DELETE" if delete else "SELECT count(*)"
+        cur = conn.execute(
+            f"{verb} FROM memfs.reborn_attrs a WHERE a.path >= %(p)s || '/' "
+            "AND a.path < %(p)s || '0' AND NOT EXISTS "
+            f"(SELECT 1 FROM {TABLE} e WHERE e.path = a.path)",
+            {"p": prefix},
+        )
+        if delete:
+            return int(cur.rowcount)
+        row = cur.fetchone()
+        return int(row[0]) if row else 0
+
+    def invalid_indexes(self, pool: Pool) -> list[str]:
+        return invalid_indexes(pool, [TABLE])
 
     # -- reads -----------------------------------------------------------------------------
 

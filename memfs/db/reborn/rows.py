@@ -246,6 +246,24 @@ class RebornRows(Protocol):
         (new path, updated_at) per document."""
         ...
 
+    # -- what ``memfs doctor`` reads and mends (``memfs.db.reborn.health``) -----------------
+
+    def file_rows(self, conn: Any, prefix: str) -> list[tuple[str, str | None, bytes]]:
+        """(full path, kind, contents) of every file row below ``prefix``, by path."""
+        ...
+
+    def delete_chunk_rows(self, conn: Any, paths: Sequence[str]) -> int:
+        """Delete the chunk rows at ``paths``; how many went."""
+        ...
+
+    def orphan_attrs(self, conn: Any, prefix: str, *, delete: bool) -> int:
+        """memfs's attribute rows below ``prefix`` whose row is gone (deleted if asked)."""
+        ...
+
+    def invalid_indexes(self, pool: Any) -> list[str]:
+        """Indexes of IronClaw's table the database does not use ([] where none can be)."""
+        ...
+
     def keep_directories(self, conn: Any, paths: Sequence[str]) -> None: ...
 
     def drop_directory(self, conn: Any, path: str) -> None: ...

@@ -183,6 +183,34 @@ class SqliteRows:
         #: ``data_version`` and the process's commit count when it was taken.
         self._fingerprints: dict[tuple[int, str], tuple[tuple[int, int], tuple[int, str]]] = {}
 
+    # -- what ``memfs doctor`` reads and mends ----------------------------------------------
+
+    def file_rows(self, conn: Any, prefix: str) -> list[tuple[str, str | None, bytes]]:
+        rows = conn.execute(
+            f"SELECT path, kind, contents FROM {TABLE} WHERE {BELOW} AND is_dir = 0 ORDER BY path",
+            {"p": prefix},
+        ).fetchall()
+        return [(path, kind, blob(data)) for path, kind, data in rows]
+
+    def delete_chunk_rows(self, conn: Any, paths: Sequence[str]) -> int:
+        return int(conn.execute(
+            f"DELETE FROM {TABLE} WHERE path {_IN.format('paths')} AND kind = 'memory_chunk'",
+            {"paths": json.dumps(list(paths))},
+        ).rowcount)  # fmt: skip
+
+    def orphan_attrs(self, conn: Any, prefix: str, *, delete: bool) -> int:
+        where = (
+            f"FROM memfs.reborn_attrs WHERE path >= :p || '/' AND path < :p || '0' "
+            f"AND NOT EXISTS (SELECT 1 FROM {TABLE} e WHERE e.path = memfs.reborn_attrs.path)"
+        )
+        if delete:
+            return int(conn.execute(f"DELETE {where}", {"p": prefix}).rowcount)
+        row = conn.execute(f"SELECT count(*) {where}", {"p": prefix}).fetchone()
+        return int(row[0]) if row else 0
+
+    def invalid_indexes(self, pool: Any) -> list[str]:
+        return []  # SQLite has no index left half-built (no concurrent index builds)
+
     def fingerprint(self, conn: Any, prefix: str) -> tuple[int, str]:
         """Taken again only when ``PRAGMA data_version`` says another connection committed
         since (IronClaw's heartbeats and journals move it too), or this process did (a
