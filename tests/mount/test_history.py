@@ -29,8 +29,9 @@ from tests.savers import client_env, missing_programs
 
 pytestmark = pytest.mark.mount
 
-#: Four seeds per layout in CI (the budget; seed 5 and beyond run outside it).
-SEEDS = [int(s) for s in os.environ.get("MEMFS_HISTORY_SEEDS", "1,2,3,4").split(",")]
+#: Six seeds per layout in CI (the budget, with the suite in two workers; seed 7 and beyond
+#: run outside it).
+SEEDS = [int(s) for s in os.environ.get("MEMFS_HISTORY_SEEDS", "1,2,3,4,5,6").split(",")]
 OPERATIONS = int(os.environ.get("MEMFS_HISTORY_OPS", "600"))
 MOUNTS = 2
 #: Seeds whose run adds the soak's shared file (every mount and the agent appending to one
@@ -113,9 +114,9 @@ def test_nothing_acknowledged_is_lost(
         )
 
 
-#: Seeds of the run on IronClaw's libSQL file (one in CI, without the shared file: a run is
+#: Seeds of the run on IronClaw's libSQL file (two in CI, without the shared file: a run is
 #: about half a minute; ``MEMFS_HISTORY_LIBSQL_SEEDS`` widens it).
-LIBSQL_SEEDS = [int(s) for s in os.environ.get("MEMFS_HISTORY_LIBSQL_SEEDS", "3").split(",")]
+LIBSQL_SEEDS = [int(s) for s in os.environ.get("MEMFS_HISTORY_LIBSQL_SEEDS", "3,4").split(",")]
 
 
 @pytest.mark.timeout(900)
