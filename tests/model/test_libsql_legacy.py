@@ -164,3 +164,21 @@ def test_ironclaw_s_settings_rows_are_read(file: Path, database: LibsqlDatabase)
     assert database.onboarding_completed("default")
     onboarded = database.workspace(Settings()).onboarded
     assert onboarded is not None and onboarded()
+
+
+def test_a_turso_replica_says_so(tmp_path: Path) -> None:
+    """IronClaw opens the legacy file as a Turso embedded replica when ``LIBSQL_URL`` is
+    set, in its environment or its ``~/.ironclaw/.env``: the read-only line names the
+    primary's host (never its token)."""
+    from memfs.db.libsql.database import _legacy_reason
+
+    plain = _legacy_reason({"HOME": str(tmp_path)})
+    assert "Turso" not in plain
+    named = _legacy_reason({"HOME": str(tmp_path), "LIBSQL_URL": "libsql://mem-x.turso.io"})
+    assert "Turso embedded replica of mem-x.turso.io" in named
+    (tmp_path / ".ironclaw").mkdir()
+    (tmp_path / ".ironclaw" / ".env").write_text(
+        'DATABASE_BACKEND=libsql\nexport LIBSQL_URL="libsql://db-y.turso.io?authToken=s3cret"\n'
+    )
+    from_file = _legacy_reason({"HOME": str(tmp_path)})
+    assert "replica of db-y.turso.io" in from_file and "s3cret" not in from_file

@@ -13,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ from memfs.db.health import WorkspaceHealth
 from memfs.db.interface import DocumentStore, VersionStore
 from memfs.db.kept_store import legacy_workspace
 from memfs.db.libsql.connection import LibsqlFile, NotIronClawFile
-from memfs.db.libsql.files import layout_of_file
+from memfs.db.libsql.files import layout_of_file, turso_primary
 from memfs.db.libsql.kept import DeletedFile, LibsqlKeptStore
 from memfs.db.libsql.legacy_stores import (
     LegacyLibsqlHealth,
@@ -115,7 +117,7 @@ class LibsqlDatabase:
 
     def read_only_reason(self) -> str | None:
         """Why this database mounts read-only whatever was asked (None: it need not)."""
-        return LEGACY_READ_ONLY if self.layout == "legacy" else None
+        return _legacy_reason() if self.layout == "legacy" else None
 
     def identity(self) -> dict[str, str]:
         return {"file": str(self.path.resolve())}
@@ -268,9 +270,19 @@ def file_read_only_reason(path: Path) -> str | None:
     """Why IronClaw's file at ``path`` would mount read-only (None: it would not, or it is
     no IronClaw file: opening it says why)."""
     try:
-        return LEGACY_READ_ONLY if layout_of_file(path) == "legacy" else None
+        return _legacy_reason() if layout_of_file(path) == "legacy" else None
     except NotIronClawFile:
         return None
+
+
+def _legacy_reason(env: Mapping[str, str] | None = None) -> str:
+    """Why a legacy file mounts read-only, naming a Turso primary where IronClaw has one."""
+    primary = turso_primary(os.environ if env is None else env)
+    if primary is None:
+        return LEGACY_READ_ONLY
+    host = primary.split("://", 1)[-1].split("/", 1)[0].split("?", 1)[0]
+    return (f"{LEGACY_READ_ONLY}; it is also a Turso embedded replica of {host} "
+            "(IronClaw's LIBSQL_URL): a local write would diverge from the primary")  # fmt: skip
 
 
 def open_libsql(path: Path, *, read_only: bool = False) -> LibsqlDatabase:

@@ -85,9 +85,35 @@ def legacy_file(env: Mapping[str, str]) -> Path:
     given = env.get("LIBSQL_PATH")
     if given:
         return Path(given)
+    return _base_dir(env) / "ironclaw.db"
+
+
+def _base_dir(env: Mapping[str, str]) -> Path:
     base = env.get("IRONCLAW_BASE_DIR")
-    root = Path(base) if base else Path(env.get("HOME") or Path.home()) / ".ironclaw"
-    return root / "ironclaw.db"
+    return Path(base) if base else Path(env.get("HOME") or Path.home()) / ".ironclaw"
+
+
+def _dotenv_value(path: Path, key: str) -> str | None:
+    """``key``'s value in a dotenv file (``KEY=value``, ``export KEY="value"``), if set."""
+    try:
+        lines = path.read_text("utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    for line in lines:
+        name, sep, value = line.strip().removeprefix("export ").partition("=")
+        if sep and name.strip() == key:
+            value = value.strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                value = value[1:-1]
+            return value or None
+    return None
+
+
+def turso_primary(env: Mapping[str, str]) -> str | None:
+    """The Turso primary a legacy file replicates (``LIBSQL_URL`` in IronClaw's
+    environment, or in its ``~/.ironclaw/.env``), if any: IronClaw then opens the file as
+    an embedded replica, where a local write would diverge from the primary."""
+    return env.get("LIBSQL_URL") or _dotenv_value(_base_dir(env) / ".env", "LIBSQL_URL")
 
 
 def default_file(env: Mapping[str, str] | None = None) -> Path | None:
