@@ -21,6 +21,7 @@ from memfs.errors import FsError
 from memfs.tree import ROOT_INODE, FileNode
 from memfs.vfs import Filesystem, OtherWriters
 from tests.engines import Engine
+from tests.model.conftest import settle
 from tests.model.test_feed_races import read_all
 from tests.model.test_round_trips import write_file
 
@@ -595,6 +596,7 @@ async def test_a_rewrite_of_a_file_deleted_and_made_anew_since_its_read_merges_i
     await second.load()
     fh, _ = await fs.open(ino, WRITE | os.O_APPEND, OTHER)
     await second.unlink(ROOT_INODE, "z.md")
+    await settle(second)  # the removal reaches the database before the append's save
     await OtherWriters(fs).resync()  # told while the append is open
     await fs.write(fh, 4, b"one\n")
     await fs.release(fh)
