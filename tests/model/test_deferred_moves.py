@@ -50,7 +50,9 @@ async def test_a_directory_rename_returns_before_its_round_trip_and_lands_soon(
         before = trio.current_time()
         await fs.rename(ROOT_INODE, "projects", ROOT_INODE, "archive")
         took = trio.current_time() - before
-    assert proxy.round_trips == 0 and took < 0.005, "no round trip on the rename's path"
+    # Under one round trip (10 ms): the rename waited for none (a busy machine may stall
+    # the model itself a few ms, which 5 ms did not leave room for).
+    assert proxy.round_trips == 0 and took < 0.010, "no round trip on the rename's path"
     assert sorted(fs.tree.get_dir(ROOT_INODE).children) == ["archive"]
     with trio.fail_after(5):
         while rows(sql_conn)[0] != "archive/0.md":
