@@ -6,12 +6,15 @@ other exception is an internal error (its traceback goes to the log at debug lev
 
 from __future__ import annotations
 
+import errno
+
 from memfs.errors import (
     EXIT_DATABASE,
     EXIT_FAILED,
     EXIT_MOUNT,
     EXIT_USAGE,
     CommandError,
+    FsError,
     Refused,
     SchemaError,
 )
@@ -39,6 +42,8 @@ def describe_failure(exc: BaseException) -> tuple[int, str]:
         return EXIT_USAGE, str(exc)
     if isinstance(exc, (SchemaError, Refused)):
         return EXIT_DATABASE, str(exc)
+    if isinstance(exc, FsError) and exc.errno == errno.EROFS:
+        return EXIT_DATABASE, exc.reason  # a store memfs does not write (says which)
     if isinstance(exc, psycopg.OperationalError) and "unsupported startup parameter" in str(exc):
         return EXIT_DATABASE, (
             f"the server refused memfs's session settings ({_one_line(exc)}): this looks "

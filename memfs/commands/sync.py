@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from memfs.commands.arguments import Parser, database_flags
 from memfs.commands.base import Command, Invocation
 from memfs.commands.common import check_embedded
-from memfs.errors import MountError
+from memfs.errors import EXIT_DATABASE, CommandError, MountError
 
 if TYPE_CHECKING:
     import argparse
@@ -48,6 +48,10 @@ def run(call: Invocation) -> int:
     if not args.dry_run:
         directory.mkdir(parents=True, exist_ok=True)
     database = open_database(settings, read_only=args.dry_run)
+    forced = database.read_only_reason()
+    if forced is not None and not args.dry_run:
+        database.close()
+        raise CommandError(forced, EXIT_DATABASE)
     # Watching, the change feed skips this command's own writes by their origin tag.
     origin = None if args.once else uuid.uuid4().hex
     store = database.documents(settings, origin=origin)

@@ -589,6 +589,13 @@ def test_memfs_mount_finds_ironclaws_legacy_file_and_mounts_it_read_only(cli: Cl
     assert status.returncode == 0 and "memory_documents" in status.stdout, status.stdout
     search = cli("search", "green tea", "--json")
     assert search.returncode == 0 and "MEMORY.md" in search.stdout, search.stderr
+    (cli.base / "tree").mkdir()
+    (cli.base / "tree" / "new.md").write_text("x\n")
+    for words in (["import", str(cli.base / "tree")], ["log", "hello"], ["reindex"],
+                  ["sync", str(cli.base / "tree")], ["seed"]):  # fmt: skip
+        refused = cli(*words)
+        assert refused.returncode == EXIT_DATABASE, (words, refused.stderr)
+        one_line(refused, "read-only")
     assert not (Path(cli.env["XDG_DATA_HOME"]) / "memfs" / "pgdata").exists()
 
 

@@ -184,6 +184,8 @@ class LibsqlDatabase:
                 "embeddings_pending": 0}  # fmt: skip
 
     def seed_refusal(self) -> str | None:
+        if self.layout == "legacy":
+            return _legacy_reason()
         return "IronClaw >= 1.1 seeds no files in its memory: memfs leaves it as it is"
 
     def legacy_history(self, settings: Settings) -> LegacyLibsqlHistoryStore | None:
