@@ -110,7 +110,9 @@ class Reindexer:
                 self._awaited.difference_update(asked)
             self._progress.set()
             self._progress = trio.Event()
-            if not batch.done or not batch.waiting:
+            if len(batch.done) < self.batch or not batch.waiting:
+                # Less than a full batch: what is left was saved again meanwhile or is
+                # held elsewhere; the caller waits before looking again.
                 waiting: int = batch.waiting
                 return waiting
 
@@ -130,8 +132,11 @@ class Reindexer:
             while True:
                 if not pending:
                     await self._wake.wait()
-                    with trio.move_on_after(DEBOUNCE):
-                        await self._hurry.wait()
+                # Documents left queued were saved again while being chunked (or another
+                # mount holds them): wait as for a new request, so a burst of saves to one
+                # document is chunked once it pauses, not after every save.
+                with trio.move_on_after(DEBOUNCE):
+                    await self._hurry.wait()
                 self._wake = trio.Event()
                 self._hurry = trio.Event()
                 try:
@@ -153,8 +158,6 @@ class Reindexer:
                 self._progress.set()
                 self._progress = trio.Event()
                 pending = waiting > 0
-                if pending:
-                    await trio.sleep(RETRY_HELD)
         finally:
             self.running = False
             self._progress.set()
