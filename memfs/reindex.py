@@ -34,8 +34,11 @@ log = logging.getLogger(__name__)
 BATCH = 64
 #: How soon to look again at queued documents another transaction holds.
 RETRY_HELD = 0.05
-#: How long a request waits for others to join its batch (a search cuts it short).
+#: How long the mount's saves must pause before their documents are re-chunked (a search
+#: cuts it short)...
 DEBOUNCE = float(os.environ.get("MEMFS_REINDEX_DEBOUNCE", "0.2"))
+#: ...and how long at most a saved document waits for that pause.
+DEBOUNCE_MOST = 2.0
 
 
 #: After ``settled`` timed out, later calls return at once for this long (seconds).
@@ -62,6 +65,8 @@ class Reindexer:
         self.last_error: str | None = None
         self._wake = trio.Event()
         self._hurry = trio.Event()
+        #: Set by every request and hurry: the pause being waited for has not come.
+        self._stir = trio.Event()
         self._progress = trio.Event()
         self._stalled_until = float("-inf")
         #: Documents this mount queued and has not seen re-chunked yet.
@@ -76,6 +81,7 @@ class Reindexer:
         """A commit queued documents (called right after it committed)."""
         self._awaited.update(doc_ids)
         self._wake.set()
+        self._stir.set()
 
     async def settled(self, timeout: float = 5.0) -> bool:
         """Wait until every document requested so far is re-chunked (False on timeout)."""
@@ -85,6 +91,7 @@ class Reindexer:
         if trio.current_time() < self._stalled_until:
             return False  # it just timed out: searches queued behind it do not wait again
         self._hurry.set()
+        self._stir.set()
         with trio.move_on_after(timeout):
             while self.running and awaited & self._awaited:
                 await self._progress.wait()
@@ -133,10 +140,8 @@ class Reindexer:
                 if not pending:
                     await self._wake.wait()
                 # Documents left queued were saved again while being chunked (or another
-                # mount holds them): wait as for a new request, so a burst of saves to one
-                # document is chunked once it pauses, not after every save.
-                with trio.move_on_after(DEBOUNCE):
-                    await self._hurry.wait()
+                # mount holds them): wait as for a new request.
+                await self._pause()
                 self._wake = trio.Event()
                 self._hurry = trio.Event()
                 try:
@@ -161,6 +166,22 @@ class Reindexer:
         finally:
             self.running = False
             self._progress.set()
+
+    async def _pause(self) -> None:
+        """Wait until the mount's saves pause for ``DEBOUNCE`` (at most ``DEBOUNCE_MOST``)
+        or a search hurries: re-chunking is CPU work beside every save (Python's chunker,
+        the server's ``tsvector``s), and a document saved again meanwhile was chunked for
+        nothing, so a burst of saves is chunked once, after it."""
+        latest = trio.current_time() + DEBOUNCE_MOST
+        while not self._hurry.is_set():
+            self._stir = trio.Event()
+            wait = min(DEBOUNCE, latest - trio.current_time())
+            if wait <= 0:
+                return
+            with trio.move_on_after(wait) as quiet:
+                await self._stir.wait()
+            if quiet.cancelled_caught:
+                return
 
     async def finish(self, timeout: float = 30.0) -> None:
         """At unmount: drain what is queued; what is left waits for the next mount."""
