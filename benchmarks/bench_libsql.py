@@ -7,8 +7,9 @@ Builds a Reborn file as IronClaw builds it (``tests.ironclaw_libsql``) holding
 shapes), then measures through memfs's own store (``RebornStore`` over ``SqliteRows``):
 
 * a poll when nothing changed anywhere (``PRAGMA data_version`` only), after a heartbeat
-  (another connection's commit outside memory: the scope's fingerprint is read), and the
-  whole document list (what a change costs the mount to find what changed);
+  (another connection's commit outside memory: the scope's fingerprint is read), the
+  whole document list (a mount's load) and every document's version (what a poll reads
+  to find what changed, before it reads those rows whole);
 * the write lock's hold time (``BEGIN IMMEDIATE`` to ``COMMIT``) of a save of a small and
   of a 100 KiB document, of one folder move of 1,000 documents with their sidecars, and of
   each transaction of the first search's making of the FTS5 index, against IronClaw's 5 s
@@ -119,6 +120,9 @@ def main() -> int:
 
         report["poll_after_a_heartbeat"] = _times(after_heartbeat, args.runs)
         report["document_list"] = _times(store.load_documents, args.runs)
+        # What a poll reads when the fingerprint moved: every document's version, then the
+        # rows that differ whole (here one).
+        report["document_versions"] = _times(store.document_versions, args.runs)
 
         holds: list[float] = []
         real = opened.transaction

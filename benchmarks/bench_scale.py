@@ -217,7 +217,8 @@ class Agent(threading.Thread):
 
 def poll_cost(engine: str, where: str) -> dict[str, float]:
     """What one poll of the mount costs at this size, in ms (median of 5): its fingerprint
-    of the scope (every poll), and the document list a poll reads when it moved."""
+    of the scope (every poll), every document's version (what a poll reads when the
+    fingerprint moved, before the rows that differ), and the whole list (a mount's load)."""
     from memfs.db.libsql.connection import LibsqlFile
     from memfs.db.reborn.postgres import PostgresRows
     from memfs.db.reborn.sqlite import SqliteRows, open_file
@@ -241,6 +242,7 @@ def poll_cost(engine: str, where: str) -> dict[str, float]:
     return {
         "fingerprint_ms": median(lambda: rows.fingerprint(conn, SCOPE.prefix)),
         "document_list_ms": median(lambda: rows.documents(conn, SCOPE.prefix)),
+        "document_versions_ms": median(lambda: rows.versions(conn, SCOPE.prefix)),
     }
 
 

@@ -378,6 +378,10 @@ class DocumentStore(Protocol):
     def fingerprint(self) -> tuple[int, str]:
         """A value that changes whenever any document of the workspace does (polling)."""
 
+    def document_versions(self) -> list[tuple[UUID, str, datetime]] | None:
+        """(id, path, updated_at) of every document ``load_documents`` lists, cheaper to
+        read than the whole list; None where it is not (the engine has a change feed)."""
+
 
 def attrs_of(mode: int | None, mtime_ns: int | None) -> FileAttrs:
     """The attributes of a row: the shared ``NO_ATTRS`` when no client set any."""

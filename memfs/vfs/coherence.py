@@ -77,30 +77,58 @@ class OtherWriters:
         self._fingerprint = await fs.run_db(fs.store.fingerprint)
 
     async def resync(self) -> None:
-        """Reload every path and attribute and reconcile (after a reconnect, or polling)."""
+        """Reload every path and attribute and reconcile (after a reconnect, or polling).
+
+        Where the engine lists every document's version more cheaply than its whole row
+        (``document_versions``: the polled engines), only the rows whose version or path
+        differs from what the mount shows are read whole; the rest of the reconciliation
+        is the same either way (``_reconcile``)."""
         fs = self.fs
         before = self._shown_all()
-        rows = await fs.run_db(fs.store.load_documents)
+        versions = await fs.run_db(fs.store.document_versions)
+        if versions is None:
+            rows = await fs.run_db(fs.store.load_documents)
+            present = {row.id for row in rows}
+        else:
+            present = {doc_id for doc_id, _, _ in versions}
+            differ = [d for d, path, at in versions if before.get(d) != (at, path)]
+            found = await fs.run_db(fs.store.document_rows, differ) if differ else {}
+            present.difference_update(d for d in differ if d not in found)  # gone meanwhile
+            rows = sorted(found.values(), key=lambda row: row.updated_at, reverse=True)
+            rows.sort(key=lambda row: row.path)
         fs.documents_changed()  # whatever changed unseen, searches look again
         async with fs.ns_lock:
-            by_id = {row.id: row for row in rows}
-            reread = await self._reread_changed_here(before, by_id, everything=True)
-            if reread:
-                rows = sorted(by_id.values(), key=lambda row: row.updated_at, reverse=True)
-                rows.sort(key=lambda row: row.path)
-            seen: set[UUID] = set()
-            shown: set[str] = set()
-            for row in rows:  # by path, newest first: a duplicated path shows its newest row
-                if row.path in shown:
-                    continue
-                shown.add(row.path)
-                seen.add(row.id)
-                if row.id not in reread and before.get(row.id) == (row.updated_at, row.path):
-                    continue  # shown as the row is, and not changed here since
-                await self._external_upsert(row)
-            for doc_id in [d for d in fs.tree.docs if d not in seen]:
-                fs.apply_deletion(doc_id)
-        log.debug("resynchronised %d documents", len(rows))
+            await self._reconcile(before, rows, present)
+        log.debug("resynchronised %d documents (%d read whole)", len(present), len(rows))
+
+    async def _reconcile(
+        self,
+        before: dict[UUID, tuple[datetime | None, str] | None],
+        rows: list[DocRow],
+        present: set[UUID],
+    ) -> None:
+        """Show ``rows`` (by path, newest first: at least every row whose version or path
+        differs from ``before``) and remove the documents not in ``present`` (every id the
+        database lists); under the namespace lock."""
+        fs = self.fs
+        by_id = {row.id: row for row in rows}
+        reread = await self._reread_changed_here(before, by_id, everything=True)
+        if reread:
+            present.difference_update(reread)
+            present.update(d for d in reread if d in by_id)
+            rows = sorted(by_id.values(), key=lambda row: row.updated_at, reverse=True)
+            rows.sort(key=lambda row: row.path)
+        shown: set[str] = set()
+        for row in rows:  # by path, newest first: a duplicated path shows its newest row
+            if row.path in shown:
+                present.discard(row.id)
+                continue
+            shown.add(row.path)
+            if row.id not in reread and before.get(row.id) == (row.updated_at, row.path):
+                continue  # shown as the row is, and not changed here since
+            await self._external_upsert(row)
+        for doc_id in [d for d in fs.tree.docs if d not in present]:
+            fs.apply_deletion(doc_id)
 
     def _shown(self, doc_ids: Iterable[UUID]) -> dict[UUID, tuple[datetime | None, str] | None]:
         """What this mount shows of each document, its version and path (None: nothing),
@@ -108,12 +136,8 @@ class OtherWriters:
         return {doc_id: self._shown_now(doc_id) for doc_id in doc_ids}
 
     def _shown_all(self) -> dict[UUID, tuple[datetime | None, str] | None]:
-        """``_shown`` of every document, its paths from one walk of the tree."""
-        paths = self.fs.tree.document_paths()
-        return {
-            doc_id: (node.updated_at, paths[doc_id]) if doc_id in paths else None
-            for doc_id, node in self.fs.tree.docs.items()
-        }
+        """``_shown`` of every document, from one walk of the tree."""
+        return self.fs.tree.shown_documents()
 
     def _shown_now(self, doc_id: UUID) -> tuple[datetime | None, str] | None:
         fs = self.fs

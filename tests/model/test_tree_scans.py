@@ -30,8 +30,9 @@ def test_the_newest_documents_ties_by_path_equal_a_full_sort() -> None:
     assert [tree.path_of(n) for n in chosen] == [tree.path_of(n) for n in every[:100]]
 
 
-def test_document_paths_in_one_walk_equal_path_of_each() -> None:
-    """The resync's map of every shown document's path (one walk) against ``path_of``."""
+def test_shown_documents_in_one_walk_equal_path_of_each() -> None:
+    """The resync's map of every shown document's version and path (one walk) against
+    ``path_of``; a document not in the tree maps to None."""
     rng = random.Random(8)
     tree = Tree(0)
     for n in range(300):
@@ -47,4 +48,10 @@ def test_document_paths_in_one_walk_equal_path_of_each() -> None:
             tree.add_link(node, tree.root, f"link{n}.md")  # another name: not the path
     gone = next(iter(tree.docs.values()))
     tree.detach(gone)
-    assert tree.document_paths() == {d: tree.path_of(n) for d, n in tree.docs.items()}
+    assert gone.doc_id is not None
+    tree.docs[gone.doc_id] = gone  # a document whose file left the tree (unlinked, open)
+    expected: dict[uuid.UUID, Any] = {}
+    for doc_id, node in tree.docs.items():
+        expected[doc_id] = None if node is gone else (node.updated_at, tree.path_of(node))
+    assert tree.shown_documents() == expected
+    assert expected[gone.doc_id] is None and len(expected) > 200

@@ -387,6 +387,9 @@ class MetaStore(DeferringStore, ScopedStore):
         rows = self._doc_rows("d.id = ANY(%(ids)s)", self._params(ids=list(doc_ids)))
         return {row.id: row for row in rows}
 
+    def document_versions(self) -> None:
+        return None  # the change feed tells of each change: a poll is rare here
+
     def fingerprint(self) -> tuple[int, str]:
         """Changes whenever any row of the scope is inserted, updated or deleted (polling)."""
         with self.pool.connection() as conn:

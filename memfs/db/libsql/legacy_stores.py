@@ -186,6 +186,9 @@ class LegacyLibsqlStore:
     def changed_documents(self, events: Sequence[Mapping[str, object]]) -> dict[UUID, bool]:
         return {}  # no change feed in IronClaw's file: mounts poll
 
+    def document_versions(self) -> None:
+        return None  # a read-only file of IronClaw <= v1.0: the whole list, as it is rare
+
     def fingerprint(self) -> tuple[int, str]:
         """Taken again only when ``PRAGMA data_version`` moved (another connection
         committed): the count, the newest ``updated_at`` and the sum of rowids."""

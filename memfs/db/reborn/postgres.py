@@ -111,6 +111,13 @@ class PostgresRows:
             {"paths": list(paths)},
         ).fetchall()
 
+    def versions(self, conn: Any, prefix: str) -> list[tuple[str, Any]]:
+        return conn.execute(  # type: ignore[no-any-return]
+            f"SELECT path, updated_at FROM {TABLE} WHERE path >= %(p)s || '/' "
+            "AND path < %(p)s || '0' AND NOT is_dir AND kind = 'memory_document'",
+            {"p": prefix},
+        ).fetchall()
+
     def kinds(self, conn: Any, prefix: str) -> list[tuple[str, str]]:
         return conn.execute(  # type: ignore[no-any-return]
             f"SELECT path, kind FROM {TABLE} WHERE path >= %(p)s || '/' "

@@ -109,6 +109,12 @@ class RebornRows(Protocol):
         """The same for the document rows at ``paths``."""
         ...
 
+    def versions(self, conn: Any, prefix: str) -> list[tuple[str, Any]]:
+        """(path, updated_at) of every document row below ``prefix``, ``updated_at`` as
+        ``documents`` gives it (the model's version of the row) and nothing else: what a
+        poll compares with what the mount shows before it reads any whole row."""
+        ...
+
     def kinds(self, conn: Any, prefix: str) -> list[tuple[str, str]]:
         """(path, kind) of the document and chunk rows below ``prefix``."""
         ...

@@ -136,6 +136,14 @@ class SqliteRows:
     def documents_at(self, conn: Any, paths: Sequence[str]) -> list[tuple[Any, ...]]:
         return self._documents(conn, f"e.path {_IN.format('paths')}", {"paths": json.dumps(paths)})
 
+    def versions(self, conn: Any, prefix: str) -> list[tuple[str, Any]]:
+        rows = conn.execute(
+            f"SELECT path, updated_at, version FROM {TABLE} WHERE {BELOW} AND is_dir = 0 "
+            "AND kind = 'memory_document'",
+            {"p": prefix},
+        ).fetchall()
+        return [(p, token(u, v)) for p, u, v in rows]
+
     def kinds(self, conn: Any, prefix: str) -> list[tuple[str, str]]:
         return conn.execute(  # type: ignore[no-any-return]
             f"SELECT path, kind FROM {TABLE} WHERE {BELOW} AND is_dir = 0 "
