@@ -13,7 +13,8 @@ shapes), then measures through memfs's own store (``RebornStore`` over ``SqliteR
 * the write lock's hold time (``BEGIN IMMEDIATE`` to ``COMMIT``) of a save of a small and
   of a 100 KiB document, of one folder move of 1,000 documents with their sidecars, and of
   each transaction of the first search's making of the FTS5 index, against IronClaw's 5 s
-  busy timeout.
+  busy timeout, with IronClaw's writer putting a heartbeat every 50 ms meanwhile (its puts
+  that failed with SQLITE_BUSY, and how long each waited).
 
 Prints medians (and the worst) in milliseconds as JSON.  Not part of CI.
 """
@@ -26,6 +27,7 @@ import sqlite3
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -60,6 +62,44 @@ def _fill(db: Path, scope: RebornScope, documents: int) -> None:
             "strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
             rows,
         )
+
+
+class IronClawWriter(threading.Thread):
+    """IronClaw's side beside memfs: a heartbeat put every 50 ms on a connection of its own
+    with IronClaw's 5 s busy timeout, each in ``BEGIN IMMEDIATE``; counts the puts that
+    failed with SQLITE_BUSY and how long each waited for the lock."""
+
+    def __init__(self, db: Path) -> None:
+        super().__init__(daemon=True)
+        self.db = db
+        self.waits: list[float] = []
+        self.busy = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        conn = sqlite3.connect(self.db, timeout=5.0, isolation_level=None)
+        n = 0
+        while not self.stop.wait(0.05):
+            n += 1
+            started = time.perf_counter()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("INSERT OR REPLACE INTO root_filesystem_sequences (path, next_seq) "
+                             "VALUES ('/heartbeat', ?)", (n,))  # fmt: skip
+                conn.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                self.busy += 1
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+            self.waits.append((time.perf_counter() - started) * 1000)
+        conn.close()
+
+    def report(self) -> dict[str, float]:
+        return {"puts": len(self.waits), "busy_errors": self.busy,
+                "median_ms": round(statistics.median(self.waits), 2),
+                "worst_ms": round(max(self.waits), 2)}  # fmt: skip
 
 
 def _times(work: Callable[[], object], runs: int) -> dict[str, float]:
@@ -144,6 +184,8 @@ def main() -> int:
             return Timed()
 
         opened.transaction = timed  # type: ignore[method-assign]
+        writer = IronClawWriter(db)  # IronClaw writing through the lock measurements
+        writer.start()
 
         def held(work: Callable[[], object]) -> dict[str, float]:
             holds.clear()
@@ -166,9 +208,13 @@ def main() -> int:
             store.rename_directory("f7" if n % 2 == 0 else "moved", "moved" if n % 2 == 0
                                    else "f7", None)  # fmt: skip
 
+        # Moved in parts of ``MOVE_LIMIT`` documents: each transaction's hold is reported.
         report["lock_hold_folder_move_1000_documents"] = held(move_folder)
         opened.transaction = real  # type: ignore[method-assign]
         report["first_search_backfill"] = _first_search(opened, scope)
+        writer.stop.set()
+        writer.join()
+        report["ironclaw_writer_meanwhile"] = writer.report()
         searching = LibsqlSearchStore(opened, scope, read_only=False)
         report["search_two_words_every_document_holds"] = _times(
             lambda: searching.search(["tea", "mode"], 50), args.runs

@@ -476,6 +476,12 @@ class DeferringStore:
         rolled back before the connection goes back to the pool.
         """
         carried = self.deferred.take() if batch is None else batch
+        if (batch is None and carried and self._part_limit() is not None
+                and len(self._parts(carried.changes, one_by_one=carried.suspect)) > 1):  # fmt: skip
+            # Too much for one transaction of an engine that locks the database: sent in
+            # parts first, this transaction carrying none of it.
+            self._send_batch(carried)
+            carried = ChangeBatch()
         committed = False
         refused = False
         outcome: BatchOutcome | None = None
@@ -535,32 +541,98 @@ class DeferringStore:
         batch = self.deferred.take(suspect_too=True)
         if not batch:
             return False
+        self._send_batch(batch)
+        return True
+
+    # -- bounded transactions (an engine whose write transaction locks the database) -------
+
+    def _part_limit(self) -> int | None:
+        """How many documents one transaction may remove or move (None: any number: a
+        PostgreSQL transaction locks only the rows it changes)."""
+        return None
+
+    def _folder_size(self, path: str) -> int:
+        """How many documents lie below ``path`` (asked only where ``_part_limit`` is set)."""
+        raise NotImplementedError
+
+    def _move_in_parts(self, move: MoveDir) -> BatchOutcome:
+        """A folder move too large for one transaction, in transactions of its own (asked
+        only where ``_part_limit`` is set)."""
+        raise NotImplementedError
+
+    def _parts(self, changes: Sequence[Change], *, one_by_one: bool) -> list[list[Change]]:
+        """``changes`` in the transactions that send them, in order: all in one, unless the
+        engine bounds its transactions (``_part_limit``), where a run of changes costs at
+        most the limit (a removal counts one, a folder move its documents) and a folder
+        larger than the limit moves by ``_move_in_parts`` (a part of its own)."""
+        if one_by_one:
+            return [[change] for change in changes]
+        limit = self._part_limit()
+        if limit is None:
+            return [list(changes)]
+        parts: list[list[Change]] = []
+        current: list[Change] = []
+        cost = 0
+        for change in changes:
+            weight = (1 if isinstance(change, Delete)
+                      else self._folder_size(change.old) if isinstance(change, MoveDir)
+                      else 0)  # fmt: skip
+            if current and cost + weight > limit:
+                parts.append(current)
+                current, cost = [], 0
+            if isinstance(change, MoveDir) and weight > limit:
+                parts.append([change])
+                continue
+            current.append(change)
+            cost += weight
+        if current:
+            parts.append(current)
+        return parts
+
+    def _send_part(self, part: list[Change]) -> None:
+        change = part[0]
+        limit = self._part_limit()
+        if (len(part) == 1 and isinstance(change, MoveDir) and limit is not None
+                and self._folder_size(change.old) > limit):  # fmt: skip
+            self.deferred.sent(ChangeBatch(part), self._move_in_parts(change))
+            return
+        with self._transaction(batch=ChangeBatch(part)):
+            pass
+
+    def _send_batch(self, batch: ChangeBatch) -> None:
+        """Send ``batch`` (in flight, owned by the caller; released here) in its parts
+        (``_parts``); a part the database refuses is sent again one change per transaction,
+        where a change refused on its own is dropped (logged; ``take_skipped``)."""
+        sent = 0
         try:
-            if not batch.suspect:
+            for part in self._parts(batch.changes, one_by_one=batch.suspect):
                 try:
-                    with self._transaction(batch=batch):
-                        pass
-                    return True
+                    self._send_part(part)
                 except self._db_error as exc:
                     if not self._is_refusal(exc):
-                        self.deferred.finish(batch, committed=False)
+                        rest = ChangeBatch(batch.changes[sent:], suspect=batch.suspect)
+                        self.deferred.finish(rest, committed=False, refused=batch.suspect)
                         raise
-            for n, change in enumerate(batch.changes):
-                try:
-                    with self._transaction(batch=ChangeBatch([change])):
-                        pass
-                except self._db_error as exc:
-                    if not self._is_refusal(exc):
-                        rest = ChangeBatch(batch.changes[n:], suspect=True)
-                        self.deferred.finish(rest, committed=False, refused=True)
-                        raise
-                    reason = " ".join(str(exc).split())
-                    log.warning("the database refused the %s (%s): not made; the mount shows "
-                                "the database again", describe(change), reason)  # fmt: skip
-                    self.deferred.drop(change, reason)
-            return True
+                    for n, change in enumerate(part if len(part) > 1 else []):
+                        try:
+                            self._send_part([change])
+                        except self._db_error as again:
+                            if not self._is_refusal(again):
+                                rest = ChangeBatch(batch.changes[sent + n :], suspect=True)
+                                self.deferred.finish(rest, committed=False, refused=True)
+                                raise
+                            self._drop(change, again)
+                    if len(part) == 1:
+                        self._drop(part[0], exc)
+                sent += len(part)
         finally:
             self.deferred.release()
+
+    def _drop(self, change: Change, exc: Exception) -> None:
+        reason = " ".join(str(exc).split())
+        log.warning("the database refused the %s (%s): not made; the mount shows "
+                    "the database again", describe(change), reason)  # fmt: skip
+        self.deferred.drop(change, reason)
 
 
 __all__ = [

@@ -37,6 +37,8 @@ _SCHEMA = (
     "deleted_by TEXT NOT NULL, row_path TEXT, row_state TEXT)",
     "CREATE INDEX IF NOT EXISTS deleted_documents_by_path "
     "ON deleted_documents (workspace, path, deleted_at)",
+    "CREATE TABLE IF NOT EXISTS folder_moves (workspace TEXT NOT NULL, old_path TEXT NOT NULL, "
+    "new_path TEXT NOT NULL, begun_at TEXT NOT NULL, PRIMARY KEY (workspace, old_path, new_path))",
 )
 _DELETION = (
     "id, path, created_at, updated_at, deleted_at, deleted_by, length(CAST(content AS BLOB))"
@@ -99,6 +101,32 @@ class DeletedFile:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+
+    # -- folder moves in parts (``FolderMoveLog``) ------------------------------------------
+
+    def moves_begun(self, workspace: str) -> list[tuple[str, str]]:
+        conn = self.connection()
+        if conn is None:
+            return []
+        return [(old, new) for old, new in conn.execute(
+            "SELECT old_path, new_path FROM folder_moves WHERE workspace = ? ORDER BY begun_at",
+            (workspace,),
+        ).fetchall()]  # fmt: skip
+
+    def begin_move(self, workspace: str, old: str, new: str) -> None:
+        conn = self.connection()
+        assert conn is not None
+        conn.execute(  # autocommit, synchronous = FULL: durable on return
+            f"INSERT OR IGNORE INTO folder_moves VALUES (?, ?, ?, {NOW})", (workspace, old, new)
+        )
+
+    def end_move(self, workspace: str, old: str, new: str) -> None:
+        conn = self.connection()
+        assert conn is not None
+        conn.execute(
+            "DELETE FROM folder_moves WHERE workspace = ? AND old_path = ? AND new_path = ?",
+            (workspace, old, new),
+        )
 
     def keep_row(
         self, conn: sqlite3.Connection, family: Family, guard: tuple[str, dict[str, Any]],

@@ -17,7 +17,7 @@ import psycopg
 from memfs.db.deferred import is_refusal, pipelined_transaction
 from memfs.db.health import invalid_indexes
 from memfs.db.interface import FileAttrs
-from memfs.db.reborn.rows import Answer, Family, KeepAs, Record
+from memfs.db.reborn.rows import Answer, Family, FolderMoveLog, KeepAs, Record
 from memfs.db.scoped import Pool
 
 TABLE = "root_filesystem_entries"
@@ -37,6 +37,8 @@ class PostgresRows:
     """``RebornRows`` on PostgreSQL."""
 
     error: type[Exception] = psycopg.Error
+    move_limit: int | None = None  # a transaction locks only the rows it changes
+    move_log: FolderMoveLog | None = None
 
     @contextlib.contextmanager
     def read_connection(self, pool: Pool) -> Iterator[Any]:
@@ -110,6 +112,24 @@ class PostgresRows:
             "AND e.kind = 'memory_document'",
             {"paths": list(paths)},
         ).fetchall()
+
+    def folder_documents(
+        self, conn: Any, folder: str, after: str, limit: int
+    ) -> list[tuple[str, Any]]:
+        return conn.execute(  # type: ignore[no-any-return]
+            f"SELECT path, updated_at FROM {TABLE} WHERE path >= %(p)s || '/' "
+            "AND path < %(p)s || '0' AND path > %(after)s AND NOT is_dir "
+            "AND kind = 'memory_document' ORDER BY path LIMIT %(limit)s",
+            {"p": folder, "after": after, "limit": limit},
+        ).fetchall()
+
+    def count_documents(self, conn: Any, folder: str) -> int:
+        row = conn.execute(
+            f"SELECT count(*) FROM {TABLE} WHERE path >= %(p)s || '/' AND path < %(p)s || '0' "
+            "AND NOT is_dir AND kind = 'memory_document'",
+            {"p": folder},
+        ).fetchone()
+        return int(row[0]) if row else 0
 
     def versions(self, conn: Any, prefix: str) -> list[tuple[str, Any]]:
         return conn.execute(  # type: ignore[no-any-return]

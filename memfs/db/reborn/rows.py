@@ -66,11 +66,35 @@ class KeepAs(NamedTuple):
     relative: str
 
 
+class FolderMoveLog(Protocol):
+    """Folder moves begun and not finished, kept durably apart from the rows they move
+    (memfs's own file beside IronClaw's libSQL file), so a mount that stopped halfway
+    finishes them at its next start."""
+
+    def moves_begun(self, workspace: str) -> list[tuple[str, str]]:
+        """(old, new) row paths of the moves of ``workspace`` begun and not finished."""
+        ...
+
+    def begin_move(self, workspace: str, old: str, new: str) -> None:
+        """Note a move before its first transaction (committed durably on return)."""
+        ...
+
+    def end_move(self, workspace: str, old: str, new: str) -> None:
+        """Forget a move once its last transaction committed."""
+        ...
+
+
 class RebornRows(Protocol):
     """How one database reads and writes the Reborn rows (see the module docstring)."""
 
     #: The errors of the engine's database library.
     error: type[Exception]
+    #: How many documents one write transaction may remove or move (None: any number; on
+    #: SQLite a transaction holds the whole file's write lock, which IronClaw's own writes
+    #: wait for 5 s at most).
+    move_limit: int | None
+    #: Where moves made in several transactions are noted (None: not kept).
+    move_log: FolderMoveLog | None
 
     def read_connection(self, pool: Any) -> AbstractContextManager[Any]:
         """A connection for reads outside any write transaction."""
@@ -107,6 +131,17 @@ class RebornRows(Protocol):
 
     def documents_at(self, conn: Any, paths: Sequence[str]) -> list[tuple[Any, ...]]:
         """The same for the document rows at ``paths``."""
+        ...
+
+    def folder_documents(
+        self, conn: Any, folder: str, after: str, limit: int
+    ) -> list[tuple[str, Any]]:
+        """(path, updated_at) of the next ``limit`` document rows below ``folder`` whose
+        paths sort after ``after``, in path order (a move in parts)."""
+        ...
+
+    def count_documents(self, conn: Any, folder: str) -> int:
+        """How many document rows lie below ``folder``."""
         ...
 
     def versions(self, conn: Any, prefix: str) -> list[tuple[str, Any]]:

@@ -32,13 +32,18 @@ from memfs.db.libsql.connection import LibsqlFile, blob
 from memfs.db.libsql.row_times import NOW, TABLE, parse_time, token
 from memfs.db.libsql.row_times import as_text as _text
 from memfs.db.reborn import layout
-from memfs.db.reborn.rows import Answer, Family, KeepAs, Record, answers
+from memfs.db.reborn.rows import Answer, Family, FolderMoveLog, KeepAs, Record, answers
 from memfs.ironclaw.hashing import bytes_hash
 
 if TYPE_CHECKING:
     from memfs.db.libsql.kept import DeletedFile
 
 log = logging.getLogger(__name__)
+
+#: Documents (with their sidecars) one transaction removes or moves at most: 256 moved
+#: documents hold the write lock about 45 ms in a 100,000-document file
+#: (``benchmarks/bench_libsql.py``), far below the 5 s IronClaw's writers wait.
+MOVE_LIMIT = int(os.environ.get("MEMFS_LIBSQL_MOVE_LIMIT", "256"))
 
 BELOW = "(path >= :p || '/' AND path < :p || '0')"
 AT_OR_BELOW = f"(path = :p OR {BELOW})"
@@ -136,6 +141,24 @@ class SqliteRows:
     def documents_at(self, conn: Any, paths: Sequence[str]) -> list[tuple[Any, ...]]:
         return self._documents(conn, f"e.path {_IN.format('paths')}", {"paths": json.dumps(paths)})
 
+    def folder_documents(
+        self, conn: Any, folder: str, after: str, limit: int
+    ) -> list[tuple[str, Any]]:
+        rows = conn.execute(
+            f"SELECT path, updated_at, version FROM {TABLE} WHERE {BELOW} AND path > :after "
+            "AND is_dir = 0 AND kind = 'memory_document' ORDER BY path LIMIT :limit",
+            {"p": folder, "after": after, "limit": limit},
+        ).fetchall()
+        return [(p, token(u, v)) for p, u, v in rows]
+
+    def count_documents(self, conn: Any, folder: str) -> int:
+        row = conn.execute(
+            f"SELECT count(*) FROM {TABLE} WHERE {BELOW} AND is_dir = 0 "
+            "AND kind = 'memory_document'",
+            {"p": folder},
+        ).fetchone()
+        return int(row[0]) if row else 0
+
     def versions(self, conn: Any, prefix: str) -> list[tuple[str, Any]]:
         rows = conn.execute(
             f"SELECT path, updated_at, version FROM {TABLE} WHERE {BELOW} AND is_dir = 0 "
@@ -181,9 +204,16 @@ class SqliteRows:
             found.append((blob(data), kind))
         return found
 
-    def __init__(self, file: LibsqlFile, deleted: DeletedFile | None = None) -> None:
+    def __init__(
+        self, file: LibsqlFile, deleted: DeletedFile | None = None, *,
+        move_limit: int = MOVE_LIMIT,
+    ) -> None:  # fmt: skip
         #: Where deleted documents are kept (``memfs.db.libsql.kept``; None: not kept).
         self.deleted = deleted
+        #: Documents a transaction removes or moves at most (``RebornRows.move_limit``).
+        self.move_limit: int | None = move_limit
+        #: Moves in parts are noted in the file deleted documents are kept in.
+        self.move_log: FolderMoveLog | None = deleted
         #: The file, whose count of this process's own commits joins ``data_version``
         #: (which moves with other connections' commits only).
         self.file = file
