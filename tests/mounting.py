@@ -82,8 +82,10 @@ class Mount:
         return self
 
     def log(self) -> str:
+        """The mount's whole log (a tail would lose the start's lines, and what a test looks
+        for, once the debug lines after it grow long)."""
         try:
-            return self.log_path.read_text(errors="replace")[-6000:]
+            return self.log_path.read_text(errors="replace")
         except OSError:
             return ""
 
