@@ -342,6 +342,16 @@ class Engine:
              Jsonb({**keys, "doc_relative_path": path, "version": number})),
         )  # fmt: skip
 
+    def agent_deletes(self, conn: psycopg.Connection[Any], path: str) -> None:
+        """The agent deletes ``path`` as IronClaw does (Reborn: with its sidecars)."""
+        if self.name == "legacy":
+            conn.execute("DELETE FROM memory_documents WHERE user_id = 'default' "
+                         "AND agent_id IS NULL AND path = %s", (path,))  # fmt: skip
+            return
+        full = f"{reborn_prefix('default')}/{path}"
+        conn.execute("DELETE FROM root_filesystem_entries WHERE path = %s OR path LIKE %s",
+                     (full, full + ".%"))  # fmt: skip
+
     def chunks_containing(self, conn: psycopg.Connection[Any], *needles: str) -> int:
         """How many chunk rows hold any of ``needles`` (scratch content that leaked)."""
         patterns = [f"%{n}%" for n in needles]
@@ -548,6 +558,11 @@ class LibsqlEngine(Engine):
             (f"{full}.versions/{number}", body.encode(),
              json.dumps(indexed, separators=(",", ":"), sort_keys=True)),
         )  # fmt: skip
+
+    def agent_deletes(self, conn: psycopg.Connection[Any], path: str) -> None:
+        full = f"{reborn_prefix('default')}/{path}"
+        self._put("DELETE FROM root_filesystem_entries WHERE path = ? OR path LIKE ?",
+                  (full, full + ".%"))  # fmt: skip
 
     def agent_appends(self, conn: psycopg.Connection[Any], path: str, line: str) -> bool:
         return (

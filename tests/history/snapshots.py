@@ -191,6 +191,11 @@ def _rows_then(run: Run, problems: list[str]) -> str:
     paths = {line.split("/snapshot-", 1)[1].split(" ", 1)[0].split("/", 1)[1]
              for line in problems if line.startswith("diff -r ")}  # fmt: skip
     out = []
+    for line in problems:  # what the moment's tree shows that the copy does not
+        if line.startswith("Only in ") and "/.at/" in line:
+            folder, _, name = line[len("Only in ") :].partition(": ")
+            below = folder.split("/.at/", 1)[1].partition("/")[2]
+            paths.add(f"{below}/{name}" if below else name)
     for line in problems:  # what a copy holds that the moment's tree does not
         if line.startswith("Only in ") and "/snapshot-" in line:
             folder, _, name = line[len("Only in ") :].partition(": ")

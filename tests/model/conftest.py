@@ -1,4 +1,6 @@
-"""Fixtures for model tests that run on both layouts (``tests/engines.py``)."""
+"""Fixtures for model tests that run on every engine (``tests/engines.py``): legacy and
+Reborn on PostgreSQL, and IronClaw's libSQL file (Reborn on SQLite), the model driven
+directly over each engine's store (JuiceFS's ``testMeta`` over every engine)."""
 
 from __future__ import annotations
 
@@ -14,10 +16,10 @@ from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.store import RebornStore
 from memfs.db.scoped import Scope
 from memfs.vfs import Filesystem, OtherWriters
-from tests.engines import ENGINES, Engine
+from tests.engines import ENGINES_WITH_LIBSQL, Engine
 
 
-@pytest.fixture(params=ENGINES, ids=str)
+@pytest.fixture(params=ENGINES_WITH_LIBSQL, ids=str)
 def engine(request: pytest.FixtureRequest, database_url: str) -> Engine:
     chosen: Engine = request.param
     chosen.prepare(database_url)
@@ -27,6 +29,10 @@ def engine(request: pytest.FixtureRequest, database_url: str) -> Engine:
 def _filesystem(engine: Engine, database: Any) -> Filesystem:
     if engine.name == "legacy":
         store: Any = database.store(Scope("default"))
+    elif engine.name == "libsql":  # the file's workspace of user "default", as mounted
+        settings = Settings(user_id="default")
+        settings.given.add("user_id")
+        store = database.workspace(settings).documents
     else:
         store = RebornStore(database.pool, RebornScope("reborn-cli", "default", "reborn-cli-agent"))
     return Filesystem(store, uid=1000, gid=1000)
@@ -36,7 +42,8 @@ def _filesystem(engine: Engine, database: Any) -> Filesystem:
 async def two(engine: Engine, database_url: str) -> AsyncIterator[tuple[Filesystem, Filesystem]]:
     """Two mounts of one workspace (two models, two pools), each sending its deferred
     changes in the background and reloading when one was not made."""
-    databases = [open_database(Settings(database_url=database_url)) for _ in range(2)]
+    url = engine.mount_url(database_url)
+    databases = [open_database(Settings(database_url=url)) for _ in range(2)]
     mounts = [_filesystem(engine, db) for db in databases]
     try:
         async with trio.open_nursery() as nursery:

@@ -13,7 +13,7 @@ from memfs.config import Settings
 from memfs.db import open_database
 from memfs.db.interface import DocRow
 from memfs.vfs import Filesystem, OtherWriters
-from tests.engines import Engine, reborn_prefix
+from tests.engines import Engine
 from tests.model.conftest import _filesystem
 
 
@@ -29,26 +29,13 @@ async def test_a_poll_reads_whole_only_the_rows_that_changed(
 ) -> None:
     engine.agent_writes(sql_conn, database_url,
                         {f"notes/n{i}.md": f"note {i}\n" for i in range(40)})  # fmt: skip
-    database = open_database(Settings(database_url=database_url))
+    database = open_database(Settings(database_url=engine.mount_url(database_url)))
     try:
         fs = _filesystem(engine, database)
         await fs.load()
-        table, prefix = (
-            engine.table,
-            "" if engine.name == "legacy" else reborn_prefix("default") + "/",
-        )
         # The agent changes one document, removes one and writes a new one.
-        if engine.name == "legacy":
-            sql_conn.execute("UPDATE memory_documents SET content = 'changed\n' "
-                             "WHERE path = 'notes/n3.md'")  # fmt: skip
-            sql_conn.execute("DELETE FROM memory_documents WHERE path = 'notes/n7.md'")
-        else:
-            sql_conn.execute(
-                f"UPDATE {table} SET contents = 'changed\n'::bytea, version = version + 1, "
-                "updated_at = now() WHERE path = %s", (prefix + "notes/n3.md",),
-            )  # fmt: skip
-            sql_conn.execute(f"DELETE FROM {table} WHERE path LIKE %s",
-                             (prefix + "notes/n7.md%",))  # fmt: skip
+        engine.agent_overwrites(sql_conn, "notes/n3.md", "changed\n")
+        engine.agent_deletes(sql_conn, "notes/n7.md")
         engine.agent_writes(sql_conn, database_url, {"notes/new.md": "a new note\n"})
 
         read_whole: list[list[UUID]] = []

@@ -21,7 +21,7 @@ import trio
 from memfs.errors import FsError
 from memfs.tree import ROOT_INODE
 from memfs.vfs import Filesystem
-from tests.engines import Engine
+from tests.engines import ENGINES, Engine
 from tests.model.conftest import settle
 from tests.model.test_round_trips import write_file
 
@@ -62,6 +62,8 @@ async def test_a_folder_rename_that_would_push_a_path_past_the_limit_is_refused(
     assert sorted(fs.tree.get_dir(ROOT_INODE).children) == ["a"]
 
 
+# PostgreSQL only: the refusal is planted as a PostgreSQL constraint on memfs's table.
+@pytest.mark.parametrize("engine", ENGINES, indirect=True, ids=str)
 async def test_a_refused_queued_change_is_dropped_and_other_saves_go_on(
     engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any],
     caplog: pytest.LogCaptureFixture,
