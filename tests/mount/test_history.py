@@ -64,7 +64,9 @@ def run_history(
               for i in range(MOUNTS)]  # fmt: skip
     if os.environ.get("MEMFS_HISTORY_KEEP") and engine.name != "libsql":
         audit.install(database_url, engine.name)
-    home = work_dir / f"history-{engine}-{seed}-{plant or 'clean'}"  # the sync folder's too
+    # The sync folder's too; a folder of its own per run (a seed run twice in one session
+    # would otherwise copy its snapshots into the first run's).
+    home = work_dir / f"history-{engine}-{seed}-{plant or 'clean'}-{uuid.uuid4().hex[:6]}"
     run = Run(engine, url, mounts, seed, client_env(home), agent_id)
     snapshots = home / "snapshots"
     snapshots.mkdir(parents=True, exist_ok=True)
