@@ -358,6 +358,9 @@ def _outcome(
     return outcome
 
 
+#: Changes sent together, and whether they are one folder move made in parts.
+Part = tuple[list[Change], bool]
+
 #: Resolves a sent batch's answers once its transaction committed.
 Resolver = Callable[[], BatchOutcome]
 
@@ -476,12 +479,13 @@ class DeferringStore:
         rolled back before the connection goes back to the pool.
         """
         carried = self.deferred.take() if batch is None else batch
-        if (batch is None and carried and self._part_limit() is not None
-                and len(self._parts(carried.changes, one_by_one=carried.suspect)) > 1):  # fmt: skip
-            # Too much for one transaction of an engine that locks the database: sent in
-            # parts first, this transaction carrying none of it.
-            self._send_batch(carried)
-            carried = ChangeBatch()
+        if batch is None and carried and self._part_limit() is not None:
+            parts = self._parts(carried.changes, one_by_one=carried.suspect)
+            if len(parts) > 1 or parts[0][1]:
+                # Too much for one transaction of an engine that locks the database: sent
+                # in parts first, this transaction carrying none of it.
+                self._send_batch(carried, parts)
+                carried = ChangeBatch()
         committed = False
         refused = False
         outcome: BatchOutcome | None = None
@@ -560,54 +564,55 @@ class DeferringStore:
         only where ``_part_limit`` is set)."""
         raise NotImplementedError
 
-    def _parts(self, changes: Sequence[Change], *, one_by_one: bool) -> list[list[Change]]:
-        """``changes`` in the transactions that send them, in order: all in one, unless the
-        engine bounds its transactions (``_part_limit``), where a run of changes costs at
-        most the limit (a removal counts one, a folder move its documents) and a folder
-        larger than the limit moves by ``_move_in_parts`` (a part of its own)."""
-        if one_by_one:
-            return [[change] for change in changes]
+    def _parts(self, changes: Sequence[Change], *, one_by_one: bool) -> list[Part]:
+        """``changes`` in the transactions that send them, in order: all in one (or one
+        each, ``one_by_one``), unless the engine bounds its transactions (``_part_limit``),
+        where a run of changes costs at most the limit (a removal counts one, a folder move
+        its documents) and a folder larger than the limit moves by ``_move_in_parts`` (a
+        part of its own, marked).  Each folder is counted once here."""
         limit = self._part_limit()
         if limit is None:
-            return [list(changes)]
-        parts: list[list[Change]] = []
+            return [([c], False) for c in changes] if one_by_one else [(list(changes), False)]
+        parts: list[Part] = []
         current: list[Change] = []
         cost = 0
         for change in changes:
             weight = (1 if isinstance(change, Delete)
                       else self._folder_size(change.old) if isinstance(change, MoveDir)
                       else 0)  # fmt: skip
-            if current and cost + weight > limit:
-                parts.append(current)
+            if current and (one_by_one or cost + weight > limit):
+                parts.append((current, False))
                 current, cost = [], 0
             if isinstance(change, MoveDir) and weight > limit:
-                parts.append([change])
+                parts.append(([change], True))
                 continue
             current.append(change)
             cost += weight
         if current:
-            parts.append(current)
+            parts.append((current, False))
         return parts
 
-    def _send_part(self, part: list[Change]) -> None:
-        change = part[0]
-        limit = self._part_limit()
-        if (len(part) == 1 and isinstance(change, MoveDir) and limit is not None
-                and self._folder_size(change.old) > limit):  # fmt: skip
-            self.deferred.sent(ChangeBatch(part), self._move_in_parts(change))
+    def _send_part(self, changes: list[Change], in_parts: bool) -> None:
+        if in_parts:  # one folder move too large for a transaction (``_parts``)
+            (move,) = changes
+            assert isinstance(move, MoveDir)
+            self.deferred.sent(ChangeBatch(changes), self._move_in_parts(move))
             return
-        with self._transaction(batch=ChangeBatch(part)):
+        with self._transaction(batch=ChangeBatch(changes)):
             pass
 
-    def _send_batch(self, batch: ChangeBatch) -> None:
+    def _send_batch(self, batch: ChangeBatch, parts: list[Part] | None = None) -> None:
         """Send ``batch`` (in flight, owned by the caller; released here) in its parts
-        (``_parts``); a part the database refuses is sent again one change per transaction,
-        where a change refused on its own is dropped (logged; ``take_skipped``)."""
+        (``_parts``, unless the caller has them); a part the database refuses is sent again
+        one change per transaction, where a change refused on its own is dropped (logged;
+        ``take_skipped``)."""
         sent = 0
+        if parts is None:
+            parts = self._parts(batch.changes, one_by_one=batch.suspect)
         try:
-            for part in self._parts(batch.changes, one_by_one=batch.suspect):
+            for part, in_parts in parts:
                 try:
-                    self._send_part(part)
+                    self._send_part(part, in_parts)
                 except self._db_error as exc:
                     if not self._is_refusal(exc):
                         rest = ChangeBatch(batch.changes[sent:], suspect=batch.suspect)
@@ -615,7 +620,7 @@ class DeferringStore:
                         raise
                     for n, change in enumerate(part if len(part) > 1 else []):
                         try:
-                            self._send_part([change])
+                            self._send_part([change], False)
                         except self._db_error as again:
                             if not self._is_refusal(again):
                                 rest = ChangeBatch(batch.changes[sent + n :], suspect=True)
