@@ -8,19 +8,27 @@ besides memory: an ``exact`` index declaration outside ``/memory``, its ordered-
 index and triggers, and a thread row.  ``search_scope`` does what IronClaw's first memory
 search of a scope does: the FTS5 spec row, table, three triggers and backfill in one
 transaction.  ``legacy_ironclaw_db`` makes the legacy (<= v1.0) ``ironclaw.db``'s memory
-tables, and ``legacy_write`` writes a document there as IronClaw v1.0 does.
+tables, and ``legacy_write`` writes a document there as IronClaw v1.0 does;
+``legacy_vector_index`` adds the vector index IronClaw makes when embeddings are enabled.
 
 Everything runs on stdlib ``sqlite3``, the driver memfs uses (one SQLite library per
-process); the statements are the facts' DDL, not IronClaw's source.
+process), except what only IronClaw's libSQL engine can do (the vector index, writes to
+chunks under it), which runs in a child process (``libsql_statements``); the statements
+are the facts' DDL, not IronClaw's source.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
+import subprocess
+import sys
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from memfs.chunker import DEFAULT_CONFIG, chunk_document
 from memfs.ironclaw.fts_names import sql_index_name
@@ -271,3 +279,85 @@ def legacy_write(path: Path, doc_path: str, content: str, *, user: str = "defaul
         return str(doc_id)
     finally:
         conn.close()
+
+
+# -- IronClaw's libSQL engine, in a process of its own (one SQLite library per process) -----
+
+#: Run in a child: IronClaw v1.0's ``ensure_vector_index`` as its steps go (chunks rebuilt
+#: with ``F32_BLOB(dim)`` keeping ``_rowid``, wrong-length embeddings dropped, the
+#: document and vector indexes, the FTS triggers again, the dimension as migration 0),
+#: one transaction, on the libSQL engine.
+_VECTOR_INDEX_STEPS = r'''
+import sys, libsql
+path, dim = sys.argv[1], int(sys.argv[2])
+conn = libsql.connect(path, isolation_level=None)
+steps = [
+    "BEGIN IMMEDIATE",
+    "DROP TRIGGER IF EXISTS memory_chunks_fts_insert",
+    "DROP TRIGGER IF EXISTS memory_chunks_fts_delete",
+    "DROP TRIGGER IF EXISTS memory_chunks_fts_update",
+    "DROP INDEX IF EXISTS idx_memory_chunks_embedding",
+    "DROP TABLE IF EXISTS memory_chunks_new",
+    "CREATE TABLE memory_chunks_new (_rowid INTEGER PRIMARY KEY AUTOINCREMENT, "
+    "id TEXT NOT NULL UNIQUE, document_id TEXT NOT NULL REFERENCES memory_documents(id) "
+    "ON DELETE CASCADE, chunk_index INTEGER NOT NULL, content TEXT NOT NULL, "
+    f"embedding F32_BLOB({dim}), created_at TEXT NOT NULL DEFAULT "
+    "(strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), UNIQUE (document_id, chunk_index))",
+    "INSERT INTO memory_chunks_new (_rowid, id, document_id, chunk_index, content, embedding, "
+    "created_at) SELECT _rowid, id, document_id, chunk_index, content, CASE WHEN "
+    f"length(embedding) = {dim * 4} THEN embedding ELSE NULL END, created_at FROM memory_chunks",
+    "DROP TABLE memory_chunks",
+    "ALTER TABLE memory_chunks_new RENAME TO memory_chunks",
+    "CREATE INDEX IF NOT EXISTS idx_memory_chunks_document ON memory_chunks(document_id)",
+    "CREATE INDEX IF NOT EXISTS idx_memory_chunks_embedding "
+    "ON memory_chunks(libsql_vector_idx(embedding))",
+    "CREATE TRIGGER IF NOT EXISTS memory_chunks_fts_insert AFTER INSERT ON memory_chunks BEGIN "
+    "INSERT INTO memory_chunks_fts(rowid, content) VALUES (new._rowid, new.content); END",
+    "CREATE TRIGGER IF NOT EXISTS memory_chunks_fts_delete AFTER DELETE ON memory_chunks BEGIN "
+    "INSERT INTO memory_chunks_fts(memory_chunks_fts, rowid, content) "
+    "VALUES ('delete', old._rowid, old.content); END",
+    "CREATE TRIGGER IF NOT EXISTS memory_chunks_fts_update AFTER UPDATE ON memory_chunks BEGIN "
+    "INSERT INTO memory_chunks_fts(memory_chunks_fts, rowid, content) "
+    "VALUES ('delete', old._rowid, old.content); "
+    "INSERT INTO memory_chunks_fts(rowid, content) VALUES (new._rowid, new.content); END",
+]
+for step in steps:
+    conn.execute(step)
+conn.execute("INSERT INTO _migrations (version, name) VALUES (0, ?) ON CONFLICT(version) DO "
+             "UPDATE SET name = excluded.name", (str(dim),))
+conn.execute("COMMIT")
+'''
+
+#: Run in a child: statements on the libSQL engine, each ``(sql, params)`` of a JSON list,
+#: answering a JSON list of each one's rows (blobs as hex).
+_LIBSQL_STATEMENTS = r'''
+import json, sys, libsql
+conn = libsql.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA foreign_keys = ON")
+answers = []
+for sql, params in json.loads(sys.argv[2]):
+    cursor = conn.execute(sql, tuple(params))
+    rows = cursor.fetchall() if cursor.description else []
+    answers.append([[v.hex() if isinstance(v, bytes) else v for v in row] for row in rows])
+print(json.dumps(answers))
+'''
+
+
+def legacy_vector_index(path: Path, dim: int = 4) -> Path:
+    """IronClaw v1.0's vector index on a legacy file (``EMBEDDING_ENABLED`` at its start),
+    made by the libSQL engine in a child process."""
+    subprocess.run([sys.executable, "-c", _VECTOR_INDEX_STEPS, str(path), str(dim)],
+                   check=True, timeout=60)  # fmt: skip
+    return path
+
+
+def libsql_statements(path: Path, *statements: tuple[str, Sequence[Any]]) -> list[list[Any]]:
+    """``statements`` run by the libSQL engine in a child process (IronClaw's side of a
+    legacy file with a vector index: its writes, ``vector_top_k``, ``integrity_check``)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _LIBSQL_STATEMENTS, str(path),
+         json.dumps([[sql, list(params)] for sql, params in statements])],
+        check=True, timeout=60, capture_output=True, text=True,
+    )  # fmt: skip
+    answers: list[list[Any]] = json.loads(done.stdout)
+    return answers

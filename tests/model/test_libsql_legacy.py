@@ -1,11 +1,13 @@
-"""IronClaw's legacy (<= v1.0) libSQL file, ``ironclaw.db``: mounted read-only.
+"""IronClaw's legacy (<= v1.0) libSQL file, ``ironclaw.db``: read (writes are
+``test_libsql_legacy_writes``).
 
 The file is built as IronClaw v1.0 builds it (``tests.ironclaw_libsql.legacy_ironclaw_db``:
 its memory tables, FTS5 external-content triggers and migrations table) and written as
 IronClaw v1.0 writes (``legacy_write``: versions MAX+1 with IronClaw's hash, chunks
 replaced in one ``BEGIN IMMEDIATE``).  memfs reads every document, version and chunk of
-the mount's scope, searches as IronClaw v1.0 does on libSQL, and refuses every write with
-EROFS and a reason naming the file, leaving the file byte for byte as it was.
+the mount's scope and searches as IronClaw v1.0 does on libSQL; mounted read-only (a Turso
+replica), it refuses every write with EROFS and a reason naming the file, leaving the
+file byte for byte as it was.
 """
 
 from __future__ import annotations
@@ -51,12 +53,20 @@ def database(file: Path) -> Iterator[LibsqlDatabase]:
     opened.close()
 
 
-def test_a_legacy_file_opens_read_only_and_says_why(file: Path, database: LibsqlDatabase) -> None:
-    assert database.layout == "legacy" and database.read_only
-    reason = database.read_only_reason()
-    assert reason is not None and "read-only" in reason and "legacy" in reason
-    assert file_read_only_reason(file) == reason
+def test_a_legacy_file_opens_writable_unless_it_must_not(
+    file: Path, database: LibsqlDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert database.layout == "legacy" and not database.read_only
+    assert database.read_only_reason() is None and file_read_only_reason(file) is None
     assert "memory_documents" in database.schema.describe()
+    monkeypatch.setenv("LIBSQL_URL", "libsql://mem-x.turso.io")
+    replica = open_libsql(file)
+    try:
+        reason = replica.read_only_reason()
+        assert replica.read_only and reason is not None and "read-only" in reason
+        assert "legacy" in reason and file_read_only_reason(file) == reason
+    finally:
+        replica.close()
     with sqlite3.connect(file) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
@@ -111,8 +121,9 @@ def test_search_is_ironclaw_v1_0_s_on_libsql(database: LibsqlDatabase) -> None:
     ]
 
 
-def test_every_write_is_refused_naming_the_file(file: Path, database: LibsqlDatabase) -> None:
+def test_every_write_is_refused_naming_the_file(file: Path) -> None:
     before = file.read_bytes()
+    database = open_libsql(file, read_only=True)
     store = database.workspace(Settings()).documents
     doc = store.load_documents()[0]
     for write in (
@@ -124,6 +135,7 @@ def test_every_write_is_refused_naming_the_file(file: Path, database: LibsqlData
         with pytest.raises(FsError) as refused:
             write()
         assert refused.value.errno == errno.EROFS and str(file) in refused.value.reason
+    database.close()
     assert file.read_bytes() == before
 
 
@@ -172,13 +184,14 @@ def test_a_turso_replica_says_so(tmp_path: Path) -> None:
     primary's host (never its token)."""
     from memfs.db.libsql.database import _legacy_reason
 
-    plain = _legacy_reason({"HOME": str(tmp_path)})
-    assert "Turso" not in plain
-    named = _legacy_reason({"HOME": str(tmp_path), "LIBSQL_URL": "libsql://mem-x.turso.io"})
-    assert "Turso embedded replica of mem-x.turso.io" in named
+    file = legacy_ironclaw_db(tmp_path / "ironclaw.db")
+    assert _legacy_reason(file, {"HOME": str(tmp_path)}) is None
+    named = _legacy_reason(file, {"HOME": str(tmp_path), "LIBSQL_URL": "libsql://mem-x.turso.io"})
+    assert named is not None and "Turso embedded replica of mem-x.turso.io" in named
     (tmp_path / ".ironclaw").mkdir()
     (tmp_path / ".ironclaw" / ".env").write_text(
         'DATABASE_BACKEND=libsql\nexport LIBSQL_URL="libsql://db-y.turso.io?authToken=s3cret"\n'
     )
-    from_file = _legacy_reason({"HOME": str(tmp_path)})
+    from_file = _legacy_reason(file, {"HOME": str(tmp_path)})
+    assert from_file is not None
     assert "replica of db-y.turso.io" in from_file and "s3cret" not in from_file

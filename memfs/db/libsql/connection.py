@@ -28,7 +28,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from memfs.db.libsql.engine_process import EngineProcess
 
 log = logging.getLogger(__name__)
 
@@ -90,14 +93,15 @@ class LibsqlFile:
         read_only: bool = False,
         foreign_keys: bool = False,
         attach: Mapping[str, Path] | None = None,
-        functions: Mapping[str, tuple[int, Callable[..., Any]]] | None = None,
+        writer: EngineProcess | None = None,
     ) -> None:
         self.path = path
+        #: Where write transactions run instead of this process's connections: IronClaw's
+        #: libSQL engine in a process of its own (a legacy file with a vector index).
+        self.writer = writer
         self.read_only = read_only
         #: Files of memfs's own attached to every connection, by schema name.
         self.attach = dict(attach or {})
-        #: SQL functions of memfs's (name: (arguments, function)) on every connection.
-        self.functions = dict(functions or {})
         #: Legacy files: IronClaw's engine has foreign keys on (cascading deletes).
         self.foreign_keys = foreign_keys
         #: Transactions this process committed to the file (``data_version`` does not
@@ -128,8 +132,6 @@ class LibsqlFile:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
             for schema, own in self.attach.items():
                 conn.execute("ATTACH DATABASE ? AS " + schema, (str(own),))
-            for name, (arguments, function) in self.functions.items():
-                conn.create_function(name, arguments, function, deterministic=True)
             if self.foreign_keys:
                 conn.execute("PRAGMA foreign_keys = ON")
             self._local.conn = conn
@@ -179,7 +181,15 @@ class LibsqlFile:
 
     @contextlib.contextmanager
     def _immediate(self, *, retry_begin: bool) -> Iterator[sqlite3.Connection]:
-        conn = self.connection()
+        if self.writer is not None:
+            with self.writer.connection() as child:
+                yield from self._in_transaction(child, retry_begin=retry_begin)  # type: ignore[arg-type]
+            return
+        yield from self._in_transaction(self.connection(), retry_begin=retry_begin)
+
+    def _in_transaction(
+        self, conn: sqlite3.Connection, *, retry_begin: bool
+    ) -> Iterator[sqlite3.Connection]:
         if retry_begin:
             self._retrying(lambda: conn.execute("BEGIN IMMEDIATE"))
         else:
@@ -194,6 +204,8 @@ class LibsqlFile:
         self.commits = next(self._counter)  # atomic, unlike +=
 
     def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
         with self._lock:
             conns, self._all = self._all, []
         for conn in conns:

@@ -3,17 +3,22 @@ database (the same questions ``memfs.db.Database`` answers for PostgreSQL).
 
 The Reborn layout: its rows through ``RebornStore`` over ``SqliteRows``, versions,
 IronClaw v1.3's full-text search and tool folders from ``memfs.db.libsql.reborn_stores``.
-The legacy layout (IronClaw <= v1.0's ``memory_documents``), read-only for now:
-``memfs.db.libsql.legacy_stores``.  IronClaw notifies nothing: mounts poll (a cheap
-fingerprint of the scope, recomputed only when ``PRAGMA data_version`` moved).
+The legacy layout (IronClaw <= v1.0's ``memory_documents``): read by
+``memfs.db.libsql.legacy_stores``, written by ``memfs.db.libsql.legacy_writes`` (through
+IronClaw's libSQL engine in a process of its own where IronClaw made its vector index);
+read-only where the file is a Turso replica or that engine is not installed.  IronClaw
+notifies nothing: mounts poll (a cheap fingerprint of the scope, recomputed only when
+``PRAGMA data_version`` moved).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
 import os
+import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,8 +29,9 @@ from memfs.db.health import WorkspaceHealth
 from memfs.db.interface import DocumentStore, VersionStore
 from memfs.db.kept_store import legacy_workspace
 from memfs.db.libsql.connection import LibsqlFile, NotIronClawFile
+from memfs.db.libsql.engine_process import EngineProcess, libsql_available
 from memfs.db.libsql.files import layout_of_file, turso_primary
-from memfs.db.libsql.kept import DeletedFile, LibsqlKeptStore
+from memfs.db.libsql.kept import LEGACY_UNDONE, DeletedFile, LibsqlKeptStore
 from memfs.db.libsql.legacy_stores import (
     LegacyLibsqlHealth,
     LegacyLibsqlHistoryStore,
@@ -34,6 +40,8 @@ from memfs.db.libsql.legacy_stores import (
     LegacyLibsqlVersionStore,
     legacy_settings,
 )
+from memfs.db.libsql.legacy_writes import OWN_SCHEMA as LEGACY_SCHEMA
+from memfs.db.libsql.legacy_writes import LegacyLibsqlWriter
 from memfs.db.libsql.reborn_stores import (
     LibsqlSearchStore,
     LibsqlToolFileStore,
@@ -41,7 +49,7 @@ from memfs.db.libsql.reborn_stores import (
 )
 from memfs.db.reborn.health import RebornHealth
 from memfs.db.reborn.layout import RebornScope
-from memfs.db.reborn.sqlite import SqliteRows, open_file
+from memfs.db.reborn.sqlite import SqliteRows, open_file, own_file
 from memfs.db.reborn.store import RebornStore
 from memfs.db.scoped import Scope
 from memfs.db.workspace import FullTextRanking, HybridRanking, Workspace
@@ -67,10 +75,9 @@ class _LibsqlSchema:
 
 
 #: Why a legacy file mounts read-only (``LibsqlDatabase.read_only_reason``).
-LEGACY_READ_ONLY = (
-    "IronClaw's legacy (<= v1.0) memory in its libSQL file is mounted read-only: memfs "
-    "does not write that layout yet (`memfs migrate` copies it to a store it writes)"
-)
+LEGACY_READ_ONLY = "IronClaw's legacy (<= v1.0) memory in its libSQL file is mounted read-only"
+#: IronClaw's vector index on a legacy file's chunks (only its libSQL engine maintains it).
+VECTOR_INDEX = "idx_memory_chunks_embedding"
 
 
 class _NoPool:
@@ -94,6 +101,8 @@ class LibsqlDatabase:
     schema: Any = field(default_factory=_LibsqlSchema)
     layout: str = "reborn"
     reborn: bool = True
+    #: Why the file mounts read-only whatever was asked (None: it need not).
+    forced_read_only: str | None = None
     #: Deleted documents kept beside the file (``memfs.db.libsql.kept``).
     deleted: DeletedFile = field(init=False)
 
@@ -117,7 +126,7 @@ class LibsqlDatabase:
 
     def read_only_reason(self) -> str | None:
         """Why this database mounts read-only whatever was asked (None: it need not)."""
-        return _legacy_reason() if self.layout == "legacy" else None
+        return self.forced_read_only
 
     def identity(self) -> dict[str, str]:
         return {"file": str(self.path.resolve())}
@@ -185,7 +194,9 @@ class LibsqlDatabase:
 
     def seed_refusal(self) -> str | None:
         if self.layout == "legacy":
-            return _legacy_reason()
+            return ("this is IronClaw's database: IronClaw writes its own identity files "
+                    "(AGENTS.md, SOUL.md, BOOTSTRAP.md, ...) at its next start and never "
+                    "replaces an existing one, so memfs seeds nothing here")  # fmt: skip
         return "IronClaw >= 1.1 seeds no files in its memory: memfs leaves it as it is"
 
     def legacy_history(self, settings: Settings) -> LegacyLibsqlHistoryStore | None:
@@ -203,12 +214,15 @@ class LibsqlDatabase:
         ).fetchone())  # fmt: skip
         return row is not None
 
-    def _legacy_documents(self, settings: Settings) -> LegacyLibsqlStore:
-        return LegacyLibsqlStore(self.file, _legacy_scope(settings))
+    def _legacy_documents(self, settings: Settings, origin: str | None = None) -> LegacyLibsqlStore:
+        if self.read_only:
+            return LegacyLibsqlStore(self.file, _legacy_scope(settings))
+        return LegacyLibsqlWriter(self.file, _legacy_scope(settings), self.deleted,
+                                  has_versions=self._has_versions(), origin=origin)  # fmt: skip
 
     def documents(self, settings: Settings, origin: str | None = None) -> DocumentStore:
         if self.layout == "legacy":
-            return self._legacy_documents(settings)
+            return self._legacy_documents(settings, origin)
         return RebornStore(self.file, _scope(settings), origin=origin, rows=self._rows())
 
     def _rows(self) -> SqliteRows:
@@ -222,7 +236,7 @@ class LibsqlDatabase:
 
     def workspace(self, settings: Settings, origin: str | None = None) -> Workspace:
         if self.layout == "legacy":
-            return self._legacy_workspace(settings)
+            return self._legacy_workspace(settings, origin)
         scope = _scope(settings)
         store = RebornStore(self.file, scope, origin=origin, rows=self._rows())
         search = LibsqlSearchStore(self.file, scope, read_only=self.read_only)
@@ -238,17 +252,17 @@ class LibsqlDatabase:
             kept=LibsqlKeptStore(self.file, self.deleted, scope.prefix),
         )
 
-    def _legacy_workspace(self, settings: Settings) -> Workspace:
+    def _legacy_workspace(self, settings: Settings, origin: str | None = None) -> Workspace:
         legacy = _legacy_scope(settings)
+        workspace = legacy_workspace(legacy.user_id, legacy.agent_id)
         return Workspace(
-            documents=LegacyLibsqlStore(self.file, legacy),
+            documents=self._legacy_documents(settings, origin),
             ranking=HybridRanking(LegacyLibsqlSearchStore(self.file, legacy)),
             versions=self.version_store(settings),
-            tool_files=LibsqlToolFileStore(
-                self.file, legacy_workspace(legacy.user_id, legacy.agent_id)
-            ),
+            tool_files=LibsqlToolFileStore(self.file, workspace),
             readers=[LegacyLibsqlStore(self.file, Scope(name)) for name in settings.read_scopes],
             onboarded=functools.partial(self.onboarding_completed, legacy.user_id),
+            kept=LibsqlKeptStore(self.file, self.deleted, workspace, undone=LEGACY_UNDONE),
         )
 
     def close(self) -> None:
@@ -272,19 +286,36 @@ def file_read_only_reason(path: Path) -> str | None:
     """Why IronClaw's file at ``path`` would mount read-only (None: it would not, or it is
     no IronClaw file: opening it says why)."""
     try:
-        return _legacy_reason() if layout_of_file(path) == "legacy" else None
+        return _legacy_reason(path) if layout_of_file(path) == "legacy" else None
     except NotIronClawFile:
         return None
 
 
-def _legacy_reason(env: Mapping[str, str] | None = None) -> str:
-    """Why a legacy file mounts read-only, naming a Turso primary where IronClaw has one."""
+def _has_vector_index(path: Path) -> bool:
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+        found = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?", (VECTOR_INDEX,)
+        ).fetchone()
+    return found is not None
+
+
+def _legacy_reason(path: Path, env: Mapping[str, str] | None = None) -> str | None:
+    """Why a legacy file mounts read-only (None: memfs writes it): a Turso embedded
+    replica, or a vector index with no libSQL engine on this machine."""
     primary = turso_primary(os.environ if env is None else env)
-    if primary is None:
-        return LEGACY_READ_ONLY
-    host = primary.split("://", 1)[-1].split("/", 1)[0].split("?", 1)[0]
-    return (f"{LEGACY_READ_ONLY}; it is also a Turso embedded replica of {host} "
-            "(IronClaw's LIBSQL_URL): a local write would diverge from the primary")  # fmt: skip
+    if primary is not None:
+        host = primary.split("://", 1)[-1].split("/", 1)[0].split("?", 1)[0]
+        return (
+            f"{LEGACY_READ_ONLY}: it is a Turso embedded replica of {host} "
+            "(IronClaw's LIBSQL_URL), and a local write would diverge from its primary"
+        )
+    if _has_vector_index(path):
+        missing = libsql_available()
+        if missing is not None:
+            return (f"{LEGACY_READ_ONLY}: IronClaw made its vector index there "
+                    f"({VECTOR_INDEX}), which only IronClaw's libSQL engine can keep, and "
+                    f"{missing}")  # fmt: skip
+    return None
 
 
 def open_libsql(path: Path, *, read_only: bool = False) -> LibsqlDatabase:
@@ -297,10 +328,23 @@ def open_libsql(path: Path, *, read_only: bool = False) -> LibsqlDatabase:
         raise DatabaseError(str(exc)) from None
     if layout is None:
         raise DatabaseError(f"{path}: not an IronClaw memory file")
-    if layout == "legacy":
-        read_only = True
-    file = open_file(path, read_only=read_only, foreign_keys=layout == "legacy")
+    forced = _legacy_reason(path) if layout == "legacy" else None
+    read_only = read_only or forced is not None
+    writer = None
+    if layout == "legacy" and not read_only and _has_vector_index(path):
+        writer = EngineProcess(path, attach={"memfs": own_file(path)}, foreign_keys=True)
+    file = open_file(path, read_only=read_only, foreign_keys=layout == "legacy", writer=writer,
+                     schema=LEGACY_SCHEMA if layout == "legacy" else ())  # fmt: skip
+    if writer is not None:
+        try:
+            began = writer.started()
+        except sqlite3.Error as exc:
+            file.close()
+            raise DatabaseError(f"{path}: IronClaw's libSQL engine did not start: {exc}") from None
+        log.info("writing %s through IronClaw's libSQL engine (process %s, started in %.2f s): "
+                 "IronClaw made its vector index there", path, writer.pid, began)  # fmt: skip
     log.info("opened IronClaw's libSQL file %s (%s layout, journal %s)", path, layout,
              file.journal_mode)  # fmt: skip
     return LibsqlDatabase(path, file, read_only=read_only, schema=_LibsqlSchema(layout),
-                          layout=layout, reborn=layout == "reborn")  # fmt: skip
+                          layout=layout, reborn=layout == "reborn",
+                          forced_read_only=forced)  # fmt: skip

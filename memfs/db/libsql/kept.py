@@ -178,13 +178,32 @@ def _time(value: str | None) -> datetime | None:
     return parse_time(value) if value else None
 
 
+#: A kept copy's row still there as it was (its delete did not commit): the Reborn layout
+#: keeps a row's path and ``updated_at|version``.
+REBORN_UNDONE = (
+    f"SELECT 1 FROM {TABLE} WHERE path = ? AND kind = 'memory_document' "
+    "AND updated_at || '|' || version = ?"
+)
+#: The same in the legacy layout: a row's id and ``updated_at|byte length % 1000``
+#: (``memfs.db.libsql.legacy_writes``).
+LEGACY_UNDONE = (
+    "SELECT 1 FROM memory_documents WHERE id = ? "
+    "AND updated_at || '|' || (length(CAST(content AS BLOB)) % 1000) = ?"
+)
+
+
 class LibsqlKeptStore:
     """``KeptHistory`` of one workspace of IronClaw's libSQL file."""
 
-    def __init__(self, file: LibsqlFile, deleted: DeletedFile, workspace: str) -> None:
+    def __init__(
+        self, file: LibsqlFile, deleted: DeletedFile, workspace: str, *,
+        undone: str = REBORN_UNDONE,
+    ) -> None:  # fmt: skip
         self.file = file
         self.deleted = deleted
         self.workspace = workspace
+        #: The query telling a copy whose delete did not commit (``_undone``).
+        self.undone = undone
 
     def start(self) -> datetime:
         def work(conn: sqlite3.Connection) -> str:
@@ -209,11 +228,7 @@ class LibsqlKeptStore:
         """A copy whose delete did not commit: its row is still there, unchanged."""
         if not row_path or not row_state:
             return False
-        found = self.file.read(lambda c: c.execute(
-            f"SELECT 1 FROM {TABLE} WHERE path = ? AND kind = 'memory_document' "
-            "AND updated_at || '|' || version = ?",
-            (row_path, row_state),
-        ).fetchone())  # fmt: skip
+        found = self.file.read(lambda c: c.execute(self.undone, (row_path, row_state)).fetchone())
         return found is not None
 
     @staticmethod

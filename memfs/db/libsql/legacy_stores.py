@@ -1,13 +1,12 @@
-"""A legacy (IronClaw <= v1.0) workspace in IronClaw's libSQL file, read-only
+"""A legacy (IronClaw <= v1.0) workspace in IronClaw's libSQL file, read
 (docs/ironclaw/libsql.md §8; requirements 12, 13).
 
 The file holds ``memory_documents``, ``memory_chunks`` (with its FTS5 external-content
-table) and ``memory_document_versions``, with text ids and times.  memfs mounts it
-read-only for now: every document, its versions, ``.at/`` and IronClaw v1.0's full-text
-search.  Writing needs IronClaw v1.0's save rules over this file's statements (the rules
-live in the PostgreSQL engine today), and, where IronClaw made its vector index, the
-libSQL engine itself in a process of its own (plain SQLite cannot insert or delete such
-chunks); until then a write is refused with EROFS, whose reason names the file.
+table) and ``memory_document_versions``, with text ids and times.  Here: every document,
+its versions, ``.at/`` and IronClaw v1.0's full-text search; writes are
+``memfs.db.libsql.legacy_writes``'s.  ``LegacyLibsqlStore`` alone is a read-only mount's
+store (a Turso replica, or a vector index with no libSQL engine here): it refuses every
+write with EROFS, whose reason names the file.
 
 The vector leg of search answers nothing: IronClaw falls back to full text whenever its
 vector query fails, and plain SQLite has no ``vector_top_k``.
@@ -28,6 +27,7 @@ from memfs.chunker import DEFAULT_CONFIG
 from memfs.db.capabilities import ChunkHit
 from memfs.db.health import Duplicate
 from memfs.db.interface import (
+    NO_ATTRS,
     AsOf,
     CommitResult,
     Content,
@@ -41,7 +41,7 @@ from memfs.db.interface import (
 )
 from memfs.db.legacy.health import stale_documents
 from memfs.db.libsql.connection import LibsqlFile
-from memfs.db.libsql.row_times import as_text, parse_time
+from memfs.db.libsql.row_times import as_text, parse_time, token
 from memfs.db.scoped import Scope
 from memfs.errors import FsError, WriteRefused
 from memfs.ironclaw.hashing import bytes_hash
@@ -54,6 +54,14 @@ _BYTES = "CAST(d.content AS BLOB)"
 BATCH = 200
 #: The longest path a mount takes (Linux's PATH_MAX).
 PATH_MAX = 4096
+
+
+def legacy_token(updated_at: str, size: int) -> datetime:
+    """A legacy row's version token: ``updated_at`` (IronClaw's milliseconds) plus its
+    content's byte length modulo 1,000 as microseconds (a legacy write changes nothing
+    else, and two writes within one millisecond then still differ unless their lengths
+    agree modulo 1,000)."""
+    return token(updated_at, size % 1000)
 
 
 def _params(scope: Scope, **extra: Any) -> dict[str, Any]:
@@ -113,7 +121,7 @@ class LegacyLibsqlStore:
             _params(self._scope, **params),
         ).fetchall())  # fmt: skip
         return [
-            DocRow(UUID(i), p, int(s or 0), parse_time(c), parse_time(u), FileAttrs())
+            DocRow(UUID(i), p, int(s or 0), parse_time(c), legacy_token(u, int(s or 0)), NO_ATTRS)
             for i, p, s, c, u in rows
         ]
 
@@ -140,7 +148,11 @@ class LegacyLibsqlStore:
             f"WHERE {_SCOPE} AND d.id IN (SELECT value FROM json_each(:ids))",
             _params(self._scope, ids=ids),
         ).fetchall())  # fmt: skip
-        return {UUID(i): Content(_text(data), parse_time(at)) for i, data, at in rows}
+        found = {}
+        for i, data, at in rows:
+            text = _text(data)
+            found[UUID(i)] = Content(text, legacy_token(at, len(text)))
+        return found
 
     def content_by_hash(self, doc_id: UUID, digest: str) -> bytes | None:
         """SQLite has no SHA-256: the current content is hashed here; versions carry
@@ -168,11 +180,11 @@ class LegacyLibsqlStore:
         if not rows:
             return None
         doc_id, _, content, updated = rows[0]
-        return StoredDocument(UUID(doc_id), content, parse_time(updated))
+        return StoredDocument(UUID(doc_id), content, legacy_token(updated, len(_text(content))))
 
     def export_rows(self) -> list[ExportRow]:
         return [
-            ExportRow(path, content, parse_time(updated), None, UUID(doc_id))
+            ExportRow(path, content, legacy_token(updated, len(_text(content))), None, UUID(doc_id))
             for doc_id, path, content, updated in self._whole("1")
         ]
 

@@ -36,6 +36,7 @@ from memfs.db.reborn.rows import Answer, Family, FolderMoveLog, KeepAs, Record, 
 from memfs.ironclaw.hashing import bytes_hash
 
 if TYPE_CHECKING:
+    from memfs.db.libsql.engine_process import EngineProcess
     from memfs.db.libsql.kept import DeletedFile
 
 log = logging.getLogger(__name__)
@@ -71,16 +72,25 @@ def own_file(ironclaw_file: Path) -> Path:
     return ironclaw_file.with_name(ironclaw_file.name + ".memfs")
 
 
-def open_file(path: Path, *, read_only: bool = False, foreign_keys: bool = False) -> LibsqlFile:
+def open_file(
+    path: Path,
+    *,
+    read_only: bool = False,
+    foreign_keys: bool = False,
+    writer: EngineProcess | None = None,
+    schema: Sequence[str] = (),
+) -> LibsqlFile:
     """IronClaw's libSQL file with memfs's own file attached as ``memfs`` (created 0600 if
-    missing); ``foreign_keys`` for the legacy layout, as IronClaw's engine has them."""
+    missing, with ``OWN_SCHEMA`` and ``schema``); ``foreign_keys`` for the legacy layout,
+    as IronClaw's engine has them; ``writer``: where its write transactions run."""
     own = own_file(path)
     if not own.exists() and not read_only:
         os.close(os.open(own, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-    opened = LibsqlFile(path, read_only=read_only, attach={"memfs": own}, foreign_keys=foreign_keys)
+    opened = LibsqlFile(path, read_only=read_only, attach={"memfs": own},
+                        foreign_keys=foreign_keys, writer=writer)  # fmt: skip
     if not read_only:
         conn = opened.connection()
-        for statement in OWN_SCHEMA:
+        for statement in (*OWN_SCHEMA, *schema):
             conn.execute(statement)
     return opened
 

@@ -1,0 +1,700 @@
+"""Writing a legacy (IronClaw <= v1.0) workspace in IronClaw's libSQL file
+(docs/ironclaw/libsql.md §8; requirements 5-8, 12, 13).
+
+IronClaw v1.0's rules are the legacy engine's (``memfs.ironclaw.legacy_save``: the save
+plan, versions, conflicts), run here over the file's statements: every write one short
+``BEGIN IMMEDIATE`` transaction that reads the row, decides, writes the document, its
+version and its chunks (IronClaw re-chunks after every write; here in the same
+transaction, so a save stays one transaction).  Times are SQL's
+``strftime('%Y-%m-%dT%H:%M:%fZ', 'now')``, IronClaw's format; ids are UUIDv4 text; foreign
+keys are on, so a document's delete takes its chunks and versions as IronClaw's does.
+
+Where IronClaw made its vector index, the write transactions run in IronClaw's libSQL
+engine in a process of its own (``engine_process``; ``LibsqlFile.writer``): the
+statements here are the same (``?`` parameters, which both drivers take), and chunks are
+written with no embedding (IronClaw fills missing embeddings itself:
+``backfill_embeddings`` at its start).  Reads run on this process's stdlib connections.
+
+memfs's own state lives beside IronClaw's file, never in it: kept folders, client
+attributes and moves in the attached ``memfs`` file (``legacy_directories``,
+``legacy_attrs``, ``path_history``), deleted documents with their versions in
+``<file>.memfs-deleted`` (``memfs.db.libsql.kept``).
+
+A row's version token is ``legacy_token``'s (``updated_at`` and the content's byte length);
+guards compare both, and a removal also compares the content's hash where this store
+knows what the mount showed.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from memfs.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
+from memfs.db.deferred import DeferredChanges, DeferringStore, Delete, Moved
+from memfs.db.interface import CommitResult, DocRow, FileAttrs, attrs_of
+from memfs.db.kept_store import legacy_workspace
+from memfs.db.libsql.connection import LibsqlFile
+from memfs.db.libsql.kept import DeletedFile
+from memfs.db.libsql.legacy_stores import LegacyLibsqlStore, legacy_token
+from memfs.db.libsql.row_times import NOW, parse_time
+from memfs.db.scoped import Scope, folder_config_paths
+from memfs.errors import WriteRefused
+from memfs.ironclaw.hashing import content_hash
+from memfs.ironclaw.legacy_save import StoredRow, plan_save
+from memfs.ironclaw.write_rules import (
+    DocumentMetadata,
+    check_injection,
+    effective_metadata,
+    is_engine_runtime_path,
+)
+from memfs.paths import conflict_copy
+
+log = logging.getLogger(__name__)
+
+#: memfs's own tables for legacy workspaces, in its file beside IronClaw's.
+OWN_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS memfs.legacy_directories (workspace TEXT NOT NULL, "
+    "path TEXT NOT NULL, PRIMARY KEY (workspace, path))",
+    "CREATE TABLE IF NOT EXISTS memfs.legacy_attrs (document_id TEXT PRIMARY KEY, "
+    "mode INTEGER, mtime_ns INTEGER, set_against TEXT NOT NULL)",
+)
+_Q = "user_id = ? AND agent_id IS ?"
+_SIZE = "length(CAST(content AS BLOB))"
+#: A row's state as the attributes table keeps it (``updated_at`` and the token's part).
+_STATE = f"updated_at || '|' || ({_SIZE} % 1000)"
+_BELOW = "(path >= ? || '/' AND path < ? || '0')"
+
+
+def _metadata(text: Any) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _ns(at: datetime) -> int:
+    return int(at.timestamp()) * 1_000_000_000 + at.microsecond // 1000 * 1_000_000
+
+
+@dataclass(frozen=True)
+class _Row:
+    """A document row as a write reads it inside its transaction."""
+
+    id: UUID
+    path: str
+    content: str
+    updated_at: str
+    metadata: dict[str, Any]
+
+    @property
+    def token(self) -> datetime:
+        return legacy_token(self.updated_at, len(self.content.encode("utf-8")))
+
+
+class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore):
+    """One legacy workspace of the file, read and written (``DocumentStore``)."""
+
+    _db_error: type[Exception] = sqlite3.Error
+
+    def __init__(
+        self,
+        file: LibsqlFile,
+        scope: Scope,
+        deleted: DeletedFile,
+        *,
+        has_versions: bool,
+        chunk_config: ChunkConfig = DEFAULT_CONFIG,
+        origin: str | None = None,
+    ) -> None:
+        LegacyLibsqlStore.__init__(self, file, scope)
+        #: The file: ``DeferringStore`` opens its transactions (``_open_transaction``).
+        self.pool = file
+        self.deferred = DeferredChanges()
+        #: Where a deleted document is kept first (``memfs undelete``).
+        self.deleted = deleted
+        #: IronClaw >= v0.25 keeps versions (its migration 16); older files have none.
+        self.has_versions = has_versions
+        self.chunk_config = chunk_config
+        self.origin = origin
+        self.workspace = legacy_workspace(scope.user_id, scope.agent_id)
+        self._scope_params = (scope.user_id, str(scope.agent_id) if scope.agent_id else None)
+        #: The hash of each document's content at the token this store last saw it (a
+        #: removal's guard checks it too: two writes may share a token).
+        self._hashes: dict[UUID, tuple[datetime, str]] = {}
+        self._lock = threading.Lock()
+
+    # -- transactions --------------------------------------------------------------------
+
+    def _open_transaction(self) -> Any:
+        return self.file.transaction()
+
+    def _is_refusal(self, exc: Exception) -> bool:
+        return isinstance(exc, sqlite3.IntegrityError | sqlite3.DataError)
+
+    def _remember(self, doc_id: UUID, at: datetime, digest: str) -> None:
+        with self._lock:
+            self._hashes[doc_id] = (at, digest)
+
+    def content_problem(self, path: str, text: str) -> WriteRefused | None:
+        """IronClaw v1.0: a system-prompt file may be blank, not hold an injection."""
+        try:
+            check_injection(path, text)
+        except WriteRefused as refused:
+            return refused
+        return None
+
+    # -- reading -------------------------------------------------------------------------
+
+    def _rows(self, where: str, **params: Any) -> list[DocRow]:
+        """The scope's documents with their client attributes, without those this mount
+        removed and has not sent yet."""
+        with self.deferred.deletions_during() as hidden:
+            rows = self.file.read(lambda c: c.execute(
+                "SELECT d.id, d.path, length(CAST(d.content AS BLOB)), d.created_at, "
+                "d.updated_at, a.mode, a.mtime_ns FROM memory_documents d "
+                "LEFT JOIN memfs.legacy_attrs a ON a.document_id = d.id AND a.set_against = "
+                "d.updated_at || '|' || (length(CAST(d.content AS BLOB)) % 1000) "
+                f"WHERE d.user_id = :user AND d.agent_id IS :agent AND {where} "
+                "ORDER BY d.path, d.updated_at DESC, d.id",
+                {"user": self._scope_params[0], "agent": self._scope_params[1], **params},
+            ).fetchall())  # fmt: skip
+        found = []
+        for i, p, s, c, u, mode, mtime in rows:
+            doc_id = UUID(i)
+            if doc_id in hidden:
+                continue
+            size = int(s or 0)
+            found.append(DocRow(doc_id, p, size, parse_time(c), legacy_token(u, size),
+                                attrs_of(mode, mtime)))  # fmt: skip
+        return found
+
+    def load_directories(self) -> list[str]:
+        rows = self.file.read(lambda c: c.execute(
+            "SELECT path FROM memfs.legacy_directories WHERE workspace = ? ORDER BY path",
+            (self.workspace,),
+        ).fetchall())  # fmt: skip
+        return sorted(self.deferred.directories({r[0] for r in rows}))
+
+    # -- rows inside a write transaction ---------------------------------------------------
+
+    def _row(self, conn: Any, where: str, *params: Any) -> _Row | None:
+        found = conn.execute(
+            "SELECT id, path, content, updated_at, metadata FROM memory_documents "
+            f"WHERE {where} AND {_Q} ORDER BY updated_at DESC, id LIMIT 1",
+            (*params, *self._scope_params),
+        ).fetchone()
+        if found is None:
+            return None
+        return _Row(UUID(found[0]), found[1], found[2], found[3], _metadata(found[4]))
+
+    def _folder(self, conn: Any, path: str) -> dict[str, Any] | None:
+        """The metadata of the nearest ``.config`` above ``path`` (None: there is none)."""
+        configs = folder_config_paths(path)
+        rows = dict(conn.execute(
+            f"SELECT path, metadata FROM memory_documents WHERE {_Q} "
+            "AND path IN (SELECT value FROM json_each(?))",
+            (*self._scope_params, json.dumps(configs)),
+        ).fetchall())  # fmt: skip
+        for config in configs:
+            if config in rows:
+                return _metadata(rows[config])
+        return None
+
+    def _state(self, conn: Any, doc_id: UUID) -> datetime | None:
+        row = conn.execute(
+            f"SELECT updated_at, {_SIZE} FROM memory_documents WHERE id = ?", (str(doc_id),)
+        ).fetchone()
+        return legacy_token(row[0], int(row[1])) if row is not None else None
+
+    # -- saves ---------------------------------------------------------------------------
+
+    def commit_document(
+        self,
+        doc_id: UUID | None,
+        path: str,
+        content: str,
+        attrs: FileAttrs,
+        expected: datetime | None = None,
+        *,
+        index_now: bool = True,
+        unconfigured: bool = False,
+    ) -> CommitResult:
+        """IronClaw v1.0's write of ``path``, re-chunked in the same transaction; a row
+        changed since ``expected`` keeps the other writer's content first (a version, or
+        a conflict copy on a file without versions)."""
+        with self._transaction() as conn:
+            result = self._commit(conn, doc_id, path, content, attrs, expected)
+        self._remember(result.doc_id, result.updated_at, content_hash(content))
+        return result
+
+    def commit_documents(
+        self,
+        items: Sequence[tuple[UUID | None, str, str, FileAttrs]],
+        keep_dirs: Sequence[str] = (),
+    ) -> list[CommitResult]:
+        with self._transaction() as conn:
+            results = [self._commit(conn, d, p, c, a, None) for d, p, c, a in items]
+            self._keep_directories(conn, keep_dirs)
+        for (_, _, content, _), result in zip(items, results, strict=True):
+            self._remember(result.doc_id, result.updated_at, content_hash(content))
+        return results
+
+    def _commit(
+        self,
+        conn: Any,
+        doc_id: UUID | None,
+        path: str,
+        content: str,
+        attrs: FileAttrs,
+        expected: datetime | None,
+    ) -> CommitResult:
+        """One document's save in the caller's transaction (``plan_save`` decides)."""
+        new_hash = content_hash(content)
+        row = self._row(conn, "id = ?", str(doc_id)) if doc_id is not None else None
+        if row is None:
+            row = self._row(conn, "path = ?", path)
+        folder = self._folder(conn, path)
+        stored = None
+        if row is not None:
+            stored = StoredRow(content_hash(row.content), row.content == "", row.metadata,
+                               folder, row.token)  # fmt: skip
+        plan = plan_save(path, content, new_hash, stored, folder, expected)
+        target = row.id if row is not None else uuid.uuid4()
+        conflict = None
+        versioned = False
+        if plan.keep_other:
+            assert row is not None
+            conflict = self._keep_other(conn, row, plan.meta)
+        if plan.version:
+            assert row is not None
+            versioned = self._save_version(conn, row.id, row.content, plan.meta)
+        if plan.created:
+            conn.execute(
+                "INSERT INTO memory_documents (id, user_id, agent_id, path, content, metadata) "
+                "VALUES (?, ?, ?, ?, ?, '{}')",
+                (str(target), *self._scope_params, path, content),
+            )
+        elif plan.write:
+            conn.execute(
+                f"UPDATE memory_documents SET content = ?, updated_at = {NOW} WHERE id = ?",
+                (content, str(target)),
+            )
+        chunks = self._index(conn, target, path, content, plan.meta)
+        if not (plan.created and attrs.empty):
+            self._write_attrs(conn, target, attrs)
+        after = self._state(conn, target)
+        assert after is not None
+        return CommitResult(target, after, plan.created, plan.changed, chunks, versioned,
+                            conflict, plan.replaced_hash)  # fmt: skip
+
+    def _keep_other(self, conn: Any, row: _Row, meta: DocumentMetadata) -> str:
+        """Another writer changed the row since the mount read it: keep their content."""
+        if self.has_versions:
+            self._save_version(conn, row.id, row.content, meta, force=True)
+            number = conn.execute(
+                "SELECT max(version) FROM memory_document_versions WHERE document_id = ?",
+                (str(row.id),),
+            ).fetchone()
+            return f"version {number[0] if number else '?'}"
+        copy = conflict_copy(row.path, datetime.now(UTC))
+        self._commit(conn, None, copy, row.content, FileAttrs(), None)
+        return f"copy {copy}"
+
+    def _save_version(
+        self, conn: Any, doc_id: UUID, content: str, meta: DocumentMetadata, *,
+        force: bool = False,
+    ) -> bool:  # fmt: skip
+        """IronClaw's ``maybe_save_version``: ``content`` (the row's, about to be replaced)
+        as version MAX+1, unless versions are off for it or the newest holds it already."""
+        if not self.has_versions or not (meta.versioned or force) or not content:
+            return False
+        digest = content_hash(content)
+        newest = conn.execute(
+            "SELECT content_hash FROM memory_document_versions WHERE document_id = ? "
+            "ORDER BY version DESC LIMIT 1",
+            (str(doc_id),),
+        ).fetchone()
+        if newest is not None and newest[0] == digest:
+            return False
+        self._insert_version(conn, doc_id, content, digest)
+        return True
+
+    def _insert_version(self, conn: Any, doc_id: UUID, content: str, digest: str) -> None:
+        conn.execute(
+            "INSERT INTO memory_document_versions (id, document_id, version, content, "
+            "content_hash, created_at, changed_by) VALUES (?, ?, (SELECT COALESCE(MAX(version), "
+            f"0) + 1 FROM memory_document_versions WHERE document_id = ?), ?, ?, {NOW}, ?)",
+            (str(uuid.uuid4()), str(doc_id), str(doc_id), content, digest,
+             self._scope_params[0]),
+        )  # fmt: skip
+
+    def _index(
+        self, conn: Any, doc_id: UUID, path: str, content: str, meta: DocumentMetadata
+    ) -> int:
+        """Make the document's chunks IronClaw's (0..n-1 of ``content``; none under
+        ``skip_indexing`` or at an engine path), rewriting only those whose text changed:
+        an unchanged chunk keeps its embedding.  Returns how many it has."""
+        indexed = meta.indexed and not is_engine_runtime_path(path)
+        chunks = chunk_document(content, self.chunk_config) if indexed else []
+        stored = dict(conn.execute(
+            "SELECT chunk_index, content FROM memory_chunks WHERE document_id = ?",
+            (str(doc_id),),
+        ).fetchall())  # fmt: skip
+        if len(stored) > len(chunks) or any(i >= len(chunks) for i in stored):
+            conn.execute(
+                "DELETE FROM memory_chunks WHERE document_id = ? AND chunk_index >= ?",
+                (str(doc_id), len(chunks)),
+            )
+        for index, text in enumerate(chunks):
+            old = stored.get(index)
+            if old is None:
+                conn.execute(
+                    "INSERT INTO memory_chunks (id, document_id, chunk_index, content, "
+                    "embedding) VALUES (?, ?, ?, ?, NULL)",
+                    (str(uuid.uuid4()), str(doc_id), index, text),
+                )
+            elif old != text:
+                conn.execute(
+                    "UPDATE memory_chunks SET content = ?, embedding = NULL "
+                    "WHERE document_id = ? AND chunk_index = ?",
+                    (text, str(doc_id), index),
+                )
+        return len(chunks)
+
+    def _reindex_row(self, conn: Any, row: _Row) -> int:
+        meta = effective_metadata(row.metadata, self._folder(conn, row.path))
+        return self._index(conn, row.id, row.path, row.content, meta)
+
+    def reindex(self, doc_id: UUID, path: str) -> int:
+        with self._transaction() as conn:
+            row = self._row(conn, "id = ?", str(doc_id))
+            return self._reindex_row(conn, row) if row is not None else 0
+
+    def _write_attrs(self, conn: Any, doc_id: UUID, attrs: FileAttrs) -> None:
+        """Client attributes, valid while the row stays as it is now."""
+        if attrs.empty:
+            conn.execute("DELETE FROM memfs.legacy_attrs WHERE document_id = ?", (str(doc_id),))
+            return
+        conn.execute(
+            "INSERT INTO memfs.legacy_attrs (document_id, mode, mtime_ns, set_against) "
+            f"SELECT id, ?, ?, {_STATE} FROM memory_documents WHERE id = ? "
+            "ON CONFLICT (document_id) DO UPDATE SET mode = excluded.mode, "
+            "mtime_ns = excluded.mtime_ns, set_against = excluded.set_against",
+            (attrs.mode, attrs.mtime_ns, str(doc_id)),
+        )
+
+    def set_attrs(self, doc_id: UUID, attrs: FileAttrs) -> bool:
+        with self._transaction() as conn:
+            if self._row(conn, "id = ?", str(doc_id)) is None:
+                return False
+            self._write_attrs(conn, doc_id, attrs)
+        return True
+
+    # -- removals ------------------------------------------------------------------------
+
+    def _send_deletes(self, conn: Any, deletes: Sequence[Delete]) -> Callable[[], set[UUID]]:
+        left = self._delete_rows(conn, deletes)
+        return lambda: left
+
+    def _delete_rows(self, conn: Any, deletes: Sequence[Delete], *, keep: bool = True) -> set[UUID]:
+        """IronClaw's delete of each document (chunks, then the row; versions cascade),
+        only while its row is as the mount showed it (``seen``; None: any).  Each is kept
+        first with its versions (``keep``).  Returns the ids left in place."""
+        left = set()
+        for delete in deletes:
+            row = self._row(conn, "id = ?", str(delete.doc_id))
+            if row is None:
+                continue
+            if delete.seen is not None and not self._as_shown(row, delete.seen):
+                left.add(delete.doc_id)
+                continue
+            if keep:
+                self._keep_deleted(conn, row)
+            conn.execute("DELETE FROM memory_chunks WHERE document_id = ?", (str(row.id),))
+            conn.execute("DELETE FROM memory_documents WHERE id = ?", (str(row.id),))
+            conn.execute("DELETE FROM memfs.legacy_attrs WHERE document_id = ?", (str(row.id),))
+            with self._lock:
+                self._hashes.pop(row.id, None)
+        return left
+
+    def _as_shown(self, row: _Row, seen: datetime) -> bool:
+        if row.token != seen:
+            return False
+        with self._lock:
+            known = self._hashes.get(row.id)
+        return known is None or known[0] != seen or known[1] == content_hash(row.content)
+
+    def _keep_deleted(self, conn: Any, row: _Row) -> None:
+        """The document with its versions in the kept file, committed before the delete
+        (``memfs.db.libsql.kept``); a copy whose delete does not commit is told apart by
+        its row still being there as it was."""
+        versions = []
+        if self.has_versions:
+            for number, content, who, created in conn.execute(
+                "SELECT version, content, changed_by, created_at FROM memory_document_versions "
+                "WHERE document_id = ? ORDER BY version",
+                (str(row.id),),
+            ).fetchall():
+                versions.append({"version": number, "content": content, "changed_by": who,
+                                 "created_at": parse_time(created).isoformat()})  # fmt: skip
+        created = conn.execute(
+            "SELECT created_at, " + _STATE + " FROM memory_documents WHERE id = ?",
+            (str(row.id),),
+        ).fetchone()
+        self.deleted.keep({
+            "workspace": self.workspace, "path": row.path, "content": row.content,
+            "created_at": created[0], "updated_at": row.updated_at,
+            "versions": json.dumps(versions), "row_path": str(row.id), "row_state": created[1],
+        })  # fmt: skip
+
+    def delete_document(
+        self, doc_id: UUID, keep_dirs: Sequence[str] = (), seen: datetime | None = None
+    ) -> bool:
+        with self._transaction() as conn:
+            there = self._row(conn, "id = ?", str(doc_id)) is not None
+            left = self._delete_rows(conn, [Delete(doc_id, seen)])
+            self._keep_directories(conn, keep_dirs)
+        return there and doc_id not in left
+
+    # -- renames -------------------------------------------------------------------------
+
+    def _rules_differ(self, conn: Any, old_path: str, new_path: str) -> bool:
+        """Whether documents moved from ``old_path`` to ``new_path`` may be indexed
+        differently: the nearest ``.config`` above differs, or an engine path is involved."""
+        if is_engine_runtime_path(old_path) or is_engine_runtime_path(new_path):
+            return True
+        return self._folder(conn, old_path) != self._folder(conn, new_path)
+
+    def rename_document(
+        self,
+        doc_id: UUID,
+        new_path: str,
+        replaced: UUID | None,
+        attrs: FileAttrs,
+        keep_dirs: Sequence[str] = (),
+        old_path: str | None = None,
+        *,
+        replaced_seen: datetime | None = None,
+    ) -> Moved | None:
+        """Move a document to ``new_path`` (removing ``replaced`` first, only at
+        ``replaced_seen``); refused (EEXIST) when a row the mount did not show is there."""
+        with self._transaction() as conn:
+            if replaced is not None:
+                self._delete_rows(conn, [Delete(replaced, replaced_seen)])
+            taken = conn.execute(
+                f"SELECT 1 FROM memory_documents WHERE {_Q} AND path = ? AND id <> ? LIMIT 1",
+                (*self._scope_params, new_path, str(doc_id)),
+            ).fetchone()
+            if taken is not None:
+                raise WriteRefused(
+                    errno.EEXIST, "memfs's rename",
+                    f"another writer's document is at {new_path!r} (this mount did not show it)",
+                )  # fmt: skip
+            row = self._row(conn, "id = ?", str(doc_id))
+            if row is None:
+                return None
+            differ = old_path is None or self._rules_differ(conn, row.path, new_path)
+            conn.execute("UPDATE memory_documents SET path = ? WHERE id = ?",
+                         (new_path, str(doc_id)))  # fmt: skip
+            if row.path != new_path:
+                self._note_moves(conn, [(row.path, new_path)])
+            self._write_attrs(conn, doc_id, attrs)
+            if differ:
+                moved = self._row(conn, "id = ?", str(doc_id))
+                assert moved is not None
+                self._reindex_row(conn, moved)
+            self._keep_directories(conn, keep_dirs)
+            after = self._state(conn, doc_id)
+        assert after is not None
+        with self._lock:
+            known = self._hashes.pop(doc_id, None)
+            if known is not None and known[0] == row.token:
+                self._hashes[doc_id] = (after, known[1])
+        return Moved(row.token, after)
+
+    def _note_moves(self, conn: Any, moves: Sequence[tuple[str, str]]) -> None:
+        """Each document's move, for ``.at/`` (memfs's ``path_history``)."""
+        for old, new in moves:
+            conn.execute(
+                "INSERT INTO memfs.path_history (workspace, old_path, new_path, folder, "
+                f"moved_at) VALUES (?, ?, ?, 0, {NOW})",
+                (self.workspace, old, new),
+            )
+
+    def replace_document(
+        self,
+        source_id: UUID,
+        target_id: UUID,
+        path: str,
+        content: str | None,
+        attrs: FileAttrs,
+        keep_dirs: Sequence[str] = (),
+        *,
+        index_now: bool = False,
+        expected: datetime | None = None,
+        source_at: datetime | None = None,
+    ) -> CommitResult | None:
+        """A document renamed over another: IronClaw's write of ``path`` (the target keeps
+        its id, created_at and metadata; its content becomes a version), then IronClaw's
+        delete of the source, whose versions the target carries on (numbered after its
+        own).  None if the source is gone."""
+        with self._transaction() as conn:
+            source = self._row(conn, "id = ?", str(source_id))
+            if content is None:
+                if source is None:
+                    return None
+                content = source.content
+            if source is not None:
+                self._keep_deleted(conn, source)
+            if self.has_versions:
+                self._version_if_kept(conn, target_id, content)
+            result = self._commit(conn, target_id, path, content, attrs, expected)
+            if self.has_versions and source is not None and source.id != result.doc_id:
+                self._carry_versions(conn, source.id, result.doc_id)
+                if source_at is not None and source.token != source_at:
+                    # Another writer changed the renamed file after the mount read it:
+                    # its content stays, a version of the document it replaced.
+                    self._insert_version(conn, result.doc_id, source.content,
+                                         content_hash(source.content))  # fmt: skip
+            if source is not None and source.id != result.doc_id:
+                self._delete_rows(conn, [Delete(source.id)], keep=False)
+            self._keep_directories(conn, keep_dirs)
+        self._remember(result.doc_id, result.updated_at, content_hash(content))
+        return result
+
+    def _version_if_kept(self, conn: Any, target_id: UUID, content: str) -> None:
+        """The target's content is one of its versions even when the rename leaves it as
+        it is, so its history up to the rename stays its own (not twice in a row)."""
+        row = self._row(conn, "id = ?", str(target_id))
+        if row is None or row.content != content or not content:
+            return
+        newest = conn.execute(
+            "SELECT content_hash FROM memory_document_versions WHERE document_id = ? "
+            "ORDER BY version DESC LIMIT 1",
+            (str(target_id),),
+        ).fetchone()
+        digest = content_hash(content)
+        if newest is None or newest[0] != digest:
+            self._insert_version(conn, target_id, content, digest)
+
+    def _carry_versions(self, conn: Any, source_id: UUID, target_id: UUID) -> None:
+        offset = conn.execute(
+            "SELECT COALESCE(max(version), 0) FROM memory_document_versions WHERE document_id = ?",
+            (str(target_id),),
+        ).fetchone()[0]
+        conn.execute(
+            "UPDATE memory_document_versions SET document_id = ?, version = version + ? "
+            "WHERE document_id = ?",
+            (str(target_id), int(offset), str(source_id)),
+        )
+
+    # -- folders -------------------------------------------------------------------------
+
+    def _keep_directories(self, conn: Any, paths: Sequence[str]) -> None:
+        for path in paths:
+            conn.execute(
+                "INSERT OR IGNORE INTO memfs.legacy_directories (workspace, path) VALUES (?, ?)",
+                (self.workspace, path),
+            )
+
+    def _drop_directory(self, conn: Any, path: str) -> None:
+        conn.execute(
+            "DELETE FROM memfs.legacy_directories WHERE workspace = ? AND path = ?",
+            (self.workspace, path),
+        )
+
+    def create_directory(self, path: str) -> None:
+        with self._transaction() as conn:
+            self._keep_directories(conn, [path])
+
+    def delete_directory(self, path: str, keep_dirs: Sequence[str] = ()) -> None:
+        with self._transaction() as conn:
+            self._drop_directory(conn, path)
+            self._keep_directories(conn, keep_dirs)
+
+    def _send_move(
+        self, conn: Any, old: str, new: str, replaced: str | None
+    ) -> Callable[[], tuple[bool, dict[UUID, Moved]]]:
+        moved = self._move_directory(conn, old, new, replaced)
+        return lambda: (moved is not None, moved or {})
+
+    def rename_directory(
+        self,
+        old_path: str,
+        new_path: str,
+        replaced_dir: str | None,
+        keep_dirs: Sequence[str] = (),
+    ) -> dict[UUID, Moved]:
+        """Move every document and kept folder below ``old_path`` to ``new_path``, in one
+        transaction; refused (ENOTEMPTY, nothing moved) if rows the mount does not show lie
+        at or below ``new_path``."""
+        with self._transaction() as conn:
+            moved = self._move_directory(conn, old_path, new_path, replaced_dir)
+            self._keep_directories(conn, keep_dirs)
+        if moved is None:
+            raise WriteRefused(
+                errno.ENOTEMPTY, "memfs's rename",
+                f"another writer's documents or folders are at {new_path!r}",
+            )  # fmt: skip
+        return moved
+
+    def _move_directory(
+        self, conn: Any, old: str, new: str, replaced: str | None
+    ) -> dict[UUID, Moved] | None:
+        """The folder's move in the caller's transaction, made only if nothing the mount
+        does not show lies at or below ``new`` (None: it was not free).  Each moved
+        document keeps its client attributes (its mtime: a move is not an edit)."""
+        busy = conn.execute(
+            f"SELECT EXISTS (SELECT 1 FROM memory_documents WHERE {_Q} "
+            f"  AND (path = ? OR {_BELOW})) "
+            "OR EXISTS (SELECT 1 FROM memfs.legacy_directories WHERE workspace = ? "
+            f"  AND ((path = ? AND path IS NOT ?) OR {_BELOW}))",
+            (*self._scope_params, new, new, new, self.workspace, new, replaced, new, new),
+        ).fetchone()[0]
+        if busy:
+            return None
+        if replaced is not None:
+            self._drop_directory(conn, replaced)
+        rows = conn.execute(
+            f"SELECT d.id, d.path, d.updated_at, {_SIZE}, a.mode, a.mtime_ns, "
+            f"a.set_against = {_STATE} "
+            "FROM memory_documents d LEFT JOIN memfs.legacy_attrs a ON a.document_id = d.id "
+            f"WHERE d.user_id = ? AND d.agent_id IS ? AND {_BELOW}",
+            (*self._scope_params, old, old),
+        ).fetchall()
+        differ = self._rules_differ(conn, old, new)
+        cut = len(old)
+        moved: dict[UUID, Moved] = {}
+        for doc_id, path, updated_at, size, mode, mtime, valid in rows:
+            target = new + path[cut:]
+            conn.execute("UPDATE memory_documents SET path = ? WHERE id = ?", (target, doc_id))
+            before = legacy_token(updated_at, int(size))
+            kept = attrs_of(mode, mtime) if valid else FileAttrs()
+            if kept.mtime_ns is None:
+                kept = FileAttrs(kept.mode, _ns(before))
+            self._write_attrs(conn, UUID(doc_id), kept)
+            after = self._state(conn, UUID(doc_id))
+            assert after is not None
+            moved[UUID(doc_id)] = Moved(before, after)
+            if differ:
+                row = self._row(conn, "id = ?", doc_id)
+                assert row is not None
+                self._reindex_row(conn, row)
+        self._note_moves(conn, [(p, new + p[cut:]) for _, p, *_ in rows])
+        conn.execute(
+            "UPDATE memfs.legacy_directories SET path = ? || substr(path, ?) "
+            f"WHERE workspace = ? AND (path = ? OR {_BELOW})",
+            (new, cut + 1, self.workspace, old, old, old),
+        )
+        return moved
