@@ -16,6 +16,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -595,6 +596,176 @@ class LibsqlEngine(Engine):
                 )  # fmt: skip
 
 
-#: The libSQL engine, for the test modules that run on it too (``ENGINES_WITH_LIBSQL``).
+class LibsqlLegacyRowLog(LibsqlRowLog):
+    """Row changes of ``memory_documents`` in a legacy libSQL file, in order."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        with sqlite3.connect(path) as conn:
+            conn.execute("CREATE TABLE test_statement_log (n INTEGER PRIMARY KEY, op TEXT)")
+            for op in ("INSERT", "UPDATE", "DELETE"):
+                conn.execute(
+                    f"CREATE TRIGGER test_log_{op.lower()} AFTER {op} ON memory_documents "
+                    f"BEGIN INSERT INTO test_statement_log (op) VALUES ('{op}'); END"
+                )
+
+
+class LibsqlLegacyEngine(Engine):
+    """IronClaw v1.0's legacy libSQL file, ``ironclaw.db``, with the vector index IronClaw
+    makes when embeddings are enabled: every memfs write goes through IronClaw's libSQL
+    engine in a child process, and the agent's writes that touch chunks are made by that
+    engine too (``tests.ironclaw_libsql.libsql_statements``)."""
+
+    def __init__(self) -> None:
+        super().__init__("libsql-legacy")
+
+    @property
+    def table(self) -> str:
+        return "memory_documents"
+
+    @staticmethod
+    def file_for(url: str) -> str:
+        name = url.split("?", maxsplit=1)[0].rsplit("/", 1)[-1]
+        return f"{LIBSQL_ROOT}/{name}-legacy/ironclaw.db"
+
+    def prepare(self, url: str) -> None:
+        import shutil
+        from pathlib import Path
+
+        from tests.ironclaw_libsql import legacy_ironclaw_db, legacy_vector_index
+
+        file = Path(self.file_for(url))
+        shutil.rmtree(file.parent, ignore_errors=True)
+        legacy_vector_index(legacy_ironclaw_db(file), 4)
+        object.__setattr__(self, "_current", str(file))
+
+    def mount_url(self, url: str) -> str:
+        return f"sqlite:{self.file_for(url)}"
+
+    def _read(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        with sqlite3.connect(self._current) as conn:
+            return conn.execute(sql, params).fetchall()
+
+    def _ironclaw(self, *statements: tuple[str, tuple[Any, ...]]) -> list[list[Any]]:
+        from pathlib import Path
+
+        from tests.ironclaw_libsql import libsql_statements
+
+        return libsql_statements(Path(self._current), *statements)
+
+    def row_state(self, conn: psycopg.Connection[Any], path: str) -> tuple[Any, ...]:
+        found = self._read("SELECT content, updated_at FROM memory_documents WHERE path = ?", path)
+        assert len(found) == 1, found
+        return tuple(found[0])
+
+    def rows(
+        self, conn: psycopg.Connection[Any], user: str = "default"
+    ) -> dict[str, tuple[Any, str]]:
+        found = self._read("SELECT path, id, content, typeof(content) FROM memory_documents "
+                           "WHERE user_id = ?", user)  # fmt: skip
+        assert all(r[3] == "text" for r in found), found  # IronClaw reads text
+        return {path: (doc_id, text) for path, doc_id, text, _ in found}
+
+    def agent_writes(
+        self, conn: psycopg.Connection[Any], url: str, docs: dict[str, str], user: str = "default"
+    ) -> None:
+        statements = []
+        for path, text in docs.items():
+            doc_id = str(uuid.uuid4())
+            statements.append((
+                "INSERT INTO memory_documents (id, user_id, agent_id, path, content, metadata) "
+                "VALUES (?, ?, NULL, ?, ?, '{}')", (doc_id, user, path, text)))  # fmt: skip
+            for index, chunk in enumerate(chunk_document(text)):
+                statements.append((
+                    "INSERT INTO memory_chunks (id, document_id, chunk_index, content) "
+                    "VALUES (?, ?, ?, ?)", (str(uuid.uuid4()), doc_id, index, chunk)))  # fmt: skip
+        self._ironclaw(*statements)
+
+    def assert_chunked(self, conn: psycopg.Connection[Any], user: str = "default") -> None:
+        docs = dict(self._read("SELECT id, content FROM memory_documents WHERE user_id = ?", user))
+        chunks: dict[str, list[tuple[int, str]]] = {}
+        for doc_id, index, text in self._read(
+            "SELECT document_id, chunk_index, content FROM memory_chunks"
+        ):
+            chunks.setdefault(doc_id, []).append((index, text))
+        assert set(chunks) <= set(docs), "orphan chunks"
+        for doc_id, content in docs.items():
+            stored = [text for _, text in sorted(chunks.get(doc_id, []))]
+            assert stored == chunk_document(content), f"chunks of {doc_id} are stale"
+
+    def tool_file_paths(self, conn: psycopg.Connection[Any]) -> list[str]:
+        with sqlite3.connect(self._current + ".memfs") as db:
+            return [r[0] for r in db.execute("SELECT path FROM tool_files ORDER BY path")]
+
+    def identity(self, conn: psycopg.Connection[Any], path: str) -> tuple[Any, ...]:
+        found = self._read("SELECT id, created_at, metadata FROM memory_documents "
+                           "WHERE user_id = 'default' AND path = ?", path)  # fmt: skip
+        assert len(found) == 1, f"{len(found)} rows at {path}"
+        return tuple(found[0])
+
+    def set_metadata(self, conn: psycopg.Connection[Any], path: str, meta: dict[str, Any]) -> None:
+        with sqlite3.connect(self._current) as db:
+            db.execute("UPDATE memory_documents SET metadata = ? WHERE path = ?",
+                       (json.dumps(meta), path))  # fmt: skip
+
+    def versions(self, conn: psycopg.Connection[Any], path: str) -> list[str]:
+        return [r[0] for r in self._read(
+            "SELECT v.content FROM memory_document_versions v JOIN memory_documents d "
+            "ON d.id = v.document_id WHERE d.path = ? ORDER BY v.version", path)]  # fmt: skip
+
+    def chunk_texts(self, conn: psycopg.Connection[Any], user: str = "default") -> list[str]:
+        return [r[0] for r in self._read(
+            "SELECT c.content FROM memory_chunks c JOIN memory_documents d "
+            "ON d.id = c.document_id WHERE d.user_id = ? ORDER BY d.path, c.chunk_index",
+            user)]  # fmt: skip
+
+    def _put(self, statement: str, params: tuple[Any, ...]) -> int:
+        db = sqlite3.connect(self._current, isolation_level=None, timeout=5.0)
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            changed = db.execute(statement, params).rowcount
+            db.execute("COMMIT")
+            return int(changed)
+        finally:
+            db.close()
+
+    def agent_appends(self, conn: psycopg.Connection[Any], path: str, line: str) -> bool:
+        """IronClaw v1.0's update of the content, its time from its clock (chunks follow
+        in IronClaw's next step, left to the next save here as on PostgreSQL)."""
+        return self._put(
+            "UPDATE memory_documents SET content = content || ?, updated_at = "
+            "strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE user_id = 'default' "
+            "AND agent_id IS NULL AND path = ?", (line, path)) > 0  # fmt: skip
+
+    def agent_overwrites(self, conn: psycopg.Connection[Any], path: str, text: str) -> None:
+        (old,) = self._read("SELECT id, content FROM memory_documents WHERE user_id = 'default' "
+                            "AND agent_id IS NULL AND path = ?", path)  # fmt: skip
+        digest = "sha256:" + hashlib.sha256(old[1].encode()).hexdigest()
+        self._put(
+            "INSERT INTO memory_document_versions (id, document_id, version, content, "
+            "content_hash, changed_by) VALUES (?, ?, (SELECT COALESCE(max(version), 0) + 1 "
+            "FROM memory_document_versions WHERE document_id = ?), ?, ?, 'agent')",
+            (str(uuid.uuid4()), old[0], old[0], old[1], digest))  # fmt: skip
+        self._put("UPDATE memory_documents SET content = ?, updated_at = "
+                  "strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?", (text, old[0]))  # fmt: skip
+
+    def agent_deletes(self, conn: psycopg.Connection[Any], path: str) -> None:
+        """IronClaw's delete: chunks, then the document (its vector index needs its engine)."""
+        found = self._read("SELECT id FROM memory_documents WHERE user_id = 'default' "
+                           "AND agent_id IS NULL AND path = ?", path)  # fmt: skip
+        for (doc_id,) in found:
+            self._ironclaw(("DELETE FROM memory_chunks WHERE document_id = ?", (doc_id,)),
+                           ("DELETE FROM memory_documents WHERE id = ?", (doc_id,)))  # fmt: skip
+
+    def chunks_containing(self, conn: psycopg.Connection[Any], *needles: str) -> int:
+        return sum(1 for (text,) in self._read("SELECT content FROM memory_chunks")
+                   if any(n in text for n in needles))  # fmt: skip
+
+    def statement_log(self, conn: psycopg.Connection[Any]) -> Any:
+        return LibsqlLegacyRowLog(self._current)
+
+
+#: The libSQL engines, for the test modules that run on them too (``ENGINES_WITH_LIBSQL``).
 LIBSQL = LibsqlEngine()
-ENGINES_WITH_LIBSQL = [*ENGINES, LIBSQL]
+LIBSQL_LEGACY = LibsqlLegacyEngine()
+ENGINES_WITH_LIBSQL = [*ENGINES, LIBSQL, LIBSQL_LEGACY]

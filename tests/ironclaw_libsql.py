@@ -226,11 +226,13 @@ def _rfc3339_now() -> str:
 
 
 def legacy_write(path: Path, doc_path: str, content: str, *, user: str = "default",
-                 agent: str | None = None, changed_by: str | None = None) -> str:  # fmt: skip
+                 agent: str | None = None, changed_by: str | None = None,
+                 connect: Any = sqlite3.connect) -> str:  # fmt: skip
     """IronClaw v1.0's ``write`` of a document: get or create the row, keep the content it
     replaces as version MAX+1 (unless the newest version holds it), update the content
-    and ``updated_at``, then replace the chunks in one ``BEGIN IMMEDIATE``; the id."""
-    conn = sqlite3.connect(path, isolation_level=None, timeout=5.0)
+    and ``updated_at``, then replace the chunks in one ``BEGIN IMMEDIATE``; the id.
+    ``connect``: the driver (``libsql.connect`` in a child: ``legacy_write_by_libsql``)."""
+    conn = connect(str(path), isolation_level=None, timeout=5.0)
     try:
         conn.execute("PRAGMA foreign_keys = ON")
         find = (
@@ -341,6 +343,18 @@ for sql, params in json.loads(sys.argv[2]):
     answers.append([[v.hex() if isinstance(v, bytes) else v for v in row] for row in rows])
 print(json.dumps(answers))
 '''
+
+
+def legacy_write_by_libsql(path: Path, doc_path: str, content: str) -> str:
+    """``legacy_write`` by IronClaw's libSQL engine, in a child process (a file with its
+    vector index, where plain SQLite cannot write chunks)."""
+    script = ("import sys, libsql; from pathlib import Path; "
+              "from tests.ironclaw_libsql import legacy_write; "
+              "print(legacy_write(Path(sys.argv[1]), sys.argv[2], sys.argv[3], "
+              "connect=libsql.connect))")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", script, str(path), doc_path, content],
+                          check=True, timeout=60, capture_output=True, text=True)  # fmt: skip
+    return done.stdout.strip()
 
 
 def legacy_vector_index(path: Path, dim: int = 4) -> Path:

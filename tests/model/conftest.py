@@ -29,7 +29,7 @@ def engine(request: pytest.FixtureRequest, database_url: str) -> Engine:
 def _filesystem(engine: Engine, database: Any) -> Filesystem:
     if engine.name == "legacy":
         store: Any = database.store(Scope("default"))
-    elif engine.name == "libsql":  # the file's workspace of user "default", as mounted
+    elif engine.name.startswith("libsql"):  # the file's workspace of user "default"
         settings = Settings(user_id="default")
         settings.given.add("user_id")
         store = database.workspace(settings).documents

@@ -11,7 +11,9 @@ second SQLite library beside stdlib ``sqlite3`` (one library per process, per fi
 
 The parent sends one statement at a time over a pipe and reads its answer; a
 transaction is the parent's ``BEGIN IMMEDIATE`` … ``COMMIT`` on the child's one
-connection, held by one thread at a time.  Errors come back classified (a lock, a
+connection, held by one thread at a time.  A child that ended between transactions is
+started again at the next statement; one that ended inside a transaction fails that
+transaction (its statements are never sent on to a new child outside it).  Errors come back classified (a lock, a
 refused row, anything else) and are raised as stdlib ``sqlite3`` errors of the same
 kinds, so the stores handle both drivers alike.  Every answer is awaited within a bound:
 a child that does not answer is killed and the operation fails (the next one starts a
@@ -103,6 +105,9 @@ class EngineProcess:
         self.lock = threading.RLock()
         #: Statements sent (tests count them).
         self.statements = 0
+        #: A transaction is open on the child's connection: if the child ends now, the
+        #: transaction's next statement fails (never runs outside it on a new child).
+        self._open = False
 
     def _start(self) -> subprocess.Popen[bytes]:
         child = subprocess.Popen(
@@ -144,20 +149,40 @@ class EngineProcess:
         return self._request(("many", sql, [tuple(p) for p in seq]))
 
     def _request(self, request: tuple[str, str, Any]) -> Answer:
+        verb = request[1].lstrip()[:8].upper()
         with self.lock:
             child = self._child if self._child is not None and self._child.poll() is None else None
             if child is None:
+                if self._open and verb.startswith("ROLLBACK"):
+                    self._open = False  # it ended with the process
+                    return Answer([], 0)
+                if self._open:
+                    self._open = False
+                    raise sqlite3.OperationalError(
+                        f"the libSQL engine process for {self.path} ended during a "
+                        "transaction (nothing of it was committed)"
+                    )
                 child = self._start()
             assert child.stdin is not None
             try:
                 send(child.stdin, request)
             except (BrokenPipeError, OSError) as exc:
                 self._stop()
+                self._open = False
                 raise sqlite3.OperationalError(
                     f"the libSQL engine process for {self.path} is gone: {exc}"
                 ) from None
             self.statements += 1
-            answer = self._answer(child)
+            try:
+                answer = self._answer(child)
+            except sqlite3.OperationalError:
+                self._open = False
+                raise
+            if answer[0] == "ok":
+                if verb.startswith("BEGIN"):
+                    self._open = True
+                elif verb.startswith(("COMMIT", "ROLLBACK", "END")):
+                    self._open = False
         if answer[0] == "ok":
             return Answer(answer[1], answer[2])
         _, kind, message = answer

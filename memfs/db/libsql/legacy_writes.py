@@ -43,6 +43,7 @@ from memfs.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
 from memfs.db.deferred import DeferredChanges, DeferringStore, Delete, Moved
 from memfs.db.interface import CommitResult, DocRow, FileAttrs, attrs_of
 from memfs.db.kept_store import legacy_workspace
+from memfs.db.limits import legacy_max_path
 from memfs.db.libsql.connection import LibsqlFile
 from memfs.db.libsql.kept import DeletedFile
 from memfs.db.libsql.legacy_stores import LegacyLibsqlStore, legacy_token
@@ -129,6 +130,9 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore):
         self.origin = origin
         self.workspace = legacy_workspace(scope.user_id, scope.agent_id)
         self._scope_params = (scope.user_id, str(scope.agent_id) if scope.agent_id else None)
+        #: The longest path IronClaw's PostgreSQL index takes: what is written here can
+        #: move up to a shared PostgreSQL (``memfs migrate``), as on the Reborn file.
+        self.max_path_bytes = legacy_max_path(scope.user_id)
         #: The hash of each document's content at the token this store last saw it (a
         #: removal's guard checks it too: two writes may share a token).
         self._hashes: dict[UUID, tuple[datetime, str]] = {}
@@ -177,6 +181,23 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore):
             size = int(s or 0)
             found.append(DocRow(doc_id, p, size, parse_time(c), legacy_token(u, size),
                                 attrs_of(mode, mtime)))  # fmt: skip
+        return found
+
+    def document_versions(self) -> list[tuple[UUID, str, datetime]] | None:
+        """(id, path, version token) of every document ``load_documents`` lists, without
+        creation times or attributes: a poll's first look (IronClaw notifies nothing)."""
+        with self.deferred.deletions_during() as hidden:
+            rows = self.file.read(lambda c: c.execute(
+                "SELECT id, path, updated_at, length(CAST(content AS BLOB)) FROM "
+                "memory_documents WHERE user_id = ? AND agent_id IS ? ORDER BY path, "
+                "updated_at DESC, id",
+                self._scope_params,
+            ).fetchall())  # fmt: skip
+        found = []
+        for i, path, updated, size in rows:
+            doc_id = UUID(i)
+            if doc_id not in hidden:
+                found.append((doc_id, path, legacy_token(updated, int(size or 0))))
         return found
 
     def load_directories(self) -> list[str]:
