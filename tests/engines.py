@@ -74,6 +74,11 @@ class Engine:
         return self.name
 
     @property
+    def layout(self) -> str:
+        """IronClaw's layout of the rows: ``legacy`` (<= v1.0) or ``reborn``."""
+        return "legacy" if self.name in ("legacy", "libsql-legacy") else "reborn"
+
+    @property
     def table(self) -> str:
         """The table holding the documents' rows."""
         return "memory_documents" if self.name == "legacy" else "root_filesystem_entries"

@@ -289,7 +289,7 @@ def legacy_write(path: Path, doc_path: str, content: str, *, user: str = "defaul
 #: with ``F32_BLOB(dim)`` keeping ``_rowid``, wrong-length embeddings dropped, the
 #: document and vector indexes, the FTS triggers again, the dimension as migration 0),
 #: one transaction, on the libSQL engine.
-_VECTOR_INDEX_STEPS = r'''
+_VECTOR_INDEX_STEPS = r"""
 import sys, libsql
 path, dim = sys.argv[1], int(sys.argv[2])
 conn = libsql.connect(path, isolation_level=None)
@@ -328,11 +328,11 @@ for step in steps:
 conn.execute("INSERT INTO _migrations (version, name) VALUES (0, ?) ON CONFLICT(version) DO "
              "UPDATE SET name = excluded.name", (str(dim),))
 conn.execute("COMMIT")
-'''
+"""
 
 #: Run in a child: statements on the libSQL engine, each ``(sql, params)`` of a JSON list,
 #: answering a JSON list of each one's rows (blobs as hex).
-_LIBSQL_STATEMENTS = r'''
+_LIBSQL_STATEMENTS = r"""
 import json, sys, libsql
 conn = libsql.connect(sys.argv[1], isolation_level=None)
 conn.execute("PRAGMA foreign_keys = ON")
@@ -342,7 +342,7 @@ for sql, params in json.loads(sys.argv[2]):
     rows = cursor.fetchall() if cursor.description else []
     answers.append([[v.hex() if isinstance(v, bytes) else v for v in row] for row in rows])
 print(json.dumps(answers))
-'''
+"""
 
 
 def legacy_write_by_libsql(path: Path, doc_path: str, content: str) -> str:

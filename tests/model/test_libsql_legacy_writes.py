@@ -283,7 +283,9 @@ def test_without_the_libsql_engine_a_vector_file_is_read_only(
     monkeypatch.setitem(sys.modules, "libsql", None)  # its import fails, as without a wheel
     database = open_libsql(file)
     try:
-        indexed = rows(file, "SELECT 1 FROM sqlite_master WHERE name = 'idx_memory_chunks_embedding'")
+        indexed = rows(
+            file, "SELECT 1 FROM sqlite_master WHERE name = 'idx_memory_chunks_embedding'"
+        )
         reason = database.read_only_reason()
         if indexed:
             assert database.read_only and reason is not None

@@ -113,7 +113,7 @@ def test_a_shell_redirect_is_one_ironclaw_write(
 
     assert status == 0
     assert_truncate_dup_close_then_write(calls)
-    if name == "SOUL.md" and engine.name != "legacy":
+    if name == "SOUL.md" and engine.layout != "legacy":
         # The lone truncation is refused at that first close (bash ignores it), and the
         # buffer keeps the truncation: the write lands in an empty file.
         assert "EINVAL" in calls[1], calls
@@ -123,7 +123,7 @@ def test_a_shell_redirect_is_one_ironclaw_write(
     assert after[0] == text
     assert mount.path(name).read_text() == text
     writes = log.take()
-    if engine.name == "legacy":
+    if engine.layout == "legacy":
         if same:  # IronClaw v1.0 writing unchanged content updates nothing, keeps nothing
             assert writes == [] and after == before
             assert engine.versions(sql_conn, name) == versions
@@ -157,7 +157,7 @@ def test_ftruncate_a_flush_then_writes_is_one_write(
         try:
             os.close(duplicate)
         except OSError as exc:  # a protected file may not be left empty
-            assert (engine.name != "legacy", name, exc.errno) == (True, "SOUL.md", errno.EINVAL)
+            assert (engine.layout != "legacy", name, exc.errno) == (True, "SOUL.md", errno.EINVAL)
         assert row_state(engine, sql_conn, name)[0] == OLD  # nothing committed yet
         assert os.write(fd, NEW.encode()) == len(NEW)
     finally:
@@ -178,7 +178,7 @@ def test_a_lone_truncation(
     except a protected file on Reborn, which IronClaw refuses: EINVAL at close, and the
     mount shows the stored content again."""
     mount = mount_with_old(engine, database_url, sql_conn, mount_factory, name)
-    refused = engine.name != "legacy" and name == "SOUL.md"
+    refused = engine.layout != "legacy" and name == "SOUL.md"
     done = subprocess.run(
         [sys.executable, "-c", "import sys; open(sys.argv[1], 'w').close()", str(mount.path(name))],
         check=False, capture_output=True, text=True, timeout=30,
@@ -208,7 +208,7 @@ def test_truncate_by_path_commits_at_once(
          str(mount.path(name))],
         check=False, capture_output=True, text=True, timeout=30,
     )  # fmt: skip
-    if engine.name != "legacy" and name == "SOUL.md":
+    if engine.layout != "legacy" and name == "SOUL.md":
         assert done.returncode == 1 and "Invalid argument" in done.stderr, done.stderr
         assert row_state(engine, sql_conn, name)[0] == OLD
         assert mount.path(name).read_text() == OLD

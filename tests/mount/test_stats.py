@@ -67,7 +67,7 @@ def test_stats_count_requests_errors_commits_and_database_calls(
     assert grew('memfs_commits_total{outcome="created"}') == 3
     # The same content again: legacy IronClaw changes no row; Reborn's write is a write
     # (its version goes up), so it counts as an update there.
-    unchanged = 1 if engine.name == "legacy" else 0
+    unchanged = 1 if engine.layout == "legacy" else 0
     assert grew('memfs_commits_total{outcome="updated"}') == 2 - unchanged
     assert grew('memfs_commits_total{outcome="unchanged"}') == unchanged
     assert grew('memfs_requests_total{op="create"}') == 3

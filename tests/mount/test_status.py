@@ -163,7 +163,7 @@ def test_recent_lists_documents_by_last_change_newest_first(
 
     first = mount.path(".recent/01-a.md").read_text()
     assert first.endswith("---\nay again\n"), first
-    expected = "tenant:reborn-cli:user:default" if engine.name != "legacy" else "default"
+    expected = "tenant:reborn-cli:user:default" if engine.layout != "legacy" else "default"
     assert f"changed_by: {expected}" in first, first
     created = mount.path(".recent/03-b.md").read_text()  # no version: IronClaw kept no writer
     assert "changed_by: not kept" in created, created

@@ -91,8 +91,9 @@ class LegacyLibsqlStore:
         self._scope = scope
         #: SQLite's text keys have no length limit of an index's (PostgreSQL's btree).
         self.max_path_bytes = PATH_MAX
-        #: The fingerprint, with the ``data_version`` it was taken at.
-        self._fingerprint: tuple[int, tuple[int, str]] | None = None
+        #: The last fingerprint per connection, with the connection's ``data_version`` and
+        #: the process's commit count when it was taken.
+        self._fingerprints: dict[int, tuple[tuple[int, int], tuple[int, str]]] = {}
 
     @property
     def scope(self) -> Scope:
@@ -198,23 +199,30 @@ class LegacyLibsqlStore:
     def changed_documents(self, events: Sequence[Mapping[str, object]]) -> dict[UUID, bool]:
         return {}  # no change feed in IronClaw's file: mounts poll
 
-    def document_versions(self) -> None:
-        return None  # a read-only file of IronClaw <= v1.0: the whole list, as it is rare
+    def document_versions(self) -> list[tuple[UUID, str, datetime]] | None:
+        return None  # read-only: the whole list (``LegacyLibsqlWriter`` reads versions first)
 
     def fingerprint(self) -> tuple[int, str]:
-        """Taken again only when ``PRAGMA data_version`` moved (another connection
-        committed): the count, the newest ``updated_at`` and the sum of rowids."""
-        version = self.file.data_version()
-        if self._fingerprint is not None and self._fingerprint[0] == version:
-            return self._fingerprint[1]
-        row = self.file.read(lambda c: c.execute(
-            "SELECT count(*), max(d.updated_at), total(d.rowid) FROM memory_documents d "
-            f"WHERE {_SCOPE}",
-            _params(self._scope),
-        ).fetchone())  # fmt: skip
-        found = (int(row[0]), f"{row[1]}|{row[2]}") if row else (0, "")
-        self._fingerprint = (version, found)
-        return found
+        """Taken again only when ``PRAGMA data_version`` of the reading connection says
+        another connection committed, or this process did (a connection's own commits do
+        not move its ``data_version``): the count, the newest ``updated_at`` and the sum of
+        rowids.  Cached per connection: each connection counts on its own."""
+
+        def read(conn: Any) -> tuple[int, str]:
+            version = (int(conn.execute("PRAGMA data_version").fetchone()[0]), self.file.commits)
+            cached = self._fingerprints.get(id(conn))
+            if cached is not None and cached[0] == version:
+                return cached[1]
+            row = conn.execute(
+                "SELECT count(*), max(d.updated_at), total(d.rowid) FROM memory_documents d "
+                f"WHERE {_SCOPE}",
+                _params(self._scope),
+            ).fetchone()
+            found = (int(row[0]), f"{row[1]}|{row[2]}") if row else (0, "")
+            self._fingerprints[id(conn)] = (version, found)
+            return found
+
+        return self.file.read(read)
 
     # -- writes: refused ---------------------------------------------------------------
 
