@@ -132,8 +132,8 @@ def test_unchanged_chunks_keep_ironclaw_s_embedding(file: Path, workspace: Works
     text = "".join(f"paragraph {n} " + "word " * 200 + "\n\n" for n in range(4))
     saved = store.commit_document(None, "long.md", text, FileAttrs())
     assert saved.chunks >= 2
-    libsql_statements(file, ("UPDATE memory_chunks SET embedding = vector32(?) "
-                             "WHERE document_id = ?", ("[1,0,0,0]", str(saved.doc_id))))  # fmt: skip
+    embed = "UPDATE memory_chunks SET embedding = vector32(?) WHERE document_id = ?"
+    libsql_statements(file, (embed, ("[1,0,0,0]", str(saved.doc_id))))
     store.commit_document(saved.doc_id, "long.md", text + "one more line\n", FileAttrs(),
                           expected=saved.updated_at)  # fmt: skip
     embedded = rows(file, "SELECT chunk_index, embedding IS NOT NULL FROM memory_chunks "
@@ -253,13 +253,13 @@ def test_the_engine_process_killed(file: Path, database: LibsqlDatabase,
         pytest.skip("the plain file is written by this process")
     store = store_of(workspace)
     store.commit_document(None, "first.md", "one\n", FileAttrs())
-    with pytest.raises(sqlite3.OperationalError, match="ended during a transaction"):  # noqa: PT012
-        with database.file.transaction() as conn:
-            conn.execute("UPDATE memory_documents SET content = 'half' WHERE path = 'first.md'")
-            assert writer.pid is not None
-            os.kill(writer.pid, signal.SIGKILL)
-            time.sleep(0.1)
-            conn.execute("DELETE FROM memory_documents WHERE path = 'MEMORY.md'")
+    ended = pytest.raises(sqlite3.OperationalError, match="ended during a transaction")
+    with ended, database.file.transaction() as conn:
+        conn.execute("UPDATE memory_documents SET content = 'half' WHERE path = 'first.md'")
+        assert writer.pid is not None
+        os.kill(writer.pid, signal.SIGKILL)
+        time.sleep(0.1)
+        conn.execute("DELETE FROM memory_documents WHERE path = 'MEMORY.md'")
     assert rows(file, "SELECT path, content FROM memory_documents ORDER BY path") == [
         ("MEMORY.md", "The user likes green tea.\n"), ("first.md", "one\n"),
     ]  # fmt: skip

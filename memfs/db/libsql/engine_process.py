@@ -13,11 +13,11 @@ The parent sends one statement at a time over a pipe and reads its answer; a
 transaction is the parent's ``BEGIN IMMEDIATE`` … ``COMMIT`` on the child's one
 connection, held by one thread at a time.  A child that ended between transactions is
 started again at the next statement; one that ended inside a transaction fails that
-transaction (its statements are never sent on to a new child outside it).  Errors come back classified (a lock, a
-refused row, anything else) and are raised as stdlib ``sqlite3`` errors of the same
-kinds, so the stores handle both drivers alike.  Every answer is awaited within a bound:
-a child that does not answer is killed and the operation fails (the next one starts a
-new child).
+transaction (its statements are never sent on to a new child outside it).  Errors
+come back classified (a lock, a refused row, anything else) and are raised as stdlib
+``sqlite3`` errors of the same kinds, so the stores handle both drivers alike.  Every
+answer is awaited within a bound: a child that does not answer is killed and the
+operation fails (the next one starts a new child).
 
 The child is ``engine_child.py``, run as a script (it imports nothing of memfs's).
 """

@@ -43,11 +43,11 @@ from memfs.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
 from memfs.db.deferred import DeferredChanges, DeferringStore, Delete, Moved
 from memfs.db.interface import CommitResult, DocRow, FileAttrs, attrs_of
 from memfs.db.kept_store import legacy_workspace
-from memfs.db.limits import legacy_max_path
 from memfs.db.libsql.connection import LibsqlFile
 from memfs.db.libsql.kept import DeletedFile
 from memfs.db.libsql.legacy_stores import LegacyLibsqlStore, legacy_token
 from memfs.db.libsql.row_times import NOW, parse_time
+from memfs.db.limits import legacy_max_path
 from memfs.db.scoped import Scope, folder_config_paths
 from memfs.errors import WriteRefused
 from memfs.ironclaw.hashing import content_hash
