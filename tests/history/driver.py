@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from memfs.chunker import chunk_document
 from tests.engines import Engine, reborn_prefix
 from tests.history.check import FinalState
 from tests.history.record import FAIL, INFO, OK, History, Op
@@ -380,11 +382,18 @@ class Agent:
         self.rng = rng
         self.name = "agent"
         self.libsql = run.url.startswith("sqlite:")
-        self.conn: Any = (
-            sqlite3.connect(run.url.removeprefix("sqlite:"), isolation_level=None,
-                            timeout=15.0, check_same_thread=False)
-            if self.libsql else psycopg.connect(run.url, autocommit=True)
-        )  # fmt: skip
+        self.conn: Any
+        if run.engine.name == "libsql-legacy":
+            # IronClaw v1.0's own engine: its vector index is on the file (one SQLite
+            # library per process: libSQL's runs in a child, as memfs's does).
+            from memfs.db.libsql.engine_process import EngineProcess
+
+            self.conn = EngineProcess(Path(run.url.removeprefix("sqlite:")), foreign_keys=True)
+        elif self.libsql:
+            self.conn = sqlite3.connect(run.url.removeprefix("sqlite:"), isolation_level=None,
+                                        timeout=15.0, check_same_thread=False)  # fmt: skip
+        else:
+            self.conn = psycopg.connect(run.url, autocommit=True)
         #: One statement at a time on the connection (workers call ``step`` too).
         self._lock = threading.Lock()
 
@@ -403,7 +412,9 @@ class Agent:
         marker = self.run.marker(self.name) if kind != "agent-delete" else None
         op = self.run.history.begin(self.name, kind, path, marker=marker)
         try:
-            if self.libsql:
+            if self.run.engine.name == "libsql-legacy":
+                done = self._libsql_legacy(kind, path, f"{marker}\n")
+            elif self.libsql:
                 done = self._libsql(kind, path, f"{marker}\n")
             elif self.run.engine.name == "legacy":
                 done = self._legacy(kind, path, f"{marker}\n")
@@ -543,6 +554,56 @@ class Agent:
                     (f"{full}.versions/{number}", _version_body(old).encode(),
                      _json({**keys, "doc_relative_path": path, "version": number})),
                 )  # fmt: skip
+            self.conn.execute("COMMIT")
+            return True
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("ROLLBACK")
+            raise
+
+    def _libsql_legacy(self, kind: str, path: str, line: str) -> bool:
+        """IronClaw v1.0's writes to its legacy libSQL file, on its own engine: get or
+        create the row, keep the content it replaces as version MAX+1 (not an empty one,
+        nor one the newest version holds), update content and ``updated_at``, replace the
+        chunks; a delete takes the chunks, then the row (versions cascade)."""
+        now = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            found = self.conn.execute(
+                "SELECT id, content FROM memory_documents WHERE user_id = 'default' "
+                "AND agent_id IS NULL AND path = ?", (path,)).fetchone()  # fmt: skip
+            if found is None and kind != "agent-create":
+                self.conn.execute("COMMIT")
+                return False
+            if kind == "agent-delete":
+                self.conn.execute("DELETE FROM memory_chunks WHERE document_id = ?", (found[0],))
+                self.conn.execute("DELETE FROM memory_documents WHERE id = ?", (found[0],))
+                self.conn.execute("COMMIT")
+                return True
+            if found is None:
+                found = (str(uuid.uuid4()), "")
+                create = ("INSERT INTO memory_documents (id, user_id, agent_id, path, content, "
+                          "metadata) VALUES (?, 'default', NULL, ?, '', '{}')")  # fmt: skip
+                self.conn.execute(create, (found[0], path))
+            doc_id, old = found
+            digest = "sha256:" + hashlib.sha256(old.encode()).hexdigest()
+            newest = self.conn.execute(
+                "SELECT content_hash FROM memory_document_versions WHERE document_id = ? "
+                "ORDER BY version DESC LIMIT 1", (doc_id,)).fetchone()  # fmt: skip
+            if old and (newest is None or newest[0] != digest):
+                self.conn.execute(
+                    "INSERT INTO memory_document_versions (id, document_id, version, content, "
+                    "content_hash, created_at, changed_by) VALUES (?, ?, (SELECT "
+                    "COALESCE(max(version), 0) + 1 FROM memory_document_versions WHERE "
+                    f"document_id = ?), ?, ?, {now}, 'default')",
+                    (str(uuid.uuid4()), doc_id, doc_id, old, digest))  # fmt: skip
+            self.conn.execute(f"UPDATE memory_documents SET content = ?, updated_at = {now} "
+                              "WHERE id = ?", (old + line, doc_id))  # fmt: skip
+            self.conn.execute("DELETE FROM memory_chunks WHERE document_id = ?", (doc_id,))
+            for index, chunk in enumerate(chunk_document(old + line)):
+                self.conn.execute(
+                    "INSERT INTO memory_chunks (id, document_id, chunk_index, content) "
+                    "VALUES (?, ?, ?, ?)", (str(uuid.uuid4()), doc_id, index, chunk))  # fmt: skip
             self.conn.execute("COMMIT")
             return True
         except BaseException:
@@ -814,6 +875,8 @@ def final_state(run: Run, daemon_problems: dict[str, str]) -> FinalState:
 
 
 def _libsql_state(run: Run, daemon_problems: dict[str, str]) -> FinalState:
+    if run.engine.name == "libsql-legacy":
+        return _libsql_legacy_state(run, daemon_problems)
     prefix = reborn_prefix("default") + "/"
     db = sqlite3.connect(run.url.removeprefix("sqlite:"))
     try:
@@ -833,6 +896,24 @@ def _libsql_state(run: Run, daemon_problems: dict[str, str]) -> FinalState:
             owner = relative.rpartition(".versions/")[0]
             versions.append((owner, json.loads(bytes(body))["content"]))
     return FinalState(documents, versions, [], daemon_problems)
+
+
+def _libsql_legacy_state(run: Run, daemon_problems: dict[str, str]) -> FinalState:
+    db = sqlite3.connect(run.url.removeprefix("sqlite:"))
+    try:
+        documents = dict(db.execute(
+            "SELECT path, content FROM memory_documents WHERE user_id = 'default' "
+            "AND agent_id IS NULL").fetchall())  # fmt: skip
+        versions = db.execute(
+            "SELECT d.path, v.content FROM memory_document_versions v JOIN memory_documents d "
+            "ON d.id = v.document_id WHERE d.user_id = 'default' AND d.agent_id IS NULL"
+        ).fetchall()
+        duplicates = [r[0] for r in db.execute(
+            "SELECT path FROM memory_documents WHERE user_id = 'default' AND agent_id IS NULL "
+            "GROUP BY path HAVING count(*) > 1")]  # fmt: skip
+    finally:
+        db.close()
+    return FinalState(documents, [(p, c) for p, c in versions], duplicates, daemon_problems)
 
 
 __all__ = ["Agent", "MountWriter", "Run", "drive", "final_state", "settle_and_unmount"]

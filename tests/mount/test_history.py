@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.engines import LIBSQL, Engine
+from tests.engines import LIBSQL, LIBSQL_LEGACY, Engine
 from tests.history import audit
 from tests.history.check import check, not_merged
 from tests.history.driver import Run, drive, final_state, settle_and_unmount
@@ -62,7 +62,7 @@ def run_history(
     url = engine.mount_url(database_url)
     mounts = [mount_factory(url, name=f"m{i}", extra_args=extra, plant=plant)
               for i in range(MOUNTS)]  # fmt: skip
-    if os.environ.get("MEMFS_HISTORY_KEEP") and engine.name != "libsql":
+    if os.environ.get("MEMFS_HISTORY_KEEP") and not engine.name.startswith("libsql"):
         audit.install(database_url, engine.name)
     # The sync folder's too; a folder of its own per run (a seed run twice in one session
     # would otherwise copy its snapshots into the first run's).
@@ -116,23 +116,25 @@ def test_nothing_acknowledged_is_lost(
         )
 
 
-#: Seeds of the run on IronClaw's libSQL file (two in CI, without the shared file: a run is
-#: about half a minute; ``MEMFS_HISTORY_LIBSQL_SEEDS`` widens it).
+#: Seeds of the runs on IronClaw's libSQL files (two each in CI, without the shared file: a
+#: run is about half a minute; ``MEMFS_HISTORY_LIBSQL_SEEDS`` widens it).
 LIBSQL_SEEDS = [int(s) for s in os.environ.get("MEMFS_HISTORY_LIBSQL_SEEDS", "3,4").split(",")]
 
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("seed", LIBSQL_SEEDS)
+@pytest.mark.parametrize("file", [LIBSQL, LIBSQL_LEGACY], ids=str)
 def test_nothing_acknowledged_is_lost_on_libsql(
-    database_url: str, mount_factory: Any, work_dir: Path, seed: int
+    database_url: str, mount_factory: Any, work_dir: Path, seed: int, file: Engine
 ) -> None:
-    """The same checker on IronClaw's libSQL file: two mounts of one file, the agent
-    writing with IronClaw's short ``BEGIN IMMEDIATE`` transactions."""
-    LIBSQL.prepare(database_url)
-    run, violations = run_history(LIBSQL, database_url, mount_factory, work_dir, seed,
+    """The same checker on IronClaw's libSQL files: two mounts of one file, the agent
+    writing with IronClaw's short ``BEGIN IMMEDIATE`` transactions (the Reborn file, and
+    v1.0's legacy file with its vector index, written through IronClaw's libSQL engine)."""
+    file.prepare(database_url)
+    run, violations = run_history(file, database_url, mount_factory, work_dir, seed,
                                   OPERATIONS, shared_log=seed in SHARED_SEEDS)  # fmt: skip
     violations += not_merged(run.history, final_state(run, {}))
-    print(f"history seed {seed} on libsql: {run.history.summary()}")
-    assert not violations, f"seed {seed} on libsql: {len(violations)} violations:\n" + "\n".join(
+    print(f"history seed {seed} on {file}: {run.history.summary()}")
+    assert not violations, f"seed {seed} on {file}: {len(violations)} violations:\n" + "\n".join(
         violations[:40]
     )
