@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 from uuid import UUID
 
 import psycopg
@@ -56,6 +56,26 @@ log = logging.getLogger(__name__)
 #: How long a transaction waits for another's batch before giving up (the other's call
 #: has its own deadline, well under this).
 WAIT_LIMIT = 60.0
+#: Why a folder move in parts was not made (``DeferringStore._move_in_parts``).
+NEW_NAME_TAKEN = "another writer's rows are at the new name"
+
+
+class FolderMoveLog(Protocol):
+    """Folder moves begun and not finished, kept durably apart from the rows they move
+    (memfs's own file beside IronClaw's libSQL file), so a mount that stopped halfway
+    finishes them at its next start."""
+
+    def moves_begun(self, workspace: str) -> list[tuple[str, str]]:
+        """(old, new) keys of the moves of ``workspace`` begun and not finished."""
+        ...
+
+    def begin_move(self, workspace: str, old: str, new: str) -> None:
+        """Note a move before its first transaction (committed durably on return)."""
+        ...
+
+    def end_move(self, workspace: str, old: str, new: str) -> None:
+        """Forget a move once its last transaction committed."""
+        ...
 
 
 class Moved(NamedTuple):
@@ -391,6 +411,8 @@ class DeferringStore:
 
     pool: Any
     deferred: DeferredChanges
+    #: Whether moves a stopped mount left half made were looked for (``_finish_moves``).
+    _moves_checked: bool = False
 
     def _begin(self, conn: Any) -> None:
         """Statements each write transaction starts with (settings, a tag)."""
@@ -559,10 +581,98 @@ class DeferringStore:
         """How many documents lie below ``path`` (asked only where ``_part_limit`` is set)."""
         raise NotImplementedError
 
-    def _move_in_parts(self, move: MoveDir) -> BatchOutcome:
-        """A folder move too large for one transaction, in transactions of its own (asked
-        only where ``_part_limit`` is set)."""
+    def _move_log(self) -> tuple[FolderMoveLog, str] | None:
+        """Where folder moves in parts are noted, and this workspace's key there (None:
+        not noted; asked only where ``_part_limit`` is set)."""
+        return None
+
+    def _log_key(self, path: str) -> str:
+        """A folder's path as the move log keeps it."""
+        return path
+
+    def _log_path(self, key: str) -> str:
+        """A move log key back as the folder's path."""
+        return key
+
+    def _folder_taken(self, conn: Any, move: MoveDir) -> bool:
+        """Whether anything the mount does not show (other than ``move.replaced``) lies at
+        or below ``move.new`` (in the caller's write transaction)."""
         raise NotImplementedError
+
+    def _move_part(self, conn: Any, move: MoveDir, after: str, limit: int,
+                   outcome: BatchOutcome) -> str | None:  # fmt: skip
+        """Move up to ``limit`` of the folder's documents whose keys sort after ``after``
+        (a document whose new path is taken stays, skipped in ``outcome``); the last key
+        moved, or None when none was left (the folder's kept folders are moved then)."""
+        raise NotImplementedError
+
+    def _move_in_parts(self, move: MoveDir) -> BatchOutcome:
+        """A folder move too large for one transaction, ``_part_limit`` documents per
+        transaction, so other writers of a file-locked database never wait long: noted in
+        the move log first, so a mount stopped halfway finishes it at its next start
+        (``_finish_moves``); meanwhile other readers see the folder partly at the old
+        path, partly at the new.  Made only if nothing but ``replaced`` lies at or below
+        the new path when it begins (a move the log holds is a continuation: what lies
+        there is its own)."""
+        noted = self._move_log()
+        old_key, new_key = self._log_key(move.old), self._log_key(move.new)
+        outcome = BatchOutcome()
+        if noted is None or (old_key, new_key) not in noted[0].moves_begun(noted[1]):
+            with self._transaction(batch=ChangeBatch()) as conn:
+                taken = self._folder_taken(conn, move)
+            if taken:
+                outcome.skipped.append((move, NEW_NAME_TAKEN))
+                return outcome
+            if noted is not None:
+                noted[0].begin_move(noted[1], old_key, new_key)
+        after: str | None = ""
+        first, limit = True, self._part_limit() or 1
+        while after is not None:
+            with self._transaction(batch=ChangeBatch()) as conn:
+                if first and move.replaced is not None:
+                    self._drop_directory(conn, move.replaced)
+                first = False
+                after = self._move_part(conn, move, after, limit, outcome)
+        if noted is not None:
+            noted[0].end_move(noted[1], old_key, new_key)
+        return outcome
+
+    def _finish_moves(self) -> None:
+        """Finish the folder moves a mount began in parts and did not end (once per store,
+        before its first document list)."""
+        noted = self._move_log() if self._part_limit() is not None else None
+        if self._moves_checked or noted is None or getattr(self.pool, "read_only", False):
+            return
+        self._moves_checked = True
+        for old_key, new_key in noted[0].moves_begun(noted[1]):
+            old, new = self._log_path(old_key), self._log_path(new_key)
+            log.warning("finishing the move of folder %r to %r that a mount began and did "
+                        "not end", old, new)  # fmt: skip
+            try:
+                outcome = self._move_in_parts(MoveDir(old, new))
+            except self._db_error as exc:
+                log.warning("the move of %r to %r is not finished yet (%s); the next start "
+                            "tries again", old, new, " ".join(str(exc).split()))  # fmt: skip
+                continue
+            for _, reason in outcome.skipped:
+                log.warning("the move of %r to %r left a document: %s", old, new, reason)
+
+    def _rename_in_parts(
+        self, old_path: str, new_path: str, replaced_dir: str | None, keep_dirs: Sequence[str]
+    ) -> dict[UUID, Moved] | None:
+        """``rename_directory`` of a folder too large for one transaction: what waits is
+        made first, in its order, then the move in parts; None if the new name was taken."""
+        self.flush_changes()
+        outcome = self._move_in_parts(MoveDir(old_path, new_path, replaced_dir))
+        made = all(reason != NEW_NAME_TAKEN for _, reason in outcome.skipped)
+        if keep_dirs:
+            with self._transaction() as conn:
+                self._keep_directories(conn, keep_dirs)
+        return outcome.moved if made else None
+
+    def _fits_one_transaction(self, folder: str) -> bool:
+        limit = self._part_limit()
+        return limit is None or self._folder_size(folder) <= limit
 
     def _parts(self, changes: Sequence[Change], *, one_by_one: bool) -> list[Part]:
         """``changes`` in the transactions that send them, in order: all in one (or one
@@ -641,6 +751,7 @@ class DeferringStore:
 
 
 __all__ = [
+    "NEW_NAME_TAKEN",
     "BatchOutcome",
     "Change",
     "ChangeBatch",
@@ -649,6 +760,7 @@ __all__ = [
     "DeferringStore",
     "Delete",
     "DropDir",
+    "FolderMoveLog",
     "KeepDir",
     "MoveDir",
     "pipelined_transaction",

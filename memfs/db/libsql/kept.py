@@ -86,16 +86,22 @@ class DeletedFile:
 
     def keep(self, values: dict[str, Any]) -> None:
         """One deleted document, committed durably now."""
+        self.keep_all([values])
+
+    def keep_all(self, documents: list[dict[str, Any]]) -> None:
+        """Deleted documents, committed durably now in one transaction (one sync)."""
+        if not documents:
+            return
         conn = self.connection()
         assert conn is not None
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute(
+            conn.executemany(
                 "INSERT INTO deleted_documents (workspace, path, content, created_at, "
                 "updated_at, versions, deleted_at, deleted_by, row_path, row_state) VALUES "
                 "(:workspace, :path, :content, :created_at, :updated_at, :versions, "
                 f"{NOW}, 'mount', :row_path, :row_state)",
-                values,
+                documents,
             )
         except BaseException:
             conn.execute("ROLLBACK")

@@ -40,10 +40,18 @@ from typing import Any
 from uuid import UUID
 
 from memfs.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
-from memfs.db.deferred import DeferredChanges, DeferringStore, Delete, Moved
+from memfs.db.deferred import (
+    BatchOutcome,
+    DeferredChanges,
+    DeferringStore,
+    Delete,
+    FolderMoveLog,
+    Moved,
+    MoveDir,
+)
 from memfs.db.interface import CommitResult, DocRow, FileAttrs, attrs_of
 from memfs.db.kept_store import legacy_workspace
-from memfs.db.libsql.connection import LibsqlFile
+from memfs.db.libsql.connection import MOVE_LIMIT, LibsqlFile
 from memfs.db.libsql.kept import DeletedFile
 from memfs.db.libsql.legacy_stores import LegacyLibsqlStore, legacy_token
 from memfs.db.libsql.row_times import NOW, parse_time
@@ -199,6 +207,10 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore):
             if doc_id not in hidden:
                 found.append((doc_id, path, legacy_token(updated, int(size or 0))))
         return found
+
+    def load_documents(self) -> list[DocRow]:
+        self._finish_moves()
+        return self._rows("1")
 
     def load_directories(self) -> list[str]:
         rows = self.file.read(lambda c: c.execute(
@@ -431,8 +443,9 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore):
     def _delete_rows(self, conn: Any, deletes: Sequence[Delete], *, keep: bool = True) -> set[UUID]:
         """IronClaw's delete of each document (chunks, then the row; versions cascade),
         only while its row is as the mount showed it (``seen``; None: any).  Each is kept
-        first with its versions (``keep``).  Returns the ids left in place."""
-        left = set()
+        first with its versions (``keep``; all in one durable commit of the kept file,
+        before any is deleted).  Returns the ids left in place."""
+        left, going = set(), []
         for delete in deletes:
             row = self._row(conn, "id = ?", str(delete.doc_id))
             if row is None:
@@ -440,8 +453,10 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore):
             if delete.seen is not None and not self._as_shown(row, delete.seen):
                 left.add(delete.doc_id)
                 continue
-            if keep:
-                self._keep_deleted(conn, row)
+            going.append(row)
+        if keep:
+            self.deleted.keep_all([self._kept_copy(conn, row) for row in going])
+        for row in going:
             conn.execute("DELETE FROM memory_chunks WHERE document_id = ?", (str(row.id),))
             conn.execute("DELETE FROM memory_documents WHERE id = ?", (str(row.id),))
             conn.execute("DELETE FROM memfs.legacy_attrs WHERE document_id = ?", (str(row.id),))
@@ -456,10 +471,10 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore):
             known = self._hashes.get(row.id)
         return known is None or known[0] != seen or known[1] == content_hash(row.content)
 
-    def _keep_deleted(self, conn: Any, row: _Row) -> None:
-        """The document with its versions in the kept file, committed before the delete
-        (``memfs.db.libsql.kept``); a copy whose delete does not commit is told apart by
-        its row still being there as it was."""
+    def _kept_copy(self, conn: Any, row: _Row) -> dict[str, Any]:
+        """The document with its versions as the kept file takes it (committed before the
+        delete, ``memfs.db.libsql.kept``); a copy whose delete does not commit is told apart
+        by its row still being there as it was."""
         versions = []
         if self.has_versions:
             for number, content, who, created in conn.execute(
@@ -473,11 +488,11 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore):
             "SELECT created_at, " + _STATE + " FROM memory_documents WHERE id = ?",
             (str(row.id),),
         ).fetchone()
-        self.deleted.keep({
+        return {
             "workspace": self.workspace, "path": row.path, "content": row.content,
             "created_at": created[0], "updated_at": row.updated_at,
             "versions": json.dumps(versions), "row_path": str(row.id), "row_state": created[1],
-        })  # fmt: skip
+        }  # fmt: skip
 
     def delete_document(
         self, doc_id: UUID, keep_dirs: Sequence[str] = (), seen: datetime | None = None
@@ -577,7 +592,7 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore):
                     return None
                 content = source.content
             if source is not None:
-                self._keep_deleted(conn, source)
+                self.deleted.keep(self._kept_copy(conn, source))
             if self.has_versions:
                 self._version_if_kept(conn, target_id, content)
             result = self._commit(conn, target_id, path, content, attrs, expected)
@@ -660,9 +675,13 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore):
         """Move every document and kept folder below ``old_path`` to ``new_path``, in one
         transaction; refused (ENOTEMPTY, nothing moved) if rows the mount does not show lie
         at or below ``new_path``."""
-        with self._transaction() as conn:
-            moved = self._move_directory(conn, old_path, new_path, replaced_dir)
-            self._keep_directories(conn, keep_dirs)
+        moved: dict[UUID, Moved] | None
+        if self._fits_one_transaction(old_path):
+            with self._transaction() as conn:
+                moved = self._move_directory(conn, old_path, new_path, replaced_dir)
+                self._keep_directories(conn, keep_dirs)
+        else:  # too large for one transaction of the file (``_move_in_parts``)
+            moved = self._rename_in_parts(old_path, new_path, replaced_dir, keep_dirs)
         if moved is None:
             raise WriteRefused(
                 errno.ENOTEMPTY, "memfs's rename",
@@ -670,36 +689,56 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore):
             )  # fmt: skip
         return moved
 
-    def _move_directory(
-        self, conn: Any, old: str, new: str, replaced: str | None
-    ) -> dict[UUID, Moved] | None:
-        """The folder's move in the caller's transaction, made only if nothing the mount
-        does not show lies at or below ``new`` (None: it was not free).  Each moved
-        document keeps its client attributes (its mtime: a move is not an edit)."""
+    def _folder_taken(self, conn: Any, move: MoveDir) -> bool:
         busy = conn.execute(
             f"SELECT EXISTS (SELECT 1 FROM memory_documents WHERE {_Q} "
             f"  AND (path = ? OR {_BELOW})) "
             "OR EXISTS (SELECT 1 FROM memfs.legacy_directories WHERE workspace = ? "
             f"  AND ((path = ? AND path IS NOT ?) OR {_BELOW}))",
-            (*self._scope_params, new, new, new, self.workspace, new, replaced, new, new),
-        ).fetchone()[0]
-        if busy:
-            return None
-        if replaced is not None:
-            self._drop_directory(conn, replaced)
-        rows = conn.execute(
+            (*self._scope_params, move.new, move.new, move.new, self.workspace, move.new,
+             move.replaced, move.new, move.new),
+        ).fetchone()[0]  # fmt: skip
+        return bool(busy)
+
+    def _folder_rows(
+        self, conn: Any, folder: str, after: str = "", limit: int = -1
+    ) -> list[tuple[Any, ...]]:
+        """The folder's documents by path after ``after`` (at most ``limit``): id, path,
+        updated_at, byte length and the client attributes still valid."""
+        return conn.execute(  # type: ignore[no-any-return]
             f"SELECT d.id, d.path, d.updated_at, {_SIZE}, a.mode, a.mtime_ns, "
             f"a.set_against = {_STATE} "
             "FROM memory_documents d LEFT JOIN memfs.legacy_attrs a ON a.document_id = d.id "
-            f"WHERE d.user_id = ? AND d.agent_id IS ? AND {_BELOW}",
-            (*self._scope_params, old, old),
+            f"WHERE d.user_id = ? AND d.agent_id IS ? AND {_BELOW} AND d.path > ? "
+            "ORDER BY d.path LIMIT ?",
+            (*self._scope_params, folder, folder, after, limit),
         ).fetchall()
-        differ = self._rules_differ(conn, old, new)
-        cut = len(old)
+
+    def _move_directory(
+        self, conn: Any, old: str, new: str, replaced: str | None
+    ) -> dict[UUID, Moved] | None:
+        """The folder's move in the caller's transaction, made only if nothing the mount
+        does not show lies at or below ``new`` (None: it was not free)."""
+        move = MoveDir(old, new, replaced)
+        if self._folder_taken(conn, move):
+            return None
+        if replaced is not None:
+            self._drop_directory(conn, replaced)
+        moved = self._move_rows(conn, move, self._folder_rows(conn, old))
+        self._move_kept_folders(conn, old, new)
+        return moved
+
+    def _move_rows(self, conn: Any, move: MoveDir, rows: Sequence[tuple[Any, ...]]
+                   ) -> dict[UUID, Moved]:  # fmt: skip
+        """Move ``rows`` (``_folder_rows``) below ``move.new``.  Each keeps its client
+        attributes (its mtime: a move is not an edit) and is re-chunked where the indexing
+        rules of the two places differ."""
+        differ = self._rules_differ(conn, move.old, move.new)
+        cut = len(move.old)
         moved: dict[UUID, Moved] = {}
         for doc_id, path, updated_at, size, mode, mtime, valid in rows:
-            target = new + path[cut:]
-            conn.execute("UPDATE memory_documents SET path = ? WHERE id = ?", (target, doc_id))
+            conn.execute("UPDATE memory_documents SET path = ? WHERE id = ?",
+                         (move.new + path[cut:], doc_id))  # fmt: skip
             before = legacy_token(updated_at, int(size))
             kept = attrs_of(mode, mtime) if valid else FileAttrs()
             if kept.mtime_ns is None:
@@ -712,10 +751,47 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore):
                 row = self._row(conn, "id = ?", doc_id)
                 assert row is not None
                 self._reindex_row(conn, row)
-        self._note_moves(conn, [(p, new + p[cut:]) for _, p, *_ in rows])
+        self._note_moves(conn, [(p, move.new + p[cut:]) for _, p, *_ in rows])
+        return moved
+
+    def _move_kept_folders(self, conn: Any, old: str, new: str) -> None:
         conn.execute(
             "UPDATE memfs.legacy_directories SET path = ? || substr(path, ?) "
             f"WHERE workspace = ? AND (path = ? OR {_BELOW})",
-            (new, cut + 1, self.workspace, old, old, old),
+            (new, len(old) + 1, self.workspace, old, old, old),
         )
-        return moved
+
+    # -- folders too large for one transaction -------------------------------------------
+
+    def _part_limit(self) -> int | None:
+        return MOVE_LIMIT
+
+    def _folder_size(self, path: str) -> int:
+        row = self.file.read(lambda c: c.execute(
+            f"SELECT count(*) FROM memory_documents WHERE {_Q} AND {_BELOW}",
+            (*self._scope_params, path, path),
+        ).fetchone())  # fmt: skip
+        return int(row[0]) if row else 0
+
+    def _move_log(self) -> tuple[FolderMoveLog, str] | None:
+        return self.deleted, self.workspace
+
+    def _move_part(self, conn: Any, move: MoveDir, after: str, limit: int,
+                   outcome: BatchOutcome) -> str | None:  # fmt: skip
+        rows = self._folder_rows(conn, move.old, after, limit)
+        if not rows:
+            self._move_kept_folders(conn, move.old, move.new)
+            return None
+        free = []
+        for row in rows:
+            target = move.new + row[1][len(move.old) :]
+            taken = conn.execute(
+                f"SELECT 1 FROM memory_documents WHERE {_Q} AND path = ? LIMIT 1",
+                (*self._scope_params, target),
+            ).fetchone()
+            if taken is not None:
+                outcome.skipped.append((move, f"another writer's document is at {target!r}"))
+            else:
+                free.append(row)
+        outcome.moved.update(self._move_rows(conn, move, free))
+        return str(rows[-1][1])

@@ -14,10 +14,10 @@ from typing import Any
 
 import psycopg
 
-from memfs.db.deferred import is_refusal, pipelined_transaction
+from memfs.db.deferred import FolderMoveLog, is_refusal, pipelined_transaction
 from memfs.db.health import invalid_indexes
 from memfs.db.interface import FileAttrs
-from memfs.db.reborn.rows import Answer, Family, FolderMoveLog, KeepAs, Record
+from memfs.db.reborn.rows import Answer, Family, KeepAs, Record
 from memfs.db.scoped import Pool
 
 TABLE = "root_filesystem_entries"

@@ -23,6 +23,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
+from memfs.db.deferred import FolderMoveLog
 from memfs.db.interface import FileAttrs
 
 
@@ -64,24 +65,6 @@ class KeepAs(NamedTuple):
 
     workspace: str
     relative: str
-
-
-class FolderMoveLog(Protocol):
-    """Folder moves begun and not finished, kept durably apart from the rows they move
-    (memfs's own file beside IronClaw's libSQL file), so a mount that stopped halfway
-    finishes them at its next start."""
-
-    def moves_begun(self, workspace: str) -> list[tuple[str, str]]:
-        """(old, new) row paths of the moves of ``workspace`` begun and not finished."""
-        ...
-
-    def begin_move(self, workspace: str, old: str, new: str) -> None:
-        """Note a move before its first transaction (committed durably on return)."""
-        ...
-
-    def end_move(self, workspace: str, old: str, new: str) -> None:
-        """Forget a move once its last transaction committed."""
-        ...
 
 
 class RebornRows(Protocol):

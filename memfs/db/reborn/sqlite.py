@@ -27,12 +27,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memfs.db.deferred import FolderMoveLog
 from memfs.db.interface import FileAttrs
-from memfs.db.libsql.connection import LibsqlFile, blob
+from memfs.db.libsql.connection import MOVE_LIMIT, LibsqlFile, blob
 from memfs.db.libsql.row_times import NOW, TABLE, parse_time, token
 from memfs.db.libsql.row_times import as_text as _text
 from memfs.db.reborn import layout
-from memfs.db.reborn.rows import Answer, Family, FolderMoveLog, KeepAs, Record, answers
+from memfs.db.reborn.rows import Answer, Family, KeepAs, Record, answers
 from memfs.ironclaw.hashing import bytes_hash
 
 if TYPE_CHECKING:
@@ -41,10 +42,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Documents (with their sidecars) one transaction removes or moves at most: 256 moved
-#: documents hold the write lock about 45 ms in a 100,000-document file
-#: (``benchmarks/bench_libsql.py``), far below the 5 s IronClaw's writers wait.
-MOVE_LIMIT = int(os.environ.get("MEMFS_LIBSQL_MOVE_LIMIT", "256"))
 
 BELOW = "(path >= :p || '/' AND path < :p || '0')"
 AT_OR_BELOW = f"(path = :p OR {BELOW})"

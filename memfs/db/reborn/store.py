@@ -39,6 +39,7 @@ from memfs.db.deferred import (
     DeferredChanges,
     DeferringStore,
     Delete,
+    FolderMoveLog,
     Moved,
     MoveDir,
 )
@@ -75,8 +76,6 @@ PATH_IDS = uuid.UUID("0d7b2f5e-6c1a-4b8e-9f3d-52a1c4e7b9a0")
 _PATH_IDS_BYTES = PATH_IDS.bytes
 
 
-#: Why a folder move was not made (``_move_in_parts``).
-NEW_NAME_TAKEN = "another writer's rows are at the new name"
 #: Rows given their ids under one taking of the store's lock (``_listed_ids``).
 _ID_SLICE = 2048
 
@@ -987,84 +986,50 @@ class RebornStore(DeferringStore):
         with self._reading() as conn:
             return self.rows.count_documents(conn, self.scope.row(path))
 
-    def _move_in_parts(self, move: MoveDir) -> BatchOutcome:
-        """Move a folder ``move_limit`` documents (with their sidecars) per transaction, so
-        IronClaw's writers never wait long for the file's lock: noted in the move log
-        first, so a mount stopped halfway finishes it at its next start (``_finish_moves``);
-        meanwhile IronClaw sees the folder's documents partly at the old path, partly at
-        the new.  The move is made only if nothing but ``replaced`` lies at or below the
-        new path when it begins (a move the log holds is a continuation: what lies there
-        is its own); a document whose new path another writer takes meanwhile stays where
-        it is (skipped: the mount shows the database again)."""
-        old_full, new_full = self.scope.row(move.old), self.scope.row(move.new)
-        replaced = None if move.replaced is None else self.scope.row(move.replaced)
-        workspace, log_ = self.scope.prefix, self.rows.move_log
-        outcome = BatchOutcome()
-        if log_ is None or (old_full, new_full) not in log_.moves_begun(workspace):
-            with self._transaction(batch=ChangeBatch()) as conn:
-                taken = self.rows.lock_folder(conn, old_full, new_full, replaced)[0][0]
-            if taken:
-                outcome.skipped.append((move, NEW_NAME_TAKEN))
-                return outcome
-            if log_ is not None:
-                log_.begin_move(workspace, old_full, new_full)
-        after, first, limit = "", True, self.rows.move_limit or 1
-        while True:
-            with self._transaction(batch=ChangeBatch()) as conn:
-                if first and move.replaced is not None:
-                    self._drop_directory(conn, move.replaced)
-                first = False
-                found = self.rows.folder_documents(conn, old_full, after, limit)
-                if not found:
-                    self.rows.move_directories(conn, old_full, new_full)
-                    break
-                after = found[-1][0]
-                before = {
-                    self._relative(full): at
-                    for full, at in found
-                    if layout.is_listed(self._relative(full))
-                }
-                moves = []
-                for rel in before:
-                    target = move.new + rel[len(move.old) :]
-                    if self.rows.taken(conn, self.scope.row(target)).fetchall():
-                        outcome.skipped.append((move, f"another writer's row is at {target!r}"))
-                    else:
-                        moves.append((rel, target))
-                moved_at = dict(self._move_query(conn, moves).fetchall()) if moves else {}
-                self.rows.note_moves(conn, workspace, moves)
-                for old_rel, new_rel in moves:
-                    at = moved_at.get(self.scope.row(new_rel))
-                    if at is not None:
-                        doc_id = self.id_of(old_rel)
-                        outcome.moved[doc_id] = Moved(before[old_rel], at)
-                        self._moved_in_transaction(doc_id, new_rel)
-        if log_ is not None:
-            log_.end_move(workspace, old_full, new_full)
-        return outcome
+    def _move_log(self) -> tuple[FolderMoveLog, str] | None:
+        log_ = self.rows.move_log
+        return None if log_ is None else (log_, self.scope.prefix)
 
-    def _finish_moves(self) -> None:
-        """Finish the folder moves a mount began in parts and did not end (once per store,
-        before its first document list)."""
-        if (
-            self._moves_checked
-            or self.rows.move_log is None
-            or getattr(self.pool, "read_only", False)
-        ):
-            return
-        self._moves_checked = True
-        for old_full, new_full in self.rows.move_log.moves_begun(self.scope.prefix):
-            old, new = self._relative(old_full), self._relative(new_full)
-            log.warning("finishing the move of folder %r to %r that a mount began and did "
-                        "not end", old, new)  # fmt: skip
-            try:
-                outcome = self._move_in_parts(MoveDir(old, new))
-            except self.rows.error as exc:
-                log.warning("the move of %r to %r is not finished yet (%s); the next start "
-                            "tries again", old, new, " ".join(str(exc).split()))  # fmt: skip
-                continue
-            for _, reason in outcome.skipped:
-                log.warning("the move of %r to %r left a document: %s", old, new, reason)
+    def _log_key(self, path: str) -> str:
+        return self.scope.row(path)
+
+    def _log_path(self, key: str) -> str:
+        return self._relative(key)
+
+    def _folder_taken(self, conn: Any, move: MoveDir) -> bool:
+        replaced = None if move.replaced is None else self.scope.row(move.replaced)
+        answer = self.rows.lock_folder(conn, self.scope.row(move.old), self.scope.row(move.new),
+                                       replaced)  # fmt: skip
+        return bool(answer[0][0])
+
+    def _move_part(self, conn: Any, move: MoveDir, after: str, limit: int,
+                   outcome: BatchOutcome) -> str | None:  # fmt: skip
+        """Up to ``limit`` documents with their sidecars; IronClaw sees the rest at the old
+        path until their part."""
+        old_full = self.scope.row(move.old)
+        found = self.rows.folder_documents(conn, old_full, after, limit)
+        if not found:
+            self.rows.move_directories(conn, old_full, self.scope.row(move.new))
+            return None
+        before = {
+            self._relative(full): at for full, at in found if layout.is_listed(self._relative(full))
+        }
+        moves = []
+        for rel in before:
+            target = move.new + rel[len(move.old) :]
+            if self.rows.taken(conn, self.scope.row(target)).fetchall():
+                outcome.skipped.append((move, f"another writer's row is at {target!r}"))
+            else:
+                moves.append((rel, target))
+        moved_at = dict(self._move_query(conn, moves).fetchall()) if moves else {}
+        self.rows.note_moves(conn, self.scope.prefix, moves)
+        for old_rel, new_rel in moves:
+            at = moved_at.get(self.scope.row(new_rel))
+            if at is not None:
+                doc_id = self.id_of(old_rel)
+                outcome.moved[doc_id] = Moved(before[old_rel], at)
+                self._moved_in_transaction(doc_id, new_rel)
+        return str(found[-1][0])
 
     def rename_directory(
         self,
@@ -1074,19 +1039,12 @@ class RebornStore(DeferringStore):
         keep_dirs: Sequence[str] = (),
     ) -> dict[UUID, Moved]:
         moved: dict[UUID, Moved] | None
-        limit = self._part_limit()
-        if limit is None or self._folder_size(old_path) <= limit:
+        if self._fits_one_transaction(old_path):
             with self._transaction() as conn:
                 moved = self._move_directory(conn, old_path, new_path, replaced_dir)
                 self._keep_directories(conn, keep_dirs)
         else:  # too large for one transaction of the file (``_move_in_parts``)
-            self.flush_changes()  # what waits is made first, in its order
-            outcome = self._move_in_parts(MoveDir(old_path, new_path, replaced_dir))
-            made = all(reason != NEW_NAME_TAKEN for _, reason in outcome.skipped)
-            moved = outcome.moved if made else None
-            if keep_dirs:
-                with self._transaction() as conn:
-                    self._keep_directories(conn, keep_dirs)
+            moved = self._rename_in_parts(old_path, new_path, replaced_dir, keep_dirs)
         if moved is None:
             raise WriteRefused(
                 errno.ENOTEMPTY, "memfs's rename",
