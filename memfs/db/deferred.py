@@ -577,6 +577,10 @@ class DeferringStore:
         PostgreSQL transaction locks only the rows it changes)."""
         return None
 
+    def _delete_weight(self) -> int:
+        """What a removal costs against ``_part_limit``, in moved documents."""
+        return 1
+
     def _folder_size(self, path: str) -> int:
         """How many documents lie below ``path`` (asked only where ``_part_limit`` is set)."""
         raise NotImplementedError
@@ -687,7 +691,7 @@ class DeferringStore:
         current: list[Change] = []
         cost = 0
         for change in changes:
-            weight = (1 if isinstance(change, Delete)
+            weight = (self._delete_weight() if isinstance(change, Delete)
                       else self._folder_size(change.old) if isinstance(change, MoveDir)
                       else 0)  # fmt: skip
             if current and (one_by_one or cost + weight > limit):

@@ -171,7 +171,12 @@ def test_another_writer_s_document_at_the_new_path_stays(opened: Opened, file: P
     assert moves_begun(file) == []
 
 
-def test_rm_rf_removes_a_few_documents_per_transaction(opened: Opened, file: Path) -> None:
+def test_rm_rf_removes_a_few_documents_per_transaction(
+    opened: Opened, file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under the vector index a removal weighs four moves: a limit of 12 removes 3."""
+    assert opened.store._delete_weight() == 4
+    monkeypatch.setattr(legacy_writes, "MOVE_LIMIT", 12)
     fill(opened.store, "gone", 8)
     rows = opened.store.load_documents()
     opened.changed.clear()
