@@ -69,9 +69,14 @@ class IronClawWriter(threading.Thread):
     with IronClaw's 5 s busy timeout, each in ``BEGIN IMMEDIATE``; counts the puts that
     failed with SQLITE_BUSY and how long each waited for the lock."""
 
-    def __init__(self, db: Path) -> None:
+    #: IronClaw's put (Reborn: a sequence row outside memory).
+    PUT = ("INSERT OR REPLACE INTO root_filesystem_sequences (path, next_seq) "
+           "VALUES ('/heartbeat', ?)")  # fmt: skip
+
+    def __init__(self, db: Path, put: str = PUT) -> None:
         super().__init__(daemon=True)
         self.db = db
+        self.put = put
         self.waits: list[float] = []
         self.busy = 0
         self.stop = threading.Event()
@@ -84,8 +89,7 @@ class IronClawWriter(threading.Thread):
             started = time.perf_counter()
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                conn.execute("INSERT OR REPLACE INTO root_filesystem_sequences (path, next_seq) "
-                             "VALUES ('/heartbeat', ?)", (n,))  # fmt: skip
+                conn.execute(self.put, (n,))
                 conn.execute("COMMIT")
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) and "busy" not in str(exc):

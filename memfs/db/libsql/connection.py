@@ -113,6 +113,9 @@ class LibsqlFile:
         #: Transactions this process committed to the file (``data_version`` does not
         #: count a connection's own).
         self.commits = 0
+        #: How long the last write transaction held the lock, in seconds (the pause
+        #: between two parts of a large change is as long: ``DeferringStore``).
+        self.last_hold = 0.0
         self._counter = itertools.count(1)
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
@@ -200,13 +203,16 @@ class LibsqlFile:
             self._retrying(lambda: conn.execute("BEGIN IMMEDIATE"))
         else:
             conn.execute("BEGIN IMMEDIATE")
+        began = time.monotonic()
         try:
             yield conn
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
+            self.last_hold = time.monotonic() - began
             raise
         conn.execute("COMMIT")
+        self.last_hold = time.monotonic() - began
         self.commits = next(self._counter)  # atomic, unlike +=
 
     def close(self) -> None:
