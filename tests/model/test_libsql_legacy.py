@@ -195,3 +195,9 @@ def test_a_turso_replica_says_so(tmp_path: Path) -> None:
     from_file = _legacy_reason(file, {"HOME": str(tmp_path)})
     assert from_file is not None
     assert "replica of db-y.turso.io" in from_file and "s3cret" not in from_file
+    (tmp_path / ".ironclaw" / ".env").unlink()
+    for metadata in ("ironclaw.db-client_wal_index", "ironclaw.db-info"):
+        (tmp_path / metadata).write_bytes(b"\0" * 32)  # what libSQL's replica leaves beside it
+        beside = _legacy_reason(file, {"HOME": str(tmp_path)})
+        assert beside is not None and f"Turso embedded replica ({metadata}" in beside
+        (tmp_path / metadata).unlink()

@@ -108,7 +108,7 @@ def test_a_libsql_workspace_goes_to_postgresql_and_back_the_same(
 
 
 def test_the_legacy_file_goes_up_to_reborn_with_its_versions(tmp_path: Path) -> None:
-    """IronClaw <= v1.0's ``ironclaw.db`` (mounted read-only) to a Reborn file memfs
+    """IronClaw <= v1.0's ``ironclaw.db`` (legacy rows, read only here) to a Reborn file memfs
     writes: every document with its versions, in the Reborn rows (the target's scope)."""
     legacy = legacy_ironclaw_db(tmp_path / "legacy" / "ironclaw.db")
     legacy_write(legacy, "MEMORY.md", "The user likes green tea.\n")

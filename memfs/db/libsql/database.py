@@ -76,6 +76,8 @@ class _LibsqlSchema:
 
 #: Why a legacy file mounts read-only (``LibsqlDatabase.read_only_reason``).
 LEGACY_READ_ONLY = "IronClaw's legacy (<= v1.0) memory in its libSQL file is mounted read-only"
+#: Files libSQL keeps beside an embedded replica (its replication's metadata).
+REPLICA_METADATA = ("-client_wal_index", "-info")
 #: IronClaw's vector index on a legacy file's chunks (only its libSQL engine maintains it).
 VECTOR_INDEX = "idx_memory_chunks_embedding"
 
@@ -303,6 +305,12 @@ def _legacy_reason(path: Path, env: Mapping[str, str] | None = None) -> str | No
     """Why a legacy file mounts read-only (None: memfs writes it): a Turso embedded
     replica, or a vector index with no libSQL engine on this machine."""
     primary = turso_primary(os.environ if env is None else env)
+    for suffix in REPLICA_METADATA:
+        beside = path.with_name(path.name + suffix)
+        if primary is None and beside.exists():
+            return (f"{LEGACY_READ_ONLY}: it is a Turso embedded replica ({beside.name}, the "
+                    "replica's metadata, is beside it), and a local write would diverge from "
+                    "its primary")  # fmt: skip
     if primary is not None:
         host = primary.split("://", 1)[-1].split("/", 1)[0].split("?", 1)[0]
         return (
