@@ -568,9 +568,11 @@ def test_memfs_mount_finds_ironclaws_local_dev_memory(cli: Cli) -> None:
     assert not (Path(cli.env["XDG_DATA_HOME"]) / "memfs" / "pgdata").exists()
 
 
-def test_memfs_mount_finds_ironclaws_legacy_file_and_mounts_it_read_only(cli: Cli) -> None:
+def test_memfs_mount_finds_ironclaws_legacy_file_and_mounts_it(cli: Cli) -> None:
     """IronClaw <= v1.0 kept memory in ``~/.ironclaw/ironclaw.db``: found with no database
-    named, mounted read-only, and both said in one line each; status and search answer."""
+    named (said in one line) and mounted; a save lands there; status and search answer.
+    As a Turso replica (``LIBSQL_URL`` in IronClaw's ``.env``) it mounts read-only, said in
+    one line, and every command that would write refuses in one line."""
     from tests.ironclaw_libsql import legacy_ironclaw_db, legacy_write
 
     db = legacy_ironclaw_db(Path(cli.env["HOME"]) / ".ironclaw" / "ironclaw.db")
@@ -580,22 +582,35 @@ def test_memfs_mount_finds_ironclaws_legacy_file_and_mounts_it_read_only(cli: Cl
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert any(f"IronClaw's memory in {db}" in line for line in lines), result.stdout
-    assert any("read-only" in line and "legacy" in line for line in lines), result.stdout
+    assert not any("read-only" in line for line in lines), result.stdout
     assert (target / "MEMORY.md").read_text() == "The user likes green tea.\n"
-    with pytest.raises(OSError) as refused:
-        (target / "new.md").write_text("x\n")
-    assert refused.value.errno == errno.EROFS
+    (target / "new.md").write_text("saved by a person\n")
     status = cli("status")
     assert status.returncode == 0 and "memory_documents" in status.stdout, status.stdout
     search = cli("search", "green tea", "--json")
     assert search.returncode == 0 and "MEMORY.md" in search.stdout, search.stderr
+    assert cli("umount", str(target)).returncode == 0
+    with sqlite3.connect(db) as conn:
+        saved = conn.execute("SELECT content FROM memory_documents WHERE path = 'new.md'")
+        assert saved.fetchall() == [("saved by a person\n",)]
+
+    (Path(cli.env["HOME"]) / ".ironclaw" / ".env").write_text("LIBSQL_URL=libsql://m.turso.io\n")
+    result = cli("mount", str(target))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert any("read-only" in line and "Turso" in line for line in lines), result.stdout
+    with pytest.raises(OSError) as refused:
+        (target / "other.md").write_text("x\n")
+    assert refused.value.errno == errno.EROFS
     (cli.base / "tree").mkdir()
-    (cli.base / "tree" / "new.md").write_text("x\n")
+    (cli.base / "tree" / "other.md").write_text("x\n")
     for words in (["import", str(cli.base / "tree")], ["log", "hello"], ["reindex"],
-                  ["sync", str(cli.base / "tree")], ["seed"]):  # fmt: skip
+                  ["sync", str(cli.base / "tree")]):  # fmt: skip
         refused = cli(*words)
         assert refused.returncode == EXIT_DATABASE, (words, refused.stderr)
         one_line(refused, "read-only")
+    seed = cli("seed")
+    assert seed.returncode == EXIT_DATABASE, seed.stderr
     assert not (Path(cli.env["XDG_DATA_HOME"]) / "memfs" / "pgdata").exists()
 
 

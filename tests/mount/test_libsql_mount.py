@@ -20,7 +20,14 @@ from typing import Any
 
 import pytest
 
-from tests.ironclaw_libsql import legacy_ironclaw_db, legacy_write, reborn_local_dev
+from tests.ironclaw_libsql import (
+    legacy_ironclaw_db,
+    legacy_vector_index,
+    legacy_write,
+    legacy_write_by_libsql,
+    libsql_statements,
+    reborn_local_dev,
+)
 
 pytestmark = pytest.mark.mount
 
@@ -189,18 +196,21 @@ def test_a_running_ironclaw_writer_never_fails_beside_the_mount(
                and not p.startswith("agent/")) == 60  # fmt: skip
 
 
-def test_ironclaw_s_legacy_file_mounts_read_only_with_its_history_and_search(
+def test_ironclaw_s_legacy_file_mounts_with_its_history_and_search(
     work_dir: Path, mount_factory: Any
 ) -> None:
-    """IronClaw <= v1.0's ``ironclaw.db``: every document, version and search of the
-    scope, read-only (a write fails with EROFS and the file is left as it was)."""
+    """IronClaw <= v1.0's ``ironclaw.db`` with its vector index: every document, version
+    and search of the scope; a save is IronClaw v1.0's write (the replaced content a
+    version, the chunks replaced) made through IronClaw's libSQL engine, and the engine
+    itself finds the file intact; IronClaw's own write shows on the mount.  With a Turso
+    replica's metadata beside it, the same file mounts read-only (EROFS, file unchanged)."""
     db = legacy_ironclaw_db(work_dir / f"legacy-{uuid.uuid4().hex[:8]}" / "ironclaw.db")
     legacy_write(db, "MEMORY.md", "The user likes green tea.\n")
     legacy_write(db, "notes/a.md", "hello\n")
     legacy_write(db, "notes/a.md", "hello\nworld\n")
+    legacy_vector_index(db, 4)
     mount = mount_factory(f"sqlite:{db}")
-    log = mount.log()
-    assert "mounted read-only" in log and "legacy" in log, log[-2000:]
+    assert "IronClaw's libSQL engine" in mount.log(), mount.log()[-2000:]
     assert sorted(p.name for p in mount.path().iterdir()) == ["MEMORY.md", "notes"]
     assert mount.path("notes/a.md").read_text() == "hello\nworld\n"
     grep = mount.run("grep", "-rl", "tea", ".")
@@ -211,15 +221,32 @@ def test_ironclaw_s_legacy_file_mounts_read_only_with_its_history_and_search(
     assert [p.name for p in mount.path(".search/green tea").iterdir()] == ["01-MEMORY.md"]
     prompt = mount.path(".prompt").read_text()  # what IronClaw v1.0 tells the agent
     assert "## Long-Term Memory\n\nThe user likes green tea." in prompt, prompt
+    mount.path("notes/a.md").write_text("changed\n")
+    with sqlite3.connect(db) as conn:
+        versions = conn.execute(
+            "SELECT v.version, v.content FROM memory_document_versions v JOIN "
+            "memory_documents d ON d.id = v.document_id WHERE d.path = 'notes/a.md' "
+            "ORDER BY 1").fetchall()  # fmt: skip
+        chunks = conn.execute(
+            "SELECT c.content FROM memory_chunks c JOIN memory_documents d ON d.id = "
+            "c.document_id WHERE d.path = 'notes/a.md'").fetchall()  # fmt: skip
+    assert versions == [(1, "hello\n"), (2, "hello\nworld\n")]
+    assert chunks == [("changed\n",)]
+    assert libsql_statements(db, ("PRAGMA integrity_check", ())) == [[["ok"]]]
+    legacy_write_by_libsql(db, "later.md", "IronClaw wrote this after the mount\n")
+    eventually(lambda: mount.path("later.md").exists(), "IronClaw's new document")
+
+    (db.parent / (db.name + "-info")).write_bytes(b"\0" * 32)  # a Turso embedded replica's
+    replica = mount_factory(f"sqlite:{db}", name="replica")
+    log = replica.log()
+    assert "mounted read-only" in log and "Turso embedded replica" in log, log[-2000:]
     wal = db.with_name(db.name + "-wal")
     before = (db.read_bytes(), wal.read_bytes() if wal.exists() else b"")
     with pytest.raises(OSError) as refused:
-        mount.path("notes/a.md").write_text("changed\n")
+        replica.path("notes/a.md").write_text("from the replica\n")
     assert refused.value.errno == errno.EROFS
-    assert mount.path("notes/a.md").read_text() == "hello\nworld\n"
+    assert replica.path("notes/a.md").read_text() == "changed\n"
     assert (db.read_bytes(), wal.read_bytes() if wal.exists() else b"") == before
-    legacy_write(db, "later.md", "IronClaw wrote this after the mount\n")
-    eventually(lambda: mount.path("later.md").exists(), "IronClaw's new document")
 
 
 def _doctor(work_dir: Path, db: Path, *extra: str) -> tuple[int, dict[str, set[str]]]:
@@ -265,9 +292,10 @@ def test_doctor_on_the_reborn_file_finds_plants_and_mends_them(work_dir: Path) -
     assert code == 0 and not _problems(found), found
 
 
-def test_doctor_on_the_legacy_file_finds_problems_and_mends_nothing(work_dir: Path) -> None:
-    """Two rows at one path (IronClaw's NULL agent) and chunks of an older content: found;
-    ``--repair`` says it cannot mend a file memfs mounts read-only, and leaves it as it is."""
+def test_doctor_on_the_legacy_file_finds_problems_and_mends_them(work_dir: Path) -> None:
+    """Two rows at one path (IronClaw's NULL agent) and chunks of an older content: found
+    without a change to the file, then mended by ``--repair`` (the older row renamed,
+    nothing deleted; the chunks rebuilt)."""
     db = legacy_ironclaw_db(work_dir / f"doctor-{uuid.uuid4().hex[:8]}" / "ironclaw.db")
     legacy_write(db, "notes.md", "the first note\n")
     code, found = _doctor(work_dir, db)
@@ -282,6 +310,11 @@ def test_doctor_on_the_legacy_file_finds_problems_and_mends_nothing(work_dir: Pa
     before = db.read_bytes()
     code, found = _doctor(work_dir, db)
     assert code == 1 and _problems(found) == {"duplicate paths", "chunks"}, found
+    assert db.read_bytes() == before  # a check changes nothing
     code, found = _doctor(work_dir, db, "--repair")
-    assert code == 1 and _problems(found) == {"duplicate paths", "chunks"}, found
-    assert db.read_bytes() == before
+    assert code == 0 and _problems(found, "repaired") == {"duplicate paths", "chunks"}, found
+    with sqlite3.connect(db) as conn:
+        paths = sorted(r[0] for r in conn.execute("SELECT path FROM memory_documents"))
+    assert len(paths) == 2 and "notes.md" in paths, paths
+    code, found = _doctor(work_dir, db)
+    assert code == 0 and not _problems(found), found

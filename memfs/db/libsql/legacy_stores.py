@@ -479,8 +479,9 @@ def _metadata(text: Any) -> dict[str, Any]:
 
 
 class LegacyLibsqlHealth:
-    """What ``memfs doctor`` reads in the legacy file (``WorkspaceHealth``); nothing is
-    mended there: memfs mounts the file read-only."""
+    """What ``memfs doctor`` reads in the legacy file and mends (``WorkspaceHealth``);
+    nothing is mended where the file is read-only (a Turso replica, or IronClaw's vector
+    index without its libSQL engine here)."""
 
     def __init__(self, file: LibsqlFile, scope: Scope) -> None:
         self.file = file
@@ -489,9 +490,13 @@ class LegacyLibsqlHealth:
     def _refuse(self) -> NoReturn:
         raise FsError(
             errno.EROFS,
-            f"{self.file.path} is IronClaw's legacy file, which memfs does not write "
-            "(`memfs migrate` copies it to a store memfs mends)",
+            f"{self.file.path} is IronClaw's legacy file, which memfs opens read-only here",
         )
+
+    def _writing(self, work: Any) -> Any:
+        if self.file.read_only:
+            self._refuse()
+        return self.file.write(work)
 
     def duplicate_paths(self) -> list[Duplicate]:
         rows = self.file.read(lambda c: c.execute(
@@ -507,7 +512,22 @@ class LegacyLibsqlHealth:
         return found
 
     def separate_duplicates(self) -> list[str]:
-        self._refuse()
+        """Give each older row of a duplicated path a name of its own
+        (``notes.duplicate-1a2b3c4d.md``): every row stays, and IronClaw shows each."""
+        renamed: list[str] = []
+
+        def work(conn: Any) -> None:
+            for duplicate in self.duplicate_paths():
+                stem, dot, ext = duplicate.path.rpartition(".")
+                for doc_id in duplicate.older:
+                    tag = f"duplicate-{doc_id.hex[:8]}"
+                    new = f"{stem}.{tag}.{ext}" if dot and "/" not in ext else f"{ext}.{tag}"
+                    conn.execute("UPDATE memory_documents SET path = ? WHERE id = ?",
+                                 (new, str(doc_id)))  # fmt: skip
+                    renamed.append(new)
+
+        self._writing(work)
+        return renamed
 
     def stale_chunks(self) -> list[str]:
         def read(conn: Any) -> tuple[list[Any], list[Any]]:
@@ -548,7 +568,18 @@ class LegacyLibsqlHealth:
         return {"chunks": int(row[0]), "versions": int(row[1])} if row else {}
 
     def drop_orphans(self) -> dict[str, int]:
-        self._refuse()
+        """Chunks and versions whose document is gone, removed (chunks through IronClaw's
+        engine where its vector index holds them)."""
+
+        def work(conn: Any) -> dict[str, int]:
+            gone = "NOT IN (SELECT id FROM memory_documents)"
+            chunks = conn.execute(f"DELETE FROM memory_chunks WHERE document_id {gone}")
+            versions = conn.execute(
+                f"DELETE FROM memory_document_versions WHERE document_id {gone}"
+            )
+            return {"chunks": max(chunks.rowcount, 0), "versions": max(versions.rowcount, 0)}
+
+        return self._writing(work)  # type: ignore[no-any-return]
 
     def invalid_indexes(self) -> list[str]:
         return []
