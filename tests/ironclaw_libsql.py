@@ -290,7 +290,7 @@ def legacy_write(path: Path, doc_path: str, content: str, *, user: str = "defaul
 #: document and vector indexes, the FTS triggers again, the dimension as migration 0),
 #: one transaction, on the libSQL engine.
 _VECTOR_INDEX_STEPS = r"""
-import sys, libsql
+import json, sys, libsql
 path, dim = sys.argv[1], int(sys.argv[2])
 conn = libsql.connect(path, isolation_level=None)
 steps = [
@@ -313,15 +313,7 @@ steps = [
     "CREATE INDEX IF NOT EXISTS idx_memory_chunks_document ON memory_chunks(document_id)",
     "CREATE INDEX IF NOT EXISTS idx_memory_chunks_embedding "
     "ON memory_chunks(libsql_vector_idx(embedding))",
-    "CREATE TRIGGER IF NOT EXISTS memory_chunks_fts_insert AFTER INSERT ON memory_chunks BEGIN "
-    "INSERT INTO memory_chunks_fts(rowid, content) VALUES (new._rowid, new.content); END",
-    "CREATE TRIGGER IF NOT EXISTS memory_chunks_fts_delete AFTER DELETE ON memory_chunks BEGIN "
-    "INSERT INTO memory_chunks_fts(memory_chunks_fts, rowid, content) "
-    "VALUES ('delete', old._rowid, old.content); END",
-    "CREATE TRIGGER IF NOT EXISTS memory_chunks_fts_update AFTER UPDATE ON memory_chunks BEGIN "
-    "INSERT INTO memory_chunks_fts(memory_chunks_fts, rowid, content) "
-    "VALUES ('delete', old._rowid, old.content); "
-    "INSERT INTO memory_chunks_fts(rowid, content) VALUES (new._rowid, new.content); END",
+    *json.loads(sys.argv[3]),  # the FTS triggers again, as LEGACY_SCHEMA has them
 ]
 for step in steps:
     conn.execute(step)
@@ -360,8 +352,11 @@ def legacy_write_by_libsql(path: Path, doc_path: str, content: str) -> str:
 def legacy_vector_index(path: Path, dim: int = 4) -> Path:
     """IronClaw v1.0's vector index on a legacy file (``EMBEDDING_ENABLED`` at its start),
     made by the libSQL engine in a child process."""
-    subprocess.run([sys.executable, "-c", _VECTOR_INDEX_STEPS, str(path), str(dim)],
-                   check=True, timeout=60)  # fmt: skip
+    triggers = [
+        s for s in LEGACY_SCHEMA if s.startswith("CREATE TRIGGER IF NOT EXISTS memory_chunks_fts")
+    ]
+    subprocess.run([sys.executable, "-c", _VECTOR_INDEX_STEPS, str(path), str(dim),
+                    json.dumps(triggers)], check=True, timeout=60)  # fmt: skip
     return path
 
 

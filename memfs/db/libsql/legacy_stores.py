@@ -439,7 +439,7 @@ class LegacyLibsqlHistoryStore:
                     )
             for doc_id, path, content, metadata, created, updated, duplicates in docs:
                 yield DocumentHistory(
-                    path, content, _metadata(metadata), parse_time(created), parse_time(updated),
+                    path, content, json_object(metadata), parse_time(created), parse_time(updated),
                     tuple(versions.get(doc_id, ())), int(duplicates),
                 )  # fmt: skip
             after = docs[-1][1]
@@ -470,7 +470,8 @@ def legacy_settings(file: LibsqlFile, owner: str, keys: Sequence[str]) -> dict[s
     return found
 
 
-def _metadata(text: Any) -> dict[str, Any]:
+def json_object(text: Any) -> dict[str, Any]:
+    """A metadata column's JSON object ({} for anything else)."""
     try:
         value = json.loads(text) if text else {}
     except ValueError:
@@ -550,10 +551,10 @@ class LegacyLibsqlHealth:
 
         folders, docs = self.file.read(read)
         rows = [
-            (path, content, _metadata(own), json.loads(texts), json.loads(indexes))
+            (path, content, json_object(own), json.loads(texts), json.loads(indexes))
             for path, content, own, texts, indexes in docs
         ]
-        meta = {path: _metadata(own) for path, own in folders}
+        meta = {path: json_object(own) for path, own in folders}
         return list(stale_documents(rows, meta, DEFAULT_CONFIG))
 
     def orphans(self) -> dict[str, int]:

@@ -53,7 +53,7 @@ from memfs.db.interface import CommitResult, DocRow, FileAttrs, attrs_of
 from memfs.db.kept_store import legacy_workspace
 from memfs.db.libsql.connection import MOVE_LIMIT, LibsqlFile
 from memfs.db.libsql.kept import DeletedFile
-from memfs.db.libsql.legacy_stores import LegacyLibsqlStore, legacy_token
+from memfs.db.libsql.legacy_stores import LegacyLibsqlStore, json_object, legacy_token
 from memfs.db.libsql.row_times import NOW, parse_time
 from memfs.db.limits import legacy_max_path
 from memfs.db.scoped import Scope, folder_config_paths
@@ -82,14 +82,6 @@ _SIZE = "length(CAST(content AS BLOB))"
 #: A row's state as the attributes table keeps it (``updated_at`` and the token's part).
 _STATE = f"updated_at || '|' || ({_SIZE} % 1000)"
 _BELOW = "(path >= ? || '/' AND path < ? || '0')"
-
-
-def _metadata(text: Any) -> dict[str, Any]:
-    try:
-        value = json.loads(text) if text else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _ns(at: datetime) -> int:
@@ -229,7 +221,7 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore):
         ).fetchone()
         if found is None:
             return None
-        return _Row(UUID(found[0]), found[1], found[2], found[3], _metadata(found[4]))
+        return _Row(UUID(found[0]), found[1], found[2], found[3], json_object(found[4]))
 
     def _folder(self, conn: Any, path: str) -> dict[str, Any] | None:
         """The metadata of the nearest ``.config`` above ``path`` (None: there is none)."""
@@ -241,7 +233,7 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore):
         ).fetchall())  # fmt: skip
         for config in configs:
             if config in rows:
-                return _metadata(rows[config])
+                return json_object(rows[config])
         return None
 
     def _state(self, conn: Any, doc_id: UUID) -> datetime | None:
