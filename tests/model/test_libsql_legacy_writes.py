@@ -309,3 +309,26 @@ def test_memfs_s_own_state_stays_out_of_ironclaw_s_file(file: Path, workspace: W
     for own in (Path(f"{file}.memfs"), Path(f"{file}.memfs-deleted")):
         assert own.stat().st_mode & 0o777 == 0o600
     assert store.load_directories() == ["e"]
+
+
+def test_a_move_re_chunks_where_the_indexing_rules_differ(file: Path, workspace: Workspace) -> None:
+    """A document under a ``.config`` with ``skip_indexing`` has no chunks; moved (alone,
+    then with its folder) where no such rule holds, it is re-chunked in the move's
+    transaction; ``reindex`` rebuilds chunks IronClaw's way."""
+    store = store_of(workspace)
+    config = store.commit_document(None, "quiet/.config", "", FileAttrs())
+    with sqlite3.connect(file) as conn:
+        conn.execute("UPDATE memory_documents SET metadata = ? WHERE id = ?",
+                     ('{"skip_indexing": true}', str(config.doc_id)))  # fmt: skip
+    saved = store.commit_document(None, "quiet/a.md", "hush\n", FileAttrs())
+    assert saved.chunks == 0
+    count = "SELECT count(*) FROM memory_chunks WHERE document_id = ?"
+    assert rows(file, count, str(saved.doc_id)) == [(0,)]
+    store.rename_document(saved.doc_id, "loud/a.md", None, FileAttrs(), old_path="quiet/a.md")
+    assert rows(file, count, str(saved.doc_id)) == [(1,)]
+    other = store.commit_document(None, "quiet/sub/b.md", "also hush\n", FileAttrs())
+    assert rows(file, count, str(other.doc_id)) == [(0,)]
+    store.rename_directory("quiet/sub", "loud/sub", None)
+    assert rows(file, count, str(other.doc_id)) == [(1,)]
+    assert store.reindex(saved.doc_id, "loud/a.md") == 1
+    ironclaw_checks(file)
