@@ -10,6 +10,7 @@ libSQL engine in a child process, and IronClaw's side is checked with that engin
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -30,6 +31,7 @@ from memfs.db.interface import FileAttrs
 from memfs.db.libsql.database import LibsqlDatabase
 from memfs.db.libsql.legacy_writes import LegacyLibsqlWriter
 from memfs.db.workspace import Workspace
+from memfs.errors import WriteRefused
 from tests.ironclaw_libsql import (
     legacy_ironclaw_db,
     legacy_vector_index,
@@ -332,3 +334,68 @@ def test_a_move_re_chunks_where_the_indexing_rules_differ(file: Path, workspace:
     assert rows(file, count, str(other.doc_id)) == [(1,)]
     assert store.reindex(saved.doc_id, "loud/a.md") == 1
     ironclaw_checks(file)
+
+
+def test_renames_refused_or_over_another_and_attributes(file: Path, workspace: Workspace) -> None:
+    """A rename onto a document the mount did not show is refused (EEXIST, nothing
+    changed); onto one it showed, that one is removed (kept for ``undelete``) in the same
+    transaction.  ``set_attrs`` keeps a mode against the row as it is; a folder dropped."""
+    store = store_of(workspace)
+    (memory,) = store.load_documents()
+    a = store.commit_document(None, "a.md", "a\n", FileAttrs())
+    ironclaw_writes(file, "b.md", "IronClaw's b\n")
+    with pytest.raises(WriteRefused) as refused:
+        store.rename_document(a.doc_id, "b.md", None, FileAttrs(), old_path="a.md")
+    assert refused.value.errno == errno.EEXIST
+    assert sorted(rows(file, "SELECT path FROM memory_documents")) == [
+        ("MEMORY.md",), ("a.md",), ("b.md",)]  # fmt: skip
+    shown = {r.path: r for r in store.load_documents()}
+    b = shown["b.md"]
+    moved = store.rename_document(a.doc_id, "b.md", b.id, FileAttrs(), old_path="a.md",
+                                  replaced_seen=b.updated_at)  # fmt: skip
+    assert moved is not None
+    assert rows(file, "SELECT path, content FROM memory_documents ORDER BY path") == [
+        ("MEMORY.md", "The user likes green tea.\n"), ("b.md", "a\n")]  # fmt: skip
+    assert workspace.kept is not None and [d.path for d in workspace.kept.deletions()] == ["b.md"]
+    assert store.set_attrs(memory.id, FileAttrs(mode=0o640))
+    listed = {r.path: r for r in store.load_documents()}
+    assert listed["MEMORY.md"].attrs.mode == 0o640
+    assert not store.set_attrs(shown["b.md"].id, FileAttrs(mode=0o600))  # gone
+    store.create_directory("d")
+    store.delete_directory("d", keep_dirs=["e"])
+    assert store.load_directories() == ["e"]
+    again = store.replace_document(a.doc_id, memory.id, "MEMORY.md", None, FileAttrs())
+    assert again is not None and again.doc_id == memory.id
+    assert rows(file, "SELECT path, content FROM memory_documents ORDER BY path") == [
+        ("MEMORY.md", "a\n")]  # fmt: skip
+
+
+def test_a_file_without_versions_keeps_a_conflict_copy(tmp_path: Path) -> None:
+    """IronClaw before v0.25 kept no versions (no ``memory_document_versions``): another
+    writer's change the save did not see is kept as a conflict copy beside it."""
+    db = legacy_ironclaw_db(tmp_path / "ironclaw.db")
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP TABLE memory_document_versions")
+        conn.execute("DELETE FROM _migrations WHERE version >= 16")
+    legacy_write(db, "MEMORY.md", "first\n")
+    database = open_libsql(db)
+    try:
+        settings = Settings(user_id="default")
+        settings.given.add("user_id")
+        store = store_of(database.workspace(settings))
+        (memory,) = store.load_documents()
+        time.sleep(0.002)
+        with sqlite3.connect(db) as conn:  # IronClaw's v0.24 write: content, no version
+            conn.execute(
+                "UPDATE memory_documents SET content = 'theirs\n', updated_at = "
+                "strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?",
+                (str(memory.id),),
+            )
+        saved = store.commit_document(memory.id, "MEMORY.md", "mine\n", FileAttrs(),
+                                      expected=memory.updated_at)  # fmt: skip
+        assert saved.conflict is not None and saved.conflict.startswith("copy MEMORY.conflict-")
+        found = dict(rows(db, "SELECT path, content FROM memory_documents"))
+        assert found.pop("MEMORY.md") == "mine\n"
+        assert list(found.values()) == ["theirs\n"]
+    finally:
+        database.close()
