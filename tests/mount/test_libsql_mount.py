@@ -318,3 +318,72 @@ def test_doctor_on_the_legacy_file_finds_problems_and_mends_them(work_dir: Path)
     assert len(paths) == 2 and "notes.md" in paths, paths
     code, found = _doctor(work_dir, db)
     assert code == 0 and not _problems(found), found
+
+
+def test_the_facts_conformance_rows_on_a_mount(work_dir: Path, mount_factory: Any) -> None:
+    """libsql facts §10.2, L1-L6, made by real programs on a mount of scope reborn-cli
+    (user reborn-cli): the rows byte for byte, IronClaw's first search of the scope (spec
+    row, FTS5 table named by IronClaw's hash, three triggers), bm25 and the fused scores."""
+    from tests.model.test_libsql_reborn_store import (
+        CHANGED_BY,
+        HELLO_HASH,
+        HELLOWORLD_HASH,
+        chunk,
+        doc,
+    )  # fmt: skip
+    from tests.model.test_libsql_reborn_store import rows as reborn_rows
+    from tests.mount.test_cli import run
+
+    db = reborn_local_dev(work_dir / f"facts-{uuid.uuid4().hex[:8]}" / "reborn-local-dev.db")
+    mount = mount_factory(f"sqlite:{db}", extra_args=["--user-id", "reborn-cli"])
+    mount.path("notes").mkdir()
+    mount.run("sh", "-c", "printf hello > notes/a.md")  # L1
+    chunk_a = ('{"agent_id":"reborn-cli-agent","chunk_index":0,"content":"hello",'
+               '"doc_relative_path":"notes/a.md","tenant_id":"reborn-cli",'
+               '"user_id":"reborn-cli"}')  # fmt: skip
+    assert reborn_rows(db) == {"notes/a.md": doc(b"hello", 1),
+                               "notes/a.md.chunks/0": chunk(chunk_a, b"hello")}  # fmt: skip
+    mount.run("sh", "-c", "printf 'helloworld\\n' > notes/a.md")  # L2 (IronClaw's append's rows)
+    found = reborn_rows(db)
+    assert found["notes/a.md"] == doc(b"helloworld\n", 2)
+    assert found["notes/a.md.versions/1"]["contents"] == (
+        '{"changed_by":"' + CHANGED_BY + '","content":"hello","content_hash":"' + HELLO_HASH
+        + '"}').encode()  # fmt: skip
+    assert found["notes/a.md.versions/1"]["indexed"] == (
+        '{"agent_id":"reborn-cli-agent","doc_relative_path":"notes/a.md",'
+        '"tenant_id":"reborn-cli","user_id":"reborn-cli","version":1}')  # fmt: skip
+    mount.path("MEMORY.md").write_text("The user likes green tea.\n")  # L3
+    assert reborn_rows(db)["MEMORY.md.chunks/0"]["indexed"] == (
+        '{"agent_id":"reborn-cli-agent","chunk_index":0,'
+        '"content":"The user likes green tea.\\n","doc_relative_path":"MEMORY.md",'
+        '"tenant_id":"reborn-cli","user_id":"reborn-cli"}')  # fmt: skip
+    # L4: the scope's first search makes IronClaw's index.
+    hits = [p.name for p in mount.path(".search/What tea does the user like?").iterdir()]
+    assert hits == ["01-MEMORY.md"]
+    table = "idx_rfs_memory_tenants_reborn_cli_users_reborn_cli_ag_05be41e0"
+    with sqlite3.connect(db) as conn:
+        scope = S.replace("/default/", "/reborn-cli/")
+        spec = conn.execute("SELECT name, keys, kind FROM root_filesystem_index_specs "
+                            "WHERE prefix = ?", (scope,)).fetchall()  # fmt: skip
+        triggers = sorted(r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE ?",
+            (table + "%",)))  # fmt: skip
+        bm25 = conn.execute(f"SELECT path, bm25({table}_fts) FROM {table}_fts WHERE "
+                            f"{table}_fts MATCH ? ORDER BY 2", ('"tea" OR "user" OR "like"',)
+                            ).fetchall()  # fmt: skip
+    assert spec == [("memory_chunks_content_fts", '["content"]', "fts")]
+    assert triggers == [f"{table}_ad", f"{table}_ai", f"{table}_au"]
+    assert bm25[0][0].endswith("/MEMORY.md.chunks/0")
+    assert bm25[0][1] == pytest.approx(-0.957206747, abs=1e-8)
+    mount.run("sh", "-c", "printf 'tea time' > notes/a.md")  # L5
+    found = reborn_rows(db)
+    assert found["notes/a.md"] == doc(b"tea time", 3)
+    assert HELLOWORLD_HASH.encode() in found["notes/a.md.versions/2"]["contents"]
+    assert [p.name for p in mount.path(".search/tea").iterdir()] == [  # L6
+        "01-notes∕a.md", "02-MEMORY.md"]  # fmt: skip
+    scored = run(work_dir, "search", "tea", "--json", "--database-url", f"sqlite:{db}",
+                 "--user-id", "reborn-cli")  # fmt: skip
+    assert scored.returncode == 0, scored.stderr
+    items = json.loads(scored.stdout)["items"]
+    assert [(i["path"], i["score"]) for i in items] == [
+        ("notes/a.md", 1.0), ("MEMORY.md", pytest.approx(61 / 62, rel=1e-6))]  # fmt: skip
