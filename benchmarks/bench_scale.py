@@ -1,6 +1,7 @@
 """memfs at 100,000 documents beside the same tree on the local disk, on every engine.
 
-    .venv/bin/python benchmarks/bench_scale.py [--docs 100000] [--engines legacy reborn libsql]
+    .venv/bin/python benchmarks/bench_scale.py [--docs 100000]
+        [--engines legacy reborn libsql libsql-legacy]
         [--agent-every 0.5] [--base /var/tmp/memfs-bench-scale]
 
 Makes a corpus of ``--docs`` Markdown files (IronClaw's kinds of documents, 0.5-3 KB, every
@@ -21,8 +22,10 @@ beside the local directory in the same run:
   ``releasedir`` and ``forget``, which the kernel does not wait for);
 * with the agent writing meanwhile (an update through SQL every ``--agent-every`` seconds,
   as IronClaw's own write leaves it); for the engines without a change feed (Reborn,
-  libSQL) the cost of one poll when nothing changed and when the agent did (the mount's
-  own fingerprint and ``(path, version)`` queries, timed against the database).
+  the libSQL files) the cost of one poll when nothing changed and when the agent did (the
+  mount's own fingerprint and ``(path, version)`` queries, timed against the database).
+  ``libsql-legacy`` is IronClaw v1.0's ``ironclaw.db`` with embeddings disabled (no vector
+  index; ``bench_libsql_legacy.py`` measures the file with one).
 
 Every workload's output is checked against the local directory's. Prints one table per
 engine and the ratios. Not part of CI: about 20 minutes per engine at 100,000 documents on
@@ -42,6 +45,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -64,7 +68,7 @@ USER = "default"
 SCOPE = RebornScope(user_id=USER)
 #: Requests the kernel sends without waiting for the answer.
 ASYNC_OPS = {"release", "releasedir", "forget", "batch_forget"}
-ENGINES = ("legacy", "reborn", "libsql")
+ENGINES = ("legacy", "reborn", "libsql", "libsql-legacy")
 
 
 def drop_page_cache() -> None:
@@ -168,6 +172,25 @@ def fill_libsql(file: Path, docs: dict[str, str]) -> None:
         )
 
 
+def fill_libsql_legacy(file: Path, docs: dict[str, str]) -> None:
+    """IronClaw v1.0's ``ironclaw.db`` as it leaves it with embeddings disabled (no vector
+    index: IronClaw's writes there are plain SQLite's): documents and their chunks."""
+    from tests.ironclaw_libsql import legacy_ironclaw_db
+
+    legacy_ironclaw_db(file)
+    documents, chunks = [], []
+    for path, text in docs.items():
+        doc_id = str(uuid.uuid4())
+        documents.append((doc_id, USER, path, text))
+        chunks.extend((str(uuid.uuid4()), doc_id, index, chunk)
+                      for index, chunk in enumerate(chunk_document(text)))  # fmt: skip
+    with sqlite3.connect(file) as conn:
+        conn.executemany("INSERT INTO memory_documents (id, user_id, agent_id, path, content, "
+                         "metadata) VALUES (?, ?, NULL, ?, ?, '{}')", documents)  # fmt: skip
+        conn.executemany("INSERT INTO memory_chunks (id, document_id, chunk_index, content) "
+                         "VALUES (?, ?, ?, ?)", chunks)  # fmt: skip
+
+
 # -- the agent, writing meanwhile ---------------------------------------------------------
 
 
@@ -183,7 +206,7 @@ class Agent(threading.Thread):
         self.rng = random.Random(5)
 
     def run(self) -> None:
-        if self.engine == "libsql":
+        if self.engine.startswith("libsql"):
             conn: Any = sqlite3.connect(self.where, timeout=5, isolation_level=None)
         else:
             conn = psycopg.connect(self.where, autocommit=True)
@@ -197,6 +220,10 @@ class Agent(threading.Thread):
         if self.engine == "legacy":
             conn.execute("UPDATE memory_documents SET content = content || %s "
                          "WHERE user_id = %s AND path = %s", (line, USER, path))  # fmt: skip
+        elif self.engine == "libsql-legacy":  # IronClaw v1.0's update of the content
+            conn.execute("UPDATE memory_documents SET content = content || ?, updated_at = "
+                         "strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE user_id = ? AND path = ?",
+                         (line, USER, path))  # fmt: skip
         elif self.engine == "reborn":
             conn.execute("UPDATE root_filesystem_entries SET contents = contents || %s, "
                          "version = version + 1, updated_at = now() WHERE path = %s",
@@ -225,6 +252,8 @@ def poll_cost(engine: str, where: str) -> dict[str, float]:
 
     rows: Any
     conn: Any
+    if engine == "libsql-legacy":
+        return _legacy_poll_cost(Path(where))
     if engine == "libsql":
         opened: LibsqlFile = open_file(Path(where))
         rows, conn = SqliteRows(opened), opened.connection()
@@ -244,6 +273,33 @@ def poll_cost(engine: str, where: str) -> dict[str, float]:
         "document_list_ms": median(lambda: rows.documents(conn, SCOPE.prefix)),
         "document_versions_ms": median(lambda: rows.versions(conn, SCOPE.prefix)),
     }
+
+
+def _legacy_poll_cost(file: Path) -> dict[str, float]:
+    """``poll_cost`` on the legacy file, through memfs's store of it."""
+    from memfs.config import Settings
+    from memfs.db import open_libsql
+
+    database = open_libsql(file)
+    settings = Settings(user_id=USER)
+    settings.given.add("user_id")
+    store: Any = database.workspace(settings).documents
+
+    def median(work: Callable[[], object]) -> float:
+        taken = []
+        for _ in range(5):
+            store._fingerprints.clear()  # read again each time, as after a change
+            started = time.perf_counter()
+            work()
+            taken.append((time.perf_counter() - started) * 1000)
+        return round(statistics.median(taken), 1)
+
+    try:
+        return {"fingerprint_ms": median(store.fingerprint),
+                "document_list_ms": median(store.load_documents),
+                "document_versions_ms": median(store.document_versions)}  # fmt: skip
+    finally:
+        database.close()
 
 
 # -- the mount ----------------------------------------------------------------------------
@@ -390,6 +446,10 @@ def run_engine(engine: str, base: Path, corpus: Path, docs: dict[str, str], admi
         file = base / "libsql" / "reborn-local-dev.db"
         file.parent.mkdir(parents=True, exist_ok=True)
         fill_libsql(file, docs)
+        url, where = f"sqlite:{file}", str(file)
+    elif engine == "libsql-legacy":
+        file = base / "libsql-legacy" / "ironclaw.db"
+        fill_libsql_legacy(file, docs)
         url, where = f"sqlite:{file}", str(file)
     else:
         ensure_database(admin, f"scale_{engine}")
