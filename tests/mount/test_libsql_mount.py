@@ -196,6 +196,85 @@ def test_a_running_ironclaw_writer_never_fails_beside_the_mount(
                and not p.startswith("agent/")) == 60  # fmt: skip
 
 
+LEGACY_WRITER = textwrap.dedent("""
+    import random, struct, sys, time, uuid, libsql
+    db, seconds = sys.argv[1], float(sys.argv[2])
+    conn = libsql.connect(db, isolation_level=None, timeout=5.0)  # IronClaw's busy timeout
+    conn.execute("PRAGMA foreign_keys = ON")
+    rng = random.Random(3)
+    failures = puts = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            path = f"agent/{puts % 20}.md"
+            row = conn.execute("SELECT id FROM memory_documents WHERE user_id = 'default' "
+                               "AND agent_id IS NULL AND path = ?", (path,)).fetchone()
+            doc = row[0] if row else str(uuid.uuid4())
+            if row is None:
+                conn.execute("INSERT INTO memory_documents (id, user_id, agent_id, path, "
+                             "content, metadata) VALUES (?, 'default', NULL, ?, '', '{}')",
+                             (doc, path))
+            text = f"put {puts}\\n"
+            conn.execute("UPDATE memory_documents SET content = ?, updated_at = "
+                         "strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?", (text, doc))
+            conn.execute("DELETE FROM memory_chunks WHERE document_id = ?", (doc,))
+            vector = struct.pack("<4f", *(rng.random() for _ in range(4)))
+            conn.execute("INSERT INTO memory_chunks (id, document_id, chunk_index, content, "
+                         "embedding) VALUES (?, ?, 0, ?, ?)", (str(uuid.uuid4()), doc, text,
+                         vector))
+            conn.execute("INSERT OR REPLACE INTO settings (user_id, key, value) "
+                         "VALUES ('default', 'heartbeat', ?)", (str(puts),))
+            conn.execute("COMMIT")
+            puts += 1
+        except ValueError as exc:  # libSQL's every error
+            failures += 1
+            print("failed:", exc, file=sys.stderr, flush=True)
+            try:
+                conn.execute("ROLLBACK")
+            except ValueError:
+                pass
+        time.sleep(0.02)
+    print(puts, failures)
+""")
+
+
+def test_a_running_ironclaw_v1_0_never_fails_beside_a_mount_of_its_legacy_file(
+    work_dir: Path, mount_factory: Any
+) -> None:
+    """IronClaw v1.0's writes on its own libSQL engine (a document with an embedded chunk
+    and a settings heartbeat every 20 ms for 8 s, at its 5 s busy timeout) beside a mount
+    of ``ironclaw.db`` with its vector index that saves 60 documents, moves folders and
+    removes one: no write of either side fails, and the engine finds the file intact."""
+    db = legacy_ironclaw_db(work_dir / f"beside-{uuid.uuid4().hex[:8]}" / "ironclaw.db")
+    legacy_vector_index(db, 4)
+    mount = mount_factory(f"sqlite:{db}")
+    writer = subprocess.Popen(
+        [sys.executable, "-c", LEGACY_WRITER, str(db), "8"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        for n in range(60):
+            folder = mount.path(f"f{n % 3}")
+            folder.mkdir(exist_ok=True)
+            (folder / f"{n}.md").write_text(f"note {n}\n" * 50)
+            if n % 20 == 19:
+                mount.run("mv", f"f{n % 3}", f"moved{n}")
+        mount.run("rm", "-rf", "moved19")
+        mount.barrier()
+        out, err = writer.communicate(timeout=60)
+    finally:
+        writer.kill()
+    puts, failures = (int(x) for x in out.split())
+    assert failures == 0, err
+    assert puts > 100
+    with sqlite3.connect(db) as conn:
+        paths = [r[0] for r in conn.execute("SELECT path FROM memory_documents")]
+    assert sum(1 for p in paths if p.startswith("agent/")) == 20
+    assert sum(1 for p in paths if not p.startswith("agent/")) == 60 - 7  # moved19 had 7
+    assert libsql_statements(db, ("PRAGMA integrity_check", ())) == [[["ok"]]]
+
+
 def test_ironclaw_s_legacy_file_mounts_with_its_history_and_search(
     work_dir: Path, mount_factory: Any
 ) -> None:
