@@ -28,6 +28,7 @@ from memfs.db import (
     RebornTarget,
     open_database,
 )
+from memfs.db.limits import reborn_max_path
 from memfs.errors import EXIT_USAGE, CommandError, DatabaseError
 from memfs.workspace_tasks import Report, progress
 
@@ -103,6 +104,7 @@ def _migrate(source: Database, settings: Settings, target: Target, *, dry_run: b
     if reborn is not None and to_url == source.url and to_scope == reborn:
         raise CommandError("the source and the target are the same workspace: name another "
                            "with --to-database-url or --to-user", EXIT_USAGE)  # fmt: skip
+    _check_paths(history, to_scope)
     report = Report("migrate (dry run)" if dry_run else "migrate")
     started = time.monotonic()
     timeout = settings.statement_timeout_ms / 1000
@@ -132,6 +134,26 @@ def _migrate(source: Database, settings: Settings, target: Target, *, dry_run: b
     report.details["from"] = described
     report.details["to"] = to_scope.prefix
     return report
+
+
+def _check_paths(history: Any, scope: RebornScope) -> None:
+    """Refuse, before anything is copied, a workspace with paths too long for IronClaw's
+    index on PostgreSQL under the target scope (a libSQL target holds to the same limit,
+    so the workspace can move up later)."""
+    paths = history.paths() if hasattr(history, "paths") else [
+        row.path for row in history.load_documents()
+    ]  # fmt: skip
+    most = reborn_max_path(scope.prefix)
+    long = sorted(p for p in paths
+                  if len(p.encode()) > most and not p.startswith(ENGINE_PREFIXES))  # fmt: skip
+    if long:
+        shown = ", ".join(repr(p[:60] + "…") if len(p) > 60 else repr(p) for p in long[:5])
+        more = f" and {len(long) - 5} more" if len(long) > 5 else ""
+        raise CommandError(
+            f"{len(long)} document path(s) are longer than IronClaw's index on PostgreSQL "
+            f"takes under {scope.prefix} ({most} bytes): {shown}{more}; rename them in the "
+            "source first: nothing was copied", EXIT_USAGE,
+        )  # fmt: skip
 
 
 def target_from(args: Any) -> Target:

@@ -136,3 +136,31 @@ def test_the_legacy_file_goes_up_to_reborn_with_its_versions(tmp_path: Path) -> 
         )
     ]
     assert bodies == ["one\n", "one\ntwo\n"]
+
+
+def test_paths_too_long_for_postgresql_are_found_before_anything_is_copied(
+    tmp_path: Path,
+) -> None:
+    """IronClaw's libSQL file takes paths of any length; IronClaw's index on PostgreSQL
+    does not.  A workspace holding one is refused in one line naming it, before a single
+    document is copied (a libSQL target holds to the same limit: the way up stays open)."""
+    legacy = legacy_ironclaw_db(tmp_path / "legacy" / "ironclaw.db")
+    legacy_write(legacy, "MEMORY.md", "The user likes green tea.\n")
+    deep = "/".join(f"{n:02d}" + "d" * 250 for n in range(11)) + "/x.md"
+    legacy_write(legacy, deep, "deep\n")
+    target = reborn_local_dev(tmp_path / "up" / "reborn-local-dev.db")
+    env = dict(os.environ, HOME=str(tmp_path / "home"))
+    env.pop("MEMFS_DATABASE_URL", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "memfs", "migrate", "--database-url", f"sqlite:{legacy}",
+         "--to-database-url", f"sqlite:{target}"],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "1 document path(s) are longer" in lines[0], done.stderr
+    assert "'00ddd" in lines[0] and "nothing was copied" in lines[0]
+    with sqlite3.connect(target) as conn:
+        copied = conn.execute("SELECT count(*) FROM root_filesystem_entries "
+                              "WHERE path LIKE '/memory/%'").fetchone()  # fmt: skip
+    assert copied == (0,)

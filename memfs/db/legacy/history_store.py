@@ -30,6 +30,14 @@ class HistoryStore(ScopedStore):
             ).fetchone()
         return int(row[0]) if row else 0
 
+    def paths(self) -> list[str]:
+        """Every document's path (a duplicated path once), without contents."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                f"SELECT DISTINCT path FROM memory_documents WHERE {SCOPE}", self._params()
+            ).fetchall()
+        return [r[0] for r in rows]
+
     def histories(self, batch: int = BATCH) -> Iterator[DocumentHistory]:
         """Every document by path, newest row where a path is duplicated (the others are
         counted in ``duplicates``), with its versions in order."""

@@ -403,6 +403,14 @@ class LegacyLibsqlHistoryStore:
         ).fetchone())  # fmt: skip
         return int(row[0]) if row else 0
 
+    def paths(self) -> list[str]:
+        """Every document's path (a duplicated path once), without contents."""
+        rows = self.file.read(lambda c: c.execute(
+            f"SELECT DISTINCT d.path FROM memory_documents d WHERE {_SCOPE}",
+            _params(self.scope),
+        ).fetchall())  # fmt: skip
+        return [r[0] for r in rows]
+
     def histories(self, batch: int = BATCH) -> Any:
         """Every document by path, the newest row where a path is duplicated, with its
         versions in order."""
