@@ -256,6 +256,7 @@ def test_rsync_archive_twice_inplace_and_delete(
     # --delete removes what the source no longer has.
     (src / "projects/alpha/notes.md").unlink()
     mounted.run("rsync", "-a", "--delete", f"{src}/", dst)
+    mounted.barrier()  # the removal rides on the next transaction (or the sender's, soon)
     assert "projects/alpha/notes.md" not in engine.rows(sql_conn)
     assert set(engine.rows(sql_conn)) == {"MEMORY.md", "daily/2026-03-03.md", ".config"}
     assert_no_scratch(engine, sql_conn)
