@@ -101,6 +101,8 @@ def test_a_libsql_workspace_goes_to_postgresql_and_back_the_same(
     down = _migrate(database_url, f"sqlite:{back}", tmp_path)
     assert down["counts"]["documents_copied"] == DOCS
     after = _snapshot(back)
+    print(f"migrate of {DOCS} documents: up {up['counts']}, down {down['counts']}, "
+          f"{len(before)} rows compared")  # fmt: skip
     assert after == before
     again = _migrate(database_url, f"sqlite:{back}", tmp_path)  # a re-run copies nothing
     assert again["counts"].get("already_there") == DOCS
