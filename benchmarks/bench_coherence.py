@@ -1,5 +1,5 @@
 """How fast other writers' changes show up in a mount: trigger + LISTEN vs polling, and
-on IronClaw's libSQL file (polling, woken by a watch on the file).
+on IronClaw's libSQL files, Reborn and legacy (polling, woken by a watch on the file).
 
     .venv/bin/python benchmarks/bench_coherence.py [--events 60] [--libsql-documents 100000]
 
@@ -141,6 +141,46 @@ def measure_libsql(base: Path, events: int, documents: int) -> dict[str, list[fl
     return timings
 
 
+def measure_libsql_legacy(base: Path, events: int, documents: int) -> dict[str, list[float]]:
+    """The same on IronClaw v1.0's legacy file: its writes as its engine makes them (get or
+    create, update with its clock's ``updated_at``, delete), each in ``BEGIN IMMEDIATE``."""
+    import uuid
+
+    from tests.ironclaw_libsql import legacy_ironclaw_db
+
+    db = legacy_ironclaw_db(base / "legacy" / "ironclaw.db")
+    now = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+    with sqlite3.connect(db) as conn:
+        conn.executemany(
+            "INSERT INTO memory_documents (id, user_id, agent_id, path, content, metadata) "
+            "VALUES (?, 'default', NULL, ?, ?, '{}')",
+            ((str(uuid.uuid4()), f"f{n % 100}/doc{n}.md", f"Document {n}\n")
+             for n in range(documents)),
+        )  # fmt: skip
+    timings: dict[str, list[float]] = {"insert": [], "update": [], "delete": []}
+    with mounted(base, "mnt-legacy", f"sqlite:{db}") as mnt:
+        conn = sqlite3.connect(db, isolation_level=None, timeout=5)
+
+        def put(sql: str, params: tuple[object, ...]) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(sql, params)
+            conn.execute("COMMIT")
+
+        for i in range(events):
+            name = f"e{i}.md"
+            insert = ("INSERT INTO memory_documents (id, user_id, agent_id, path, content, "
+                      "metadata) VALUES (?, 'default', NULL, ?, 'v1', '{}')")  # fmt: skip
+            put(insert, (str(uuid.uuid4()), name))
+            timings["insert"].append(wait(lambda n=name: read(mnt / n) == "v1"))
+            put(f"UPDATE memory_documents SET content = 'v2', updated_at = {now} WHERE path = ?",
+                (name,))  # fmt: skip
+            timings["update"].append(wait(lambda n=name: read(mnt / n) == "v2"))
+            put("DELETE FROM memory_documents WHERE path = ?", (name,))
+            timings["delete"].append(wait(lambda n=name: not (mnt / n).exists()))
+        conn.close()
+    return timings
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--events", type=int, default=60)
@@ -162,6 +202,10 @@ def main() -> None:
         timings = measure_libsql(base, max(10, args.events // 2), args.libsql_documents)
         for op, values in timings.items():
             label = f"libSQL ({args.libsql_documents} docs): {op}"
+            print(row(label, values))
+        timings = measure_libsql_legacy(base, max(10, args.events // 2), args.libsql_documents)
+        for op, values in timings.items():
+            label = f"legacy libSQL ({args.libsql_documents} docs): {op}"
             print(row(label, values))
     finally:
         server.cleanup()
