@@ -103,6 +103,8 @@ class StatFs:
 #: snapshot read with direct I/O (``Handle.snapshot``): the page cache and the size the
 #: kernel caches could otherwise pad a read with NUL bytes or mix two versions.
 CONTENDED_SECONDS = 30.0
+#: The bound of a read of the whole workspace no request waits on (``run_db_scan``).
+SCAN_DEADLINE = 120.0
 #: Paths remembered as contended before the settled ones are forgotten.
 CONTENDED_PRUNE_AT = 10_000
 
@@ -293,10 +295,21 @@ class FilesystemBase:
 
         A directory rename not sent yet (or not taken in) is settled first: every call of
         the mount then sees the moved rows at their new paths and versions."""
+        return await self._run_db(self.calls, fn, *args, **kwargs)
+
+    async def run_db_scan(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``run_db`` for a read of the whole workspace no request waits on (a poll's
+        look at every document): bounded by ``SCAN_DEADLINE``, not the requests' bound.
+        At 100,000 documents in IronClaw's libSQL file such a read is over a second of
+        Python in the daemon, and many times that while requests keep its threads busy:
+        it must not count as a database that stopped answering (EIO for every request)."""
+        return await self._run_db(self.calls.with_deadline(SCAN_DEADLINE), fn, *args, **kwargs)
+
+    async def _run_db(self, run: Any, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         if self.store.moving():
             await self.flush_changes()
         try:
-            return await self.calls(fn, *args, **kwargs)
+            return await run(fn, *args, **kwargs)  # type: ignore[no-any-return]
         finally:
             self._adopt_skipped()
             if self._sending_changes and self.store.changes_waiting():
