@@ -48,6 +48,11 @@ from memfs.ironclaw.hashing import bytes_hash
 
 #: The scope's rows (IronClaw matches the agent with ``IS``: NULL only NULL).
 _SCOPE = "d.user_id = :user AND d.agent_id IS :agent"
+#: The same where rows are looked up by id: ``+`` keeps SQLite's planner off the (user,
+#: agent, path) index, which it otherwise prefers to the id's for an ``id IN (…)`` and then
+#: walks every row of the user for each look-up (a cold ``grep -r`` of 100,000 documents
+#: took 164 s, 39 times the local disk).
+_SCOPE_BY_ID = "+d.user_id = :user AND d.agent_id IS :agent"
 #: A document's content as UTF-8 bytes (IronClaw stores text).
 _BYTES = "CAST(d.content AS BLOB)"
 #: Documents read per query when copying a workspace elsewhere.
@@ -62,6 +67,11 @@ def legacy_token(updated_at: str, size: int) -> datetime:
     else, and two writes within one millisecond then still differ unless their lengths
     agree modulo 1,000)."""
     return token(updated_at, size % 1000)
+
+
+def _scope_for(where: str) -> str:
+    """The scope's condition for rows chosen by ``where`` (by id: ``_SCOPE_BY_ID``)."""
+    return _SCOPE_BY_ID if where.startswith("d.id ") else _SCOPE
 
 
 def _params(scope: Scope, **extra: Any) -> dict[str, Any]:
@@ -117,7 +127,7 @@ class LegacyLibsqlStore:
     def _rows(self, where: str, **params: Any) -> list[DocRow]:
         rows = self.file.read(lambda c: c.execute(
             f"SELECT d.id, d.path, length({_BYTES}), d.created_at, d.updated_at "
-            f"FROM memory_documents d WHERE {_SCOPE} AND {where} "
+            f"FROM memory_documents d WHERE {_scope_for(where)} AND {where} "
             "ORDER BY d.path, d.updated_at DESC, d.id",
             _params(self._scope, **params),
         ).fetchall())  # fmt: skip
@@ -146,7 +156,7 @@ class LegacyLibsqlStore:
         ids = json.dumps([str(d) for d in doc_ids])
         rows = self.file.read(lambda c: c.execute(
             f"SELECT d.id, {_BYTES}, d.updated_at FROM memory_documents d "
-            f"WHERE {_SCOPE} AND d.id IN (SELECT value FROM json_each(:ids))",
+            f"WHERE {_SCOPE_BY_ID} AND d.id IN (SELECT value FROM json_each(:ids))",
             _params(self._scope, ids=ids),
         ).fetchall())  # fmt: skip
         found = {}
@@ -163,7 +173,7 @@ class LegacyLibsqlStore:
             return current.data
         row = self.file.read(lambda c: c.execute(
             "SELECT CAST(v.content AS BLOB) FROM memory_document_versions v "
-            f"JOIN memory_documents d ON d.id = v.document_id WHERE {_SCOPE} "
+            f"JOIN memory_documents d ON d.id = v.document_id WHERE {_SCOPE_BY_ID} "
             "AND v.document_id = :id AND v.content_hash = :hash LIMIT 1",
             _params(self._scope, id=str(doc_id), hash=digest),
         ).fetchone())  # fmt: skip

@@ -169,7 +169,8 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore):
                 "d.updated_at, a.mode, a.mtime_ns FROM memory_documents d "
                 "LEFT JOIN memfs.legacy_attrs a ON a.document_id = d.id AND a.set_against = "
                 "d.updated_at || '|' || (length(CAST(d.content AS BLOB)) % 1000) "
-                f"WHERE d.user_id = :user AND d.agent_id IS :agent AND {where} "
+                f"WHERE {'+' if where.startswith('d.id ') else ''}d.user_id = :user "
+                f"AND d.agent_id IS :agent AND {where} "
                 "ORDER BY d.path, d.updated_at DESC, d.id",
                 {"user": self._scope_params[0], "agent": self._scope_params[1], **params},
             ).fetchall())  # fmt: skip
@@ -216,7 +217,8 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore):
     def _row(self, conn: Any, where: str, *params: Any) -> _Row | None:
         found = conn.execute(
             "SELECT id, path, content, updated_at, metadata FROM memory_documents "
-            f"WHERE {where} AND {_Q} ORDER BY updated_at DESC, id LIMIT 1",
+            f"WHERE {where} AND {'+' if where.startswith('id ') else ''}{_Q} "
+            "ORDER BY updated_at DESC, id LIMIT 1",
             (*params, *self._scope_params),
         ).fetchone()
         if found is None:
