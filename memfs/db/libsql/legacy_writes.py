@@ -97,10 +97,17 @@ class _Row:
     content: str
     updated_at: str
     metadata: dict[str, Any]
+    created_at: str
 
     @property
     def token(self) -> datetime:
         return legacy_token(self.updated_at, len(self.content.encode("utf-8")))
+
+    @property
+    def state(self) -> str:
+        """The row's state as SQL's ``_STATE`` writes it (the attributes' and kept copies'
+        key)."""
+        return f"{self.updated_at}|{len(self.content.encode('utf-8')) % 1000}"
 
 
 class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore):
@@ -216,14 +223,15 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore):
 
     def _row(self, conn: Any, where: str, *params: Any) -> _Row | None:
         found = conn.execute(
-            "SELECT id, path, content, updated_at, metadata FROM memory_documents "
+            "SELECT id, path, content, updated_at, metadata, created_at FROM memory_documents "
             f"WHERE {where} AND {'+' if where.startswith('id ') else ''}{_Q} "
             "ORDER BY updated_at DESC, id LIMIT 1",
             (*params, *self._scope_params),
         ).fetchone()
         if found is None:
             return None
-        return _Row(UUID(found[0]), found[1], found[2], found[3], json_object(found[4]))
+        return _Row(UUID(found[0]), found[1], found[2], found[3], json_object(found[4]),
+                    found[5])  # fmt: skip
 
     def _folder(self, conn: Any, path: str) -> dict[str, Any] | None:
         """The metadata of the nearest ``.config`` above ``path`` (None: there is none)."""
@@ -478,14 +486,10 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore):
             ).fetchall():
                 versions.append({"version": number, "content": content, "changed_by": who,
                                  "created_at": parse_time(created).isoformat()})  # fmt: skip
-        created = conn.execute(
-            "SELECT created_at, " + _STATE + " FROM memory_documents WHERE id = ?",
-            (str(row.id),),
-        ).fetchone()
         return {
             "workspace": self.workspace, "path": row.path, "content": row.content,
-            "created_at": created[0], "updated_at": row.updated_at,
-            "versions": json.dumps(versions), "row_path": str(row.id), "row_state": created[1],
+            "created_at": row.created_at, "updated_at": row.updated_at,
+            "versions": json.dumps(versions), "row_path": str(row.id), "row_state": row.state,
         }  # fmt: skip
 
     def delete_document(
@@ -554,12 +558,13 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore):
         return Moved(row.token, after)
 
     def _note_moves(self, conn: Any, moves: Sequence[tuple[str, str]]) -> None:
-        """Each document's move, for ``.at/`` (memfs's ``path_history``)."""
-        for old, new in moves:
-            conn.execute(
+        """Each document's move, for ``.at/`` (memfs's ``path_history``), in one statement
+        call (one round trip to the libSQL engine's process, where it runs)."""
+        if moves:
+            conn.executemany(
                 "INSERT INTO memfs.path_history (workspace, old_path, new_path, folder, "
                 f"moved_at) VALUES (?, ?, ?, 0, {NOW})",
-                (self.workspace, old, new),
+                [(self.workspace, old, new) for old, new in moves],
             )
 
     def replace_document(
