@@ -435,6 +435,17 @@ class DeferringStore:
     def _drop_directory(self, conn: Any, path: str) -> None:
         raise NotImplementedError
 
+    def create_directory(self, path: str) -> None:
+        """Keep the empty directory ``path`` (with the changes waiting, one transaction)."""
+        with self._transaction() as conn:
+            self._keep_directories(conn, [path])
+
+    def delete_directory(self, path: str, keep_dirs: Sequence[str] = ()) -> None:
+        """Stop keeping ``path``; keep ``keep_dirs`` (its parents, now empty)."""
+        with self._transaction() as conn:
+            self._drop_directory(conn, path)
+            self._keep_directories(conn, keep_dirs)
+
     def _send_move(
         self, conn: Any, old: str, new: str, replaced: str | None
     ) -> Callable[[], tuple[bool, dict[UUID, Moved]]]:

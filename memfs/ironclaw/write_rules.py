@@ -213,6 +213,27 @@ def check_not_blank_protected(path: str, content: str) -> None:
         raise WriteRefused(errno.EINVAL, "IronClaw's protected files", f"{path!r} may not be empty")
 
 
+def legacy_content_problem(path: str, content: str) -> WriteRefused | None:
+    """IronClaw v1.0's content rule: a system-prompt file may be blank, not hold an
+    injection (the refusal, or None)."""
+    try:
+        check_injection(path, content)
+    except WriteRefused as refused:
+        return refused
+    return None
+
+
+def reborn_content_problem(path: str, content: str) -> WriteRefused | None:
+    """IronClaw v1.1+'s content rule: a system-prompt file may not be blank nor hold an
+    injection (the refusal, or None)."""
+    try:
+        check_not_blank_protected(path, content)
+        check_injection(path, content)
+    except WriteRefused as refused:
+        return refused
+    return None
+
+
 def check_schema(path: str, content: str, schema: Any) -> None:
     """Refuse (EINVAL) content that is not JSON valid against the metadata's schema."""
     if schema is None:

@@ -63,8 +63,8 @@ from memfs.ironclaw.hashing import bytes_hash, content_hash
 from memfs.ironclaw.legacy_save import StoredRow, plan_save
 from memfs.ironclaw.write_rules import (
     DocumentMetadata,
-    check_injection,
     is_engine_runtime_path,
+    legacy_content_problem,
 )
 from memfs.paths import conflict_copy, escape_like
 
@@ -261,12 +261,7 @@ class MetaStore(DeferringStore, ScopedStore):
         return None
 
     def content_problem(self, path: str, text: str) -> WriteRefused | None:
-        """IronClaw v1.0: a system-prompt file may be blank, not hold an injection."""
-        try:
-            check_injection(path, text)
-        except WriteRefused as refused:
-            return refused
-        return None
+        return legacy_content_problem(path, text)
 
     # -- reading -------------------------------------------------------------------------
 
@@ -1161,12 +1156,3 @@ class MetaStore(DeferringStore, ScopedStore):
     def _dir_key(self, folder: str) -> str:
         """The advisory lock key of a folder (see ``_move_directory``)."""
         return f"memfs-dir\n{self.scope.user_id}\n{self.scope.agent_id or ''}\n{folder}"
-
-    def create_directory(self, path: str) -> None:
-        with self._transaction() as conn:
-            self._keep_directories(conn, [path])
-
-    def delete_directory(self, path: str, keep_dirs: Sequence[str] = ()) -> None:
-        with self._transaction() as conn:
-            self._drop_directory(conn, path)
-            self._keep_directories(conn, keep_dirs)

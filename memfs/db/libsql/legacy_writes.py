@@ -62,9 +62,9 @@ from memfs.ironclaw.hashing import content_hash
 from memfs.ironclaw.legacy_save import StoredRow, plan_save
 from memfs.ironclaw.write_rules import (
     DocumentMetadata,
-    check_injection,
     effective_metadata,
     is_engine_runtime_path,
+    legacy_content_problem,
 )
 from memfs.paths import conflict_copy
 
@@ -158,12 +158,7 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore):
             self._hashes[doc_id] = (at, digest)
 
     def content_problem(self, path: str, text: str) -> WriteRefused | None:
-        """IronClaw v1.0: a system-prompt file may be blank, not hold an injection."""
-        try:
-            check_injection(path, text)
-        except WriteRefused as refused:
-            return refused
-        return None
+        return legacy_content_problem(path, text)
 
     # -- reading -------------------------------------------------------------------------
 
@@ -648,15 +643,6 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore):
             "DELETE FROM memfs.legacy_directories WHERE workspace = ? AND path = ?",
             (self.workspace, path),
         )
-
-    def create_directory(self, path: str) -> None:
-        with self._transaction() as conn:
-            self._keep_directories(conn, [path])
-
-    def delete_directory(self, path: str, keep_dirs: Sequence[str] = ()) -> None:
-        with self._transaction() as conn:
-            self._drop_directory(conn, path)
-            self._keep_directories(conn, keep_dirs)
 
     def _send_move(
         self, conn: Any, old: str, new: str, replaced: str | None

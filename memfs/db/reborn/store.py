@@ -62,10 +62,9 @@ from memfs.db.reborn.postgres import PostgresRows
 from memfs.db.reborn.rows import Answer, Family, KeepAs, RebornRows, Record
 from memfs.errors import WriteRefused
 from memfs.ironclaw.write_rules import (
-    check_injection,
-    check_not_blank_protected,
     check_schema,
     effective_metadata,
+    reborn_content_problem,
 )
 from memfs.paths import conflict_copy
 
@@ -246,13 +245,7 @@ class RebornStore(DeferringStore):
         return layout.path_problem(path)
 
     def content_problem(self, path: str, text: str) -> WriteRefused | None:
-        """IronClaw v1.1+: a system-prompt file may not be blank nor hold an injection."""
-        try:
-            check_not_blank_protected(path, text)
-            check_injection(path, text)
-        except WriteRefused as refused:
-            return refused
-        return None
+        return reborn_content_problem(path, text)
 
     # -- reading -------------------------------------------------------------------------
 
@@ -1142,15 +1135,6 @@ class RebornStore(DeferringStore):
 
     def _drop_directory(self, conn: Any, path: str) -> None:
         self.rows.drop_directory(conn, self.scope.row(path))
-
-    def create_directory(self, path: str) -> None:
-        with self._transaction() as conn:
-            self._keep_directories(conn, [path])
-
-    def delete_directory(self, path: str, keep_dirs: Sequence[str] = ()) -> None:
-        with self._transaction() as conn:
-            self._drop_directory(conn, path)
-            self._keep_directories(conn, keep_dirs)
 
     # -- change feed -----------------------------------------------------------------------
 
