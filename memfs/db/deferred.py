@@ -52,6 +52,8 @@ from uuid import UUID
 import psycopg
 from psycopg.pq import TransactionStatus
 
+from memfs.db.records import CommitResult, FileAttrs
+
 log = logging.getLogger(__name__)
 
 #: How long a transaction waits for another's batch before giving up (the other's call
@@ -434,6 +436,36 @@ class DeferringStore:
 
     def _drop_directory(self, conn: Any, path: str) -> None:
         raise NotImplementedError
+
+    # -- saves of several documents (import, seed, restore) --------------------------------
+
+    def _send_save(
+        self, conn: Any, doc_id: UUID | None, path: str, content: str, attrs: FileAttrs
+    ) -> Callable[[], CommitResult]:
+        """One document's IronClaw save in the caller's transaction, indexed as IronClaw
+        indexes it, based on no version the mount showed; the result, called after the
+        commit, answers it."""
+        raise NotImplementedError
+
+    def _saved(self, result: CommitResult, path: str, content: str) -> None:
+        """What the engine remembers of a committed save (nothing by default)."""
+
+    def commit_documents(
+        self,
+        items: Sequence[tuple[UUID | None, str, str, FileAttrs]],
+        keep_dirs: Sequence[str] = (),
+    ) -> list[CommitResult]:
+        """``commit_document`` for several documents (and directories to keep), in one
+        transaction: all of them or none."""
+        with self._transaction() as conn:
+            if items:
+                self._before_changes(conn)
+            answers = [self._send_save(conn, d, p, c, a) for d, p, c, a in items]
+            self._keep_directories(conn, keep_dirs)
+        results = [answer() for answer in answers]
+        for (_, path, content, _), result in zip(items, results, strict=True):
+            self._saved(result, path, content)
+        return results
 
     def create_directory(self, path: str) -> None:
         """Keep the empty directory ``path`` (with the changes waiting, one transaction)."""

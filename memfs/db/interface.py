@@ -20,6 +20,7 @@ from typing import Any, NamedTuple, Protocol
 from uuid import UUID
 
 from memfs.db.deferred import Change, Delete, DropDir, KeepDir, Moved, MoveDir
+from memfs.db.records import NO_ATTRS, CommitResult, FileAttrs
 from memfs.errors import WriteRefused
 
 __all__ = [
@@ -42,23 +43,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class FileAttrs:
-    """Client-set attributes to persist beside a document (None = IronClaw's default)."""
-
-    mode: int | None = None
-    mtime_ns: int | None = None
-
-    @property
-    def empty(self) -> bool:
-        return self.mode is None and self.mtime_ns is None
-
-
-#: The attributes of a document no client set (most of them): one shared value, so a
-#: mount's load of 100,000 rows makes none.
-NO_ATTRS = FileAttrs()
-
-
 class DocRow(NamedTuple):
     """A document as loaded at mount: no content, only what attributes need (a tuple: a
     mount's load makes one per document)."""
@@ -76,24 +60,6 @@ class Content(NamedTuple):
 
     data: bytes
     version: datetime
-
-
-@dataclass(frozen=True)
-class CommitResult:
-    """What one write-through transaction did."""
-
-    doc_id: UUID
-    updated_at: datetime
-    created: bool
-    changed: bool
-    chunks: int
-    versioned: bool
-    #: How a concurrent change was kept ("version 3", "copy MEMORY.md.conflict-….md").
-    conflict: str | None = None
-    #: IronClaw's hash of the content the save replaced, at least where it was not the
-    #: version the save was based on (None: none, or the same): when that was another
-    #: writer's change the mount had not heard of, a merge can still fetch and fold it in.
-    replaced_hash: str | None = None
 
 
 @dataclass(frozen=True)

@@ -601,20 +601,11 @@ class MetaStore(DeferringStore, ScopedStore):
             ), prepare=True,
         )  # fmt: skip
 
-    def commit_documents(
-        self,
-        items: Sequence[tuple[UUID | None, str, str, FileAttrs]],
-        keep_dirs: Sequence[str] = (),
-    ) -> list[CommitResult]:
-        """``commit_document`` for several documents (and kept directories), one transaction."""
-        chunked = [chunk_document(content, self.chunk_config) for _, _, content, _ in items]
-        pending = []
-        with self._transaction() as conn:
-            self._tag(conn)
-            for (doc_id, path, content, attrs), chunks in zip(items, chunked, strict=True):
-                pending.append(self._commit(conn, doc_id, path, content, attrs, chunks))
-            self._keep_directories(conn, keep_dirs)
-        return [p.result() for p in pending]
+    def _send_save(
+        self, conn: Conn, doc_id: UUID | None, path: str, content: str, attrs: FileAttrs
+    ) -> Callable[[], CommitResult]:
+        chunks = chunk_document(content, self.chunk_config)
+        return self._commit(conn, doc_id, path, content, attrs, chunks).result
 
     def _commit(
         self,

@@ -268,17 +268,14 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore):
         self._remember(result.doc_id, result.updated_at, content_hash(content))
         return result
 
-    def commit_documents(
-        self,
-        items: Sequence[tuple[UUID | None, str, str, FileAttrs]],
-        keep_dirs: Sequence[str] = (),
-    ) -> list[CommitResult]:
-        with self._transaction() as conn:
-            results = [self._commit(conn, d, p, c, a, None) for d, p, c, a in items]
-            self._keep_directories(conn, keep_dirs)
-        for (_, _, content, _), result in zip(items, results, strict=True):
-            self._remember(result.doc_id, result.updated_at, content_hash(content))
-        return results
+    def _send_save(
+        self, conn: Any, doc_id: UUID | None, path: str, content: str, attrs: FileAttrs
+    ) -> Callable[[], CommitResult]:
+        result = self._commit(conn, doc_id, path, content, attrs, None)
+        return lambda: result
+
+    def _saved(self, result: CommitResult, path: str, content: str) -> None:
+        self._remember(result.doc_id, result.updated_at, content_hash(content))
 
     def _commit(
         self,

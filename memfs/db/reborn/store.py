@@ -424,18 +424,13 @@ class RebornStore(DeferringStore):
         self._moved_to(result.doc_id, path)
         return result
 
-    def commit_documents(
-        self,
-        items: Sequence[tuple[UUID | None, str, str, FileAttrs]],
-        keep_dirs: Sequence[str] = (),
-    ) -> list[CommitResult]:
-        with self._transaction() as conn:
-            finishes = [self._commit(conn, p, c.encode("utf-8"), a, None) for _, p, c, a in items]
-            self._keep_directories(conn, keep_dirs)
-        results = [finish() for finish in finishes]
-        for (_, path, _, _), result in zip(items, results, strict=True):
-            self._moved_to(result.doc_id, path)
-        return results
+    def _send_save(
+        self, conn: Any, doc_id: UUID | None, path: str, content: str, attrs: FileAttrs
+    ) -> Callable[[], CommitResult]:
+        return self._commit(conn, path, content.encode("utf-8"), attrs, None)
+
+    def _saved(self, result: CommitResult, path: str, content: str) -> None:
+        self._moved_to(result.doc_id, path)
 
     def _commit(
         self,
