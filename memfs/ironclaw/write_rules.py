@@ -142,9 +142,11 @@ def _ascii_lower(text: str) -> str:
     return text.translate(_ASCII_LOWER)
 
 
+_SYSTEM_PROMPT_LOWER = frozenset(_ascii_lower(name) for name in _SYSTEM_PROMPT_FILES)
+
+
 def is_system_prompt_file(path: str) -> bool:
-    lowered = _ascii_lower(path)
-    return any(lowered == _ascii_lower(name) for name in _SYSTEM_PROMPT_FILES)
+    return _ascii_lower(path) in _SYSTEM_PROMPT_LOWER
 
 
 # IronClaw's injection patterns of high or critical severity (the medium ones never refuse
@@ -159,6 +161,13 @@ _LITERALS: tuple[tuple[str, bool], ...] = (  # (pattern, refuses)
 )  # fmt: skip
 _WS = "[" + "".join(f"\\u{ord(c):04x}" for c in RUST_WHITESPACE) + "]*"
 _CALLS = ("eval", "exec")
+#: IronClaw's call patterns (``eval`` or ``exec``, whitespace, ``(``, any case): the rule
+#: as written.  ``_calls_found`` finds the same matches without scanning with them.
+CALL_PATTERNS = tuple((name, re.compile(name + _WS + r"\(", re.IGNORECASE)) for name in _CALLS)
+_CALL_NAMES = tuple((name, re.compile(name, re.IGNORECASE)) for name in _CALLS)
+_WS_CHARS = frozenset(RUST_WHITESPACE)
+#: Above this many ``(``, checking each costs more than scanning with the patterns.
+_FEW_PARENS = 100
 
 
 def _literal_findings(content: str) -> list[str]:
@@ -181,12 +190,34 @@ def _literal_findings(content: str) -> list[str]:
     return found
 
 
+def _calls_found(content: str) -> list[str]:
+    """The names of ``CALL_PATTERNS`` that match ``content``, found from each ``(``.
+
+    Scanning with the case-insensitive patterns costs 0.2 ms for 9 KB of text, at every
+    save of a prompt file; a ``(`` is rare in notes (text with many is scanned).  A name
+    matches at a ``(`` exactly when it ends where the whitespace before the ``(`` begins
+    (no name letter, in any case, is whitespace), and case-insensitive matching pairs
+    single characters, so the name's length of text before that point is the only
+    candidate."""
+    if content.count("(") > _FEW_PARENS:  # the patterns' own scan is cheaper then
+        return [name for name, pattern in CALL_PATTERNS if pattern.search(content)]
+    found: set[str] = set()
+    paren = content.find("(")
+    while paren != -1 and len(found) < len(_CALL_NAMES):
+        end = paren
+        while end > 0 and content[end - 1] in _WS_CHARS:
+            end -= 1
+        for name, pattern in _CALL_NAMES:
+            if end >= len(name) and pattern.fullmatch(content, end - len(name), end):
+                found.add(name)
+        paren = content.find("(", paren + 1)
+    return [name for name in _CALLS if name in found]
+
+
 def injection_findings(content: str) -> list[str]:
     """The high/critical patterns IronClaw's sanitizer finds in ``content``."""
     found = _literal_findings(content)
-    for name in _CALLS:
-        if re.search(name + _WS + r"\(", content, re.IGNORECASE):
-            found.append(f"{name}(")
+    found.extend(f"{name}(" for name in _calls_found(content))
     if "\x00" in content:
         found.append("NUL byte")
     return found
