@@ -22,7 +22,7 @@ from memfs.errors import DocumentGone, FsError, WriteRefused
 from memfs.ironclaw.hashing import bytes_hash
 from memfs.merge import MERGE_LIMIT, merge, mergeable
 from memfs.private import write_private
-from memfs.tree import SYNTHETIC, FileNode, ScopedFile, SyntheticFile, to_ns
+from memfs.tree import SYNTHETIC, FileNode, Node, ScopedFile, SyntheticFile, to_ns
 from memfs.vfs.base import (
     CONTENDED_SECONDS,
     Attributes,
@@ -166,13 +166,8 @@ class ContentMixin(FilesystemBase):
     async def open(self, ino: int, flags: int, pid: int = 0) -> tuple[int, bool]:
         """Open a file for process ``pid`` (0: unknown); returns (fh, keep_cache)."""
         node = self.tree.get_file(ino)
-        if node.parent is None or self.drop_displaced(node):
-            refuse_stale(node)
         writable = (flags & os.O_ACCMODE) != os.O_RDONLY
-        if writable:
-            self._refuse_if_read_only()
-        if writable and isinstance(node, SyntheticFile):
-            raise FsError(errno.EROFS, "search results are read-only")
+        self._check_openable(node, writable)
         if isinstance(node, SyntheticFile) and self.status is not None and self.status.shows(node):
             return await self._open_status(node)
         if not writable and self._kernel_holds(node):
@@ -180,6 +175,43 @@ class ContentMixin(FilesystemBase):
             if unloaded is not None:
                 return unloaded, True
         truncate = writable and bool(flags & os.O_TRUNC)
+        buffer = await self._open_buffer(node, truncate)
+        if not (writable and flags & os.O_APPEND):  # an append's base is what it loaded
+            self._note_base(node, buffer, pid, writable=writable, truncate=truncate)
+            if writable and isinstance(buffer, FileBuffer):
+                buffer.appends_only = False
+        if truncate and len(buffer) > 0:
+            buffer.truncate(0)
+        if truncate:
+            node.size = 0
+            node.client_mtime_ns = None
+            node.mtime_ns = node.ctime_ns = self.clock()
+        fh = self._open_handle(node, buffer, writable, flags)
+        if self.contended and node.parent is not None:
+            self._snapshot_if_contended(node, self.handles[fh], writable)
+        keep_cache = self._tell_kernel(node, buffer, writable=writable, truncate=truncate)
+        if log.isEnabledFor(logging.DEBUG) and type(node) is FileNode:
+            # What the kernel is told at each open: the trail of a stale read.
+            log.debug("open %r by %d (flags %o): version %s, kernel cache %s, %d bytes%s%s",
+                      node.name, pid, flags, node.updated_at, "kept" if keep_cache else
+                      "dropped", len(buffer), " (not saved yet)" if buffer.dirty else "",
+                      " (older bytes served until the next stat)" if ino in self.served
+                      else "")  # fmt: skip
+        return fh, keep_cache
+
+    def _check_openable(self, node: FileNode, writable: bool) -> None:
+        """ESTALE for a file no name leads to any more; EROFS for a write to a read-only
+        mount or a synthetic file."""
+        if node.parent is None or self.drop_displaced(node):
+            refuse_stale(node)
+        if writable:
+            self._refuse_if_read_only()
+        if writable and isinstance(node, SyntheticFile):
+            raise FsError(errno.EROFS, "search results are read-only")
+
+    async def _open_buffer(self, node: FileNode, truncate: bool) -> Buffer:
+        """The buffer an open serves (loaded unless the open truncates); ESTALE if
+        another writer's removal came first."""
         try:
             buffer = await self._buffer(node, load=not truncate)
         except DocumentGone as gone:
@@ -195,27 +227,25 @@ class ContentMixin(FilesystemBase):
             # open came after the removal) instead of writing where no name leads.
             self._drop_idle_buffer(node)
             refuse_stale(node)
-        if not (writable and flags & os.O_APPEND):  # an append's base is what it loaded
-            self._note_base(node, buffer, pid, writable=writable, truncate=truncate)
-            if writable and isinstance(buffer, FileBuffer):
-                buffer.appends_only = False
-        if truncate and len(buffer) > 0:
-            buffer.truncate(0)
-        if truncate:
-            node.size = 0
-            node.client_mtime_ns = None
-            node.mtime_ns = node.ctime_ns = self.clock()
-        fh = self._open_handle(node, buffer, writable, flags)
-        contended = self.contended and node.parent is not None  # else no path to build
-        path = self.tree.path_of(node) if contended else None
-        changed = self.contended.get(path) if path is not None else None
+        return buffer
+
+    def _snapshot_if_contended(self, node: FileNode, handle: Handle, writable: bool) -> None:
+        """A reader of a file another writer changed moments ago reads a snapshot (the
+        bytes of this open), whatever that writer does next (``mark_contended``)."""
+        path = self.tree.path_of(node)
+        changed = self.contended.get(path)
         if changed is not None and self.monotonic() - changed > CONTENDED_SECONDS:
-            del self.contended[path]  # type: ignore[arg-type]
+            del self.contended[path]
         elif changed is not None and not writable and type(node) is FileNode:
-            self.handles[fh].snapshot = True
+            handle.snapshot = True
+
+    def _tell_kernel(
+        self, node: FileNode, buffer: Buffer, *, writable: bool, truncate: bool
+    ) -> bool:
+        """Whether the kernel may keep the pages it holds of the file (the version it was
+        last told is the version shown); the size it holds is corrected if need be."""
         version = node.updated_at
-        known = node.kernel_version
-        keep_cache = not truncate and version is not None and known == version
+        keep_cache = not truncate and version is not None and node.kernel_version == version
         node.kernel_version = version
         if not writable and version is not None and isinstance(buffer, FileBuffer):
             self._remember_kernel_digest(node, version, buffer)
@@ -223,15 +253,8 @@ class ContentMixin(FilesystemBase):
             # The kernel may cache another size than the content this open serves (a
             # cold open of what it was told the size of asks nothing: ``grep -r`` saves a
             # getattr per file).
-            self.kernel.attributes(ino)
-        if log.isEnabledFor(logging.DEBUG) and type(node) is FileNode:
-            # What the kernel is told at each open: the trail of a stale read.
-            log.debug("open %r by %d (flags %o): version %s, kernel cache %s, %d bytes%s%s",
-                      node.name, pid, flags, version, "kept" if keep_cache else "dropped",
-                      len(buffer), " (not saved yet)" if buffer.dirty else "",
-                      " (older bytes served until the next stat)" if ino in self.served
-                      else "")  # fmt: skip
-        return fh, keep_cache
+            self.kernel.attributes(node.ino)
+        return keep_cache
 
     def _kernel_holds(self, node: FileNode) -> bool:
         """Whether a reader's open may leave the content unloaded: the kernel holds the
@@ -560,34 +583,13 @@ class ContentMixin(FilesystemBase):
         node = self.tree.get(ino)
         if fh is None and isinstance(node, FileNode) and node.parent is None:
             refuse_stale(node)  # truncate(2) or utimensat by a stale name
-        if (uid is not None and uid != self.uid) or (gid is not None and gid != self.gid):
-            raise FsError(errno.EPERM, "files on a memfs mount belong to the mounting user")
-        if (size, mode, mtime_ns) != (None, None, None):
-            self._refuse_if_read_only()
-        if mtime_ns is not None and not -(2**63) <= mtime_ns < 2**63:
-            raise FsError(
-                errno.EINVAL,
-                "a modification time outside 1677-2262 cannot be stored (nanoseconds in 64 "
-                "bits, as PostgreSQL's BIGINT and the kernel's FUSE attributes hold them)",
-            )
-        if isinstance(node, SYNTHETIC) and (size, mode, mtime_ns) != (None, None, None):
-            raise FsError(errno.EROFS, "search results are read-only")
+        self._check_settable(node, size, mode, uid, gid, mtime_ns)
         now = self.clock()
         persist = False
         if size is not None:
             if not isinstance(node, FileNode):
                 raise FsError(errno.EISDIR)
-            handle = self.handles.get(fh) if fh is not None else None
-            buffer = handle.buffer if handle else await self._buffer(node, load=size != 0)
-            buffer.truncate(size)
-            self.served.pop(node.ino, None)
-            node.size = size
-            node.client_mtime_ns = None
-            node.mtime_ns = now
-            if handle is None:
-                # truncate(2) by path: no close follows, so commit now.
-                await self.commit(node)
-                self._drop_idle_buffer(node)
+            await self._truncate(node, size, fh, now)
         if mode is not None:
             new_mode = stat.S_IFMT(node.mode) | stat.S_IMODE(mode)
             persist = new_mode != node.mode
@@ -605,6 +607,45 @@ class ContentMixin(FilesystemBase):
                 await self.run_db(self.store.set_attrs, node.doc_id, attrs)
             # else: the pending commit persists them with the new content.
         return self.attributes(node)
+
+    def _check_settable(
+        self,
+        node: Node,
+        size: int | None,
+        mode: int | None,
+        uid: int | None,
+        gid: int | None,
+        mtime_ns: int | None,
+    ) -> None:
+        """setattr's refusals: another owner (EPERM), a change to a read-only mount or a
+        synthetic file (EROFS), a time 64-bit nanoseconds cannot hold (EINVAL)."""
+        if (uid is not None and uid != self.uid) or (gid is not None and gid != self.gid):
+            raise FsError(errno.EPERM, "files on a memfs mount belong to the mounting user")
+        changes = (size, mode, mtime_ns) != (None, None, None)
+        if changes:
+            self._refuse_if_read_only()
+        if mtime_ns is not None and not -(2**63) <= mtime_ns < 2**63:
+            raise FsError(
+                errno.EINVAL,
+                "a modification time outside 1677-2262 cannot be stored (nanoseconds in 64 "
+                "bits, as PostgreSQL's BIGINT and the kernel's FUSE attributes hold them)",
+            )
+        if isinstance(node, SYNTHETIC) and changes:
+            raise FsError(errno.EROFS, "search results are read-only")
+
+    async def _truncate(self, node: FileNode, size: int, fh: int | None, now: int) -> None:
+        """``ftruncate`` (through the handle's buffer, saved at its close) or ``truncate``
+        by path (no close follows: committed now)."""
+        handle = self.handles.get(fh) if fh is not None else None
+        buffer = handle.buffer if handle else await self._buffer(node, load=size != 0)
+        buffer.truncate(size)
+        self.served.pop(node.ino, None)
+        node.size = size
+        node.client_mtime_ns = None
+        node.mtime_ns = now
+        if handle is None:
+            await self.commit(node)
+            self._drop_idle_buffer(node)
 
     async def commit(self, node: FileNode, *, final: bool = True) -> None:
         """Write a dirty document through to the database (flush, fsync, close, unmount).
@@ -644,39 +685,58 @@ class ContentMixin(FilesystemBase):
             raise
         attrs = FileAttrs(node.custom_mode, node.client_mtime_ns)
         path = self.tree.path_of(node)
-        ours, merged = text, None
+        ours = text
         try:
-            if node.doc_id is None:  # the namespace lock is held (``commit``)
-                result = await self._commit_document(None, path, text, attrs)
-                from_nothing = buffer.appends_only or buffer.absent_path == path
-                if from_nothing and not result.created and result.replaced_hash:
-                    # ``>>`` of a file another writer made meanwhile, or a file its writer
-                    # found none at (``SaverBases.absent``): after their lines.
-                    late = await self._merge_late(path, b"", ours, attrs, result)
-                    if late is not None:
-                        text, result = late
-                        merged = (text, None)
-            else:
-                merged = await self._merge_others(node, buffer, path, text)
-                found = await self._commit_merged(node.doc_id, path, merged, attrs)
-                if merged is not None and found is not None:
-                    text, result = merged[0], found
-                else:
-                    merged = None
-                    result = await self._commit_document(
-                        node.doc_id, path, text, attrs, node.updated_at
-                    )
-                if merged is None and result.conflict and result.replaced_hash is not None:
-                    late = await self._merge_late(
-                        path, await self._buffer_base(node.doc_id, path, buffer), ours, attrs,
-                        result,
-                    )  # fmt: skip
-                    if late is not None:
-                        text, result = late
-                        merged = (text, None)
+            text, result, merged = await self._save_text(node, buffer, path, text, attrs)
         except WriteRefused as exc:
             await self._refuse_content(node, exc, final)
             raise
+        self._adopt_result(node, path, result)
+        if merged and not result.conflict:
+            # The writer's base is what it wrote: no row holds it (the row is the merge).
+            self.bases.saw(path, buffer.writer, result.doc_id, None, ours.encode("utf-8"))
+            self._show_merged(node, buffer, generation, ours, text, result.updated_at, final)
+            buffer.mark_clean(generation)
+            if not buffer.dirty:
+                self._saved(node)
+            log.debug("committed %r (%s): merged, previous content versioned", path,
+                      result.doc_id)  # fmt: skip
+            return
+        del text
+        self._saved_as_written(node, buffer, generation, path, ours, result)
+
+    async def _save_text(
+        self, node: FileNode, buffer: FileBuffer, path: str, text: str, attrs: FileAttrs
+    ) -> tuple[str, CommitResult, bool]:
+        """IronClaw's write of ``text`` at ``path``, merged with another writer's change
+        the buffer's writer had not seen (``memfs.merge``) where it can be.  The text
+        stored, the commit's result, and whether the text is such a merge."""
+        ours = text
+        if node.doc_id is None:  # the namespace lock is held (``commit``)
+            result = await self._commit_document(None, path, text, attrs)
+            from_nothing = buffer.appends_only or buffer.absent_path == path
+            if from_nothing and not result.created and result.replaced_hash:
+                # ``>>`` of a file another writer made meanwhile, or a file its writer
+                # found none at (``SaverBases.absent``): after their lines.
+                late = await self._merge_late(path, b"", ours, attrs, result)
+                if late is not None:
+                    return late[0], late[1], True
+            return text, result, False
+        merged = await self._merge_others(node, buffer, path, text)
+        found = await self._commit_merged(node.doc_id, path, merged, attrs)
+        if merged is not None and found is not None:
+            return merged[0], found, True
+        result = await self._commit_document(node.doc_id, path, text, attrs, node.updated_at)
+        if result.conflict and result.replaced_hash is not None:
+            late = await self._merge_late(
+                path, await self._buffer_base(node.doc_id, path, buffer), ours, attrs, result
+            )
+            if late is not None:
+                return late[0], late[1], True
+        return text, result, False
+
+    def _adopt_result(self, node: FileNode, path: str, result: CommitResult) -> None:
+        """The file is the row the commit left (another writer's change kept aside)."""
         if result.conflict:
             log.warning(
                 "%r changed in the database after it was opened here; the other change "
@@ -692,16 +752,18 @@ class ContentMixin(FilesystemBase):
             self.bases.superseded(result.doc_id, node.updated_at,
                                   self.cache.get(result.doc_id, node.updated_at))  # fmt: skip
         node.updated_at = result.updated_at
-        if merged is not None and not result.conflict:
-            # The writer's base is what it wrote: no row holds it (the row is the merge).
-            self.bases.saw(path, buffer.writer, result.doc_id, None, ours.encode("utf-8"))
-            self._show_merged(node, buffer, generation, ours, text, result.updated_at, final)
-            buffer.mark_clean(generation)
-            if not buffer.dirty:
-                self._saved(node)
-            log.debug("committed %r (%s): merged, previous content versioned", path,
-                      result.doc_id)  # fmt: skip
-            return
+
+    def _saved_as_written(
+        self,
+        node: FileNode,
+        buffer: FileBuffer,
+        generation: int,
+        path: str,
+        ours: str,
+        result: CommitResult,
+    ) -> None:
+        """The row holds the writer's bytes (``ours``): they are its base, the cache's entry
+        and what the kernel holds; the buffer is clean unless written since."""
         # One copy of the committed bytes serves as the writers' base and the cache entry.
         same = buffer.generation == generation
         committed = buffer.snapshot() if same else ours.encode("utf-8")
@@ -714,7 +776,6 @@ class ContentMixin(FilesystemBase):
             self.cache.put(result.doc_id, result.updated_at, committed)
         else:
             self.cache.drop(result.doc_id)
-        del text
         node.kernel_version = result.updated_at
         if node.client_mtime_ns is None and result.changed:
             node.mtime_ns = node.ctime_ns = to_ns(result.updated_at)

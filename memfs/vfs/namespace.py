@@ -362,52 +362,89 @@ class NamespaceMixin(ContentMixin):
             target = new_parent.children.get(new_name)
             if target is source:
                 return
-            if target is not None and noreplace:
-                raise FsError(errno.EEXIST)
-            if isinstance(source, DirNode):
-                if self.tree.is_within(new_parent, source):
-                    raise FsError(errno.EINVAL, "cannot move a directory into itself")
-                if target is not None and not isinstance(target, DirNode):
-                    raise FsError(errno.ENOTDIR)
-                if isinstance(target, DirNode) and target.children:
-                    raise FsError(errno.ENOTEMPTY)
-            elif isinstance(target, DirNode):
-                raise FsError(errno.EISDIR)
+            self._check_replaceable(source, new_parent, target, noreplace=noreplace)
             if isinstance(source, FileNode) or isinstance(target, FileNode):
                 await self._settle_moves()
             kind = self._kind(new_parent, new_name, is_dir=source.is_dir)
             if kind is Kind.DOCUMENT:
                 self._check_storable(new_path, self._longest_below(source))
-            if source.scratch and kind is not Kind.DOCUMENT:
-                await self._replace_target(target)
-            elif source.scratch:
-                await self._scratch_to_document(source, new_path, target, pid)
-            elif kind is not Kind.DOCUMENT:
-                if isinstance(source, DirNode) and self._into_tool_folder(new_parent, new_name):
-                    await self._folder_leaves_memory(source, target)
-                else:
-                    await self._document_to_scratch(source, target)
+            await self._rename_rows(
+                old_parent, source, new_parent, new_name, new_path, target, kind, pid
+            )
+            self._rename_entries(old_parent, old_name, source, new_parent, new_name, target, kind)
+
+    def _check_replaceable(
+        self, source: Node, new_parent: DirNode, target: Node | None, *, noreplace: bool
+    ) -> None:
+        """rename(2)'s refusals: a name taken (with ``RENAME_NOREPLACE``), a folder into
+        itself or over a file or a non-empty folder, a file over a folder."""
+        if target is not None and noreplace:
+            raise FsError(errno.EEXIST)
+        if isinstance(source, DirNode):
+            if self.tree.is_within(new_parent, source):
+                raise FsError(errno.EINVAL, "cannot move a directory into itself")
+            if target is not None and not isinstance(target, DirNode):
+                raise FsError(errno.ENOTDIR)
+            if isinstance(target, DirNode) and target.children:
+                raise FsError(errno.ENOTEMPTY)
+        elif isinstance(target, DirNode):
+            raise FsError(errno.EISDIR)
+
+    async def _rename_rows(
+        self,
+        old_parent: DirNode,
+        source: Node,
+        new_parent: DirNode,
+        new_name: str,
+        new_path: str,
+        target: Node | None,
+        kind: Kind,
+        pid: int,
+    ) -> None:
+        """The database side of a rename, by what the source is and where it goes: into
+        memory, out of it (scratch, a tool folder) or within it."""
+        if source.scratch and kind is not Kind.DOCUMENT:
+            await self._replace_target(target)
+        elif source.scratch:
+            await self._scratch_to_document(source, new_path, target, pid)
+        elif kind is not Kind.DOCUMENT:
+            if isinstance(source, DirNode) and self._into_tool_folder(new_parent, new_name):
+                await self._folder_leaves_memory(source, target)
             else:
-                keep = [] if old_parent is new_parent else self._keep_if_emptied(old_parent, source)
-                if isinstance(source, DirNode):
-                    await self._rename_dir(source, new_path, target, keep)
-                else:
-                    assert isinstance(source, FileNode)
-                    await self._rename_file(source, new_path, target, keep, pid)
-                if keep:
-                    old_parent.explicit = True
-            if target is not None:
-                if new_parent.children.get(new_name) is target:
-                    self.tree.remove_entry(new_parent, new_name)
-                self.drop_if_freed(target.ino)
-            self.tree.rename_entry(old_parent, old_name, new_parent, new_name)
-            if isinstance(source, FileNode):
-                if source.scratch and kind is Kind.TENTATIVE:
-                    self.saves.track(source.ino, idle=source.open_count == 0)
-                else:
-                    self.saves.untrack(source.ino)
-            self.touch_dir(old_parent)
-            self.touch_dir(new_parent)
+                await self._document_to_scratch(source, target)
+        else:
+            keep = [] if old_parent is new_parent else self._keep_if_emptied(old_parent, source)
+            if isinstance(source, DirNode):
+                await self._rename_dir(source, new_path, target, keep)
+            else:
+                assert isinstance(source, FileNode)
+                await self._rename_file(source, new_path, target, keep, pid)
+            if keep:
+                old_parent.explicit = True
+
+    def _rename_entries(
+        self,
+        old_parent: DirNode,
+        old_name: str,
+        source: Node,
+        new_parent: DirNode,
+        new_name: str,
+        target: Node | None,
+        kind: Kind,
+    ) -> None:
+        """The tree side of a rename, once the database has it."""
+        if target is not None:
+            if new_parent.children.get(new_name) is target:
+                self.tree.remove_entry(new_parent, new_name)
+            self.drop_if_freed(target.ino)
+        self.tree.rename_entry(old_parent, old_name, new_parent, new_name)
+        if isinstance(source, FileNode):
+            if source.scratch and kind is Kind.TENTATIVE:
+                self.saves.track(source.ino, idle=source.open_count == 0)
+            else:
+                self.saves.untrack(source.ino)
+        self.touch_dir(old_parent)
+        self.touch_dir(new_parent)
 
     async def _replace_target(self, target: Node | None) -> None:
         """The database side of a name being replaced by a rename."""
@@ -435,24 +472,7 @@ class NamespaceMixin(ContentMixin):
             return
         attrs = FileAttrs(source.custom_mode, source.mtime_ns)
         if replaced is not None and replaced != source.doc_id:
-            await self.commit(source)  # pending changes first: the rename carries them
-            merged = await self._merge_renamed(source, replaced, new_path, pid, seen)
-            text, source_seen = None, None
-            if merged is not None:
-                text, seen, _ = merged
-                source_seen = source.updated_at
-            based = self.bases.base(new_path, pid) if merged is None else None
-            if based is not None and based.data is None:  # the replace drops the cache
-                cached = self.cache.get(replaced, based.version)
-                based = based._replace(data=cached) if cached is not None else based
-            result = await self._replace_document(
-                source, source.doc_id, replaced, new_path, text, keep, seen, source_seen, text
-            )
-            if merged is not None and result is not None and not result.conflict:
-                self.bases.saw(new_path, pid, result.doc_id, None, merged[2])
-                self.kernel.inode(source.ino)  # it cached the saver's bytes, not the merge
-            elif based is not None and based.doc_id == replaced and result is not None:
-                await self._merge_after_replace(source, new_path, pid, based, result, attrs)
+            await self._rename_file_over(source, replaced, new_path, keep, seen, pid, attrs)
             return
         moved = await self.run_db(
             self.store.rename_document, source.doc_id, new_path, replaced, attrs, keep,
@@ -467,6 +487,39 @@ class NamespaceMixin(ContentMixin):
         self._adopt_version(source, moved)
         source.client_mtime_ns = source.mtime_ns
         source.ctime_ns = self.clock()
+
+    async def _rename_file_over(
+        self,
+        source: FileNode,
+        replaced: UUID,
+        new_path: str,
+        keep: list[str],
+        seen: datetime | None,
+        pid: int,
+        attrs: FileAttrs,
+    ) -> None:
+        """``_rename_file`` over another document (``replaced``, shown at ``seen``): the
+        source's pending changes first, then IronClaw's write of the target and delete of
+        the source, merged with a change of the target the renaming process did not read."""
+        assert source.doc_id is not None
+        await self.commit(source)  # pending changes first: the rename carries them
+        merged = await self._merge_renamed(source, replaced, new_path, pid, seen)
+        text, source_seen = None, None
+        if merged is not None:
+            text, seen, _ = merged
+            source_seen = source.updated_at
+        based = self.bases.base(new_path, pid) if merged is None else None
+        if based is not None and based.data is None:  # the replace drops the cache
+            cached = self.cache.get(replaced, based.version)
+            based = based._replace(data=cached) if cached is not None else based
+        result = await self._replace_document(
+            source, source.doc_id, replaced, new_path, text, keep, seen, source_seen, text
+        )
+        if merged is not None and result is not None and not result.conflict:
+            self.bases.saw(new_path, pid, result.doc_id, None, merged[2])
+            self.kernel.inode(source.ino)  # it cached the saver's bytes, not the merge
+        elif based is not None and based.doc_id == replaced and result is not None:
+            await self._merge_after_replace(source, new_path, pid, based, result, attrs)
 
     async def _merge_after_replace(
         self, source: FileNode, new_path: str, pid: int, based: Base, result: CommitResult,
@@ -688,38 +741,77 @@ class NamespaceMixin(ContentMixin):
             log.error("%s; the file keeps its scratch name", exc.reason)
             raise
         attrs = FileAttrs(source.custom_mode, source.client_mtime_ns)
+        doc_id, done = await self._scratch_row(source, new_path, target, text, data, attrs)
+        if done:
+            return
+        result, data, merged = await self._commit_scratch(
+            doc_id, new_path, target, text, data, attrs, pid
+        )
+        if merged:
+            self.kernel.inode(source.ino)  # it cached the saver's bytes, not the merge
+        log.debug(
+            "committed %r (%s) from the temporary %r: %s%s", new_path, result.doc_id,
+            source.name, "created" if result.created else "updated",
+            ", previous content versioned" if result.versioned else "",
+        )  # fmt: skip
+        self._become_document(source, result, data)
+
+    async def _scratch_row(
+        self,
+        source: FileNode,
+        new_path: str,
+        target: Node | None,
+        text: str,
+        data: bytes,
+        attrs: FileAttrs,
+    ) -> tuple[UUID | None, bool]:
+        """The row a temporary renamed to ``new_path`` becomes: the document it was renamed
+        away from (moved back, or written over the target, which is then done: True), the
+        target's, or one a sync tool's backup left to claim; None for a new document."""
         doc_id = source.origin_doc_id
-        if doc_id is not None:
-            replaced = (
-                target.doc_id if isinstance(target, FileNode) and not target.scratch else None
-            )
-            seen = target.updated_at if isinstance(target, FileNode) else None
-            if replaced is None:
-                replaced, seen = self.saves.replaced_by(new_path, doc_id) or (None, seen)
-            self.saves.release(source)
-            if replaced is not None and replaced != doc_id:
-                # A renamed-away document moved over another one: IronClaw's write of the
-                # target with this content, then its delete of this row.
-                result = await self._replace_document(
-                    source, doc_id, replaced, new_path, text, [], seen, source.updated_at
-                )
-                if result is not None:
-                    self._become_document(source, result, data)
-                    return
-                doc_id = None
-            else:
-                moved = await self.run_db(
-                    self.store.rename_document, doc_id, new_path,
-                    None if replaced == doc_id else replaced, attrs, [], replaced_seen=seen,
-                )  # fmt: skip
-                self._request_reindex(doc_id)
-                doc_id = doc_id if moved is not None else None
-        else:
+        if doc_id is None:
             if isinstance(target, FileNode) and not target.scratch:
                 doc_id = target.doc_id
             if doc_id is None:  # e.g. rsync --backup: x -> x~, tmp -> x
                 claimed = self.saves.claim(new_path)
                 doc_id = claimed[0] if claimed is not None else None
+            return doc_id, False
+        replaced = target.doc_id if isinstance(target, FileNode) and not target.scratch else None
+        seen = target.updated_at if isinstance(target, FileNode) else None
+        if replaced is None:
+            replaced, seen = self.saves.replaced_by(new_path, doc_id) or (None, seen)
+        self.saves.release(source)
+        if replaced is not None and replaced != doc_id:
+            # A renamed-away document moved over another one: IronClaw's write of the
+            # target with this content, then its delete of this row.
+            result = await self._replace_document(
+                source, doc_id, replaced, new_path, text, [], seen, source.updated_at
+            )
+            if result is not None:
+                self._become_document(source, result, data)
+                return doc_id, True
+            return None, False
+        moved = await self.run_db(
+            self.store.rename_document, doc_id, new_path,
+            None if replaced == doc_id else replaced, attrs, [], replaced_seen=seen,
+        )  # fmt: skip
+        self._request_reindex(doc_id)
+        return (doc_id if moved is not None else None), False
+
+    async def _commit_scratch(
+        self,
+        doc_id: UUID | None,
+        new_path: str,
+        target: Node | None,
+        text: str,
+        data: bytes,
+        attrs: FileAttrs,
+        pid: int,
+    ) -> tuple[CommitResult, bytes, bool]:
+        """A temporary's content (``text``, its bytes ``data``) committed at ``new_path``
+        as row ``doc_id``: merged with another writer's change the renaming process did not
+        read.  The result, the bytes now stored, and whether they are a merge (not the
+        process's bytes)."""
         expected, ours = None, text
         shown = target.updated_at if isinstance(target, FileNode) else None
         merged = await self._merge_saver_base(doc_id, new_path, pid, text, shown)
@@ -744,16 +836,10 @@ class NamespaceMixin(ContentMixin):
                     data = text.encode("utf-8")
         if merged is not None and not result.conflict:
             self.bases.saw(new_path, pid, result.doc_id, None, ours.encode("utf-8"))
-            self.kernel.inode(source.ino)  # it cached the saver's bytes, not the merge
-        else:
-            self.bases.saw(new_path, pid, result.doc_id, result.updated_at,
-                           digest=bytes_hash(data) if pid > 0 else None)  # fmt: skip
-        log.debug(
-            "committed %r (%s) from the temporary %r: %s%s", new_path, result.doc_id,
-            source.name, "created" if result.created else "updated",
-            ", previous content versioned" if result.versioned else "",
-        )  # fmt: skip
-        self._become_document(source, result, data)
+            return result, data, True
+        self.bases.saw(new_path, pid, result.doc_id, result.updated_at,
+                       digest=bytes_hash(data) if pid > 0 else None)  # fmt: skip
+        return result, data, False
 
     async def _merge_renamed(
         self, source: FileNode, replaced: UUID, new_path: str, pid: int, shown: datetime | None

@@ -60,7 +60,7 @@ from memfs.db.scoped import (
 )
 from memfs.errors import WriteRefused
 from memfs.ironclaw.hashing import bytes_hash, content_hash
-from memfs.ironclaw.legacy_save import StoredRow, plan_save
+from memfs.ironclaw.legacy_save import SavePlan, StoredRow, plan_save
 from memfs.ironclaw.write_rules import (
     DocumentMetadata,
     is_engine_runtime_path,
@@ -483,6 +483,54 @@ class MetaStore(DeferringStore, ScopedStore):
         the row's path, version, content hash and metadata and its folder's ``.config``
         are exactly what the decisions were made on.
         """
+        decided = self._decide_on_known(doc_id, path, content, new_hash, expected, unconfigured)
+        if decided is None:
+            return None
+        known, folder, plan = decided
+        pending = _PendingCommit(created=known is None)
+        try:
+            with self._transaction() as conn:
+                self._tag(conn)
+                if known is not None:
+                    assert doc_id is not None
+                    self._send_known_update(conn, pending, doc_id, path, content, known, plan)
+                else:
+                    assert folder is not None
+                    self._send_known_insert(conn, pending, path, content, folder)
+                conn.execute(
+                    f"INSERT INTO memfs.reindex_queue (document_id) VALUES (%s) {REQUEUE}",
+                    (pending.doc_id,),
+                    prepare=True,
+                )
+                if not (pending.created and attrs.empty):
+                    self._write_attrs(conn, pending.doc_id, attrs)
+                if replacing is not None:
+                    self._send_replacing(conn, pending.doc_id, *replacing)
+        except psycopg.Error as exc:
+            if exc.sqlstate == _CHANGED:
+                if doc_id is not None:
+                    self.known.forget(doc_id)
+                return None
+            if exc.sqlstate == _UNDEFINED_FUNCTION:  # an older memfs schema
+                self.fast_saves = False
+                return None
+            raise
+        result = pending.result()
+        self._learn(result, path, new_hash, pending)
+        return result
+
+    def _decide_on_known(
+        self,
+        doc_id: UUID | None,
+        path: str,
+        content: str,
+        new_hash: str,
+        expected: datetime | None,
+        unconfigured: bool,
+    ) -> tuple[KnownRow | None, KnownFolder | None, SavePlan] | None:
+        """``plan_save``'s decision on the row (or, for a new document, the folder) as this
+        store knows it; None where the careful save must decide (nothing known, a row
+        changed since ``expected``, unchanged content, a refusal, an engine path)."""
         if is_engine_runtime_path(path):
             return None
         configs = folder_config_paths(path)
@@ -512,77 +560,76 @@ class MetaStore(DeferringStore, ScopedStore):
         # Sent on what is known: a changed content over an unchanged row (the guard fails
         # the transaction otherwise), so never another writer's content to keep first.
         assert plan.write and not plan.keep_other
-        pending = _PendingCommit(created=known is None)
-        try:
-            with self._transaction() as conn:
-                self._tag(conn)
-                if known is not None:
-                    assert doc_id is not None
-                    pending.doc_id = doc_id
-                    pending.own, pending.own_md5 = known.own, known.own_md5
-                    pending.folder, pending.folder_md5 = known.folder, known.folder_md5
-                    self._expect_row(conn, doc_id, path, configs, known)
-                    if plan.version:
-                        pending.version = self._maybe_save_version(
-                            conn, doc_id, known.stored_hash, plan.meta
-                        )
-                    pending.returning = conn.execute(
-                        "UPDATE memory_documents SET content = %(content)s WHERE id = %(id)s "
-                        "RETURNING updated_at",
-                        {"content": content, "id": doc_id},
-                        prepare=True,
-                    )
-                else:
-                    assert folder is not None
-                    pending.folder, pending.folder_md5 = folder.metadata, folder.md5
-                    self._lock_path(conn, path)
-                    conn.execute(
-                        "SELECT memfs.expect(NOT EXISTS (SELECT 1 FROM memory_documents "
-                        f"  WHERE {SCOPE} AND path = %(path)s) AND (SELECT md5(metadata::text) "
-                        f"  {_NEAREST_CONFIG}) IS NOT DISTINCT FROM %(folder)s, 'path')",
-                        self._params(path=path, configs=configs, folder=folder.md5),
-                        prepare=True,
-                    )
-                    pending.returning = conn.execute(
-                        "INSERT INTO memory_documents (id, user_id, agent_id, path, content, "
-                        "metadata) VALUES (%(id)s, %(user)s, %(agent)s, %(path)s, %(content)s, "
-                        "'{}'::jsonb) RETURNING updated_at",
-                        self._params(id=pending.doc_id, path=path, content=content),
-                        prepare=True,
-                    )
-                conn.execute(
-                    f"INSERT INTO memfs.reindex_queue (document_id) VALUES (%s) {REQUEUE}",
-                    (pending.doc_id,),
-                    prepare=True,
-                )
-                if not (pending.created and attrs.empty):
-                    self._write_attrs(conn, pending.doc_id, attrs)
-                if replacing is not None:
-                    source_id, source_at, keep_dirs = replacing
-                    conn.execute(
-                        "SELECT memfs.expect(EXISTS (SELECT 1 FROM memory_documents "
-                        f"  WHERE id = %(id)s AND {SCOPE} AND updated_at = %(at)s "
-                        "  FOR UPDATE), 'source')",
-                        self._params(id=source_id, at=source_at),
-                        prepare=True,
-                    )
-                    self._keep_deleted(conn, source_id)  # with its versions, before they go
-                    if self.schema.has_versions:
-                        self._carry_versions(conn, source_id, pending.doc_id)
-                    self._delete_row(conn, source_id, keep=False)
-                    self._keep_directories(conn, keep_dirs)
-        except psycopg.Error as exc:
-            if exc.sqlstate == _CHANGED:
-                if doc_id is not None:
-                    self.known.forget(doc_id)
-                return None
-            if exc.sqlstate == _UNDEFINED_FUNCTION:  # an older memfs schema
-                self.fast_saves = False
-                return None
-            raise
-        result = pending.result()
-        self._learn(result, path, new_hash, pending)
-        return result
+        return known, folder, plan
+
+    def _send_known_update(
+        self,
+        conn: Conn,
+        pending: _PendingCommit,
+        doc_id: UUID,
+        path: str,
+        content: str,
+        known: KnownRow,
+        plan: SavePlan,
+    ) -> None:
+        """The update of a known row, behind the guard that it is still as known."""
+        pending.doc_id = doc_id
+        pending.own, pending.own_md5 = known.own, known.own_md5
+        pending.folder, pending.folder_md5 = known.folder, known.folder_md5
+        self._expect_row(conn, doc_id, path, folder_config_paths(path), known)
+        if plan.version:
+            pending.version = self._maybe_save_version(conn, doc_id, known.stored_hash, plan.meta)
+        pending.returning = conn.execute(
+            "UPDATE memory_documents SET content = %(content)s WHERE id = %(id)s "
+            "RETURNING updated_at",
+            {"content": content, "id": doc_id},
+            prepare=True,
+        )
+
+    def _send_known_insert(
+        self, conn: Conn, pending: _PendingCommit, path: str, content: str, folder: KnownFolder
+    ) -> None:
+        """The insert of a new document, behind the guard that its path is free and its
+        folder's ``.config`` is as known."""
+        pending.folder, pending.folder_md5 = folder.metadata, folder.md5
+        self._lock_path(conn, path)
+        conn.execute(
+            "SELECT memfs.expect(NOT EXISTS (SELECT 1 FROM memory_documents "
+            f"  WHERE {SCOPE} AND path = %(path)s) AND (SELECT md5(metadata::text) "
+            f"  {_NEAREST_CONFIG}) IS NOT DISTINCT FROM %(folder)s, 'path')",
+            self._params(path=path, configs=folder_config_paths(path), folder=folder.md5),
+            prepare=True,
+        )
+        pending.returning = conn.execute(
+            "INSERT INTO memory_documents (id, user_id, agent_id, path, content, "
+            "metadata) VALUES (%(id)s, %(user)s, %(agent)s, %(path)s, %(content)s, "
+            "'{}'::jsonb) RETURNING updated_at",
+            self._params(id=pending.doc_id, path=path, content=content),
+            prepare=True,
+        )
+
+    def _send_replacing(
+        self,
+        conn: Conn,
+        target_id: UUID,
+        source_id: UUID,
+        source_at: datetime,
+        keep_dirs: Sequence[str],
+    ) -> None:
+        """``replace_document``'s end: the renamed source deleted (kept first, its versions
+        carried to the target), guarded on the version the mount showed."""
+        conn.execute(
+            "SELECT memfs.expect(EXISTS (SELECT 1 FROM memory_documents "
+            f"  WHERE id = %(id)s AND {SCOPE} AND updated_at = %(at)s "
+            "  FOR UPDATE), 'source')",
+            self._params(id=source_id, at=source_at),
+            prepare=True,
+        )
+        self._keep_deleted(conn, source_id)  # with its versions, before they go
+        if self.schema.has_versions:
+            self._carry_versions(conn, source_id, target_id)
+        self._delete_row(conn, source_id, keep=False)
+        self._keep_directories(conn, keep_dirs)
 
     def _expect_row(
         self, conn: Conn, doc_id: UUID, path: str, configs: list[str], known: KnownRow
@@ -628,32 +675,8 @@ class MetaStore(DeferringStore, ScopedStore):
         ``WriteRefused`` and the transaction rolls back.
         """
         new_hash = new_hash or content_hash(content)
-        row = None
         conflict = None
-        if doc_id is not None:
-            row = self._lock_document(conn, "id = %(id)s", id=doc_id, path=path)
-        if row is None:
-            self._lock_path(conn, path)
-            folder_cur = conn.execute(
-                f"SELECT metadata, md5(metadata::text) {_NEAREST_CONFIG}",
-                self._params(configs=folder_config_paths(path)),
-            )
-            row = self._lock_document(conn, "path = %(path)s", path=path)
-            folder_row = folder_cur.fetchone()
-        pending = _PendingCommit(created=row is None)
-        stored = None
-        if row is None:
-            if folder_row:
-                pending.folder, pending.folder_md5 = folder_row[0], folder_row[1]
-        else:
-            pending.doc_id, stored_hash, stored_empty, own, folder, pending.updated_at = row[:6]
-            pending.own, pending.folder, pending.own_md5, pending.folder_md5 = (
-                own,
-                folder,
-                row[6],
-                row[7],
-            )
-            stored = StoredRow(stored_hash, stored_empty, own, folder, pending.updated_at)
+        pending, stored = self._read_for_save(conn, doc_id, path)
         plan = plan_save(path, content, new_hash, stored, pending.folder, expected)
         pending.changed, pending.replaced_hash = plan.changed, plan.replaced_hash
         if plan.keep_other:
@@ -695,6 +718,38 @@ class MetaStore(DeferringStore, ScopedStore):
         if not (pending.created and attrs.empty):  # a new row has no attributes to clear
             self._write_attrs(conn, pending.doc_id, attrs)
         return pending
+
+    def _read_for_save(
+        self, conn: Conn, doc_id: UUID | None, path: str
+    ) -> tuple[_PendingCommit, StoredRow | None]:
+        """The row a save writes, locked (by id, else by path under the path's advisory
+        lock, with the folder's ``.config``), as the save's pending result and the stored
+        row ``plan_save`` decides on (None: a new document)."""
+        row = None
+        folder_row = None
+        if doc_id is not None:
+            row = self._lock_document(conn, "id = %(id)s", id=doc_id, path=path)
+        if row is None:
+            self._lock_path(conn, path)
+            folder_cur = conn.execute(
+                f"SELECT metadata, md5(metadata::text) {_NEAREST_CONFIG}",
+                self._params(configs=folder_config_paths(path)),
+            )
+            row = self._lock_document(conn, "path = %(path)s", path=path)
+            folder_row = folder_cur.fetchone()
+        pending = _PendingCommit(created=row is None)
+        if row is None:
+            if folder_row:
+                pending.folder, pending.folder_md5 = folder_row[0], folder_row[1]
+            return pending, None
+        pending.doc_id, stored_hash, stored_empty, own, folder, pending.updated_at = row[:6]
+        pending.own, pending.folder, pending.own_md5, pending.folder_md5 = (
+            own,
+            folder,
+            row[6],
+            row[7],
+        )
+        return pending, StoredRow(stored_hash, stored_empty, own, folder, pending.updated_at)
 
     def _keep_concurrent_change(
         self,

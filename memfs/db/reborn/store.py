@@ -62,6 +62,7 @@ from memfs.db.reborn.postgres import PostgresRows
 from memfs.db.reborn.rows import Answer, Family, KeepAs, RebornRows, Record
 from memfs.errors import WriteRefused
 from memfs.ironclaw.write_rules import (
+    DocumentMetadata,
     check_schema,
     effective_metadata,
     reborn_content_problem,
@@ -447,13 +448,7 @@ class RebornStore(DeferringStore):
         ``version_unchanged``: the content it replaces is kept as a version even if it is
         the same (a rename over the document: its history up to then stays its own
         before the source's versions are carried after it)."""
-        problem = layout.path_problem(relative)
-        if problem is not None:
-            raise WriteRefused(
-                errno.EINVAL,
-                "IronClaw's path rules",
-                f"{relative!r} {problem}: IronClaw cannot store it",
-            )
+        self._refuse_path(relative)
         full = self.scope.row(relative)
         # The reads go together (one round trip, with BEGIN): the row, locked; what its
         # metadata is made of; whether a new document may go there.
@@ -461,11 +456,7 @@ class RebornStore(DeferringStore):
         meta = self._metadata_from(self._metadata_query(conn, relative), relative)
         current = self._locked_row(lock, full)
         text = data.decode("utf-8")
-        refused = self.content_problem(relative, text)
-        if refused is not None:
-            raise refused
-        if meta.schema is not None:
-            check_schema(relative, text, meta.schema)
+        self._refuse_content(relative, text, meta)
         # The writes go together with the COMMIT; their answers are read after it.
         conflict = None
         replaced: str | None = None  # the hash of another writer's content it replaces
@@ -512,6 +503,25 @@ class RebornStore(DeferringStore):
             )
 
         return finish
+
+    @staticmethod
+    def _refuse_path(relative: str) -> None:
+        """EINVAL for a path IronClaw's layout cannot store."""
+        problem = layout.path_problem(relative)
+        if problem is not None:
+            raise WriteRefused(
+                errno.EINVAL,
+                "IronClaw's path rules",
+                f"{relative!r} {problem}: IronClaw cannot store it",
+            )
+
+    def _refuse_content(self, relative: str, text: str, meta: DocumentMetadata) -> None:
+        """IronClaw v1.1+'s content rules (prompt files) and the metadata's JSON schema."""
+        refused = self.content_problem(relative, text)
+        if refused is not None:
+            raise refused
+        if meta.schema is not None:
+            check_schema(relative, text, meta.schema)
 
     @staticmethod
     def _one(cursor: Answer) -> tuple[Any, ...]:
