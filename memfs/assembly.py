@@ -157,8 +157,7 @@ def assemble(
         extensions=extensions,
         on_changed=changed,
         tools=ToolFolders(workspace.tool_files, calls),
-        prompt=prompt,
-        status=StatusFiles(status, render_text),
+        root_files=[f for f in (prompt, StatusFiles(status, render_text)) if f is not None],
         stats=stats,
         process_of=RecentProcesses(),
     )

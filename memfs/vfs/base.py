@@ -39,7 +39,7 @@ from memfs.db.interface import CommitResult, DocumentStore, FileAttrs
 from memfs.db.scoped import folder_config_paths
 from memfs.errors import FsError
 from memfs.kernel import KernelNotifier, RecordingNotifier
-from memfs.paths import PROMPT_FILE, loadable_path
+from memfs.paths import loadable_path
 from memfs.recovery import RecoveryArea
 from memfs.scratch import Kind, ScratchRules
 from memfs.stats import MountStats
@@ -52,13 +52,12 @@ from memfs.tree import (
     StoredDocument,
     SymlinkNode,
     SyntheticDir,
+    SyntheticFile,
     Tree,
 )
-from memfs.vfs.extensions import SyntheticTree
+from memfs.vfs.extensions import RootFile, SyntheticTree
 
 if TYPE_CHECKING:
-    from memfs.vfs.prompt_file import PromptFile
-    from memfs.vfs.status_file import StatusFiles
     from memfs.vfs.tool_folders import ToolFolders
 from memfs.vfs.saves import BASES_SHARE, EditorSaves, SaverBases
 
@@ -196,8 +195,7 @@ class FilesystemBase:
         extensions: Sequence[SyntheticTree] = (),
         on_changed: Callable[[UUID], None] | None = None,
         tools: ToolFolders | None = None,
-        prompt: PromptFile | None = None,
-        status: StatusFiles | None = None,
+        root_files: Sequence[RootFile] = (),
         stats: MountStats | None = None,
         process_of: Callable[[int], int] = lambda thread: thread,
     ) -> None:
@@ -206,10 +204,10 @@ class FilesystemBase:
         self.stats = stats
         #: Tool folders' files, kept in memfs's own schema (``memfs.vfs.tool_folders``).
         self.tools = tools
-        #: ``.prompt``, the system prompt IronClaw assembles (``memfs.vfs.prompt_file``).
-        self.prompt = prompt
-        #: ``.status`` and ``.status.json``, made anew at each open (``memfs.vfs.status_file``).
-        self.status = status
+        #: Files at the root found by lookup, never listed: ``.prompt``, the system prompt
+        #: IronClaw assembles (``memfs.vfs.prompt_file``); ``.status`` and ``.status.json``,
+        #: made anew at each open (``memfs.vfs.status_file``).
+        self.root_files = tuple(root_files)
         #: The owner, group and masked-off permission bits every file is shown with
         #: (``--uid``, ``--gid``, ``--umask``); the stored modes are unmasked.
         self.uid = os.getuid() if uid is None else uid
@@ -688,10 +686,18 @@ class FilesystemBase:
 
     async def _root_file(self, name: str) -> Node | None:
         """``.prompt``, ``.status`` or ``.status.json`` (None: another name)."""
-        if name == PROMPT_FILE and self.prompt is not None:
-            return await self.prompt.lookup(self.tree)
-        if self.status is not None:
-            return self.status.lookup(self.tree, name)
+        for files in self.root_files:
+            node = await files.lookup(self.tree, name)
+            if node is not None:
+                return node
+        return None
+
+    def root_file_of(self, node: Node) -> RootFile | None:
+        """The root files ``node`` is one of (None: it is not)."""
+        if isinstance(node, SyntheticFile) and node.parent is self.tree.root:
+            for files in self.root_files:
+                if files.shows(node):
+                    return files
         return None
 
     def _saw_absent(self, parent: DirNode, name: str, pid: int) -> None:
@@ -718,9 +724,7 @@ class FilesystemBase:
 
     def volatile_name(self, node: Node) -> bool:
         """Whether the kernel must not cache this name (a search query's directory)."""
-        if self.prompt is not None and self.prompt.shows(node):
-            return True
-        if self.status is not None and self.status.shows(node):
+        if self.root_file_of(node) is not None:
             return True
         if not isinstance(node, SYNTHETIC):
             return False

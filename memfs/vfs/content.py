@@ -168,8 +168,9 @@ class ContentMixin(FilesystemBase):
         node = self.tree.get_file(ino)
         writable = (flags & os.O_ACCMODE) != os.O_RDONLY
         self._check_openable(node, writable)
-        if isinstance(node, SyntheticFile) and self.status is not None and self.status.shows(node):
-            return await self._open_status(node)
+        made = await self._made_at_open(node)
+        if made is not None:
+            return made
         if not writable and self._kernel_holds(node):
             unloaded = self._open_unloaded(node, pid)
             if unloaded is not None:
@@ -298,10 +299,16 @@ class ContentMixin(FilesystemBase):
         self.bases.read(self.tree.path_of(node), pid, doc_id, version, lambda: digest)
         return fh
 
-    async def _open_status(self, node: SyntheticFile) -> tuple[int, bool]:
-        """``.status``: a report made for this open alone, served with direct I/O."""
-        assert self.status is not None
-        data = await self.status.generate(node, self)
+    async def _made_at_open(self, node: FileNode) -> tuple[int, bool] | None:
+        """A root file whose bytes are made for each open (``.status``): served from a
+        buffer of their own, with direct I/O (None: any other file)."""
+        files = self.root_file_of(node)
+        if files is None:
+            return None
+        assert isinstance(node, SyntheticFile)
+        data = await files.content_at_open(node, self)
+        if data is None:
+            return None
         fh = self._open_handle(node, FileBuffer(data), False)
         self.handles[fh].snapshot = True
         self.kernel.attributes(node.ino)

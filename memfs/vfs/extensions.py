@@ -6,13 +6,18 @@
 one's directory at the mount root (left out of the root listing, so ``find``, ``grep -r``
 and sync tools never walk into it), and sends it the lookups of names it does not hold yet
 and the reads of its lazily read files: one dispatch, in ``memfs.vfs.base``.
+
+``.prompt`` (what the agent is told) and ``.status`` / ``.status.json`` (what the mount
+holds) are each a ``RootFile``: files at the root, found by lookup and never listed (no
+walk of the tree reads them), passed to the filesystem the same way and dispatched in one
+place.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from memfs.tree import Node, ScopedFile, SyntheticDir, Tree
+from memfs.tree import Node, ScopedFile, SyntheticDir, SyntheticFile, Tree
 
 
 class SyntheticTree(Protocol):
@@ -40,3 +45,17 @@ class SyntheticTree(Protocol):
 
     async def before_listing(self, tree: Tree, directory: SyntheticDir) -> None:
         """One of its directories is about to be listed (``.recent`` lists anew)."""
+
+
+class RootFile(Protocol):
+    """Read-only files at the mount root, found by lookup, never listed."""
+
+    async def lookup(self, tree: Tree, name: str) -> SyntheticFile | None:
+        """Its node for ``name`` (made, or made anew), or None: not one of its names."""
+
+    def shows(self, node: Node) -> bool:
+        """Whether ``node`` is one of its files."""
+
+    async def content_at_open(self, node: SyntheticFile, fs: object) -> bytes | None:
+        """Bytes made for one open alone, served with direct I/O (None: the node's own,
+        made at lookup)."""

@@ -127,7 +127,12 @@ class PromptFile:
     def shows(self, node: Node) -> bool:
         return node is self.node
 
-    async def lookup(self, tree: Tree) -> SyntheticFile:
+    async def content_at_open(self, node: SyntheticFile, fs: object) -> bytes | None:
+        return None  # made at lookup (rare), kept while its inputs are unchanged
+
+    async def lookup(self, tree: Tree, name: str) -> SyntheticFile | None:
+        if name != PROMPT_FILE:
+            return None
         today = self.today()
         found: dict[str, FileNode] = {}
         for path in inputs(today):

@@ -41,7 +41,7 @@ class StatusFiles:
         self.clock = clock
         self.nodes: dict[str, SyntheticFile] = {}
 
-    def lookup(self, tree: Tree, name: str) -> SyntheticFile | None:
+    async def lookup(self, tree: Tree, name: str) -> SyntheticFile | None:
         if name not in self.NAMES:
             return None
         node = self.nodes.get(name)
@@ -53,6 +53,9 @@ class StatusFiles:
 
     def shows(self, node: Node) -> bool:
         return isinstance(node, SyntheticFile) and self.nodes.get(node.name) is node
+
+    async def content_at_open(self, node: SyntheticFile, fs: object) -> bytes | None:
+        return await self.generate(node, fs)
 
     async def generate(self, node: SyntheticFile, fs: Any) -> bytes:
         """A new report for one open of ``node``."""
