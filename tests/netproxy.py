@@ -159,13 +159,15 @@ class DelayProxy:
                     with contextlib.suppress(OSError):
                         sink.shutdown(socket.SHUT_WR)
                     return
+                if not from_client:
+                    # Before the bytes go: the client may answer them at once, and its
+                    # next burst, read before this flag were set, would not be counted.
+                    with link.lock:
+                        link.answered = True
                 try:
                     sink.sendall(data)
                 except OSError:
                     return
-                if not from_client:
-                    with link.lock:
-                        link.answered = True
 
         threading.Thread(target=read, name="proxy-read", daemon=True).start()
         threading.Thread(target=deliver, name="proxy-deliver", daemon=True).start()

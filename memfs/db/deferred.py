@@ -63,10 +63,10 @@ WAIT_LIMIT = 60.0
 NEW_NAME_TAKEN = "another writer's rows are at the new name"
 
 
-class FolderMoveLog(Protocol):
-    """Folder moves begun and not finished, kept durably apart from the rows they move
-    (memfs's own file beside IronClaw's libSQL file), so a mount that stopped halfway
-    finishes them at its next start."""
+class PartsLog(Protocol):
+    """Folder moves and batches of removals begun in parts and not finished, kept durably
+    apart from the rows they change (memfs's own file beside IronClaw's libSQL file), so a
+    mount that stopped halfway finishes them at its next start."""
 
     def moves_begun(self, workspace: str) -> list[tuple[str, str]]:
         """(old, new) keys of the moves of ``workspace`` begun and not finished."""
@@ -78,6 +78,19 @@ class FolderMoveLog(Protocol):
 
     def end_move(self, workspace: str, old: str, new: str) -> None:
         """Forget a move once its last transaction committed."""
+        ...
+
+    def removals_begun(self, workspace: str) -> list[tuple[str, str, str | None]]:
+        """(key, path, version shown) of the removals (documents by id, folders dropped
+        or kept by path) of ``workspace`` whose batch began in parts and did not end."""
+        ...
+
+    def begin_removals(self, workspace: str, removals: list[tuple[str, str, str | None]]) -> None:
+        """Note a batch's removals before its first part (committed durably on return)."""
+        ...
+
+    def end_removals(self, workspace: str, keys: list[str]) -> None:
+        """Forget removals once the batch's last part committed."""
         ...
 
 
@@ -406,6 +419,22 @@ def pipelined_transaction(pool: Any) -> Iterator[Any]:
             raise
 
 
+#: How the parts log keys a batch's changes (``DeferringStore._note_removals``).
+_DOCUMENT, _DROPPED, _KEPT = "", "folder-dropped:", "folder-kept:"
+
+
+def _log_entry(change: Change) -> tuple[str, str, str | None] | None:
+    """(key, path, version shown) of a change the parts log notes (None: not noted)."""
+    if isinstance(change, Delete):
+        seen = change.seen.isoformat() if change.seen is not None else None
+        return _DOCUMENT + str(change.doc_id), change.path, seen
+    if isinstance(change, DropDir):
+        return _DROPPED + change.path, change.path, None
+    if isinstance(change, KeepDir):
+        return _KEPT + change.path, change.path, None
+    return None
+
+
 class DeferringStore:
     """The transaction shell of a PostgreSQL engine: deferred changes ride on the next
     transaction (see the module docstring).  An engine sets ``pool`` and ``deferred`` and
@@ -629,7 +658,7 @@ class DeferringStore:
         """How many documents lie below ``path`` (asked only where ``_part_limit`` is set)."""
         raise NotImplementedError
 
-    def _move_log(self) -> tuple[FolderMoveLog, str] | None:
+    def _move_log(self) -> tuple[PartsLog, str] | None:
         """Where folder moves in parts are noted, and this workspace's key there (None:
         not noted; asked only where ``_part_limit`` is set)."""
         return None
@@ -688,8 +717,8 @@ class DeferringStore:
         return outcome
 
     def _finish_moves(self) -> None:
-        """Finish the folder moves a mount began in parts and did not end (once per store,
-        before its first document list)."""
+        """Finish the folder moves and removals a mount began in parts and did not end
+        (once per store, before its first document list)."""
         noted = self._move_log() if self._part_limit() is not None else None
         if self._moves_checked or noted is None or getattr(self.pool, "read_only", False):
             return
@@ -706,6 +735,11 @@ class DeferringStore:
                 continue
             for _, reason in outcome.skipped:
                 log.warning("the move of %r to %r left a document: %s", old, new, reason)
+        try:
+            self._finish_removals(noted)
+        except self._db_error as exc:
+            log.warning("the removals a mount began are not finished yet (%s); the next "
+                        "start tries again", " ".join(str(exc).split()))  # fmt: skip
 
     def _rename_in_parts(
         self, old_path: str, new_path: str, replaced_dir: str | None, keep_dirs: Sequence[str]
@@ -778,6 +812,7 @@ class DeferringStore:
         sent = 0
         if parts is None:
             parts = self._parts(batch.changes, one_by_one=batch.suspect)
+        noted = self._note_removals(batch, parts)
         try:
             for index, (part, in_parts) in enumerate(parts):
                 if index:
@@ -789,20 +824,90 @@ class DeferringStore:
                         rest = ChangeBatch(batch.changes[sent:], suspect=batch.suspect)
                         self.deferred.finish(rest, committed=False, refused=batch.suspect)
                         raise
-                    for n, change in enumerate(part if len(part) > 1 else []):
-                        try:
-                            self._send_part([change], False)
-                        except self._db_error as again:
-                            if not self._is_refusal(again):
-                                rest = ChangeBatch(batch.changes[sent + n :], suspect=True)
-                                self.deferred.finish(rest, committed=False, refused=True)
-                                raise
-                            self._drop(change, again)
-                    if len(part) == 1:
-                        self._drop(part[0], exc)
+                    self._send_refused_part(batch, sent, part, exc)
                 sent += len(part)
+                if noted is not None:  # made (or refused for good): a next start skips them
+                    self._end_removals(noted, part)
         finally:
             self.deferred.release()
+
+    def _send_refused_part(
+        self, batch: ChangeBatch, sent: int, part: list[Change], exc: Exception
+    ) -> None:
+        """A part the database refused, sent again one change per transaction: a change
+        refused on its own is dropped; an outage puts the rest of the batch back."""
+        for n, change in enumerate(part if len(part) > 1 else []):
+            try:
+                self._send_part([change], False)
+            except self._db_error as again:
+                if not self._is_refusal(again):
+                    rest = ChangeBatch(batch.changes[sent + n :], suspect=True)
+                    self.deferred.finish(rest, committed=False, refused=True)
+                    raise
+                self._drop(change, again)
+        if len(part) == 1:
+            self._drop(part[0], exc)
+
+    def _note_removals(
+        self, batch: ChangeBatch, parts: list[Part]
+    ) -> tuple[PartsLog, str, list[tuple[str, str, str | None]]] | None:
+        """A batch's removals (and the folders it drops or keeps) noted in the parts log
+        before its first part, where it goes in more than one, each part's forgotten once
+        it committed (``_finish_removals`` makes the rest at the next start if the mount
+        stops halfway); None where nothing is noted.  A batch that fails for an outage
+        leaves them noted: the mount sends the rest again, and a next start finds those
+        already made (each removal is conditional on the version the mount showed)."""
+        if len(parts) < 2 or self._part_limit() is None:
+            return None
+        noted = self._move_log()
+        entries = [entry for entry in map(_log_entry, batch.changes) if entry is not None]
+        if noted is None or all(key.startswith((_DROPPED, _KEPT)) for key, _, _ in entries):
+            return None
+        noted[0].begin_removals(noted[1], entries)
+        return noted[0], noted[1], entries
+
+    @staticmethod
+    def _end_removals(noted: tuple[PartsLog, str, Any], part: list[Change]) -> None:
+        done = [entry[0] for entry in map(_log_entry, part) if entry is not None]
+        if done:
+            noted[0].end_removals(noted[1], done)
+
+    def _resumed_removal(self, doc_id: str, path: str, seen: str | None) -> Delete:
+        """A noted removal as the engine makes it (``_finish_removals``)."""
+        return Delete(UUID(doc_id), datetime.fromisoformat(seen) if seen else None, path)
+
+    def _resumed(self, key: str, path: str, seen: str | None) -> Change:
+        if key.startswith(_DROPPED):
+            return DropDir(path)
+        if key.startswith(_KEPT):
+            return KeepDir(path)
+        return self._resumed_removal(key.removeprefix(_DOCUMENT), path, seen)
+
+    def _finish_removals(self, noted: tuple[PartsLog, str]) -> None:
+        """Make the removals of a batch a mount began in parts and did not end, each only
+        while its row is at the version that mount showed (another writer's change since
+        stays), with the folders it dropped or kept, in parts as the batch went."""
+        entries = noted[0].removals_begun(noted[1])
+        if not entries:
+            return
+        log.warning("finishing %d removals a mount began in parts and did not end",
+                    len(entries))  # fmt: skip
+        changes = [self._resumed(*entry) for entry in entries]
+        for index, (part, _) in enumerate(self._parts(changes, one_by_one=False)):
+            if index:
+                self._let_others_in()
+            with self._transaction(batch=ChangeBatch()) as conn:
+                resolve = self._send_deletes(conn, [c for c in part if isinstance(c, Delete)])
+                for change in part:
+                    if isinstance(change, DropDir):
+                        self._drop_directory(conn, change.path)
+                    elif isinstance(change, KeepDir):
+                        self._keep_directories(conn, [change.path])
+            left = resolve()  # answered once the transaction committed
+            for removal in part:
+                if isinstance(removal, Delete) and removal.doc_id in left:
+                    log.warning("%r changed since a mount removed it: kept", removal.path)
+            self._end_removals((*noted, None), part)
 
     def _drop(self, change: Change, exc: Exception) -> None:
         reason = " ".join(str(exc).split())
@@ -821,8 +926,8 @@ __all__ = [
     "DeferringStore",
     "Delete",
     "DropDir",
-    "FolderMoveLog",
     "KeepDir",
     "MoveDir",
+    "PartsLog",
     "pipelined_transaction",
 ]

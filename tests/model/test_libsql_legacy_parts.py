@@ -186,3 +186,43 @@ def test_rm_rf_removes_a_few_documents_per_transaction(
     assert paths(file) == []
     (check,) = libsql_statements(file, ("PRAGMA integrity_check", ()))
     assert check == [["ok"]]
+
+
+def removals_begun(file: Path) -> int:
+    with sqlite3.connect(f"{file}.memfs-deleted") as conn:
+        return int(conn.execute("SELECT count(*) FROM removals_begun").fetchone()[0])
+
+
+def test_an_rm_rf_stopped_halfway_is_finished_by_the_next_start(
+    opened: Opened, file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch of removals that goes in parts is noted first: a mount stopped after its
+    first part makes the rest at its next start (each kept for undelete, as any removal),
+    except a document another writer changed meanwhile, which stays."""
+    monkeypatch.setattr(legacy_writes, "MOVE_LIMIT", 12)  # 3 removals a part
+    fill(opened.store, "gone", 8)
+    rows = opened.store.load_documents()
+    opened.changed.clear()
+
+    def stop(n: int) -> None:
+        if len(opened.changed) == 1:
+            raise KeyboardInterrupt  # the process stops between two parts
+
+    opened.before_begin = stop
+    opened.store.defer(*[Delete(r.id, r.updated_at, r.path) for r in rows])
+    with pytest.raises(KeyboardInterrupt):
+        opened.store.flush_changes()
+    assert len(paths(file)) == 5 and removals_begun(file) == 5  # the first part's forgotten
+    opened.close()
+    legacy_write_by_libsql(file, "gone/n07.md", "IronClaw changed it meanwhile\n")
+    again = Opened(file)
+    try:
+        listed = [r.path for r in again.store.load_documents()]
+        assert listed == ["gone/n07.md"] and paths(file) == listed
+        assert again.per_transaction == [3, 2]  # the five not made yet, one of them kept
+        assert removals_begun(file) == 0
+        with sqlite3.connect(f"{file}.memfs-deleted") as conn:
+            kept = conn.execute("SELECT count(*) FROM deleted_documents").fetchone()[0]
+        assert kept == 7
+    finally:
+        again.close()

@@ -225,3 +225,39 @@ def test_a_rename_made_at_once_moves_in_parts_too(opened: Opened, db: Path) -> N
         store.rename_directory("g", "e", None)  # onto another folder: refused, as at once
     assert paths(db)[:4] == [f"e/n{n:02}.md" for n in range(4)]
     assert [p for p in paths(db) if p.startswith("g/")] == [f"g/n{n:02}.md" for n in range(4)]
+
+
+def test_an_rm_rf_stopped_halfway_is_finished_by_the_next_start(db: Path) -> None:
+    """A batch of removals that goes in parts is noted first: a mount stopped after its
+    first part makes the rest at its next start, except a document the agent changed
+    meanwhile, which stays."""
+    first = Opened(db)
+    fill(first.store, "d", 8)
+    shown = {d.path: d.updated_at for d in first.store.load_documents()}
+    first.changed.clear()
+
+    def the_mount_stops(n: int) -> None:
+        if first.changed and n > max(first.changed):  # the part after the first one
+            raise KeyboardInterrupt("the mount stops")
+
+    first.store.defer(*[Delete(first.store.id_of(p), at, p) for p, at in shown.items()])
+    first.before_begin = the_mount_stops
+    with pytest.raises(KeyboardInterrupt):
+        first.store.flush_changes()
+    first.close()
+    assert paths(db) == [f"d/n{n:02}.md" for n in range(3, 8)]  # the first part went
+    with sqlite3.connect(db) as agent:  # IronClaw's overwrite of one of them meanwhile
+        agent.execute(
+            "UPDATE root_filesystem_entries SET contents = ?, version = version + 1, "
+            "updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '+1 second') WHERE path = ?",
+            (b"the agent's\n", f"{S}/d/n07.md"),
+        )
+    second = Opened(db)
+    try:
+        assert len(second.deleted.removals_begun(S)) == 5  # the first part made
+        listed = [d.path for d in second.store.load_documents()]
+        assert listed == ["d/n07.md"] and paths(db) == listed
+        assert second.deleted.removals_begun(S) == []
+        assert second.per_transaction == [3, 2]  # the five not made yet, one kept
+    finally:
+        second.close()

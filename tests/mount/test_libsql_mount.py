@@ -466,3 +466,51 @@ def test_the_facts_conformance_rows_on_a_mount(work_dir: Path, mount_factory: An
     items = json.loads(scored.stdout)["items"]
     assert [(i["path"], i["score"]) for i in items] == [
         ("notes/a.md", 1.0), ("MEMORY.md", pytest.approx(61 / 62, rel=1e-6))]  # fmt: skip
+
+
+def test_an_rm_rf_cut_short_by_sigkill_is_finished_by_the_next_mount(
+    db: Path, work_dir: Path, mount_factory: Any
+) -> None:
+    """A batch of removals too large for one transaction of the file (2 documents a part
+    here) is noted before its first part: the daemon SIGKILLed between two parts, the
+    next mount makes the rest of it before it shows the folder, each document kept for
+    undelete.  (Removals the daemon had not begun to send are not noted: those documents
+    may show again, as on PostgreSQL; the batches form as ``rm`` goes.)"""
+    from tests.mounting import memfs_env
+
+    env = memfs_env(work_dir / "runtime", MEMFS_LIBSQL_MOVE_LIMIT="2")
+    mount = mount_factory(f"sqlite:{db}", env=env)
+    mount.shell("mkdir big && for i in $(seq 40); do echo note $i > big/n$i.md; done")
+    mount.barrier()
+    kept_file = f"{db}.memfs-deleted"
+
+    def left() -> set[str]:  # the folder's documents (their sidecars go with them)
+        rows = memory_rows(db).items()
+        return {p for p, row in rows if p.startswith("big/") and row[1] == "memory_document"}
+
+    def noted() -> set[str]:
+        with sqlite3.connect(f"file:{kept_file}?mode=ro", uri=True) as conn:
+            tables = conn.execute("SELECT name FROM sqlite_master WHERE name = 'removals_begun'")
+            if tables.fetchone() is None:
+                return set()
+            return {p for (p,) in conn.execute("SELECT path FROM removals_begun")}
+
+    assert len(left()) == 40
+    mount.run("rm", "-rf", "big")  # returns at once: the removals go in parts after it
+    eventually(lambda: bool(noted()) and len(left()) < 40, "a noted batch's first part", 15)
+    mount.kill()  # SIGKILL, between two parts of that batch
+    unfinished = {p for p in noted() if p.startswith("big/")}
+    assert unfinished and unfinished <= left(), "the daemon was not stopped between parts"
+    again = mount_factory(f"sqlite:{db}", env=env)
+    shown = (
+        {f"big/{p.name}" for p in again.path("big").iterdir()}
+        if again.path("big").exists()
+        else set()
+    )
+    assert not unfinished & left() and not unfinished & shown  # the batch was finished
+    assert shown == left()  # what shows again is only what no batch had begun to remove
+    assert noted() == set()
+    assert "removals a mount began in parts" in again.log()
+    with sqlite3.connect(kept_file) as conn:
+        kept = conn.execute("SELECT count(DISTINCT path) FROM deleted_documents").fetchone()[0]
+    assert kept == 40 - len(left())

@@ -39,6 +39,8 @@ _SCHEMA = (
     "ON deleted_documents (workspace, path, deleted_at)",
     "CREATE TABLE IF NOT EXISTS folder_moves (workspace TEXT NOT NULL, old_path TEXT NOT NULL, "
     "new_path TEXT NOT NULL, begun_at TEXT NOT NULL, PRIMARY KEY (workspace, old_path, new_path))",
+    "CREATE TABLE IF NOT EXISTS removals_begun (workspace TEXT NOT NULL, key TEXT NOT NULL, "
+    "path TEXT NOT NULL, seen TEXT, begun_at TEXT NOT NULL, PRIMARY KEY (workspace, key))",
 )
 _DELETION = (
     "id, path, created_at, updated_at, deleted_at, deleted_by, length(CAST(content AS BLOB))"
@@ -108,7 +110,7 @@ class DeletedFile:
             raise
         conn.execute("COMMIT")
 
-    # -- folder moves in parts (``FolderMoveLog``) ------------------------------------------
+    # -- folder moves in parts (``PartsLog``) ------------------------------------------
 
     def moves_begun(self, workspace: str) -> list[tuple[str, str]]:
         conn = self.connection()
@@ -133,6 +135,45 @@ class DeletedFile:
             "DELETE FROM folder_moves WHERE workspace = ? AND old_path = ? AND new_path = ?",
             (workspace, old, new),
         )
+
+    # -- removals in parts (``PartsLog``) ----------------------------------------------------
+
+    def removals_begun(self, workspace: str) -> list[tuple[str, str, str | None]]:
+        conn = self.connection()
+        if conn is None:
+            return []
+        return [(key, path, seen) for key, path, seen in conn.execute(
+            "SELECT key, path, seen FROM removals_begun WHERE workspace = ? "
+            "ORDER BY begun_at, path", (workspace,),
+        ).fetchall()]  # fmt: skip
+
+    def begin_removals(self, workspace: str, removals: list[tuple[str, str, str | None]]) -> None:
+        conn = self.connection()
+        assert conn is not None
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany(
+                f"INSERT OR REPLACE INTO removals_begun VALUES (?, ?, ?, ?, {NOW})",
+                [(workspace, key, path, seen) for key, path, seen in removals],
+            )
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")  # synchronous = FULL: durable on return
+
+    def end_removals(self, workspace: str, keys: list[str]) -> None:
+        conn = self.connection()
+        assert conn is not None
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany(
+                "DELETE FROM removals_begun WHERE workspace = ? AND key = ?",
+                [(workspace, key) for key in keys],
+            )
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
 
     def keep_row(
         self, conn: sqlite3.Connection, family: Family, guard: tuple[str, dict[str, Any]],

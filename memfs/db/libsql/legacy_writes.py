@@ -45,9 +45,9 @@ from memfs.db.deferred import (
     DeferredChanges,
     DeferringStore,
     Delete,
-    FolderMoveLog,
     Moved,
     MoveDir,
+    PartsLog,
 )
 from memfs.db.interface import CommitResult, DocRow, FileAttrs, attrs_of
 from memfs.db.kept_store import legacy_workspace
@@ -761,7 +761,7 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore):
         ).fetchone())  # fmt: skip
         return int(row[0]) if row else 0
 
-    def _move_log(self) -> tuple[FolderMoveLog, str] | None:
+    def _move_log(self) -> tuple[PartsLog, str] | None:
         return self.deleted, self.workspace
 
     def _move_part(self, conn: Any, move: MoveDir, after: str, limit: int,

@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 
-from memfs.db.deferred import FolderMoveLog, is_refusal, pipelined_transaction
+from memfs.db.deferred import PartsLog, is_refusal, pipelined_transaction
 from memfs.db.health import invalid_indexes
 from memfs.db.interface import FileAttrs
 from memfs.db.reborn.rows import Answer, Family, KeepAs, Record
@@ -38,7 +38,7 @@ class PostgresRows:
 
     error: type[Exception] = psycopg.Error
     move_limit: int | None = None  # a transaction locks only the rows it changes
-    move_log: FolderMoveLog | None = None
+    move_log: PartsLog | None = None
 
     @contextlib.contextmanager
     def read_connection(self, pool: Pool) -> Iterator[Any]:

@@ -23,7 +23,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
-from memfs.db.deferred import FolderMoveLog
+from memfs.db.deferred import PartsLog
 from memfs.db.interface import FileAttrs
 
 
@@ -77,7 +77,7 @@ class RebornRows(Protocol):
     #: wait for 5 s at most).
     move_limit: int | None
     #: Where moves made in several transactions are noted (None: not kept).
-    move_log: FolderMoveLog | None
+    move_log: PartsLog | None
 
     def read_connection(self, pool: Any) -> AbstractContextManager[Any]:
         """A connection for reads outside any write transaction."""

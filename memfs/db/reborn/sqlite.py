@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memfs.db.deferred import FolderMoveLog
+from memfs.db.deferred import PartsLog
 from memfs.db.interface import FileAttrs
 from memfs.db.libsql.connection import MOVE_LIMIT, LibsqlFile, blob
 from memfs.db.libsql.row_times import NOW, TABLE, parse_time, token
@@ -220,7 +220,7 @@ class SqliteRows:
         #: Documents a transaction removes or moves at most (``RebornRows.move_limit``).
         self.move_limit: int | None = move_limit
         #: Moves in parts are noted in the file deleted documents are kept in.
-        self.move_log: FolderMoveLog | None = deleted
+        self.move_log: PartsLog | None = deleted
         #: The file, whose count of this process's own commits joins ``data_version``
         #: (which moves with other connections' commits only).
         self.file = file

@@ -39,9 +39,9 @@ from memfs.db.deferred import (
     DeferredChanges,
     DeferringStore,
     Delete,
-    FolderMoveLog,
     Moved,
     MoveDir,
+    PartsLog,
 )
 from memfs.db.interface import (
     CommitResult,
@@ -871,13 +871,7 @@ class RebornStore(DeferringStore):
         *,
         replaced_seen: datetime | None = None,
     ) -> Moved | None:
-        problem = layout.path_problem(new_path)
-        if problem is not None:
-            raise WriteRefused(
-                errno.EINVAL,
-                "IronClaw's path rules",
-                f"{new_path!r} {problem}: IronClaw cannot store it",
-            )
+        self._refuse_path(new_path)
         relative = self.path_of(doc_id)
         if relative is None:
             return None
@@ -984,12 +978,16 @@ class RebornStore(DeferringStore):
         with self._reading() as conn:
             return self.rows.count_documents(conn, self.scope.row(path))
 
-    def _move_log(self) -> tuple[FolderMoveLog, str] | None:
+    def _move_log(self) -> tuple[PartsLog, str] | None:
         log_ = self.rows.move_log
         return None if log_ is None else (log_, self.scope.prefix)
 
     def _log_key(self, path: str) -> str:
         return self.scope.row(path)
+
+    def _resumed_removal(self, doc_id: str, path: str, seen: str | None) -> Delete:
+        """By its path: ids are this process's names for paths (``id_of``)."""
+        return Delete(self.id_of(path), datetime.fromisoformat(seen) if seen else None, path)
 
     def _log_path(self, key: str) -> str:
         return self._relative(key)
