@@ -435,6 +435,13 @@ def _log_entry(change: Change) -> tuple[str, str, str | None] | None:
     return None
 
 
+def _end_removals(log_: PartsLog, workspace: str, part: list[Change]) -> None:
+    """Forget a part's noted removals once it committed."""
+    done = [entry[0] for entry in map(_log_entry, part) if entry is not None]
+    if done:
+        log_.end_removals(workspace, done)
+
+
 class DeferringStore:
     """The transaction shell of a PostgreSQL engine: deferred changes ride on the next
     transaction (see the module docstring).  An engine sets ``pool`` and ``deferred`` and
@@ -827,7 +834,7 @@ class DeferringStore:
                     self._send_refused_part(batch, sent, part, exc)
                 sent += len(part)
                 if noted is not None:  # made (or refused for good): a next start skips them
-                    self._end_removals(noted, part)
+                    _end_removals(noted[0], noted[1], part)
         finally:
             self.deferred.release()
 
@@ -866,12 +873,6 @@ class DeferringStore:
         noted[0].begin_removals(noted[1], entries)
         return noted[0], noted[1], entries
 
-    @staticmethod
-    def _end_removals(noted: tuple[PartsLog, str, Any], part: list[Change]) -> None:
-        done = [entry[0] for entry in map(_log_entry, part) if entry is not None]
-        if done:
-            noted[0].end_removals(noted[1], done)
-
     def _resumed_removal(self, doc_id: str, path: str, seen: str | None) -> Delete:
         """A noted removal as the engine makes it (``_finish_removals``)."""
         return Delete(UUID(doc_id), datetime.fromisoformat(seen) if seen else None, path)
@@ -896,18 +897,11 @@ class DeferringStore:
         for index, (part, _) in enumerate(self._parts(changes, one_by_one=False)):
             if index:
                 self._let_others_in()
-            with self._transaction(batch=ChangeBatch()) as conn:
-                resolve = self._send_deletes(conn, [c for c in part if isinstance(c, Delete)])
-                for change in part:
-                    if isinstance(change, DropDir):
-                        self._drop_directory(conn, change.path)
-                    elif isinstance(change, KeepDir):
-                        self._keep_directories(conn, [change.path])
-            left = resolve()  # answered once the transaction committed
-            for removal in part:
-                if isinstance(removal, Delete) and removal.doc_id in left:
-                    log.warning("%r changed since a mount removed it: kept", removal.path)
-            self._end_removals((*noted, None), part)
+            with self._transaction(batch=ChangeBatch()) as conn:  # not the mount's own
+                resolve = self._send_changes(conn, ChangeBatch(part))
+            for change, reason in resolve().skipped:  # answered once it committed
+                log.warning("the %s was not finished: %s", describe(change), reason)
+            _end_removals(noted[0], noted[1], part)
 
     def _drop(self, change: Change, exc: Exception) -> None:
         reason = " ".join(str(exc).split())

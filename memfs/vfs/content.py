@@ -32,6 +32,7 @@ from memfs.vfs.base import (
     log,
     refuse_stale,
 )
+from memfs.vfs.extensions import RootFile
 from memfs.vfs.saves import Base
 
 #: Read-ahead on a cold open: at most this many neighbours, and this many bytes.
@@ -168,9 +169,11 @@ class ContentMixin(FilesystemBase):
         node = self.tree.get_file(ino)
         writable = (flags & os.O_ACCMODE) != os.O_RDONLY
         self._check_openable(node, writable)
-        made = await self._made_at_open(node)
-        if made is not None:
-            return made
+        files = self.root_file_of(node)  # every open asks: no await unless it is one
+        if files is not None:
+            made = await self._made_at_open(node, files)
+            if made is not None:
+                return made
         if not writable and self._kernel_holds(node):
             unloaded = self._open_unloaded(node, pid)
             if unloaded is not None:
@@ -181,12 +184,8 @@ class ContentMixin(FilesystemBase):
             self._note_base(node, buffer, pid, writable=writable, truncate=truncate)
             if writable and isinstance(buffer, FileBuffer):
                 buffer.appends_only = False
-        if truncate and len(buffer) > 0:
-            buffer.truncate(0)
         if truncate:
-            node.size = 0
-            node.client_mtime_ns = None
-            node.mtime_ns = node.ctime_ns = self.clock()
+            self._emptied_at_open(node, buffer)
         fh = self._open_handle(node, buffer, writable, flags)
         if self.contended and node.parent is not None:
             self._snapshot_if_contended(node, self.handles[fh], writable)
@@ -199,6 +198,14 @@ class ContentMixin(FilesystemBase):
                       " (older bytes served until the next stat)" if ino in self.served
                       else "")  # fmt: skip
         return fh, keep_cache
+
+    def _emptied_at_open(self, node: FileNode, buffer: Buffer) -> None:
+        """``O_TRUNC``: the file is empty from this open on (saved at its close)."""
+        if len(buffer) > 0:
+            buffer.truncate(0)
+        node.size = 0
+        node.client_mtime_ns = None
+        node.mtime_ns = node.ctime_ns = self.clock()
 
     def _check_openable(self, node: FileNode, writable: bool) -> None:
         """ESTALE for a file no name leads to any more; EROFS for a write to a read-only
@@ -299,12 +306,9 @@ class ContentMixin(FilesystemBase):
         self.bases.read(self.tree.path_of(node), pid, doc_id, version, lambda: digest)
         return fh
 
-    async def _made_at_open(self, node: FileNode) -> tuple[int, bool] | None:
+    async def _made_at_open(self, node: FileNode, files: RootFile) -> tuple[int, bool] | None:
         """A root file whose bytes are made for each open (``.status``): served from a
-        buffer of their own, with direct I/O (None: any other file)."""
-        files = self.root_file_of(node)
-        if files is None:
-            return None
+        buffer of their own, with direct I/O (None: its bytes are the node's own)."""
         assert isinstance(node, SyntheticFile)
         data = await files.content_at_open(node, self)
         if data is None:

@@ -20,6 +20,7 @@ import json
 import os
 import sqlite3
 import threading
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -94,17 +95,22 @@ class DeletedFile:
         """Deleted documents, committed durably now in one transaction (one sync)."""
         if not documents:
             return
+        self._commit_many(
+            "INSERT INTO deleted_documents (workspace, path, content, created_at, "
+            "updated_at, versions, deleted_at, deleted_by, row_path, row_state) VALUES "
+            "(:workspace, :path, :content, :created_at, :updated_at, :versions, "
+            f"{NOW}, 'mount', :row_path, :row_state)",
+            documents,
+        )
+
+    def _commit_many(self, statement: str, rows: Sequence[Any]) -> None:
+        """``statement`` for each of ``rows`` in one transaction, durable on return
+        (``synchronous = FULL``)."""
         conn = self.connection()
         assert conn is not None
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.executemany(
-                "INSERT INTO deleted_documents (workspace, path, content, created_at, "
-                "updated_at, versions, deleted_at, deleted_by, row_path, row_state) VALUES "
-                "(:workspace, :path, :content, :created_at, :updated_at, :versions, "
-                f"{NOW}, 'mount', :row_path, :row_state)",
-                documents,
-            )
+            conn.executemany(statement, rows)
         except BaseException:
             conn.execute("ROLLBACK")
             raise
@@ -148,32 +154,16 @@ class DeletedFile:
         ).fetchall()]  # fmt: skip
 
     def begin_removals(self, workspace: str, removals: list[tuple[str, str, str | None]]) -> None:
-        conn = self.connection()
-        assert conn is not None
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.executemany(
-                f"INSERT OR REPLACE INTO removals_begun VALUES (?, ?, ?, ?, {NOW})",
-                [(workspace, key, path, seen) for key, path, seen in removals],
-            )
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")  # synchronous = FULL: durable on return
+        self._commit_many(
+            f"INSERT OR REPLACE INTO removals_begun VALUES (?, ?, ?, ?, {NOW})",
+            [(workspace, key, path, seen) for key, path, seen in removals],
+        )
 
     def end_removals(self, workspace: str, keys: list[str]) -> None:
-        conn = self.connection()
-        assert conn is not None
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.executemany(
-                "DELETE FROM removals_begun WHERE workspace = ? AND key = ?",
-                [(workspace, key) for key in keys],
-            )
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+        self._commit_many(
+            "DELETE FROM removals_begun WHERE workspace = ? AND key = ?",
+            [(workspace, key) for key in keys],
+        )
 
     def keep_row(
         self, conn: sqlite3.Connection, family: Family, guard: tuple[str, dict[str, Any]],
