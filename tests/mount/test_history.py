@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import uuid
 from pathlib import Path
 from typing import Any
@@ -93,27 +94,41 @@ def test_nothing_acknowledged_is_lost(
     violations += not_merged(run.history, final_state(run, {}))  # issue 32's tightening
     print(f"history seed {seed} on {engine}: {summary}")
     if violations:
-        mounts = run.mounts
-        keep = os.environ.get("MEMFS_HISTORY_KEEP")  # a folder outliving the test session
-        where = Path(keep) if keep else mounts[0].mountpoint.parent
-        where.mkdir(parents=True, exist_ok=True)
-        saved = where / f"history-{engine}-{seed}.json"
-        saved.write_text(json.dumps([dataclasses.asdict(op) for op in run.history.ops],
-                                    default=str, indent=1))  # fmt: skip
-        state = final_state(run, {})
-        saved.with_suffix(".rows.json").write_text(
-            json.dumps({"documents": state.documents, "versions": state.versions})
-        )
-        for n, mount in enumerate(mounts):
-            (where / f"m{n}-{engine}-{seed}.log").write_text(mount.log_path.read_text())
-        if keep:
-            audit.save(database_url, saved.with_suffix(".audit.json"))
-        logs = "\n".join(f"--- {m.mountpoint}\n{m.log()[-3000:]}" for m in mounts)
-        raise AssertionError(
-            f"seed {seed} on {engine}: {len(violations)} violations (history: {saved}):\n"
-            + "\n".join(violations[:40])
-            + f"\n{summary}\n{logs}"
-        )
+        fail_with_evidence(run, database_url, violations, summary)
+
+
+def fail_with_evidence(run: Run, database_url: str, violations: list[str], summary: Any) -> None:
+    """Fail, keeping what a failure needs to be read afterwards: the history, the rows,
+    each mount's log, and (libSQL) the files themselves or (PostgreSQL, with
+    ``MEMFS_HISTORY_KEEP``) the audit of every statement."""
+    engine, seed, mounts = run.engine, run.seed, run.mounts
+    keep = os.environ.get("MEMFS_HISTORY_KEEP")  # a folder outliving the test session
+    where = Path(keep) if keep else mounts[0].mountpoint.parent
+    where.mkdir(parents=True, exist_ok=True)
+    saved = where / f"history-{engine}-{seed}.json"
+    saved.write_text(json.dumps([dataclasses.asdict(op) for op in run.history.ops],
+                                default=str, indent=1))  # fmt: skip
+    state = final_state(run, {})
+    saved.with_suffix(".rows.json").write_text(
+        json.dumps({"documents": state.documents, "versions": state.versions}, default=str)
+    )
+    for n, mount in enumerate(mounts):
+        (where / f"m{n}-{engine}-{seed}.log").write_text(mount.log_path.read_text())
+    snapshots = Path(run.env["HOME"]) / "snapshots"
+    if snapshots.is_dir():  # the copies made at each moment
+        shutil.copytree(snapshots, where / f"snapshots-{engine}-{seed}", dirs_exist_ok=True)
+    if run.url.startswith("sqlite:"):
+        file = Path(run.url.removeprefix("sqlite:"))
+        for kept in file.parent.glob(file.name + "*"):
+            shutil.copy2(kept, where / f"{engine}-{seed}-{kept.name}")
+    elif keep:
+        audit.save(database_url, saved.with_suffix(".audit.json"))
+    logs = "\n".join(f"--- {m.mountpoint}\n{m.log()[-3000:]}" for m in mounts)
+    raise AssertionError(
+        f"seed {seed} on {engine}: {len(violations)} violations (history: {saved}):\n"
+        + "\n".join(violations[:40])
+        + f"\n{summary}\n{logs}"
+    )
 
 
 #: Seeds of the runs on IronClaw's libSQL files (two each in CI, without the shared file: a
@@ -134,7 +149,7 @@ def test_nothing_acknowledged_is_lost_on_libsql(
     run, violations = run_history(file, database_url, mount_factory, work_dir, seed,
                                   OPERATIONS, shared_log=seed in SHARED_SEEDS)  # fmt: skip
     violations += not_merged(run.history, final_state(run, {}))
-    print(f"history seed {seed} on {file}: {run.history.summary()}")
-    assert not violations, f"seed {seed} on {file}: {len(violations)} violations:\n" + "\n".join(
-        violations[:40]
-    )
+    summary = run.history.summary()
+    print(f"history seed {seed} on {file}: {summary}")
+    if violations:
+        fail_with_evidence(run, database_url, violations, summary)
