@@ -43,6 +43,7 @@ from memfs.db.known import EMPTY_METADATA_MD5, KnownFolder, KnownRow, KnownRows
 from memfs.db.legacy.chunks import replace_chunks
 from memfs.db.legacy.reindex_store import ReindexStore
 from memfs.db.legacy.whole_documents import WholeDocumentStore
+from memfs.db.legacy_rename import LegacyRenameOver, Source
 from memfs.db.limits import legacy_max_path
 from memfs.db.schema import SchemaInfo
 from memfs.db.scoped import (
@@ -146,7 +147,7 @@ _NEAREST_CONFIG = (
 )
 
 
-class MetaStore(DeferringStore, ScopedStore):
+class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
     """The documents of one workspace in IronClaw's ``memory_documents`` (the legacy
     engine behind ``memfs.db.interface.DocumentStore``)."""
 
@@ -175,10 +176,14 @@ class MetaStore(DeferringStore, ScopedStore):
         self.max_path_bytes = legacy_max_path(scope.user_id)
 
     def _tag(self, conn: Conn) -> None:
-        if self.origin:
-            conn.execute(
-                "SELECT set_config('memfs.origin', %s, true)", (self.origin,), prepare=True
-            )
+        """Mark the transaction as memfs's own, which keeps and records what it deletes and
+        moves itself: memfs's trigger then does not keep a second copy.  A store with no
+        origin (``memfs sync``, ``memfs restore``: no change feed to tell its events
+        apart) is tagged all the same."""
+        conn.execute(
+            "SELECT set_config('memfs.origin', %s, true)", (self.origin or "memfs",),
+            prepare=True,
+        )  # fmt: skip
 
     def _begin(self, conn: Conn) -> None:
         for name, value in self.settings.items():
@@ -491,7 +496,11 @@ class MetaStore(DeferringStore, ScopedStore):
         try:
             with self._transaction() as conn:
                 self._tag(conn)
-                if known is not None:
+                if replacing is not None:
+                    assert known is not None and doc_id is not None
+                    self._send_replacing(conn, pending, doc_id, path, content, known, plan,
+                                         replacing)  # fmt: skip
+                elif known is not None:
                     assert doc_id is not None
                     self._send_known_update(conn, pending, doc_id, path, content, known, plan)
                 else:
@@ -504,8 +513,6 @@ class MetaStore(DeferringStore, ScopedStore):
                 )
                 if not (pending.created and attrs.empty):
                     self._write_attrs(conn, pending.doc_id, attrs)
-                if replacing is not None:
-                    self._send_replacing(conn, pending.doc_id, *replacing)
         except psycopg.Error as exc:
             if exc.sqlstate == _CHANGED:
                 if doc_id is not None:
@@ -611,13 +618,19 @@ class MetaStore(DeferringStore, ScopedStore):
     def _send_replacing(
         self,
         conn: Conn,
+        pending: _PendingCommit,
         target_id: UUID,
-        source_id: UUID,
-        source_at: datetime,
-        keep_dirs: Sequence[str],
+        path: str,
+        content: str,
+        known: KnownRow,
+        plan: SavePlan,
+        replacing: tuple[UUID, datetime, Sequence[str]],
     ) -> None:
-        """``replace_document``'s end: the renamed source deleted (kept first, its versions
-        carried to the target), guarded on the version the mount showed."""
+        """``replace_document``'s steps (``LegacyRenameOver``) with the target's write
+        decided on what is known, guarded on the source's version the mount showed: its
+        step 5 cannot apply (a changed source fails the transaction), nor can step 2 (the
+        guard holds the target to a content other than ``content``)."""
+        source_id, source_at, keep_dirs = replacing
         conn.execute(
             "SELECT memfs.expect(EXISTS (SELECT 1 FROM memory_documents "
             f"  WHERE id = %(id)s AND {SCOPE} AND updated_at = %(at)s "
@@ -625,10 +638,12 @@ class MetaStore(DeferringStore, ScopedStore):
             self._params(id=source_id, at=source_at),
             prepare=True,
         )
-        self._keep_deleted(conn, source_id)  # with its versions, before they go
-        if self.schema.has_versions:
-            self._carry_versions(conn, source_id, target_id)
-        self._delete_row(conn, source_id, keep=False)
+
+        def write() -> _PendingCommit:
+            self._send_known_update(conn, pending, target_id, path, content, known, plan)
+            return pending
+
+        self._rename_over(conn, Source(source_id, None), target_id, content, write)
         self._keep_directories(conn, keep_dirs)
 
     def _expect_row(
@@ -893,10 +908,6 @@ class MetaStore(DeferringStore, ScopedStore):
         id if it was there."""
         return self._delete_rows(conn, [Delete(doc_id)], keep=keep)[0]
 
-    def _keep_deleted(self, conn: Conn, doc_id: UUID) -> None:
-        """Keep a document about to be deleted with its versions (``memfs undelete``)."""
-        conn.execute("SELECT memfs.keep_document(%s, 'mount')", (doc_id,), prepare=True)
-
     def delete_document(
         self, doc_id: UUID, keep_dirs: Sequence[str] = (), seen: datetime | None = None
     ) -> bool:
@@ -1007,13 +1018,10 @@ class MetaStore(DeferringStore, ScopedStore):
         expected: datetime | None = None,
         source_at: datetime | None = None,
     ) -> CommitResult | None:
-        """A document renamed over another: IronClaw's write, then IronClaw's delete.
-
-        In one transaction: ``path`` (the row ``target_id``) is written with the source's
-        content by IronClaw's rules (the target keeps its id, created_at and metadata; its
-        previous content becomes a version; chunks follow), then the source row is deleted
-        (its chunks and versions go with it, as IronClaw's delete does).  ``content`` None
-        means the source's stored content.  None if the source row is gone.  ``expected``
+        """A document renamed over another: IronClaw's write of ``path`` (the row
+        ``target_id``), then IronClaw's delete of the source, with memfs's history rules
+        between (``LegacyRenameOver``), in one transaction.  ``content`` None means the
+        source's stored content.  None if the source row is gone.  ``expected``
         is the target version the caller last saw (a newer one is kept, as ``commit``).
 
         One round trip when the content is given, ``source_at`` (the source's version it
@@ -1039,39 +1047,18 @@ class MetaStore(DeferringStore, ScopedStore):
                 if row is None:
                     return None
                 content = str(row[0])
-            chunks = chunk_document(content, self.chunk_config) if index_now else None
-            # The source is kept as deleted with its own versions, before they go over.
-            self._keep_deleted(conn, source_id)
-            if self.schema.has_versions:
-                self._version_if_kept(conn, target_id, content)
-            pending = self._commit(conn, target_id, path, content, attrs, chunks, expected)
-            if self.schema.has_versions:
-                self._carry_versions(conn, source_id, pending.doc_id)
-            if source_at is not None and self.schema.has_versions:
-                # Another writer changed the renamed file after the mount read it: its
-                # content is kept as a version of the document it replaced (its row goes).
-                conn.execute(
-                    "INSERT INTO memory_document_versions (document_id, version, content, "
-                    "  content_hash, changed_by) "
-                    "SELECT %(target)s, COALESCE((SELECT max(v.version) FROM "
-                    "  memory_document_versions v WHERE v.document_id = %(target)s), 0) + 1, "
-                    f"  d.content, {_SERVER_HASH}, %(user)s "
-                    "FROM memory_documents d WHERE d.id = %(source)s "
-                    "  AND d.updated_at IS DISTINCT FROM %(at)s",
-                    self._params(target=pending.doc_id, source=source_id, at=source_at),
-                )
-            self._delete_row(conn, source_id, keep=False)
+            text = content
+            chunks = chunk_document(text, self.chunk_config) if index_now else None
+            pending = self._rename_over(
+                conn, Source(source_id, source_at), target_id, text,
+                lambda: self._commit(conn, target_id, path, text, attrs, chunks, expected),
+            )  # fmt: skip
             self._keep_directories(conn, keep_dirs)
         result = pending.result()
         self._learn(result, path, content_hash(content), pending)
         return result
 
     def _version_if_kept(self, conn: Conn, target_id: UUID, content: str) -> None:
-        """Before the source's versions are carried over (numbered after the target's
-        own), the target's content is one of its versions even when the rename leaves it
-        as it is (a merge holding both): its history up to the rename stays its own, and
-        ``.at/`` finds the target's content of then before any carried one.  Not a second
-        time if its newest version holds it already (IronClaw's rule)."""
         conn.execute(
             "INSERT INTO memory_document_versions (document_id, version, content, "
             "  content_hash, changed_by) "
@@ -1084,10 +1071,30 @@ class MetaStore(DeferringStore, ScopedStore):
             self._params(id=target_id, content=content),
         )
 
+    def _keeps_versions(self) -> bool:
+        return self.schema.has_versions
+
+    def _keep_source(self, conn: Conn, source_id: UUID) -> None:
+        conn.execute("SELECT memfs.keep_document(%s, 'mount')", (source_id,), prepare=True)
+
+    def _version_if_changed(
+        self, conn: Conn, source_id: UUID, source_at: datetime, target_id: UUID
+    ) -> None:
+        conn.execute(
+            "INSERT INTO memory_document_versions (document_id, version, content, "
+            "  content_hash, changed_by) "
+            "SELECT %(target)s, COALESCE((SELECT max(v.version) FROM "
+            "  memory_document_versions v WHERE v.document_id = %(target)s), 0) + 1, "
+            f"  d.content, {_SERVER_HASH}, %(user)s "
+            "FROM memory_documents d WHERE d.id = %(source)s "
+            "  AND d.updated_at IS DISTINCT FROM %(at)s",
+            self._params(target=target_id, source=source_id, at=source_at),
+        )
+
+    def _delete_source(self, conn: Conn, source_id: UUID) -> None:
+        self._delete_row(conn, source_id, keep=False)
+
     def _carry_versions(self, conn: Conn, source_id: UUID, target_id: UUID) -> None:
-        """A document renamed over another keeps its history: the source's versions become
-        the target's, numbered after the target's own (memfs's rule: IronClaw has no
-        rename; its delete of the source would cascade them away)."""
         conn.execute(
             "UPDATE memory_document_versions v SET document_id = %(target)s, "
             "  version = v.version + (SELECT COALESCE(max(o.version), 0) "

@@ -51,6 +51,7 @@ from memfs.db.deferred import (
 )
 from memfs.db.interface import CommitResult, DocRow, FileAttrs, attrs_of
 from memfs.db.kept_store import legacy_workspace
+from memfs.db.legacy_rename import LegacyRenameOver, Source
 from memfs.db.libsql.connection import MOVE_LIMIT, LibsqlFile
 from memfs.db.libsql.kept import DeletedFile
 from memfs.db.libsql.legacy_stores import LegacyLibsqlStore, json_object, legacy_token
@@ -110,7 +111,7 @@ class _Row:
         return f"{self.updated_at}|{len(self.content.encode('utf-8')) % 1000}"
 
 
-class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore):
+class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore, LegacyRenameOver):
     """One legacy workspace of the file, read and written (``DocumentStore``)."""
 
     _db_error: type[Exception] = sqlite3.Error
@@ -572,37 +573,43 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore):
         expected: datetime | None = None,
         source_at: datetime | None = None,
     ) -> CommitResult | None:
-        """A document renamed over another: IronClaw's write of ``path`` (the target keeps
-        its id, created_at and metadata; its content becomes a version), then IronClaw's
-        delete of the source, whose versions the target carries on (numbered after its
-        own).  None if the source is gone."""
+        """A document renamed over another: IronClaw's write of ``path``, then IronClaw's
+        delete of the source, with memfs's history rules between (``LegacyRenameOver``).
+        None if the source is gone."""
         with self._transaction() as conn:
-            source = self._row(conn, "id = ?", str(source_id))
             if content is None:
+                source = self._row(conn, "id = ?", str(source_id))
                 if source is None:
                     return None
                 content = source.content
-            if source is not None:
-                self.deleted.keep(self._kept_copy(conn, source))
-            if self.has_versions:
-                self._version_if_kept(conn, target_id, content)
-            result = self._commit(conn, target_id, path, content, attrs, expected)
-            if self.has_versions and source is not None and source.id != result.doc_id:
-                self._carry_versions(conn, source.id, result.doc_id)
-                if source_at is not None and source.token != source_at:
-                    # Another writer changed the renamed file after the mount read it:
-                    # its content stays, a version of the document it replaced.
-                    self._insert_version(conn, result.doc_id, source.content,
-                                         content_hash(source.content))  # fmt: skip
-            if source is not None and source.id != result.doc_id:
-                self._delete_rows(conn, [Delete(source.id)], keep=False)
+            text = content
+            result = self._rename_over(
+                conn, Source(source_id, source_at), target_id, text,
+                lambda: self._commit(conn, target_id, path, text, attrs, expected),
+            )  # fmt: skip
             self._keep_directories(conn, keep_dirs)
-        self._remember(result.doc_id, result.updated_at, content_hash(content))
+        self._remember(result.doc_id, result.updated_at, content_hash(text))
         return result
 
+    def _keeps_versions(self) -> bool:
+        return self.has_versions
+
+    def _keep_source(self, conn: Any, source_id: UUID) -> None:
+        source = self._row(conn, "id = ?", str(source_id))
+        if source is not None:
+            self.deleted.keep(self._kept_copy(conn, source))
+
+    def _version_if_changed(
+        self, conn: Any, source_id: UUID, source_at: datetime, target_id: UUID
+    ) -> None:
+        source = self._row(conn, "id = ?", str(source_id))
+        if source is not None and source.token != source_at:
+            self._insert_version(conn, target_id, source.content, content_hash(source.content))
+
+    def _delete_source(self, conn: Any, source_id: UUID) -> None:
+        self._delete_rows(conn, [Delete(source_id)], keep=False)
+
     def _version_if_kept(self, conn: Any, target_id: UUID, content: str) -> None:
-        """The target's content is one of its versions even when the rename leaves it as
-        it is, so its history up to the rename stays its own (not twice in a row)."""
         row = self._row(conn, "id = ?", str(target_id))
         if row is None or row.content != content or not content:
             return

@@ -237,7 +237,7 @@ class RebornStore(DeferringStore):
     def _send_move(
         self, conn: Any, old: str, new: str, replaced: str | None
     ) -> Callable[[], tuple[bool, dict[UUID, Moved]]]:
-        moved = self._move_directory(conn, old, new, replaced)
+        moved = self._move_entries(conn, old, new, replaced)
         return lambda: (moved is not None, moved or {})
 
     def path_problem(self, path: str) -> str | None:
@@ -410,7 +410,7 @@ class RebornStore(DeferringStore):
         data = content.encode("utf-8")
         try:
             with self._transaction() as conn:
-                finish = self._commit(conn, path, data, attrs, expected)
+                finish = self._write_entry(conn, path, data, attrs, expected)
         except self.rows.error as exc:
             if not self.rows.is_unique_violation(exc):
                 raise
@@ -420,7 +420,7 @@ class RebornStore(DeferringStore):
             log.info("%r was created by another writer while this save was on its way; "
                      "saving over it, their content kept", path)  # fmt: skip
             with self._transaction() as conn:
-                finish = self._commit(conn, path, data, attrs, expected)
+                finish = self._write_entry(conn, path, data, attrs, expected)
         result = finish()
         self._moved_to(result.doc_id, path)
         return result
@@ -428,12 +428,12 @@ class RebornStore(DeferringStore):
     def _send_save(
         self, conn: Any, doc_id: UUID | None, path: str, content: str, attrs: FileAttrs
     ) -> Callable[[], CommitResult]:
-        return self._commit(conn, path, content.encode("utf-8"), attrs, None)
+        return self._write_entry(conn, path, content.encode("utf-8"), attrs, None)
 
     def _saved(self, result: CommitResult, path: str, content: str) -> None:
         self._moved_to(result.doc_id, path)
 
-    def _commit(
+    def _write_entry(
         self,
         conn: Any,
         relative: str,
@@ -484,7 +484,7 @@ class RebornStore(DeferringStore):
                 version = self._version_query(conn, relative, current.contents)
             created = False
         chunks = self._rebuild_chunks(conn, relative, text, meta.indexed)
-        self._write_attrs(conn, full, attrs, None)
+        self._write_entry_attrs(conn, full, attrs, None)
 
         def finish() -> CommitResult:
             updated_at = self._written_at(written, full)
@@ -795,7 +795,7 @@ class RebornStore(DeferringStore):
                 "every write it governs until it is fixed",
             ) from None
 
-    def _write_attrs(
+    def _write_entry_attrs(
         self, conn: Any, full: str, attrs: FileAttrs, updated_at: datetime | None
     ) -> None:
         """Client attributes, trusted while the row's ``updated_at`` is ``updated_at``
@@ -812,7 +812,7 @@ class RebornStore(DeferringStore):
 
     # -- removing and moving (IronClaw has neither: the document goes with its sidecars) --
 
-    def _carry_versions(
+    def _carry_entry_versions(
         self, conn: Any, source: str, target: str, seen: datetime | None = None
     ) -> None:
         """A document renamed over another keeps its history: the source's version
@@ -892,7 +892,7 @@ class RebornStore(DeferringStore):
             after = None
             if found is not None:
                 after = self._move_query(conn, [(relative, new_path)])
-                self._write_attrs(conn, target, attrs, None)
+                self._write_entry_attrs(conn, target, attrs, None)
                 self.rows.note_moves(conn, self.scope.prefix, [(relative, new_path)])
             self._keep_directories(conn, keep_dirs)
         replaced_gone()
@@ -1037,7 +1037,7 @@ class RebornStore(DeferringStore):
         moved: dict[UUID, Moved] | None
         if self._fits_one_transaction(old_path):
             with self._transaction() as conn:
-                moved = self._move_directory(conn, old_path, new_path, replaced_dir)
+                moved = self._move_entries(conn, old_path, new_path, replaced_dir)
                 self._keep_directories(conn, keep_dirs)
         else:  # too large for one transaction of the file (``_move_in_parts``)
             moved = self._rename_in_parts(old_path, new_path, replaced_dir, keep_dirs)
@@ -1048,7 +1048,7 @@ class RebornStore(DeferringStore):
             )  # fmt: skip
         return moved
 
-    def _move_directory(
+    def _move_entries(
         self, conn: Any, old_path: str, new_path: str, replaced_dir: str | None
     ) -> dict[UUID, Moved] | None:
         """Move a folder's documents (with their sidecars) and kept folders; None, moving
@@ -1112,14 +1112,14 @@ class RebornStore(DeferringStore):
                 if data is None:
                     return None
                 content = data.decode("utf-8")
-            finish = self._commit(conn, path, content.encode("utf-8"), attrs, expected,
+            finish = self._write_entry(conn, path, content.encode("utf-8"), attrs, expected,
                                   version_unchanged=source != path)  # fmt: skip
             source_gone: Callable[[], bool | None] = lambda: None  # noqa: E731
             if source != path:  # (never the row just written, whatever the ids say)
                 # Kept with its own versions before they go to the target.
                 self.rows.keep_family(conn, self._family(source), source_at,
                                       KeepAs(self.scope.prefix, source))  # fmt: skip
-                self._carry_versions(conn, source, path, source_at)
+                self._carry_entry_versions(conn, source, path, source_at)
                 source_gone = self._delete(conn, source_id, source_at, keep=False)
             self._keep_directories(conn, keep_dirs)
         if source_gone() is False:  # another writer changed it after the mount read it
