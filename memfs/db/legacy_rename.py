@@ -5,7 +5,8 @@ statements.
 IronClaw v1.0 has no rename.  memfs makes a rename over a document IronClaw's write of the
 target's path with the source's content (the target keeps its id, created_at and metadata;
 its content becomes a version), then IronClaw's delete of the source, with memfs's history
-rules between (docs/semantics/ironclaw.md, "rename over a document"):
+rules between (docs/semantics/persistence.md, "A file renamed over another keeps its
+history"):
 
 1. the source is kept as deleted with its versions (``memfs undelete``), before any goes;
 2. the target's own content is one of its versions even when the rename leaves it as it is
