@@ -106,6 +106,7 @@ def fail_with_evidence(run: Run, database_url: str, violations: list[str], summa
     where = Path(keep) if keep else mounts[0].mountpoint.parent
     where.mkdir(parents=True, exist_ok=True)
     saved = where / f"history-{engine}-{seed}.json"
+    saved.with_suffix(".violations.txt").write_text("\n".join(violations) + "\n")
     saved.write_text(json.dumps([dataclasses.asdict(op) for op in run.history.ops],
                                 default=str, indent=1))  # fmt: skip
     state = final_state(run, {})
