@@ -26,7 +26,7 @@ def engine(request: pytest.FixtureRequest, database_url: str) -> Engine:
     return chosen
 
 
-def _filesystem(engine: Engine, database: Any) -> Filesystem:
+def filesystem_of(engine: Engine, database: Any) -> Filesystem:
     if engine.name == "legacy":
         store: Any = database.store(Scope("default"))
     elif engine.name.startswith("libsql"):  # the file's workspace of user "default"
@@ -44,7 +44,7 @@ async def two(engine: Engine, database_url: str) -> AsyncIterator[tuple[Filesyst
     changes in the background and reloading when one was not made."""
     url = engine.mount_url(database_url)
     databases = [open_database(Settings(database_url=url)) for _ in range(2)]
-    mounts = [_filesystem(engine, db) for db in databases]
+    mounts = [filesystem_of(engine, db) for db in databases]
     try:
         async with trio.open_nursery() as nursery:
             for fs in mounts:

@@ -47,12 +47,10 @@ async def test_a_directory_rename_returns_before_its_round_trip_and_lands_soon(
     await fs.flush_changes()
     proxy.reset()
     with trio.fail_after(5):
-        before = trio.current_time()
         await fs.rename(ROOT_INODE, "projects", ROOT_INODE, "archive")
-        took = trio.current_time() - before
-    # Under one round trip (10 ms): the rename waited for none (a busy machine may stall
-    # the model itself a few ms, which 5 ms did not leave room for).
-    assert proxy.round_trips == 0 and took < 0.010, "no round trip on the rename's path"
+    # Counted, not timed (a busy machine stalls the model itself): the rename's path sent
+    # nothing through the proxy before it returned.
+    assert proxy.round_trips == 0, "no round trip on the rename's path"
     assert sorted(fs.tree.get_dir(ROOT_INODE).children) == ["archive"]
     with trio.fail_after(5):
         while rows(sql_conn)[0] != "archive/0.md":

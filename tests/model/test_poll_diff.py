@@ -14,7 +14,7 @@ from memfs.db import open_database
 from memfs.db.interface import DocRow
 from memfs.vfs import Filesystem, OtherWriters
 from tests.engines import Engine
-from tests.model.conftest import _filesystem
+from tests.model.conftest import filesystem_of
 
 
 def _shown(fs: Filesystem) -> dict[str, tuple[Any, int]]:
@@ -31,7 +31,7 @@ async def test_a_poll_reads_whole_only_the_rows_that_changed(
                         {f"notes/n{i}.md": f"note {i}\n" for i in range(40)})  # fmt: skip
     database = open_database(Settings(database_url=engine.mount_url(database_url)))
     try:
-        fs = _filesystem(engine, database)
+        fs = filesystem_of(engine, database)
         await fs.load()
         # The agent changes one document, removes one and writes a new one.
         engine.agent_overwrites(sql_conn, "notes/n3.md", "changed\n")
@@ -64,7 +64,7 @@ async def test_a_poll_reads_whole_only_the_rows_that_changed(
                 ["notes/n3.md", "notes/new.md"]
             ]
         # What a fresh mount shows.
-        fresh = _filesystem(engine, database)
+        fresh = filesystem_of(engine, database)
         await fresh.load()
         assert _shown(fs) == _shown(fresh)
         assert "notes/n7.md" not in _shown(fs) and _shown(fs)["notes/n3.md"][1] == 8

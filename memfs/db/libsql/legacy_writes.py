@@ -35,7 +35,7 @@ import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -86,7 +86,11 @@ _BELOW = "(path >= ? || '/' AND path < ? || '0')"
 
 
 def _ns(at: datetime) -> int:
-    return int(at.timestamp()) * 1_000_000_000 + at.microsecond // 1000 * 1_000_000
+    """A row's token as the mount shows it for a mtime (exact to the microsecond)."""
+    return (at - _EPOCH) // timedelta(microseconds=1) * 1000
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -414,12 +418,14 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore, LegacyRenameOver):
         if attrs.empty:
             conn.execute("DELETE FROM memfs.legacy_attrs WHERE document_id = ?", (str(doc_id),))
             return
+        # The nanoseconds go as text: IronClaw's libSQL engine binds a Python int above 2**53
+        # through a double (a mtime came back up to 128 ns off).
         conn.execute(
             "INSERT INTO memfs.legacy_attrs (document_id, mode, mtime_ns, set_against) "
-            f"SELECT id, ?, ?, {_STATE} FROM memory_documents WHERE id = ? "
+            f"SELECT id, ?, CAST(? AS INTEGER), {_STATE} FROM memory_documents WHERE id = ? "
             "ON CONFLICT (document_id) DO UPDATE SET mode = excluded.mode, "
             "mtime_ns = excluded.mtime_ns, set_against = excluded.set_against",
-            (attrs.mode, attrs.mtime_ns, str(doc_id)),
+            (attrs.mode, None if attrs.mtime_ns is None else str(attrs.mtime_ns), str(doc_id)),
         )
 
     def set_attrs(self, doc_id: UUID, attrs: FileAttrs) -> bool:

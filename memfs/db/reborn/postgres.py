@@ -445,8 +445,37 @@ class PostgresRows:
     def move_families(
         self, conn: Any, olds: Sequence[str], news: Sequence[str], relatives: Sequence[str]
     ) -> Answer:
-        """Three statements whatever the number of documents."""
+        """Five statements whatever the number of documents.
+
+        Attributes follow the documents, and a move is not an edit: each keeps its mtime
+        (its client's, or its ``updated_at`` before the move) and its valid mode, trusted
+        against the moved row's ``updated_at`` (``now()``, the transaction's, as the
+        document's UPDATE sets it).  Attributes a document deleted behind the mount left at
+        a new path (IronClaw's delete does not know them) are stale and go."""
         pairs = {"olds": list(olds), "news": list(news), "rels": list(relatives)}
+        conn.execute(
+            "DELETE FROM memfs.reborn_attrs WHERE path = ANY(%(news)s::text[]) "
+            "AND path <> ALL(%(olds)s::text[])",
+            pairs,
+        )
+        conn.execute(
+            "INSERT INTO memfs.reborn_attrs (path, mode, mtime_ns, set_against) "
+            "SELECT m.new, CASE WHEN a.set_against = e.updated_at THEN a.mode END, "
+            "  CASE WHEN a.set_against = e.updated_at AND a.mtime_ns IS NOT NULL "
+            "    THEN a.mtime_ns "
+            "    ELSE (extract(epoch FROM e.updated_at) * 1000000000)::bigint END, now() "
+            "FROM unnest(%(olds)s::text[], %(news)s::text[]) AS m(old, new) "
+            f"JOIN {TABLE} e ON e.path = m.old AND e.kind = 'memory_document' "
+            "LEFT JOIN memfs.reborn_attrs a ON a.path = m.old "
+            "ON CONFLICT (path) DO UPDATE SET mode = EXCLUDED.mode, "
+            "  mtime_ns = EXCLUDED.mtime_ns, set_against = EXCLUDED.set_against",
+            pairs,
+        )
+        conn.execute(
+            "DELETE FROM memfs.reborn_attrs WHERE path = ANY(%(olds)s::text[]) "
+            "AND path <> ALL(%(news)s::text[])",
+            pairs,
+        )
         conn.execute(
             f"UPDATE {TABLE} t SET path = m.new || substr(t.path, length(m.old) + 1), "
             "  indexed = CASE WHEN t.kind IN ('memory_chunk', 'memory_document_version') "
@@ -463,11 +492,6 @@ class PostgresRows:
             f"UPDATE {TABLE} t SET path = m.new, version = t.version + 1, updated_at = now() "
             "FROM unnest(%(olds)s::text[], %(news)s::text[]) AS m(old, new) "
             "WHERE t.path = m.old AND t.kind = 'memory_document' RETURNING t.path, t.updated_at",
-            pairs,
-        )
-        conn.execute(
-            "UPDATE memfs.reborn_attrs a SET path = m.new "
-            "FROM unnest(%(olds)s::text[], %(news)s::text[]) AS m(old, new) WHERE a.path = m.old",
             pairs,
         )
         return moved  # type: ignore[no-any-return]

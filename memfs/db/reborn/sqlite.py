@@ -62,6 +62,7 @@ OWN_SCHEMA = (
 _GUARD = "(:at IS NULL OR (updated_at = :at AND version % 1000 = :extra))"
 #: A row's state as the attributes table keeps it.
 _STATE = "e.updated_at || '|' || e.version"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def own_file(ironclaw_file: Path) -> Path:
@@ -517,8 +518,19 @@ class SqliteRows:
     def move_families(
         self, conn: Any, olds: Sequence[str], news: Sequence[str], relatives: Sequence[str]
     ) -> Answer:
+        """Attributes follow the documents, and a move is not an edit: each keeps its mtime
+        (its client's, or its ``updated_at`` before the move) and its valid mode, trusted
+        against the moved row's state.  Attributes a document deleted behind the mount
+        left at a new path are stale and go."""
         moved = []
         for old, new, relative in zip(olds, news, relatives, strict=True):
+            kept = conn.execute(
+                f"SELECT CASE WHEN a.set_against = {_STATE} THEN a.mode END, "
+                f"CASE WHEN a.set_against = {_STATE} THEN a.mtime_ns END, e.updated_at, e.version "
+                f"FROM {TABLE} e LEFT JOIN memfs.reborn_attrs a ON a.path = e.path "
+                "WHERE e.path = ? AND e.kind = 'memory_document'",
+                (old,),
+            ).fetchone()
             sidecars = conn.execute(
                 f"SELECT path, kind, indexed FROM {TABLE} WHERE path = :old || '.meta' "
                 "OR (path >= :old || '.chunks/' AND path < :old || '.chunks0') "
@@ -540,9 +552,17 @@ class SqliteRows:
                 "WHERE path = ? AND kind = 'memory_document' RETURNING path, updated_at, version",
                 (new, old),
             ).fetchone()
+            conn.execute("DELETE FROM memfs.reborn_attrs WHERE path IN (?, ?)", (old, new))
             if row is not None:
                 moved.append((row[0], token(row[1], row[2])))
-            conn.execute("UPDATE memfs.reborn_attrs SET path = ? WHERE path = ?", (new, old))
+                if kept is not None:
+                    mode, mtime, before, version = kept
+                    shown = (token(before, version) - _EPOCH) // timedelta(microseconds=1) * 1000
+                    conn.execute(
+                        "INSERT INTO memfs.reborn_attrs (path, mode, mtime_ns, set_against) "
+                        "VALUES (?, ?, ?, ?)",
+                        (new, mode, shown if mtime is None else mtime, f"{row[1]}|{row[2]}"),
+                    )
         return answers(moved)
 
     def keep_directories(self, conn: Any, paths: Sequence[str]) -> None:
