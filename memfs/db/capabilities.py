@@ -178,9 +178,21 @@ class Move:
     moved_at: datetime
 
 
+@dataclass(frozen=True)
+class EmptySpell:
+    """A document held an empty content from ``emptied_at`` until a save filled it at
+    ``filled_at``, at ``path`` (its path then).  IronClaw keeps no version of an empty
+    content: this is how ``.at/`` knows the document was empty in between."""
+
+    path: str
+    emptied_at: datetime
+    filled_at: datetime
+
+
 class KeptHistory(Protocol):
     """What memfs keeps beside IronClaw's tables of one workspace: deleted documents with
-    their versions, and every move, from the first mount that kept them."""
+    their versions, every move, and when documents were empty, from the first mount that
+    kept them."""
 
     def start(self) -> datetime:
         """Since when this workspace's moves and deletions are kept (recorded now if not
@@ -197,8 +209,13 @@ class KeptHistory(Protocol):
     def moves(self, after: datetime) -> list[Move]:
         """Moves after ``after``, oldest first."""
 
+    def empty_spells(self, at: datetime) -> list[EmptySpell]:
+        """The spells of emptiness that ``at`` falls in (emptied at or before it, filled
+        after it)."""
+
     def purge(self, before: datetime) -> int:
-        """Drop deletions and moves older than ``before``; how many deletions went."""
+        """Drop deletions, moves and empty spells older than ``before``; how many
+        deletions went."""
 
 
 __all__ = [
@@ -206,6 +223,7 @@ __all__ = [
     "ChunkSearch",
     "Deletion",
     "EmbeddingKeeper",
+    "EmptySpell",
     "FullTextSearch",
     "KeptDocument",
     "KeptHistory",

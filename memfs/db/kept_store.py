@@ -1,7 +1,8 @@
 """What memfs keeps of a workspace beside IronClaw's PostgreSQL tables: deleted documents
-with their versions (``memfs.deleted_documents``) and every move (``memfs.path_history``),
-for ``memfs undelete`` and ``.at/``.  The rows are written by the deleting or moving
-transaction itself (a mount's, or SQL's through memfs's trigger); this reads them."""
+with their versions (``memfs.deleted_documents``), every move (``memfs.path_history``) and
+when documents were empty (``memfs.empty_spells``), for ``memfs undelete`` and ``.at/``.
+The rows are written by the deleting, moving or filling transaction itself (a mount's, or
+SQL's through memfs's trigger); this reads them."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from memfs.db.capabilities import Deletion, KeptDocument, Move
+from memfs.db.capabilities import Deletion, EmptySpell, KeptDocument, Move
 from memfs.db.interface import PastVersion
 from memfs.db.scoped import Pool
 
@@ -94,6 +95,16 @@ class KeptStore:
             ).fetchall()
         return [Move(*row) for row in rows]
 
+    def empty_spells(self, at: datetime) -> list[EmptySpell]:
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT path, emptied_at, filled_at FROM memfs.empty_spells "
+                "WHERE workspace = %s AND filled_at > %s AND emptied_at <= %s "
+                "ORDER BY filled_at, id",
+                (self.workspace, at, at),
+            ).fetchall()
+        return [EmptySpell(*row) for row in rows]
+
     def purge(self, before: datetime) -> int:
         with self.pool.connection() as conn, conn.transaction():
             gone = conn.execute(
@@ -102,6 +113,10 @@ class KeptStore:
             ).rowcount
             conn.execute(
                 "DELETE FROM memfs.path_history WHERE workspace = %s AND moved_at < %s",
+                (self.workspace, before),
+            )
+            conn.execute(
+                "DELETE FROM memfs.empty_spells WHERE workspace = %s AND filled_at < %s",
                 (self.workspace, before),
             )
         return gone

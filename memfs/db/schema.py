@@ -30,7 +30,7 @@ IRONCLAW_V1_CHECKSUM = "13924994861355873385"
 #: Advisory lock key that serialises schema set-up between concurrent mounts ("memfs" in hex).
 SCHEMA_LOCK_KEY = 0x6D656D6673
 #: Version of the objects in the ``memfs`` schema.
-MEMFS_SCHEMA_VERSION = 6
+MEMFS_SCHEMA_VERSION = 7
 
 IRONCLAW_TABLES_DDL = r"""
 CREATE EXTENSION IF NOT EXISTS vector;
@@ -239,6 +239,17 @@ CREATE TABLE IF NOT EXISTS memfs.path_history (
     moved_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS path_history_by_time ON memfs.path_history (workspace, moved_at);
+-- When a document held an empty content (schema 7): IronClaw keeps no version of one, so
+-- without this ``.at/`` would show a later content for a moment the document was empty.
+-- Written by the save that fills it again, at the path the document has then.
+CREATE TABLE IF NOT EXISTS memfs.empty_spells (
+    id BIGSERIAL PRIMARY KEY,
+    workspace TEXT NOT NULL,
+    path TEXT COLLATE "C" NOT NULL,
+    emptied_at TIMESTAMPTZ NOT NULL,
+    filled_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS empty_spells_by_time ON memfs.empty_spells (workspace, filled_at);
 -- Since when moves are recorded, per workspace (``.at/`` before it: today's paths).
 CREATE TABLE IF NOT EXISTS memfs.history_start (
     workspace TEXT PRIMARY KEY,

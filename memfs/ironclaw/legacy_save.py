@@ -64,6 +64,9 @@ class SavePlan:
     replaced_hash: str | None
     #: Chunk the content (False: the document keeps no chunks).
     index: bool
+    #: The save fills a row that held an empty content, which IronClaw keeps no version
+    #: of: memfs notes when it was empty, for ``.at/`` (memfs's rule, not IronClaw's).
+    fills_empty: bool = False
 
 
 def plan_save(
@@ -95,4 +98,5 @@ def plan_save(
     return SavePlan(created=False, changed=changed, meta=meta, write=changed,
                     version=held and not engine, keep_other=held and other,
                     replaced_hash=row.stored_hash if held else None,
-                    index=meta.indexed and not engine)  # fmt: skip
+                    index=meta.indexed and not engine,
+                    fills_empty=changed and row.stored_empty)  # fmt: skip

@@ -11,10 +11,12 @@ its first version kept after ``t``, or its current content if none was.  Documen
 created after ``t`` are left out; documents deleted since are taken from memfs's kept
 deletions (``memfs undelete``) with their versions.  Each is placed where it was at ``t``
 by the moves memfs records (``KeptHistory.moves``); before that record begins (the first
-mount of memfs 0.33's schema), at today's path.  What cannot be shown: a content IronClaw
-kept no version of (``skip_versioning``, the empty content a document was created with,
-a save that left a content the newest version already held), documents deleted before
-memfs kept deletions, or past the retention.
+mount of memfs 0.33's schema), at today's path.  IronClaw keeps no version of an empty
+content: memfs notes when a document it fills was empty (``KeptHistory.empty_spells``),
+and the document is empty at a moment in such a spell.  What cannot be shown: a content
+IronClaw kept no version of (``skip_versioning``, a save that left a content the newest
+version already held, an empty content another writer filled by SQL), documents deleted
+before memfs kept deletions, or past the retention.
 
 The moment's tree is made when first listed or looked into (a few queries, whatever the
 workspace's size, and one more per deleted document shown), made again when documents
@@ -33,7 +35,7 @@ from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
 from memfs.db.calls import RunDb
-from memfs.db.capabilities import Deletion, KeptDocument, KeptHistory, Move
+from memfs.db.capabilities import Deletion, EmptySpell, KeptDocument, KeptHistory, Move
 from memfs.db.interface import AsOf, DocumentStore, PastVersion, VersionStore
 from memfs.errors import FsError
 from memfs.paths import AT_DIR
@@ -86,6 +88,8 @@ class _Source:
     moment: datetime
     doc_id: UUID | None = None
     deletion: int | None = None
+    #: The document was empty then (``EmptySpell``).
+    empty: bool = False
 
 
 @dataclass(frozen=True)
@@ -234,11 +238,17 @@ class AtTree:
         deletions: list[Deletion] = (
             await self.calls(self.kept.deletions) if self.kept is not None else []
         )
+        spells: list[EmptySpell] = (
+            await self.calls(self.kept.empty_spells, moment) if self.kept is not None else []
+        )
         placed = self._live_files(tree, moment, as_of, moves)
         for deletion in deletions:
             gone = await self._deleted_file(deletion, moment, moves)
             if gone is not None:
                 placed.setdefault(gone[0], gone[1])
+        for spell in spells:  # IronClaw keeps no version of an empty content
+            then = path_then(spell.path, [m for m in moves if m.moved_at < spell.filled_at])
+            placed[then] = _Shown(0, to_ns(moment), _Source(moment, empty=True))
         self._clear(tree, made.node)
         for path in sorted(placed):
             self._place(tree, made.node, path, placed[path])
@@ -306,7 +316,7 @@ class AtTree:
 
     async def read(self, node: ScopedFile) -> bytes:
         source = self.files.get(node.ino)
-        if source is None:
+        if source is None or source.empty:
             return b""
         if source.deletion is not None:
             document = await self._kept_document(source.deletion)

@@ -84,3 +84,21 @@ def test_the_tree_at_past_moments(
     assert not os.path.exists(mount.path(".at/not-a-time"))
     assert filecmp.cmp(mount.path(f".at/{second}/journal/b.md"), mount.path("journal/b.md"),
                        shallow=False)  # fmt: skip
+
+
+def test_a_document_emptied_at_a_moment_is_empty_there(
+    engine: Engine, database_url: str, mount_factory: Any
+) -> None:
+    """IronClaw keeps no version of an empty content: the moment a document was empty must
+    still show it empty, not the content before or after."""
+    mount: Mount = mount_factory(engine.mount_url(database_url))
+    mount.path("x.md").write_text("one\n")
+    before = moment()
+    mount.path("x.md").write_text("")
+    emptied = moment()
+    mount.path("x.md").write_text("two\n")
+    two = moment()
+    mount.path("x.md").write_text("three\n")
+    assert mount.path(f".at/{before}/x.md").read_text() == "one\n"
+    assert mount.path(f".at/{emptied}/x.md").read_text() == ""
+    assert mount.path(f".at/{two}/x.md").read_text() == "two\n"

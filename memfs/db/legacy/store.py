@@ -586,6 +586,8 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         self._expect_row(conn, doc_id, path, folder_config_paths(path), known)
         if plan.version:
             pending.version = self._maybe_save_version(conn, doc_id, known.stored_hash, plan.meta)
+        if plan.fills_empty:
+            self._note_empty_spell(conn, path, known.updated_at)
         pending.returning = conn.execute(
             "UPDATE memory_documents SET content = %(content)s WHERE id = %(id)s "
             "RETURNING updated_at",
@@ -612,6 +614,15 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
             "metadata) VALUES (%(id)s, %(user)s, %(agent)s, %(path)s, %(content)s, "
             "'{}'::jsonb) RETURNING updated_at",
             self._params(id=pending.doc_id, path=path, content=content),
+            prepare=True,
+        )
+
+    def _note_empty_spell(self, conn: Conn, path: str, emptied_at: datetime) -> None:
+        """The row at ``path``, filled by this save, was empty since ``emptied_at``."""
+        conn.execute(
+            "INSERT INTO memfs.empty_spells (workspace, path, emptied_at) "
+            "VALUES (memfs.legacy_workspace(%(user)s, %(agent)s), %(path)s, %(at)s)",
+            self._params(path=path, at=emptied_at),
             prepare=True,
         )
 
@@ -705,6 +716,9 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
             pending.version = self._maybe_save_version(
                 conn, pending.doc_id, stored.stored_hash, plan.meta
             )
+        if plan.fills_empty:
+            assert stored is not None
+            self._note_empty_spell(conn, path, stored.updated_at)
         if plan.created:
             pending.returning = conn.execute(
                 "INSERT INTO memory_documents (id, user_id, agent_id, path, content, metadata) "

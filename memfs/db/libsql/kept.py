@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memfs.db.capabilities import Deletion, KeptDocument, Move
+from memfs.db.capabilities import Deletion, EmptySpell, KeptDocument, Move
 from memfs.db.kept_store import past_versions
 from memfs.db.libsql.connection import LibsqlFile, blob
 from memfs.db.libsql.row_times import NOW, TABLE, parse_time
@@ -309,6 +309,16 @@ class LibsqlKeptStore:
         ).fetchall())  # fmt: skip
         return [Move(old, new, bool(folder), parse_time(at)) for old, new, folder, at in rows]
 
+    def empty_spells(self, at: datetime) -> list[EmptySpell]:
+        when = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        rows = self.file.read(lambda c: c.execute(
+            "SELECT path, emptied_at, filled_at FROM memfs.empty_spells "
+            "WHERE workspace = ? AND filled_at > ? AND emptied_at <= ? ORDER BY filled_at, rowid",
+            (self.workspace, when, when),
+        ).fetchall())  # fmt: skip
+        return [EmptySpell(path, parse_time(emptied), parse_time(filled))
+                for path, emptied, filled in rows]  # fmt: skip
+
     def purge(self, before: datetime) -> int:
         cut = before.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
         conn = self.deleted.connection()
@@ -318,8 +328,12 @@ class LibsqlKeptStore:
                 "DELETE FROM deleted_documents WHERE workspace = ? AND deleted_at < ?",
                 (self.workspace, cut),
             ).rowcount
-        self.file.write(lambda c: c.execute(
-            "DELETE FROM memfs.path_history WHERE workspace = ? AND moved_at < ?",
-            (self.workspace, cut),
-        ))  # fmt: skip
+
+        def forget_older(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM memfs.path_history WHERE workspace = ? AND moved_at < ?",
+                         (self.workspace, cut))  # fmt: skip
+            conn.execute("DELETE FROM memfs.empty_spells WHERE workspace = ? AND filled_at < ?",
+                         (self.workspace, cut))  # fmt: skip
+
+        self.file.write(forget_older)
         return gone

@@ -311,6 +311,13 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore, LegacyRenameOver):
         if plan.version:
             assert row is not None
             versioned = self._save_version(conn, row.id, row.content, plan.meta)
+        if plan.fills_empty:
+            assert row is not None
+            conn.execute(
+                "INSERT INTO memfs.empty_spells (workspace, path, emptied_at, filled_at) "
+                f"VALUES (?, ?, ?, {NOW})",
+                (self.workspace, row.path, row.updated_at),
+            )
         if plan.created:
             conn.execute(
                 "INSERT INTO memory_documents (id, user_id, agent_id, path, content, metadata) "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -441,6 +442,13 @@ class PostgresRows:
                 "SELECT %s, o, n FROM unnest(%s::text[], %s::text[]) AS m(o, n)",
                 (workspace, [o for o, _ in moves], [n for _, n in moves]),
             )
+
+    def note_empty_spell(self, conn: Any, workspace: str, path: str, emptied_at: datetime) -> None:
+        conn.execute(
+            "INSERT INTO memfs.empty_spells (workspace, path, emptied_at) VALUES (%s, %s, %s)",
+            (workspace, path, emptied_at),
+            prepare=True,
+        )
 
     def move_families(
         self, conn: Any, olds: Sequence[str], news: Sequence[str], relatives: Sequence[str]

@@ -262,6 +262,11 @@ class RebornRows(Protocol):
         """Record documents' moves (old relative path, new) for ``.at/``: one statement."""
         ...
 
+    def note_empty_spell(self, conn: Any, workspace: str, path: str, emptied_at: datetime) -> None:
+        """Record that the document at ``path`` (relative), filled now, was empty since
+        ``emptied_at`` (``KeptHistory.empty_spells``): one statement."""
+        ...
+
     def move_families(
         self, conn: Any, olds: Sequence[str], news: Sequence[str], relatives: Sequence[str]
     ) -> Answer:

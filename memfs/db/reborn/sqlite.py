@@ -57,6 +57,9 @@ OWN_SCHEMA = (
     "CREATE INDEX IF NOT EXISTS memfs.path_history_by_time ON path_history (workspace, moved_at)",
     "CREATE TABLE IF NOT EXISTS memfs.history_start (workspace TEXT PRIMARY KEY, "
     "started_at TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS memfs.empty_spells (workspace TEXT NOT NULL, "
+    "path TEXT NOT NULL, emptied_at TEXT NOT NULL, filled_at TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS memfs.empty_spells_by_time ON empty_spells (workspace, filled_at)",
 )
 #: A delete's guard: the row is at the version the mount showed (no ``:at``: any).
 _GUARD = "(:at IS NULL OR (updated_at = :at AND version % 1000 = :extra))"
@@ -513,6 +516,14 @@ class SqliteRows:
             "INSERT INTO memfs.path_history (workspace, old_path, new_path, folder, moved_at) "
             f"VALUES (?, ?, ?, 0, {NOW})",
             [(workspace, old, new) for old, new in moves],
+        )
+
+    def note_empty_spell(self, conn: Any, workspace: str, path: str, emptied_at: datetime) -> None:
+        when = emptied_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        conn.execute(
+            "INSERT INTO memfs.empty_spells (workspace, path, emptied_at, filled_at) "
+            f"VALUES (?, ?, ?, {NOW})",
+            (workspace, path, when),
         )
 
     def move_families(

@@ -479,6 +479,8 @@ class RebornStore(DeferringStore):
             )
             if other_changed and not versioned and current.contents != data:
                 conflict = self._keep_as_copy(conn, relative, current.contents)
+            if not current.contents and data:  # IronClaw keeps no version of an empty one
+                self.rows.note_empty_spell(conn, self.scope.prefix, relative, current.updated_at)
             written = self._update_query(conn, full, data, current.version)
             if versioned:
                 version = self._version_query(conn, relative, current.contents)
