@@ -4,18 +4,17 @@ in, one document per ``BEGIN IMMEDIATE`` transaction)."""
 from __future__ import annotations
 
 from pathlib import Path
-from types import TracebackType
 
-from memfs.db.interface import DocumentHistory, ImportOutcome
 from memfs.db.libsql.connection import NotIronClawFile
 from memfs.db.libsql.files import layout_of_file
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.sqlite import SqliteRows, open_file
 from memfs.db.reborn.store import RebornStore
+from memfs.db.reborn.target import ImportTarget
 from memfs.errors import DatabaseError
 
 
-class LibsqlTarget:
+class LibsqlTarget(ImportTarget):
     """Where ``memfs migrate`` writes: ``scope`` of IronClaw's libSQL file at ``path``,
     which IronClaw must have created (memfs never creates IronClaw's file)."""
 
@@ -33,19 +32,5 @@ class LibsqlTarget:
         self._file = open_file(path)
         self._store = RebornStore(self._file, scope, rows=SqliteRows(self._file))
 
-    def import_history(self, doc: DocumentHistory, *, dry_run: bool = False) -> ImportOutcome:
-        return self._store.import_history(doc, dry_run=dry_run)
-
     def close(self) -> None:
         self._file.close()
-
-    def __enter__(self) -> LibsqlTarget:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -7,8 +7,9 @@ at its first start.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -23,7 +24,33 @@ from memfs.errors import DatabaseError
 _REQUIRED_COLUMNS = ("kind", "indexed", "version", "is_dir", "content_type")
 
 
-class RebornTarget:
+class ImportTarget(ABC):
+    """A Reborn store ``memfs migrate`` copies into, closed when the copy ends (each
+    database's target opens its store and says how it is closed)."""
+
+    _store: RebornStore
+
+    def import_history(self, doc: DocumentHistory, *, dry_run: bool = False) -> ImportOutcome:
+        """One document with every version, in one transaction (``RebornStore``)."""
+        return self._store.import_history(doc, dry_run=dry_run)
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the store's database."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class RebornTarget(ImportTarget):
     """Where ``memfs migrate`` writes: ``scope`` of the database at ``url``."""
 
     def __init__(self, url: str, scope: RebornScope, *, timeout: float) -> None:
@@ -58,20 +85,5 @@ class RebornTarget:
             )
         self._store = RebornStore(self._pool, scope)
 
-    def import_history(self, doc: DocumentHistory, *, dry_run: bool = False) -> ImportOutcome:
-        """One document with every version, in one transaction (``RebornStore``)."""
-        return self._store.import_history(doc, dry_run=dry_run)
-
     def close(self) -> None:
         self._pool.close()
-
-    def __enter__(self) -> RebornTarget:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
