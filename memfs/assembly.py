@@ -192,10 +192,10 @@ def _watch(
     stats.watch("memfs_cache_misses", "reads that fetched content from the database",
                 lambda: cache.misses, "counter")  # fmt: skip
     stats.watch("memfs_cache_bytes", "bytes of document content cached", lambda: cache.used)
-    stats.watch("memfs_open_files", "open file handles", lambda: len(fs.handles))
+    stats.watch("memfs_open_files", "open file handles", lambda: len(fs.state.handles))
     stats.watch("memfs_unsaved_files", "files whose changes the database refused or could "
                 "not take yet (kept in memory and the recovery area)",
-                lambda: len(fs.unsaved))  # fmt: skip
+                lambda: len(fs.state.unsaved))  # fmt: skip
     stats.watch("memfs_deferred_changes", "removals and folder moves not committed yet",
                 fs.store.changes_queued)  # fmt: skip
     stats.watch("memfs_database_unresponsive", "1 while the database is not answering",

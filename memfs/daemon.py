@@ -228,7 +228,7 @@ def serve(
                 )
                 log.info("mounted workspace %r at %s", settings.user_id, mountpoint)
                 if on_ready is not None:
-                    on_ready(len(fs.tree.docs))
+                    on_ready(len(fs.state.tree.docs))
                 systemd.notify(f"READY=1\nSTATUS=memory of {settings.user_id!r} at {mountpoint}")
                 unmounted = False
                 notifier.start()

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from memfs.recovery import RecoveryArea
     from memfs.reindex import Reindexer
     from memfs.tree import FileNode
-    from memfs.vfs.base import Handle
+    from memfs.vfs.state import MountState
 
 #: How long each of the report's database questions may take.
 DATABASE_SECONDS = 2.0
@@ -39,8 +39,8 @@ DATABASE_SECONDS = 2.0
 class StatusHost(Protocol):
     """What of the filesystem model the report reads."""
 
-    unsaved: dict[int, FileNode]
-    handles: dict[int, Handle]
+    @property
+    def state(self) -> MountState: ...
 
     def describe_node(self, node: FileNode) -> str: ...
 
@@ -147,7 +147,7 @@ class MountStatus:
         copy is kept), and files written and not closed yet."""
         found: list[dict[str, Any]] = []
         unkept = set(fs.unkept())
-        for ino, node in sorted(fs.unsaved.items()):
+        for ino, node in sorted(fs.state.unsaved.items()):
             what = fs.describe_node(node)
             copy = fs.kept_copy(ino)
             found.append({
@@ -157,12 +157,12 @@ class MountStatus:
                 "memory_only": what in unkept,
             })  # fmt: skip
         written: dict[int, FileNode] = {}
-        for handle in fs.handles.values():
+        for handle in fs.state.handles.values():
             buffer, node = handle.buffer, handle.node
             if handle.writable and isinstance(buffer, FileBuffer) and buffer.dirty:
                 written.setdefault(node.ino, node)
         for ino, node in sorted(written.items()):
-            if ino in fs.unsaved:
+            if ino in fs.state.unsaved:
                 continue
             found.append({
                 "file": fs.describe_node(node),

@@ -22,7 +22,7 @@ from typing import Any
 from memfs.errors import FsError
 from memfs.tree import FileNode, Node
 from memfs.vfs.at_dir import AtTree
-from memfs.vfs.base import Attributes, Handle, ReindexRequests, StatFs, log
+from memfs.vfs.base import Attributes, ReindexRequests, StatFs, log
 from memfs.vfs.coherence import OtherWriters
 from memfs.vfs.extensions import SyntheticTree
 from memfs.vfs.maintenance import Maintenance
@@ -31,6 +31,7 @@ from memfs.vfs.prompt_file import PromptFile
 from memfs.vfs.recent_dir import RecentTree
 from memfs.vfs.scopes import ScopesTree
 from memfs.vfs.search_dir import SearchTree
+from memfs.vfs.state import Handle, MountState
 from memfs.vfs.status_file import StatusFiles
 from memfs.vfs.tool_folders import TOOL_FILE_MAX_BYTES, ToolFolders
 from memfs.vfs.versions_dir import VersionsTree
@@ -41,6 +42,7 @@ __all__ = [
     "Filesystem",
     "Handle",
     "Maintenance",
+    "MountState",
     "OtherWriters",
     "PromptFile",
     "RecentTree",
@@ -68,7 +70,7 @@ class Filesystem(NamespaceMixin):
             await self.tools.load(self)
 
     async def release(self, fh: int) -> None:
-        handle = self.handles.get(fh)
+        handle = self.state.handles.get(fh)
         wrote = handle is not None and handle.writable
         await super().release(fh)
         if wrote:  # a reader's close changes no tool folder (a warm grep -r closes 100,000)
@@ -76,7 +78,7 @@ class Filesystem(NamespaceMixin):
 
     def _tool_file(self, fh: int) -> FileNode | None:
         """The node open as ``fh`` if it is a file in a tool folder."""
-        handle = self.handles.get(fh)
+        handle = self.state.handles.get(fh)
         if handle is None or self.tools is None or self.tools.top(self, handle.node) is None:
             return None
         return handle.node
@@ -91,7 +93,7 @@ class Filesystem(NamespaceMixin):
     async def write(self, fh: int, offset: int, data: bytes) -> int:
         node = self._tool_file(fh)
         if node is not None:
-            start = len(self.handles[fh].buffer) if self.handles[fh].append else offset
+            start = len(self.state.handles[fh].buffer) if self.state.handles[fh].append else offset
             self._bound_tool_file(node, start + len(data))
         return await super().write(fh, offset, data)
 
@@ -99,7 +101,7 @@ class Filesystem(NamespaceMixin):
         """A tool-folder file is kept at close like a document (durable before close
         returns), not at the release that follows it asynchronously."""
         await super().flush(fh)
-        handle = self.handles.get(fh)
+        handle = self.state.handles.get(fh)
         tool_file = handle is not None and handle.writable and self._tool_file(fh) is not None
         if tool_file and not await self._sync_tools():
             raise FsError(errno.EIO, "tool folder files could not be kept")
@@ -124,7 +126,7 @@ class Filesystem(NamespaceMixin):
 
     async def setattr(self, ino: int, **changes: Any) -> Attributes:
         size = changes.get("size")
-        node = self.tree.inodes.get(ino)
+        node = self.state.tree.inodes.get(ino)
         if (size is not None and isinstance(node, FileNode) and self.tools is not None
                 and self.tools.top(self, node) is not None):  # fmt: skip
             self._bound_tool_file(node, size)

@@ -18,12 +18,11 @@ discovers are applied under ``ns_lock`` too.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -31,7 +30,7 @@ from uuid import UUID
 
 import trio
 
-from memfs.buffers import FileBuffer, ScratchBuffer, ScratchSpill
+from memfs.buffers import FileBuffer, ScratchSpill
 from memfs.cache import ContentCache
 from memfs.db.calls import DatabaseCalls
 from memfs.db.deferred import Delete, Moved, describe
@@ -53,18 +52,17 @@ from memfs.tree import (
     SymlinkNode,
     SyntheticDir,
     SyntheticFile,
-    Tree,
 )
 from memfs.vfs.extensions import RootFile, SyntheticTree
 
 if TYPE_CHECKING:
     from memfs.vfs.tool_folders import ToolFolders
 from memfs.vfs.saves import BASES_SHARE, EditorSaves, SaverBases
+from memfs.vfs.state import DirHandle, MountState
 
 log = logging.getLogger("memfs.vfs")
 
 T = TypeVar("T")
-Buffer = FileBuffer | ScratchBuffer
 
 #: Synthetic capacity reported by statfs (editors check free space before saving).
 STATFS_BLOCK = 4096
@@ -98,57 +96,8 @@ class StatFs:
     name_max: int
 
 
-#: For this long after another writer changed a document, a read-only open of it is a
-#: snapshot read with direct I/O (``Handle.snapshot``): the page cache and the size the
-#: kernel caches could otherwise pad a read with NUL bytes or mix two versions.
-CONTENDED_SECONDS = 30.0
 #: The bound of a read of the whole workspace no request waits on (``run_db_scan``).
 SCAN_DEADLINE = 120.0
-#: Paths remembered as contended before the settled ones are forgotten.
-CONTENDED_PRUNE_AT = 10_000
-
-
-@dataclass(slots=True)
-class Handle:
-    """One open file description."""
-
-    node: FileNode
-    buffer: Buffer
-    writable: bool
-    #: Set when a write through this handle was refused: the save is abandoned, later
-    #: writes and the closing flush report the same error, and nothing is committed.
-    failed: FsError | None = None
-    #: Opened with O_APPEND: every write goes to the end of the content as the daemon
-    #: holds it, whatever offset the kernel computed from a size it may have cached
-    #: before another writer's change.
-    append: bool = False
-    #: Opened for reading while another writer was changing the file: direct I/O (no
-    #: page cache, no cached size clipping or padding a read) of the content as it was at
-    #: open, kept whole whatever changes meanwhile.
-    snapshot: bool = False
-    #: Opened for reading while the kernel held the pages of the version shown: the
-    #: content is loaded only if the kernel asks for a read (it dropped the pages); until
-    #: then ``buffer`` is an empty stand-in.
-    unloaded: bool = False
-
-
-@dataclass(slots=True)
-class DirHandle:
-    """One open directory: the snapshot its listing is read from."""
-
-    ino: int
-    #: Taken by ``readdir`` at offset 0 (and again on a rewind), or at ``opendir`` when the
-    #: kernel may serve the listing from its cache: it then asks from the middle (a cache
-    #: page went), and the positions must be those of the listing it cached.
-    entries: list[tuple[str, Node]] | None
-    #: The directory's ``generation`` at the open when the kernel may cache what this
-    #: handle lists (``cache_readdir``), else None.
-    cached_from: int | None = None
-    #: Whether the kernel may go on serving the listing it already holds (``keep_cache``):
-    #: only if nothing changed the folder since the kernel was last given its listing.  A
-    #: change queues an invalidation (``_listing_changed``) that may land after this open;
-    #: an open without ``keep_cache`` drops the held listing at once, in the open itself.
-    kept: bool = False
 
 
 class ReindexRequests(Protocol):
@@ -215,41 +164,19 @@ class FilesystemBase:
         self.umask = umask
         self.clock = clock
         self.monotonic = monotonic
-        self.tree = Tree(clock(), on_listing_change=self._listing_changed)
-        #: Directories whose listing the kernel may hold (opened with ``cache_readdir``
-        #: since it was last told to drop it): a change to one of them drops it.
-        self.kernel_listings: set[int] = set()
-        #: The sorted listing of each folder the kernel may cache, with the ``generation``
-        #: it was taken at: the listing the kernel holds, while that generation holds.
-        self._listings: dict[int, tuple[int, list[tuple[str, Node]]]] = {}
+        #: Where kernel cache invalidations go (the daemon passes a FuseNotifier).
+        self.kernel: KernelNotifier = kernel or RecordingNotifier()
+        #: The tree, the open files and their buffers, the listings the kernel holds, the
+        #: unsaved files and the namespace lock: one owner (``memfs.vfs.state``).
+        self.state = MountState(clock(), self.kernel, monotonic)
         #: ``cache_bytes`` is the whole budget for content held in memory: a quarter of it
         #: for the bytes of merge bases no row version holds (``SaverBases``), the rest for
         #: the cache of document contents.
         self.cache = ContentCache(cache_bytes - cache_bytes // BASES_SHARE)
         #: Every database call goes through this: worker threads, a deadline, a breaker.
         self.calls = calls or DatabaseCalls()
-        self.ns_lock = trio.Lock()
         self.rules = rules or ScratchRules()
         self.spill = spill or ScratchSpill(Path(f"/var/tmp/memfs-scratch-{os.getpid()}"))
-        self.buffers: dict[int, Buffer] = {}
-        #: Content another writer's change replaced while the file was open here, still
-        #: served to reads until the kernel is next told the file's attributes: until then
-        #: it caches that content's size, and bytes of another length would read as NUL
-        #: padding or a torn last line (``take_others_content``, ``attributes``).
-        self.served: dict[int, Buffer] = {}
-        #: When (monotonic) another writer last changed, created, moved or removed a
-        #: document at each path, for the paths changed in the last ``CONTENDED_SECONDS``:
-        #: a read-only open of a file there is a ``snapshot`` (``mark_contended``).
-        self.contended: dict[str, float] = {}
-        #: Files another writer deleted while they were open for writing here (unsaved
-        #: changes or not): kept in the tree, unbound from the row, so a write before the
-        #: last close saves them anew; one never written goes at that close
-        #: (``remove_deleted``).
-        self.deleted_while_open: set[int] = set()
-        self.handles: dict[int, Handle] = {}
-        self.dir_handles: dict[int, DirHandle] = {}
-        #: Nodes whose changes could not be committed yet (database down); retried at unmount.
-        self.unsaved: dict[int, FileNode] = {}
         #: Where unsaved content is copied on local disk (``memfs.recovery``), and the path
         #: each unsaved inode's copy is kept under.
         self.recovery = recovery
@@ -266,8 +193,6 @@ class FilesystemBase:
         self.synthetic_roots: dict[int, SyntheticTree] = {}
         #: A read-only mount refuses every change with EROFS.
         self.read_only = read_only
-        #: Where kernel cache invalidations go (the daemon passes a FuseNotifier).
-        self.kernel: KernelNotifier = kernel or RecordingNotifier()
         #: Told each document id whose content changed (the embedding worker).
         self.on_changed = on_changed
         #: Re-chunks committed documents in the background (the daemon runs one).  While it
@@ -284,7 +209,6 @@ class FilesystemBase:
         #: removed from the database once the tool folder has them (``Filesystem.rename``).
         self.leaving_memory: list[Delete] = []
         self.leaving_dirs: list[str] = []
-        self._next_fh = 1
 
     # -- database access -----------------------------------------------------------------
 
@@ -337,7 +261,7 @@ class FilesystemBase:
         """Each moved document's new row version; the mtime shown stays (a rename is not
         an edit), and the reindexer hears of them (their indexing rules may differ)."""
         for doc_id, versions in moved.items():
-            node = self.tree.docs.get(doc_id)
+            node = self.state.tree.docs.get(doc_id)
             if node is not None:
                 self._adopt_version(node, versions)
                 node.client_mtime_ns = node.mtime_ns
@@ -384,28 +308,28 @@ class FilesystemBase:
                     row.path,
                 )
 
-        self.tree.load_documents(shown())
+        self.state.tree.load_documents(shown())
         now = self.clock()
         for path in dirs:
             if not loadable_path(path):
                 continue
-            node = self.tree.ensure_dir(path, now)
+            node = self.state.tree.ensure_dir(path, now)
             if node is not None:
                 node.explicit = True
-        self.tree.settle_dir_times()
-        files, directories = self.tree.count()
+        self.state.tree.settle_dir_times()
+        files, directories = self.state.tree.count()
         log.info("loaded %d documents in %d directories (%d skipped)", files, directories, skipped)
         for extension in self._extensions:
-            root = self.tree.new_synthetic_dir(extension.name, now)
-            self.tree.attach(self.tree.root, root)
+            root = self.state.tree.new_synthetic_dir(extension.name, now)
+            self.state.tree.attach(self.state.tree.root, root)
             self.synthetic_roots[root.ino] = extension
-            await extension.fill(self.tree, root)
+            await extension.fill(self.state.tree, root)
 
     # -- names ---------------------------------------------------------------------------
 
     def _attached_dir(self, ino: int) -> DirNode:
-        directory = self.tree.get_dir(ino)
-        if directory.parent is None and directory is not self.tree.root:
+        directory = self.state.tree.get_dir(ino)
+        if directory.parent is None and directory is not self.state.tree.root:
             raise FsError(errno.ENOENT, "directory was removed")
         return directory
 
@@ -447,7 +371,7 @@ class FilesystemBase:
         """What a name in ``parent`` is: below a scratch directory everything is scratch."""
         if parent.scratch:
             return Kind.SCRATCH
-        if parent is self.tree.root and name in self.rules.tool_folders:
+        if parent is self.state.tree.root and name in self.rules.tool_folders:
             return Kind.SCRATCH  # kept in memfs's own schema, never memory (tool_folders)
         kind = self.rules.classify(name)
         if is_dir and kind is Kind.TENTATIVE:
@@ -459,25 +383,25 @@ class FilesystemBase:
     def describe_node(self, node: Node) -> str:
         """A node's path for a log line (or that it was removed)."""
         try:
-            return repr(self.tree.path_of(node))
+            return repr(self.state.tree.path_of(node))
         except FsError:
             return f"removed inode {node.ino}"
 
     def describe_inode(self, ino: int) -> str:
         """A file's path for a log line (requests arrive by inode)."""
-        node = self.tree.inodes.get(ino)
+        node = self.state.tree.inodes.get(ino)
         return self.describe_node(node) if node is not None else f"inode {ino}"
 
     def describe_entry(self, parent_ino: int, name: str) -> str:
-        node = self.tree.inodes.get(parent_ino)
+        node = self.state.tree.inodes.get(parent_ino)
         try:
-            base = self.tree.path_of(node) if node is not None else None
+            base = self.state.tree.path_of(node) if node is not None else None
         except FsError:
             base = None
         return repr(f"{base}/{name}" if base else name)
 
     def describe_handle(self, fh: int) -> str:
-        handle = self.handles.get(fh)
+        handle = self.state.handles.get(fh)
         return self.describe_node(handle.node) if handle is not None else f"file handle {fh}"
 
     def _announce(self, doc_id: UUID) -> None:
@@ -495,7 +419,7 @@ class FilesystemBase:
         """Commit one document's content; its chunks follow now or from the reindexer."""
         deferred = self._reindex_deferred()
         unconfigured = doc_id is None and not any(
-            self.tree.resolve(config) is not None for config in folder_config_paths(path)
+            self.state.tree.resolve(config) is not None for config in folder_config_paths(path)
         )
         result = await self.run_db(
             self.store.commit_document, doc_id, path, text, attrs, expected,
@@ -533,14 +457,14 @@ class FilesystemBase:
 
     def _shows(self, doc_id: UUID) -> bool:
         """Whether a file in the tree stands for row ``doc_id``."""
-        node = self.tree.docs.get(doc_id)
+        node = self.state.tree.docs.get(doc_id)
         return node is not None and node.parent is not None
 
     def apply_deletion(self, doc_id: UUID) -> None:
         """Another writer deleted document ``doc_id`` (its change-feed event, or a read
         that found the row gone before the event arrived)."""
         self.saves.row_deleted(doc_id)
-        node = self.tree.docs.get(doc_id)
+        node = self.state.tree.docs.get(doc_id)
         if node is None:
             return
         self.mark_node_contended(node)
@@ -548,24 +472,24 @@ class FilesystemBase:
         # there meanwhile): its base is kept by its bytes, which go from the cache now.
         self.bases.superseded(doc_id, node.updated_at, self.cache.get(doc_id, node.updated_at))
         self.cache.drop(doc_id)
-        buffer = self.buffers.get(node.ino)
+        buffer = self.state.buffers.get(node.ino)
         dirty = isinstance(buffer, FileBuffer) and buffer.dirty
-        if dirty or self.open_for_writing(node):
+        if dirty or self.state.open_for_writing(node):
             # Deleted by another writer while open for writing here: what is written
             # before the last close is saved anew (on a local disk the open came after
             # the removal, or its writer was told by ENOENT, not by a lost write).
             log.info("%s was deleted by another writer while open for writing here; what is "
                      "written to it is saved anew", self.describe_node(node))  # fmt: skip
-            self.tree.unbind_document(node)
+            self.state.tree.unbind_document(node)
             if not dirty:
-                self.deleted_while_open.add(node.ino)
+                self.state.deleted_while_open.add(node.ino)
             return
         self.remove_deleted(node)
 
     def remove_deleted(self, node: FileNode) -> None:
         """Take a file another writer deleted out of the tree and the kernel's caches."""
         parent, name = node.parent, node.name
-        self.tree.detach(node)
+        self.state.tree.detach(node)
         if parent is not None:
             self.touch_dir(parent)
             self.kernel.entry(parent.ino, name)
@@ -578,13 +502,13 @@ class FilesystemBase:
         current: DirNode | None = directory
         while (
             current is not None
-            and current is not self.tree.root
+            and current is not self.state.tree.root
             and not current.children
             and not current.explicit
             and not current.scratch
         ):
             parent, name = current.parent, current.name
-            self.tree.detach(current)
+            self.state.tree.detach(current)
             if parent is not None:
                 self.kernel.entry(parent.ino, name)
             current = parent
@@ -596,8 +520,8 @@ class FilesystemBase:
             # An open file's size is the length of the bytes its reads serve, whatever
             # the row says meanwhile: a larger size than those bytes reads as NUL padding.
             # Every call answers the kernel, which from now on caches the current size.
-            self.served.pop(node.ino, None)
-            buffer = self.buffers.get(node.ino)
+            self.state.served.pop(node.ino, None)
+            buffer = self.state.buffers.get(node.ino)
             node.told_size = len(buffer) if buffer is not None else node.size
             return Attributes(
                 ino=node.ino,
@@ -639,7 +563,7 @@ class FilesystemBase:
         )
 
     def getattr(self, ino: int) -> Attributes:
-        node = self.tree.get(ino)
+        node = self.state.tree.get(ino)
         if isinstance(node, FileNode) and node.parent is None and self._gone(node):
             refuse_stale(node)
         return self.attributes(node)
@@ -647,14 +571,14 @@ class FilesystemBase:
     def _gone(self, node: FileNode) -> bool:
         """Removed and not open (or open only through handles that failed): a stat of it
         comes through a stale kernel entry, not a descriptor that still uses it."""
-        return all(h.failed is not None for h in self.handles.values() if h.node is node)
+        return all(h.failed is not None for h in self.state.handles.values() if h.node is node)
 
     async def lookup(self, parent_ino: int, name: str, pid: int = 0) -> Node:
         """Resolve a name and take one kernel reference on the result; a name not there
         under a synthetic tree is that tree's to make (a ``.search`` query).  A document
         name not there is what process ``pid`` found (``SaverBases.absent``)."""
-        parent = self.tree.get_dir(parent_ino)
-        special = await self._root_file(name) if parent is self.tree.root else None
+        parent = self.state.tree.get_dir(parent_ino)
+        special = await self._root_file(name) if parent is self.state.tree.root else None
         if special is not None:
             special.lookups += 1
             return special
@@ -666,14 +590,14 @@ class FilesystemBase:
                 # What it derives from the database sees this mount's removals and moves,
                 # also those on their way (a thread hop when none are).
                 await self.flush_changes()
-                made = await extension.make_entry(self.tree, parent, name)
+                made = await extension.make_entry(self.state.tree, parent, name)
                 if made is not None:
                     made.lookups += 1
                     return made
         if name == ".":
             node: Node | None = parent
         elif name == "..":
-            node = parent.parent or self.tree.root
+            node = parent.parent or self.state.tree.root
         else:
             node = parent.children.get(name)
         if node is not None and self.drop_displaced(node):
@@ -687,14 +611,14 @@ class FilesystemBase:
     async def _root_file(self, name: str) -> Node | None:
         """``.prompt``, ``.status`` or ``.status.json`` (None: another name)."""
         for files in self.root_files:
-            node = await files.lookup(self.tree, name)
+            node = await files.lookup(self.state.tree, name)
             if node is not None:
                 return node
         return None
 
     def root_file_of(self, node: Node) -> RootFile | None:
         """The root files ``node`` is one of (None: it is not)."""
-        if isinstance(node, SyntheticFile) and node.parent is self.tree.root:
+        if isinstance(node, SyntheticFile) and node.parent is self.state.tree.root:
             for files in self.root_files:
                 if files.shows(node):
                     return files
@@ -705,12 +629,12 @@ class FilesystemBase:
         may start from an empty file (``SaverBases.absent``)."""
         if pid <= 0 or parent.scratch or isinstance(parent, SyntheticDir):
             return
-        if parent is self.tree.root and name in self.rules.tool_folders:
+        if parent is self.state.tree.root and name in self.rules.tool_folders:
             return
         if self.rules.classify(name) is not Kind.DOCUMENT:
             return
         try:
-            below = self.tree.path_of(parent)
+            below = self.state.tree.path_of(parent)
         except FsError:
             return  # a removed folder
         self.bases.absent(f"{below}/{name}" if below else name, pid)
@@ -718,7 +642,7 @@ class FilesystemBase:
     def _extension_of(self, node: Node) -> SyntheticTree | None:
         """The synthetic tree a node belongs to (None: the workspace's own)."""
         top: Node | None = node
-        while top is not None and top.parent is not self.tree.root:
+        while top is not None and top.parent is not self.state.tree.root:
             top = top.parent
         return self.synthetic_roots.get(top.ino) if top is not None else None
 
@@ -742,26 +666,13 @@ class FilesystemBase:
 
     def forget(self, items: list[tuple[int, int]]) -> None:
         for ino, count in items:
-            self.tree.forget(ino, count)
+            self.state.tree.forget(ino, count)
             self.drop_if_freed(ino)
 
     def mark_node_contended(self, node: FileNode) -> None:
         """``mark_contended`` for the path a file is shown at (none: it is not shown)."""
         if node.parent is not None:
-            self.mark_contended(self.tree.path_of(node))
-
-    def holding_ns_lock(self) -> bool:
-        """Whether this task holds ``ns_lock`` (a rename committing its source)."""
-        return self.ns_lock.statistics().owner is trio.lowlevel.current_task()
-
-    @contextlib.asynccontextmanager
-    async def ns_locked(self) -> AsyncIterator[None]:
-        """``ns_lock``, unless this task holds it already (trio's lock is not reentrant)."""
-        if self.holding_ns_lock():
-            yield
-            return
-        async with self.ns_lock:
-            yield
+            self.state.mark_contended(self.state.tree.path_of(node))
 
     def drop_displaced(self, node: Node) -> bool:
         """Take out a file whose row another node took (``FileNode.displaced``) unless it
@@ -769,57 +680,37 @@ class FilesystemBase:
         reader's open and close would save as a document nobody wrote."""
         if not isinstance(node, FileNode) or not node.displaced or node.doc_id is not None:
             return False
-        if self.ns_lock.locked():
+        if self.state.ns_lock.locked():
             return False  # a rename under way may be displacing it: its own step removes it
-        buffer = self.buffers.get(node.ino)
-        if self.open_for_writing(node) or (isinstance(buffer, FileBuffer) and buffer.dirty):
+        buffer = self.state.buffers.get(node.ino)
+        if self.state.open_for_writing(node) or (isinstance(buffer, FileBuffer) and buffer.dirty):
             return False
         parent = node.parent
         if parent is None:
             return True
         log.info("%s: its row is shown at another name now; this name goes",
                  self.describe_node(node))  # fmt: skip
-        self.tree.detach(node)
-        if node.ino not in self.tree.inodes:
-            self.buffers.pop(node.ino, None)
+        self.state.tree.detach(node)
+        if node.ino not in self.state.tree.inodes:
+            self.state.buffers.pop(node.ino, None)
         self.kernel.entry(parent.ino, node.name)
         self.kernel.inode(parent.ino)
         return True
 
-    def open_for_writing(self, node: FileNode) -> bool:
-        """Whether a descriptor of ``node`` is open for writing here (a scan of the open
-        files: for other writers' events, never per operation)."""
-        return any(h.node is node and h.writable for h in self.handles.values())
-
-    def mark_contended(self, *paths: str) -> None:
-        """Another writer changed the documents at ``paths`` (see ``contended``)."""
-        now = self.monotonic()
-        if len(self.contended) > CONTENDED_PRUNE_AT:  # bounded: forget the settled ones
-            self.contended = {
-                path: at for path, at in self.contended.items() if now - at <= CONTENDED_SECONDS
-            }
-        for path in paths:
-            self.contended[path] = now
-
     def drop_if_freed(self, ino: int) -> None:
         """Forget per-inode state once the inode number is released."""
-        if ino not in self.tree.inodes:
-            self.served.pop(ino, None)
+        if self.state.forget_freed(ino):
             self.saves.untrack(ino)
-            buffer = self.buffers.get(ino)
-            if isinstance(buffer, ScratchBuffer):
-                del self.buffers[ino]
-                buffer.release()
 
     def readlink(self, ino: int) -> bytes:
-        node = self.tree.get(ino)
+        node = self.state.tree.get(ino)
         if not isinstance(node, SymlinkNode):
             raise FsError(errno.EINVAL, "not a symbolic link")
         return node.target
 
     def statfs(self) -> StatFs:
         used_blocks = inodes = 0
-        for node in self.tree.inodes.values():  # one pass; editors call statfs often
+        for node in self.state.tree.inodes.values():  # one pass; editors call statfs often
             inodes += 1
             if isinstance(node, FileNode):
                 used_blocks += (node.size + STATFS_BLOCK - 1) // STATFS_BLOCK
@@ -834,18 +725,13 @@ class FilesystemBase:
 
     # -- directory listings --------------------------------------------------------------
 
-    def _new_fh(self) -> int:
-        fh = self._next_fh
-        self._next_fh += 1
-        return fh
-
     async def prepare_listing(self, ino: int) -> None:
         """A synthetic directory about to be listed is made first (``.recent``, ``.at``)."""
-        directory = self.tree.get_dir(ino)
+        directory = self.state.tree.get_dir(ino)
         if isinstance(directory, SyntheticDir):
             extension = self._extension_of(directory)
             if extension is not None:
-                await extension.before_listing(self.tree, directory)
+                await extension.before_listing(self.state.tree, directory)
 
     def opendir(self, ino: int, *, kernel_caches: bool = False) -> int:
         """A handle on directory ``ino``; the snapshot is taken by ``readdir`` at offset 0.
@@ -854,46 +740,39 @@ class FilesystemBase:
         it is let do so for the folders of the workspace, whose every change the tree
         reports (``_listing_changed``), not for synthetic ones made anew at each listing.
         """
-        directory = self.tree.get_dir(ino)
-        fh = self._new_fh()
+        directory = self.state.tree.get_dir(ino)
+        fh = self.state.new_fh()
         if not kernel_caches or isinstance(directory, SyntheticDir):
-            self.dir_handles[fh] = DirHandle(ino, None)
+            self.state.dir_handles[fh] = DirHandle(ino, None)
             return fh
         entries = self._listing(directory)
-        kept = ino in self.kernel_listings
-        self.dir_handles[fh] = DirHandle(ino, entries, directory.generation, kept)
-        self.kernel_listings.add(ino)
+        kept = ino in self.state.kernel_listings
+        self.state.dir_handles[fh] = DirHandle(ino, entries, directory.generation, kept)
+        self.state.kernel_listings.add(ino)
         return fh
 
     def _listing(self, directory: DirNode) -> list[tuple[str, Node]]:
         """The folder's listing as the kernel may hold it: taken again only after its names
         changed (each such change drops the kernel's copy too)."""
-        kept = self._listings.get(directory.ino)
+        kept = self.state.listings.get(directory.ino)
         if kept is not None and kept[0] == directory.generation:
             return kept[1]
         entries = self._snapshot(directory.ino)  # may take displaced names out first
-        self._listings[directory.ino] = (directory.generation, entries)
+        self.state.listings[directory.ino] = (directory.generation, entries)
         return entries
 
     def listing_cached(self, fh: int) -> bool:
         """Whether the kernel may keep what handle ``fh`` lists after it is closed."""
-        handle = self.dir_handles.get(fh)
+        handle = self.state.dir_handles.get(fh)
         return handle is not None and handle.cached_from is not None
 
     def listing_kept(self, fh: int) -> bool:
         """Whether the kernel may serve handle ``fh`` the listing it already holds."""
-        handle = self.dir_handles.get(fh)
+        handle = self.state.dir_handles.get(fh)
         return handle is not None and handle.kept
 
-    def _listing_changed(self, directory: DirNode) -> None:
-        """The tree changed ``directory``'s names: a listing the kernel holds goes."""
-        self._listings.pop(directory.ino, None)
-        if directory.ino in self.kernel_listings:
-            self.kernel_listings.discard(directory.ino)
-            self.kernel.inode(directory.ino)
-
     def _snapshot(self, ino: int) -> list[tuple[str, Node]]:
-        directory = self.tree.get_dir(ino)
+        directory = self.state.tree.get_dir(ino)
         for child in [c for c in directory.children.values() if isinstance(c, FileNode)]:
             self.drop_displaced(child)
         listed = [
@@ -911,10 +790,10 @@ class FilesystemBase:
         batches, each starting where the last stopped, so each batch costs what it returns,
         not the directory's size.
         """
-        handle = self.dir_handles.get(fh)
+        handle = self.state.dir_handles.get(fh)
         if handle is None:
             raise FsError(errno.EBADF)
-        directory = self.tree.get_dir(handle.ino)
+        directory = self.state.tree.get_dir(handle.ino)
         if handle.cached_from is not None:
             if start == 0:  # a rewind: the listing as the kernel will cache it now
                 handle.entries = self._listing(directory)
@@ -941,10 +820,10 @@ class FilesystemBase:
         """A listing the kernel cached from a snapshot older than the directory goes: a
         change made while the kernel was reading it was told to drop a cache it then
         refilled from the older snapshot."""
-        handle = self.dir_handles.pop(fh, None)
+        handle = self.state.dir_handles.pop(fh, None)
         if handle is None or handle.cached_from is None:
             return
-        directory = self.tree.inodes.get(handle.ino)
+        directory = self.state.tree.inodes.get(handle.ino)
         if isinstance(directory, DirNode) and directory.generation != handle.cached_from:
-            self.kernel_listings.discard(handle.ino)
+            self.state.kernel_listings.discard(handle.ino)
             self.kernel.inode(handle.ino)

@@ -61,7 +61,7 @@ class OtherWriters:
         live = [d for d, gone in latest.items() if not gone]
         before = self._shown(live)
         rows = await fs.run_db(fs.store.document_rows, live) if live else {}
-        async with fs.ns_lock:
+        async with fs.state.ns_lock:
             await self._reread_changed_here(before, rows)
             for doc_id in latest:
                 self.external_changes += 1
@@ -100,7 +100,7 @@ class OtherWriters:
             rows = sorted(found.values(), key=lambda row: row.updated_at, reverse=True)
             rows.sort(key=lambda row: row.path)
         fs.documents_changed()  # whatever changed unseen, searches look again
-        async with fs.ns_lock:
+        async with fs.state.ns_lock:
             await self._reconcile(before, rows, present)
         log.debug("resynchronised %d documents (%d read whole)", len(present), len(rows))
 
@@ -130,7 +130,7 @@ class OtherWriters:
             if row.id not in reread and before.get(row.id) == (row.updated_at, row.path):
                 continue  # shown as the row is, and not changed here since
             await self._external_upsert(row)
-        for doc_id in [d for d in fs.tree.docs if d not in present]:
+        for doc_id in [d for d in fs.state.tree.docs if d not in present]:
             fs.apply_deletion(doc_id)
 
     def _shown(self, doc_ids: Iterable[UUID]) -> dict[UUID, tuple[datetime | None, str] | None]:
@@ -140,14 +140,14 @@ class OtherWriters:
 
     def _shown_all(self) -> dict[UUID, tuple[datetime | None, str] | None]:
         """``_shown`` of every document, from one walk of the tree."""
-        return self.fs.tree.shown_documents()
+        return self.fs.state.tree.shown_documents()
 
     def _shown_now(self, doc_id: UUID) -> tuple[datetime | None, str] | None:
         fs = self.fs
-        node = fs.tree.docs.get(doc_id)
+        node = fs.state.tree.docs.get(doc_id)
         if node is None or node.parent is None:
             return None
-        return node.updated_at, fs.tree.path_of(node)
+        return node.updated_at, fs.state.tree.path_of(node)
 
     async def _reread_changed_here(
         self,
@@ -171,7 +171,7 @@ class OtherWriters:
         if everything:
             now = self._shown_all()
             changed = [d for d, shown in before.items() if now.get(d) != shown]
-            changed += [d for d in fs.tree.docs if d not in before]
+            changed += [d for d in fs.state.tree.docs if d not in before]
         else:
             changed = [d for d, shown in before.items() if self._shown_now(d) != shown]
         if not changed:
@@ -185,13 +185,13 @@ class OtherWriters:
 
     async def _external_upsert(self, row: DocRow) -> None:
         fs = self.fs
-        node = fs.tree.docs.get(row.id)
+        node = fs.state.tree.docs.get(row.id)
         if not loadable_path(row.path):
             if node is not None:
                 fs.apply_deletion(row.id)
             return
         if node is None:
-            holder = fs.tree.resolve(row.path)
+            holder = fs.state.tree.resolve(row.path)
             if isinstance(holder, FileNode) and self._older_duplicate(holder, row):
                 # A second row for a shown path (IronClaw's NULL agent_id lets that happen):
                 # show the newest, as a fresh mount and every save (which writes the newest
@@ -202,14 +202,14 @@ class OtherWriters:
                     row.id,
                     holder.doc_id,
                 )
-                fs.tree.bind_document(holder, row.id)
+                fs.state.tree.bind_document(holder, row.id)
                 fs.cache.drop(row.id)
                 await self._external_content(holder, row)
                 return
-            fs.mark_contended(row.path)
+            fs.state.mark_contended(row.path)
             if holder is not None:
                 return  # a local file or directory holds that name; its commit decides
-            added = fs.tree.load_document(
+            added = fs.state.tree.load_document(
                 row.id, row.path, row.size, row.created_at, row.updated_at,
                 row.attrs.mode, row.attrs.mtime_ns,
             )  # fmt: skip
@@ -218,9 +218,9 @@ class OtherWriters:
                 fs.kernel.entry(added.parent.ino, added.name)
                 fs.kernel.inode(added.parent.ino)
             return
-        old_path = fs.tree.path_of(node)
+        old_path = fs.state.tree.path_of(node)
         if row.path != old_path:
-            fs.mark_contended(old_path, row.path)
+            fs.state.mark_contended(old_path, row.path)
             self._external_move(node, row.path)
         if row.updated_at != node.updated_at:
             await self._external_content(node, row)
@@ -230,7 +230,7 @@ class OtherWriters:
         fs = self.fs
         if node.doc_id is None or node.doc_id == row.id or node.updated_at is None:
             return False
-        buffer = fs.buffers.get(node.ino)
+        buffer = fs.state.buffers.get(node.ino)
         if isinstance(buffer, FileBuffer) and buffer.dirty:
             return False  # its save writes the newest row anyway
         newer: bool = row.updated_at > node.updated_at
@@ -239,13 +239,13 @@ class OtherWriters:
     def _external_move(self, node: FileNode, new_path: str) -> None:
         fs = self.fs
         parent_path, _, name = new_path.rpartition("/")
-        new_parent = fs.tree.ensure_dir(parent_path, fs.clock())
+        new_parent = fs.state.tree.ensure_dir(parent_path, fs.clock())
         if new_parent is None or name in new_parent.children:
             log.warning("cannot show %r moved by another writer: the name is taken", new_path)
             self._left_behind(node)
             return
         old_parent, old_name = node.parent, node.name
-        fs.tree.move(node, new_parent, name)
+        fs.state.tree.move(node, new_parent, name)
         if old_parent is not None:
             fs.kernel.entry(old_parent.ino, old_name)
             fs.kernel.inode(old_parent.ino)
@@ -259,21 +259,21 @@ class OtherWriters:
         its save makes a document there anew).  Kept, it would stand for nothing: a reader
         opening it would create an empty document nobody wrote."""
         fs = self.fs
-        buffer = fs.buffers.get(node.ino)
-        if fs.open_for_writing(node) or (isinstance(buffer, FileBuffer) and buffer.dirty):
+        buffer = fs.state.buffers.get(node.ino)
+        if fs.state.open_for_writing(node) or (isinstance(buffer, FileBuffer) and buffer.dirty):
             return
         parent = node.parent
-        fs.tree.detach(node)
-        if node.ino not in fs.tree.inodes:
-            fs.buffers.pop(node.ino, None)
+        fs.state.tree.detach(node)
+        if node.ino not in fs.state.tree.inodes:
+            fs.state.buffers.pop(node.ino, None)
         if parent is not None:
             fs.kernel.entry(parent.ino, node.name)
             fs.kernel.inode(parent.ino)
 
     async def _external_content(self, node: FileNode, row: DocRow) -> None:
         fs = self.fs
-        buffer = fs.buffers.get(node.ino)
-        writing = fs.open_for_writing(node)
+        buffer = fs.state.buffers.get(node.ino)
+        writing = fs.state.open_for_writing(node)
         if writing or (isinstance(buffer, FileBuffer) and buffer.dirty):
             # A save through the mount is based on the version the file was opened at;
             # its commit merges the newer row (``memfs.merge``) or keeps both.
@@ -307,7 +307,7 @@ class OtherWriters:
             fs.take_others_content(node, fresh)
             node.size = len(fresh)
         else:
-            fs.buffers.pop(node.ino, None)
+            fs.state.buffers.pop(node.ino, None)
             node.size = row.size
         fs.kernel.attributes(node.ino)  # the old size goes now, not when the queue gets to it
         fs.kernel.inode(node.ino)

@@ -23,17 +23,10 @@ from memfs.ironclaw.hashing import bytes_hash
 from memfs.merge import MERGE_LIMIT, merge, mergeable
 from memfs.private import write_private
 from memfs.tree import SYNTHETIC, FileNode, Node, ScopedFile, SyntheticFile, to_ns
-from memfs.vfs.base import (
-    CONTENDED_SECONDS,
-    Attributes,
-    Buffer,
-    FilesystemBase,
-    Handle,
-    log,
-    refuse_stale,
-)
+from memfs.vfs.base import Attributes, FilesystemBase, log, refuse_stale
 from memfs.vfs.extensions import RootFile
 from memfs.vfs.saves import Base
+from memfs.vfs.state import CONTENDED_SECONDS, Buffer, Handle
 
 #: Read-ahead on a cold open: at most this many neighbours, and this many bytes.
 READ_AHEAD_DOCUMENTS = 512
@@ -48,27 +41,17 @@ class ContentMixin(FilesystemBase):
     """Open, read, write, truncate and commit."""
 
     def _open_handle(self, node: FileNode, buffer: Buffer, writable: bool, flags: int = 0) -> int:
-        fh = self._new_fh()
-        self.handles[fh] = Handle(node, buffer, writable, append=bool(flags & os.O_APPEND))
+        fh = self.state.new_fh()
+        self.state.handles[fh] = Handle(node, buffer, writable, append=bool(flags & os.O_APPEND))
         node.open_count += 1
         self.saves.opened(node.ino)
         return fh
 
     def _handle(self, fh: int) -> Handle:
         try:
-            return self.handles[fh]
+            return self.state.handles[fh]
         except KeyError:
             raise FsError(errno.EBADF) from None
-
-    def set_buffer(self, node: FileNode, buffer: Buffer) -> None:
-        """Give a file a new buffer, for every handle that has it open (but snapshots)."""
-        old = self.buffers.get(node.ino)
-        self.buffers[node.ino] = buffer
-        for handle in self.handles.values():
-            if handle.node is node and not handle.snapshot:
-                handle.buffer, handle.unloaded = buffer, False
-        if isinstance(old, ScratchBuffer) and old is not buffer:
-            old.release()
 
     async def committed_bytes(self, node: FileNode) -> bytes:
         """The document's committed content, from the cache or the database."""
@@ -79,7 +62,7 @@ class ContentMixin(FilesystemBase):
                 return data
             doc_id, shown = node.doc_id, node.updated_at
             neighbours = self._uncached_neighbours(node)
-            near = self.tree.path_of(node) if node.parent is not None else None
+            near = self.state.tree.path_of(node) if node.parent is not None else None
             rows = await self.run_db(self.store.read_contents, [doc_id, *neighbours], near)
             for other, (other_data, other_version) in rows.items():
                 # keyed by version, so never served stale
@@ -123,7 +106,7 @@ class ContentMixin(FilesystemBase):
                 or other is node
                 or other.doc_id is None
                 or other.scratch
-                or other.ino in self.buffers
+                or other.ino in self.state.buffers
                 or other.size > budget
                 or self.cache.holds(other.doc_id, other.updated_at)
             ):
@@ -136,7 +119,7 @@ class ContentMixin(FilesystemBase):
 
     async def _buffer(self, node: FileNode, *, load: bool = True) -> Buffer:
         """The node's shared buffer, loading committed content from cache or database."""
-        buffer = self.buffers.get(node.ino)
+        buffer = self.state.buffers.get(node.ino)
         if buffer is not None:
             return buffer
         if isinstance(node, ScopedFile):
@@ -152,7 +135,7 @@ class ContentMixin(FilesystemBase):
             buffer = FileBuffer(b"", dirty=node.size != 0, truncated=True)
         else:
             data = await self.committed_bytes(node)
-            existing = self.buffers.get(node.ino)
+            existing = self.state.buffers.get(node.ino)
             if existing is not None:  # another open loaded it while we waited
                 return existing
             if node.size != len(data):  # never a size the bytes do not fill, or exceed
@@ -161,12 +144,12 @@ class ContentMixin(FilesystemBase):
                 node.size = len(data)
                 self.kernel.attributes(node.ino)
             buffer = FileBuffer.of_row(data, node.updated_at)
-        self.buffers[node.ino] = buffer
+        self.state.buffers[node.ino] = buffer
         return buffer
 
     async def open(self, ino: int, flags: int, pid: int = 0) -> tuple[int, bool]:
         """Open a file for process ``pid`` (0: unknown); returns (fh, keep_cache)."""
-        node = self.tree.get_file(ino)
+        node = self.state.tree.get_file(ino)
         writable = (flags & os.O_ACCMODE) != os.O_RDONLY
         self._check_openable(node, writable)
         files = self.root_file_of(node)  # every open asks: no await unless it is one
@@ -187,15 +170,15 @@ class ContentMixin(FilesystemBase):
         if truncate:
             self._emptied_at_open(node, buffer)
         fh = self._open_handle(node, buffer, writable, flags)
-        if self.contended and node.parent is not None:
-            self._snapshot_if_contended(node, self.handles[fh], writable)
+        if self.state.contended and node.parent is not None:
+            self._snapshot_if_contended(node, self.state.handles[fh], writable)
         keep_cache = self._tell_kernel(node, buffer, writable=writable, truncate=truncate)
         if log.isEnabledFor(logging.DEBUG) and type(node) is FileNode:
             # What the kernel is told at each open: the trail of a stale read.
             log.debug("open %r by %d (flags %o): version %s, kernel cache %s, %d bytes%s%s",
                       node.name, pid, flags, node.updated_at, "kept" if keep_cache else
                       "dropped", len(buffer), " (not saved yet)" if buffer.dirty else "",
-                      " (older bytes served until the next stat)" if ino in self.served
+                      " (older bytes served until the next stat)" if ino in self.state.served
                       else "")  # fmt: skip
         return fh, keep_cache
 
@@ -225,7 +208,7 @@ class ContentMixin(FilesystemBase):
         except DocumentGone as gone:
             # What the removal's event will say, under the namespace lock as the event is
             # applied: a rename awaiting the database holds it, and its target may be this.
-            async with self.ns_lock:
+            async with self.state.ns_lock:
                 self.apply_deletion(gone.doc_id)
             what = self.describe_node(node)
             raise FsError(errno.ESTALE, f"{what} was deleted elsewhere") from gone
@@ -240,10 +223,10 @@ class ContentMixin(FilesystemBase):
     def _snapshot_if_contended(self, node: FileNode, handle: Handle, writable: bool) -> None:
         """A reader of a file another writer changed moments ago reads a snapshot (the
         bytes of this open), whatever that writer does next (``mark_contended``)."""
-        path = self.tree.path_of(node)
-        changed = self.contended.get(path)
+        path = self.state.tree.path_of(node)
+        changed = self.state.contended.get(path)
         if changed is not None and self.monotonic() - changed > CONTENDED_SECONDS:
-            del self.contended[path]
+            del self.state.contended[path]
         elif changed is not None and not writable and type(node) is FileNode:
             handle.snapshot = True
 
@@ -272,12 +255,12 @@ class ContentMixin(FilesystemBase):
         file and no database read, whatever the content cache holds."""
         if type(node) is not FileNode or node.scratch or node.doc_id is None:
             return False
-        if node.parent is None or node.ino in self.buffers or node.ino in self.served:
+        if node.parent is None or node.ino in self.state.buffers or node.ino in self.state.served:
             return False
         version = node.updated_at
         if version is None or node.kernel_version != version:
             return False
-        return not self.contended or self.tree.path_of(node) not in self.contended
+        return not self.state.contended or self.state.tree.path_of(node) not in self.state.contended
 
     def _remember_kernel_digest(self, node: FileNode, version: Any, buffer: FileBuffer) -> None:
         """The hash of the version a reader's open gives the kernel, for later readers'
@@ -301,9 +284,9 @@ class ContentMixin(FilesystemBase):
         if known is None or node.digest_version != version:
             return None
         fh = self._open_handle(node, FileBuffer(b""), False)
-        self.handles[fh].unloaded = True
+        self.state.handles[fh].unloaded = True
         digest = "sha256:" + known.hex()
-        self.bases.read(self.tree.path_of(node), pid, doc_id, version, lambda: digest)
+        self.bases.read(self.state.tree.path_of(node), pid, doc_id, version, lambda: digest)
         return fh
 
     async def _made_at_open(self, node: FileNode, files: RootFile) -> tuple[int, bool] | None:
@@ -314,7 +297,7 @@ class ContentMixin(FilesystemBase):
         if data is None:
             return None
         fh = self._open_handle(node, FileBuffer(data), False)
-        self.handles[fh].snapshot = True
+        self.state.handles[fh].snapshot = True
         self.kernel.attributes(node.ino)
         return fh, False
 
@@ -334,7 +317,7 @@ class ContentMixin(FilesystemBase):
             await self._load_unloaded(handle)
         if handle.snapshot:
             return handle.buffer.read(offset, size)
-        return self.served.get(handle.node.ino, handle.buffer).read(offset, size)
+        return self.state.served.get(handle.node.ino, handle.buffer).read(offset, size)
 
     async def _load_unloaded(self, handle: Handle) -> None:
         """The content of a reader's handle opened unloaded: the kernel dropped its pages
@@ -343,7 +326,7 @@ class ContentMixin(FilesystemBase):
         try:
             buffer = await self._buffer(node)
         except DocumentGone as gone:
-            async with self.ns_lock:
+            async with self.state.ns_lock:
                 self.apply_deletion(gone.doc_id)
             what = self.describe_node(node)
             raise FsError(errno.ESTALE, f"{what} was deleted elsewhere") from gone
@@ -368,7 +351,7 @@ class ContentMixin(FilesystemBase):
         node.size = len(handle.buffer)
         node.client_mtime_ns = None
         node.mtime_ns = node.ctime_ns = self.clock()
-        self.served.pop(node.ino, None)  # written here: this content is the one to read
+        self.state.served.pop(node.ino, None)  # written here: this content is the one to read
         return written
 
     async def flush(self, fh: int) -> None:
@@ -403,7 +386,7 @@ class ContentMixin(FilesystemBase):
             text, _ = buffer.commit_text()
         except FsError:
             return  # release decides
-        refused = self.store.content_problem(self.tree.path_of(node), text)
+        refused = self.store.content_problem(self.state.tree.path_of(node), text)
         if refused is not None:
             log.error("not saving %s as truncated: %s; unless more is written before its last "
                       "close, the database keeps its previous content",
@@ -430,7 +413,7 @@ class ContentMixin(FilesystemBase):
             raise
 
     async def release(self, fh: int) -> None:
-        handle = self.handles.pop(fh, None)
+        handle = self.state.handles.pop(fh, None)
         if handle is None:
             return
         node = handle.node
@@ -440,7 +423,7 @@ class ContentMixin(FilesystemBase):
             if exc.errno != errno.EILSEQ and not isinstance(exc, WriteRefused):
                 self._keep_unsaved(node, exc.reason)
         finally:
-            self.tree.release_handle(node)
+            self.state.tree.release_handle(node)
             if handle.writable:
                 await self._show_unshown_merge(node)
             if node.open_count == 0:
@@ -453,10 +436,10 @@ class ContentMixin(FilesystemBase):
         """The last writer closed a file whose row is a merge its writers did not see
         (``_show_merged``): the mount shows the row now, at the row's size (the buffer's
         size with the row's bytes would serve a truncated merge)."""
-        buffer = self.buffers.get(node.ino)
+        buffer = self.state.buffers.get(node.ino)
         if not isinstance(buffer, FileBuffer) or buffer.unshown_merge is None:
             return
-        if buffer.dirty or self.open_for_writing(node):
+        if buffer.dirty or self.state.open_for_writing(node):
             return  # the next commit merges again, or the last close shows it
         version, buffer.unshown_merge = buffer.unshown_merge, None
         if node.doc_id is None or version != node.updated_at:
@@ -465,7 +448,7 @@ class ContentMixin(FilesystemBase):
             data = await self.committed_bytes(node)
         except FsError:
             return  # gone meanwhile: the removal's event updates the file
-        if self.buffers.get(node.ino) is not buffer or buffer.dirty:
+        if self.state.buffers.get(node.ino) is not buffer or buffer.dirty:
             return  # opened and written again while the row was read
         shown = FileBuffer.of_row(data, node.updated_at)
         self.take_others_content(node, shown)
@@ -477,23 +460,23 @@ class ContentMixin(FilesystemBase):
     def _drop_if_deleted_elsewhere(self, node: FileNode) -> None:
         """The last close of a file another writer deleted while it was open for writing
         here: gone now, unless something written to it was saved anew."""
-        if node.ino not in self.deleted_while_open:
+        if node.ino not in self.state.deleted_while_open:
             return
-        self.deleted_while_open.discard(node.ino)
-        buffer = self.buffers.get(node.ino)
+        self.state.deleted_while_open.discard(node.ino)
+        buffer = self.state.buffers.get(node.ino)
         if (
             node.doc_id is None
             and node.parent is not None
             and not (isinstance(buffer, FileBuffer) and buffer.dirty)
         ):
-            self.buffers.pop(node.ino, None)
+            self.state.buffers.pop(node.ino, None)
             self.remove_deleted(node)
 
     def _keep_unsaved(self, node: FileNode, reason: str) -> None:
         """A commit failed: keep the content in memory (retried) and on local disk (so a
         crash or an unmount that still cannot commit loses nothing)."""
-        self.unsaved[node.ino] = node
-        buffer = self.buffers.get(node.ino)
+        self.state.unsaved[node.ino] = node
+        buffer = self.state.buffers.get(node.ino)
         self._keep_copy(node, buffer.snapshot() if isinstance(buffer, FileBuffer) else None, reason)
 
     def _keep_copy(self, node: FileNode, data: bytes | None, reason: str) -> None:
@@ -502,7 +485,7 @@ class ContentMixin(FilesystemBase):
         if self.recovery is None or data is None or node.parent is None:
             log.error("changes to %s stay in memory until the database is back: %s", what, reason)
             return
-        path = self.tree.path_of(node)
+        path = self.state.tree.path_of(node)
         try:
             stored = self.recovery.keep(path, data, reason)
         except OSError as exc:
@@ -521,7 +504,7 @@ class ContentMixin(FilesystemBase):
     def _saved(self, node: FileNode) -> None:
         """The node's changes reached the database: nothing left to recover."""
         self.documents_changed()
-        self.unsaved.pop(node.ino, None)
+        self.state.unsaved.pop(node.ino, None)
         self.drained.pop(node.ino, None)
         path = self._kept.pop(node.ino, None)
         if path is not None and self.recovery is not None:
@@ -539,7 +522,7 @@ class ContentMixin(FilesystemBase):
         the recovery area, not drained to a folder (``drain``).  Exiting would lose them."""
         return sorted(
             self.describe_node(node)
-            for ino, node in self.unsaved.items()
+            for ino, node in self.state.unsaved.items()
             if ino not in self._kept and ino not in self.drained
         )
 
@@ -549,11 +532,11 @@ class ContentMixin(FilesystemBase):
         files written and those that could not be (with why)."""
         written: list[str] = []
         failed: list[str] = []
-        for ino, node in list(self.unsaved.items()):
-            buffer = self.buffers.get(ino)
+        for ino, node in list(self.state.unsaved.items()):
+            buffer = self.state.buffers.get(ino)
             if not isinstance(buffer, FileBuffer) or node.parent is None:
                 continue
-            path = self.tree.path_of(node)
+            path = self.state.tree.path_of(node)
             target = folder / path
             try:
                 write_private(target, buffer.snapshot(), durable=True)
@@ -566,19 +549,19 @@ class ContentMixin(FilesystemBase):
         return written, failed
 
     def _drop_idle_buffer(self, node: FileNode) -> None:
-        buffer = self.buffers.get(node.ino)
+        buffer = self.state.buffers.get(node.ino)
         if isinstance(buffer, FileBuffer) and node.open_count == 0 and not buffer.dirty:
-            del self.buffers[node.ino]
-            self.served.pop(node.ino, None)
+            del self.state.buffers[node.ino]
+            self.state.served.pop(node.ino, None)
 
     def take_others_content(self, node: FileNode, buffer: Buffer) -> None:
         """Another writer's content replaces the content of a file open here.  Reads keep
         the old bytes until the kernel is next told the file's attributes (``served``):
         a read it sent with the old size must not be answered with bytes of another."""
-        old = self.buffers.get(node.ino)
+        old = self.state.buffers.get(node.ino)
         if old is not None:
-            self.served.setdefault(node.ino, old)
-        self.set_buffer(node, buffer)
+            self.state.served.setdefault(node.ino, old)
+        self.state.set_buffer(node, buffer)
 
     async def setattr(
         self,
@@ -591,7 +574,7 @@ class ContentMixin(FilesystemBase):
         mtime_ns: int | None = None,
         fh: int | None = None,
     ) -> Attributes:
-        node = self.tree.get(ino)
+        node = self.state.tree.get(ino)
         if fh is None and isinstance(node, FileNode) and node.parent is None:
             refuse_stale(node)  # truncate(2) or utimensat by a stale name
         self._check_settable(node, size, mode, uid, gid, mtime_ns)
@@ -612,7 +595,7 @@ class ContentMixin(FilesystemBase):
             persist = True
         node.ctime_ns = now
         if persist and isinstance(node, FileNode) and node.doc_id is not None:
-            pending = self.buffers.get(node.ino)
+            pending = self.state.buffers.get(node.ino)
             if pending is None or not pending.dirty:
                 attrs = FileAttrs(node.custom_mode, node.client_mtime_ns)
                 await self.run_db(self.store.set_attrs, node.doc_id, attrs)
@@ -647,10 +630,10 @@ class ContentMixin(FilesystemBase):
     async def _truncate(self, node: FileNode, size: int, fh: int | None, now: int) -> None:
         """``ftruncate`` (through the handle's buffer, saved at its close) or ``truncate``
         by path (no close follows: committed now)."""
-        handle = self.handles.get(fh) if fh is not None else None
+        handle = self.state.handles.get(fh) if fh is not None else None
         buffer = handle.buffer if handle else await self._buffer(node, load=size != 0)
         buffer.truncate(size)
-        self.served.pop(node.ino, None)
+        self.state.served.pop(node.ino, None)
         node.size = size
         node.client_mtime_ns = None
         node.mtime_ns = now
@@ -667,15 +650,15 @@ class ContentMixin(FilesystemBase):
         is placed by its path, under the namespace lock, taken before the buffer's (the
         lock order of ``memfs.vfs.base``; a rename holding it may call this)."""
         while True:
-            buffer = self.buffers.get(node.ino)
+            buffer = self.state.buffers.get(node.ino)
             if not isinstance(buffer, FileBuffer) or not buffer.dirty or node.scratch:
                 return
-            if node.doc_id is None and not self.holding_ns_lock():
-                async with self.ns_lock:  # then the buffer's, in this call
+            if node.doc_id is None and not self.state.holding_ns_lock():
+                async with self.state.ns_lock:  # then the buffer's, in this call
                     await self.commit(node, final=final)
                 return
             async with buffer.lock:
-                if node.doc_id is None and not self.holding_ns_lock():
+                if node.doc_id is None and not self.state.holding_ns_lock():
                     continue  # unbound while this waited: the locks again, in order
                 await self._commit_locked(node, buffer, final)
                 return
@@ -695,7 +678,7 @@ class ContentMixin(FilesystemBase):
             await self._refuse_content(node, exc, final)
             raise
         attrs = FileAttrs(node.custom_mode, node.client_mtime_ns)
-        path = self.tree.path_of(node)
+        path = self.state.tree.path_of(node)
         ours = text
         try:
             text, result, merged = await self._save_text(node, buffer, path, text, attrs)
@@ -756,7 +739,7 @@ class ContentMixin(FilesystemBase):
                 result.conflict,
             )
         if node.parent is not None:
-            self.tree.bind_document(node, result.doc_id)
+            self.state.tree.bind_document(node, result.doc_id)
         else:
             node.doc_id = result.doc_id
         if result.changed and node.updated_at is not None and self.bases.tracks(result.doc_id):
@@ -819,7 +802,7 @@ class ContentMixin(FilesystemBase):
             return
         if node.doc_id is None or node.parent is None:
             return
-        path = self.tree.path_of(node)
+        path = self.state.tree.path_of(node)
         if writable:
             buffer.writer = pid or buffer.writer
             if buffer.base is None or not buffer.dirty:
@@ -1040,7 +1023,7 @@ class ContentMixin(FilesystemBase):
         data = merged.encode("utf-8")
         if node.doc_id is not None and self.cache.accepts(len(data)):
             self.cache.put(node.doc_id, version, data)
-        if final and buffer.generation == generation and not self.open_for_writing(node):
+        if final and buffer.generation == generation and not self.state.open_for_writing(node):
             shown = FileBuffer.of_row(data, version)
             self.take_others_content(node, shown)
             node.size = len(data)
@@ -1069,7 +1052,7 @@ class ContentMixin(FilesystemBase):
         """
         what = self.describe_node(node)
         log.error("not saving %s: %s; the database keeps its previous content", what, exc.reason)
-        buffer = self.buffers.pop(node.ino, None)
+        buffer = self.state.buffers.pop(node.ino, None)
         if isinstance(buffer, FileBuffer):
             buffer.dirty = False
         self._saved(node)
@@ -1078,14 +1061,14 @@ class ContentMixin(FilesystemBase):
             # the kernel forgets its cached entry (or later writes would reach a dead inode).
             # Its open handles fail from now on, and until the kernel's entry is gone a
             # stat through the old name gets ESTALE (looked up again: ENOENT).
-            for handle in self.handles.values():
+            for handle in self.state.handles.values():
                 if handle.node is node and handle.failed is None:
                     handle.failed = exc
-            async with self.ns_locked():
+            async with self.state.ns_locked():
                 parent = node.parent
                 if parent is not None:
                     name = node.name
-                    self.tree.detach(node)
+                    self.state.tree.detach(node)
                     self.kernel.entry(parent.ino, name)
             return
         # Back to the committed content, so the mount shows what the database holds.
@@ -1095,20 +1078,20 @@ class ContentMixin(FilesystemBase):
             data = b""
         node.size = len(data)
         restored = FileBuffer.of_row(data, node.updated_at)
-        for handle in self.handles.values():
+        for handle in self.state.handles.values():
             if handle.node is node:
                 handle.buffer, handle.unloaded = restored, False
         if node.open_count > 0:
-            self.buffers[node.ino] = restored
+            self.state.buffers[node.ino] = restored
         node.kernel_version = None
 
     async def commit_all(self) -> None:
         """Commit every dirty buffer (at unmount); what fails is kept for recovery."""
-        nodes = {h.node.ino: h.node for h in self.handles.values()}
-        nodes.update(self.unsaved)
-        for ino, buffer in list(self.buffers.items()):
-            if buffer.dirty and ino in self.tree.inodes:
-                node = self.tree.inodes[ino]
+        nodes = {h.node.ino: h.node for h in self.state.handles.values()}
+        nodes.update(self.state.unsaved)
+        for ino, buffer in list(self.state.buffers.items()):
+            if buffer.dirty and ino in self.state.tree.inodes:
+                node = self.state.tree.inodes[ino]
                 if isinstance(node, FileNode):
                     nodes[ino] = node
         for node in nodes.values():

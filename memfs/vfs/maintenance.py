@@ -60,7 +60,7 @@ class Maintenance:
             if self.monotonic() - last_tools >= TOOLS_EVERY:
                 last_tools = self.monotonic()
                 await self.fs.retry_tools()
-            if self.fs.unsaved and self.monotonic() - last_retry >= RETRY_EVERY:
+            if self.fs.state.unsaved and self.monotonic() - last_retry >= RETRY_EVERY:
                 last_retry = self.monotonic()
                 await self.retry_unsaved()
             if self.statistics is not None and self.monotonic() - last_stats >= stats_every:
@@ -84,7 +84,7 @@ class Maintenance:
     async def retry_unsaved(self) -> None:
         """Commit files whose earlier commit failed (the database was down)."""
         fs = self.fs
-        for node in list(fs.unsaved.values()):
+        for node in list(fs.state.unsaved.values()):
             try:
                 await fs.commit(node)
             except FsError as exc:

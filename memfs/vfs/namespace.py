@@ -69,11 +69,11 @@ class NamespaceMixin(ContentMixin):
 
     def _keep_if_emptied(self, parent: DirNode, leaving: Node) -> list[str]:
         """Directories an operation leaves without documents: kept, as a disk would keep them."""
-        if parent is self.tree.root or parent.explicit or parent.scratch:
+        if parent is self.state.tree.root or parent.explicit or parent.scratch:
             return []
         if any(c is not leaving and not c.scratch for c in parent.children.values()):
             return []
-        return [self.tree.path_of(parent)]
+        return [self.state.tree.path_of(parent)]
 
     # -- creating ------------------------------------------------------------------------
 
@@ -81,13 +81,13 @@ class NamespaceMixin(ContentMixin):
         """The directory a new name goes into, and its full path; errno if it cannot."""
         parent = self._writable_dir(parent_ino)
         self._refuse(name)
-        path = check_new_name(self.tree.path_of(parent), name)
+        path = check_new_name(self.state.tree.path_of(parent), name)
         if name in parent.children:
             raise FsError(errno.EEXIST)
         return parent, path
 
     async def mkdir(self, parent_ino: int, name: str, mode: int) -> Node:
-        async with self.ns_lock:
+        async with self.state.ns_lock:
             parent, path = self._new_entry(parent_ino, name)
             kind = self._kind(parent, name, is_dir=True)
             if kind is Kind.DOCUMENT:
@@ -96,10 +96,10 @@ class NamespaceMixin(ContentMixin):
                 self._defer(KeepDir(path))
             elif kind is Kind.DOCUMENT:
                 await self.run_db(self.store.create_directory, path)
-            node = self.tree.new_dir(name, mode, self.clock())
+            node = self.state.tree.new_dir(name, mode, self.clock())
             node.explicit = kind is Kind.DOCUMENT
             node.scratch = kind is not Kind.DOCUMENT
-            self.tree.attach(parent, node)
+            self.state.tree.attach(parent, node)
             node.lookups += 1
             self.touch_dir(parent)
             return node
@@ -113,7 +113,7 @@ class NamespaceMixin(ContentMixin):
         another writer's file may have appeared there (the change feed).  Without O_EXCL
         that is an ordinary open of the existing file, as on a local disk, not EEXIST.
         """
-        async with self.ns_lock:
+        async with self.state.ns_lock:
             existing = self._attached_dir(parent_ino).children.get(name)
             if isinstance(existing, FileNode) and not flags & os.O_EXCL:
                 reopen = existing
@@ -134,7 +134,7 @@ class NamespaceMixin(ContentMixin):
         kind = self._kind(parent, name)
         if kind is Kind.DOCUMENT:
             self._check_storable(path)
-        node = self.tree.new_file(name, mode, self.clock())
+        node = self.state.tree.new_file(name, mode, self.clock())
         buffer: FileBuffer | ScratchBuffer
         if kind is Kind.DOCUMENT:
             buffer = FileBuffer(b"", dirty=True)
@@ -152,38 +152,38 @@ class NamespaceMixin(ContentMixin):
             buffer = ScratchBuffer(self.spill)
             if kind is Kind.TENTATIVE:
                 self.saves.track(node.ino, idle=False)
-        self.tree.attach(parent, node)
+        self.state.tree.attach(parent, node)
         node.lookups += 1
         self.touch_dir(parent)
-        self.buffers[node.ino] = buffer
+        self.state.buffers[node.ino] = buffer
         writable = (flags & 0o3) != 0
         return self._open_handle(node, buffer, writable, flags), node
 
     async def symlink(self, parent_ino: int, name: str, target: bytes, pid: int = 0) -> Node:
         """Symbolic links exist only as scratch (emacs lock files); EPERM for documents.
         An emacs lock file tells what its process edits (``SaverBases.editing``)."""
-        async with self.ns_lock:
+        async with self.state.ns_lock:
             parent, path = self._new_entry(parent_ino, name)
             if self._kind(parent, name) is Kind.DOCUMENT:
                 raise FsError(errno.EPERM, "documents cannot be symbolic links")
             if name.startswith(EMACS_LOCK) and pid > 0:
                 self.bases.editing(path[: len(path) - len(name)] + name[len(EMACS_LOCK) :], pid)
-            node = self.tree.new_symlink(name, target, self.clock())
-            self.tree.attach(parent, node)
+            node = self.state.tree.new_symlink(name, target, self.clock())
+            self.state.tree.attach(parent, node)
             node.lookups += 1
             self.touch_dir(parent)
             return node
 
     async def link(self, ino: int, parent_ino: int, name: str) -> Node:
         """Hard links exist only between scratch names; EPERM for documents."""
-        async with self.ns_lock:
-            node = self.tree.get(ino)
+        async with self.state.ns_lock:
+            node = self.state.tree.get(ino)
             parent, _ = self._new_entry(parent_ino, name)
             if not (isinstance(node, FileNode) and node.scratch and node.nlink > 0):
                 raise FsError(errno.EPERM, "documents cannot have hard links")
             if self._kind(parent, name) is Kind.DOCUMENT:
                 raise FsError(errno.EPERM, "a document name cannot be a hard link")
-            self.tree.add_link(node, parent, name)
+            self.state.tree.add_link(node, parent, name)
             node.lookups += 1
             self.touch_dir(parent)
             return node
@@ -191,14 +191,14 @@ class NamespaceMixin(ContentMixin):
     # -- removing ------------------------------------------------------------------------
 
     async def unlink(self, parent_ino: int, name: str) -> None:
-        async with self.ns_lock:
+        async with self.state.ns_lock:
             parent, node = self._child(parent_ino, name)
             self._not_synthetic(parent, node)
             if isinstance(node, DirNode):
                 raise FsError(errno.EISDIR)
             if node.scratch:
                 await self._delete_abandoned_origin(node)
-                self.tree.remove_entry(parent, name)
+                self.state.tree.remove_entry(parent, name)
                 self.touch_dir(parent)
                 self.drop_if_freed(node.ino)
                 return
@@ -209,14 +209,14 @@ class NamespaceMixin(ContentMixin):
             if node.doc_id is not None or keep:
                 removal = None
                 if node.doc_id is not None:  # only the version this mount shows
-                    removal = Delete(node.doc_id, node.updated_at, self.tree.path_of(node))
+                    removal = Delete(node.doc_id, node.updated_at, self.state.tree.path_of(node))
                 await self._delete_later(removal, keep)
             if node.doc_id is not None:
                 self.cache.drop(node.doc_id)
             if keep:
                 parent.explicit = True
             self._saved(node)
-            self.tree.detach(node)
+            self.state.tree.detach(node)
             self.touch_dir(parent)
             self.drop_if_freed(node.ino)
 
@@ -293,7 +293,7 @@ class NamespaceMixin(ContentMixin):
         """A renamed-away original whose name goes with no new file: the user deleted it."""
         if not isinstance(node, FileNode) or node.origin_doc_id is None or node.extra_links:
             return
-        shown = self.tree.docs.get(node.origin_doc_id)
+        shown = self.state.tree.docs.get(node.origin_doc_id)
         if shown is not None and shown is not node and shown.parent is not None:
             # Another writer's change brought the row back into the tree (the agent wrote
             # it mid-save): it is a live document again, not an abandoned original.
@@ -322,7 +322,7 @@ class NamespaceMixin(ContentMixin):
         self.saves.release(node)
 
     async def rmdir(self, parent_ino: int, name: str) -> None:
-        async with self.ns_lock:
+        async with self.state.ns_lock:
             parent, node = self._child(parent_ino, name)
             self._not_synthetic(parent, node)
             if not isinstance(node, DirNode):
@@ -332,10 +332,10 @@ class NamespaceMixin(ContentMixin):
             if not node.scratch:
                 keep = self._keep_if_emptied(parent, node)
                 if node.explicit or keep:
-                    await self._delete_later(None, keep, self.tree.path_of(node))
+                    await self._delete_later(None, keep, self.state.tree.path_of(node))
                 if keep:
                     parent.explicit = True
-            self.tree.detach(node)
+            self.state.tree.detach(node)
             self.touch_dir(parent)
 
     # -- renaming ------------------------------------------------------------------------
@@ -353,12 +353,12 @@ class NamespaceMixin(ContentMixin):
     ) -> None:
         if exchange:
             raise FsError(errno.EINVAL, "RENAME_EXCHANGE is not supported")
-        async with self.ns_lock:
+        async with self.state.ns_lock:
             old_parent, source = self._child(old_parent_ino, old_name)
             self._not_synthetic(old_parent, source)
             new_parent = self._writable_dir(new_parent_ino)
             self._refuse(new_name)
-            new_path = check_new_name(self.tree.path_of(new_parent), new_name)
+            new_path = check_new_name(self.state.tree.path_of(new_parent), new_name)
             target = new_parent.children.get(new_name)
             if target is source:
                 return
@@ -381,7 +381,7 @@ class NamespaceMixin(ContentMixin):
         if target is not None and noreplace:
             raise FsError(errno.EEXIST)
         if isinstance(source, DirNode):
-            if self.tree.is_within(new_parent, source):
+            if self.state.tree.is_within(new_parent, source):
                 raise FsError(errno.EINVAL, "cannot move a directory into itself")
             if target is not None and not isinstance(target, DirNode):
                 raise FsError(errno.ENOTDIR)
@@ -435,9 +435,9 @@ class NamespaceMixin(ContentMixin):
         """The tree side of a rename, once the database has it."""
         if target is not None:
             if new_parent.children.get(new_name) is target:
-                self.tree.remove_entry(new_parent, new_name)
+                self.state.tree.remove_entry(new_parent, new_name)
             self.drop_if_freed(target.ino)
-        self.tree.rename_entry(old_parent, old_name, new_parent, new_name)
+        self.state.tree.rename_entry(old_parent, old_name, new_parent, new_name)
         if isinstance(source, FileNode):
             if source.scratch and kind is Kind.TENTATIVE:
                 self.saves.track(source.ino, idle=source.open_count == 0)
@@ -455,7 +455,7 @@ class NamespaceMixin(ContentMixin):
             else:
                 await self._delete_abandoned_origin(target)
         elif isinstance(target, DirNode) and target.explicit and not target.scratch:
-            await self.run_db(self.store.delete_directory, self.tree.path_of(target), [])
+            await self.run_db(self.store.delete_directory, self.state.tree.path_of(target), [])
 
     async def _rename_file(
         self, source: FileNode, new_path: str, target: Node | None, keep: list[str], pid: int = 0
@@ -476,7 +476,7 @@ class NamespaceMixin(ContentMixin):
             return
         moved = await self.run_db(
             self.store.rename_document, source.doc_id, new_path, replaced, attrs, keep,
-            self.tree.path_of(source), replaced_seen=seen,
+            self.state.tree.path_of(source), replaced_seen=seen,
         )  # fmt: skip
         self._request_reindex(source.doc_id)
         if replaced is not None:
@@ -549,7 +549,7 @@ class NamespaceMixin(ContentMixin):
             return  # moved on meanwhile: its own events show it
         source.updated_at = merged.updated_at
         self.cache.put(merged.doc_id, merged.updated_at, data)
-        buffer = self.buffers.get(source.ino)
+        buffer = self.state.buffers.get(source.ino)
         if buffer is None:
             source.size = len(data)  # read from the cache at the merged version
         elif isinstance(buffer, FileBuffer) and not buffer.dirty:
@@ -610,7 +610,7 @@ class NamespaceMixin(ContentMixin):
             data = merged_text.encode("utf-8")  # the row is the merge, not the source's bytes
         self.cache.drop(source_id)
         kernel_current = merged_text is None and source.kernel_version == source.updated_at
-        self.tree.bind_document(source, result.doc_id)
+        self.state.tree.bind_document(source, result.doc_id)
         source.updated_at = result.updated_at
         if data is not None:
             self.cache.put(result.doc_id, result.updated_at, data)
@@ -631,8 +631,8 @@ class NamespaceMixin(ContentMixin):
     async def _rename_dir(
         self, source: DirNode, new_path: str, target: Node | None, keep: list[str]
     ) -> None:
-        old_path = self.tree.path_of(source)
-        replaced = self.tree.path_of(target) if isinstance(target, DirNode) else None
+        old_path = self.state.tree.path_of(source)
+        replaced = self.state.tree.path_of(target) if isinstance(target, DirNode) else None
         if self._deferring():
             # The paths of every document below are rewritten with the next transaction;
             # each moved file takes its row's new version from the answer (_adopt_moves),
@@ -656,7 +656,7 @@ class NamespaceMixin(ContentMixin):
             )
         assert isinstance(source, FileNode)
         await self.commit(source)  # pending changes reach the row first
-        buffer = self.buffers.get(source.ino)
+        buffer = self.state.buffers.get(source.ino)
         if buffer is not None:
             data = buffer.snapshot()
         elif source.doc_id is not None:
@@ -665,24 +665,24 @@ class NamespaceMixin(ContentMixin):
             data = b""
         await self._replace_target(target)
         if source.doc_id is not None:
-            self.saves.detach(self.tree.path_of(source), source)
-            self.tree.unbind_document(source)
+            self.saves.detach(self.state.tree.path_of(source), source)
+            self.state.tree.unbind_document(source)
             log.debug(
                 "%s took a scratch name; its row stays until a new file takes its place",
                 self.describe_node(source),
             )
         source.scratch = True
         self._saved(source)
-        self.set_buffer(source, ScratchBuffer(self.spill, data))
+        self.state.set_buffer(source, ScratchBuffer(self.spill, data))
 
     def _into_tool_folder(self, parent: DirNode, name: str) -> bool:
         """Whether ``name`` in ``parent`` is inside (or is) a tool folder."""
         if self.tools is None:
             return False
-        if parent is self.tree.root:
+        if parent is self.state.tree.root:
             return name in self.rules.tool_folders
         top: Node = parent
-        while top.parent is not None and top.parent is not self.tree.root:
+        while top.parent is not None and top.parent is not self.state.tree.root:
             top = top.parent
         return top.scratch and top.name in self.rules.tool_folders
 
@@ -691,11 +691,11 @@ class NamespaceMixin(ContentMixin):
         every document below becomes a tool file with its content; the rows go once the
         tool folder has kept them (``leaving_memory``, sent by ``Filesystem.rename``)."""
         await self._replace_target(target)
-        for node in list(self.tree.iter_files(source)):
+        for node in list(self.state.tree.iter_files(source)):
             if node.scratch:
                 continue
             await self.commit(node)  # pending changes reach the row first
-            buffer = self.buffers.get(node.ino)
+            buffer = self.state.buffers.get(node.ino)
             if buffer is not None:
                 data = buffer.snapshot()
             elif node.doc_id is not None:
@@ -704,18 +704,18 @@ class NamespaceMixin(ContentMixin):
                 data = b""
             if node.doc_id is not None:
                 self.leaving_memory.append(
-                    Delete(node.doc_id, node.updated_at, self.tree.path_of(node))
+                    Delete(node.doc_id, node.updated_at, self.state.tree.path_of(node))
                 )
                 self.cache.drop(node.doc_id)
-                self.tree.unbind_document(node)
+                self.state.tree.unbind_document(node)
             node.scratch = True
             self._saved(node)
-            self.set_buffer(node, ScratchBuffer(self.spill, data))
+            self.state.set_buffer(node, ScratchBuffer(self.spill, data))
         folders: list[DirNode] = [source]
         while folders:
             folder = folders.pop()
             if folder.explicit:
-                self.leaving_dirs.append(self.tree.path_of(folder))
+                self.leaving_dirs.append(self.state.tree.path_of(folder))
             folder.scratch, folder.explicit = True, False
             folders.extend(c for c in folder.children.values() if isinstance(c, DirNode))
         log.info("%s moved into a tool folder with its documents", self.describe_node(source))
@@ -892,14 +892,14 @@ class NamespaceMixin(ContentMixin):
 
     def _scratch_text(self, node: FileNode, what: str) -> tuple[bytes, str]:
         """A scratch file's bytes and their text, or EILSEQ if they cannot be a document."""
-        buffer = self.buffers.get(node.ino)
+        buffer = self.state.buffers.get(node.ino)
         data = buffer.snapshot() if buffer is not None else b""
         return data, _as_text(data, what)
 
     def _become_document(self, node: FileNode, result: CommitResult, data: bytes) -> None:
         node.scratch = False
         node.doc_id = None
-        self.tree.bind_document(node, result.doc_id)
+        self.state.tree.bind_document(node, result.doc_id)
         node.updated_at = result.updated_at
         node.size = len(data)
         if node.client_mtime_ns is None:
@@ -907,7 +907,7 @@ class NamespaceMixin(ContentMixin):
         self.cache.put(result.doc_id, result.updated_at, data)
         # Its writers' base is the row it became: an O_APPEND open right after (no read in
         # between reloads the buffer) merges a change not heard of yet against it.
-        self.set_buffer(node, FileBuffer.of_row(data, result.updated_at))
+        self.state.set_buffer(node, FileBuffer.of_row(data, result.updated_at))
         node.kernel_version = None
         self.saves.untrack(node.ino)
         self._saved(node)
@@ -1000,15 +1000,15 @@ class NamespaceMixin(ContentMixin):
         moment = self.monotonic() if now is None else now
         promoted = 0
         for ino in self.saves.due(moment):
-            async with self.ns_lock:
-                node = self.tree.inodes.get(ino)
+            async with self.state.ns_lock:
+                node = self.state.tree.inodes.get(ino)
                 if not isinstance(node, FileNode) or not node.scratch or node.parent is None:
                     continue
                 if node.open_count or node.extra_links or node.parent.scratch:
                     continue
                 if self.rules.classify(node.name) is not Kind.TENTATIVE:
                     continue
-                path = self.tree.path_of(node)
+                path = self.state.tree.path_of(node)
                 try:
                     data, text = self._scratch_text(node, f"promoting {path!r}")
                 except FsError as exc:
@@ -1041,8 +1041,8 @@ class NamespaceMixin(ContentMixin):
         except FsError as exc:
             log.error("promoting tentative files at unmount failed: %s", exc)
             for ino in self.saves.tentative():
-                node = self.tree.inodes.get(ino)
-                buffer = self.buffers.get(ino)
+                node = self.state.tree.inodes.get(ino)
+                buffer = self.state.buffers.get(ino)
                 if isinstance(node, FileNode) and isinstance(buffer, ScratchBuffer):
                     self._keep_copy(node, buffer.snapshot(), f"unmount: {exc.reason}")
         await self.commit_all()
@@ -1054,4 +1054,4 @@ class NamespaceMixin(ContentMixin):
             await self.reindexer.finish()
         if self.recovery is not None:
             return self.recovery.kept()
-        return [self.describe_node(node) for node in self.unsaved.values()]
+        return [self.describe_node(node) for node in self.state.unsaved.values()]

@@ -21,13 +21,14 @@ from typing import Protocol
 
 import trio
 
-from memfs.buffers import FileBuffer, ScratchBuffer, ScratchSpill
+from memfs.buffers import ScratchBuffer, ScratchSpill
 from memfs.db.calls import RunDb
 from memfs.db.capabilities import ToolFile, ToolFiles
 from memfs.kernel import KernelNotifier
 from memfs.paths import conflict_copy
 from memfs.scratch import ScratchRules
-from memfs.tree import DirNode, FileNode, Node, Tree
+from memfs.tree import DirNode, FileNode, Node
+from memfs.vfs.state import MountState
 
 log = logging.getLogger("memfs.vfs")
 
@@ -42,17 +43,16 @@ Digest = tuple[bool, int, int, str]
 
 
 class ToolHost(Protocol):
-    """What of the filesystem model tool folders read and add to."""
+    """What of the filesystem model tool folders read and add to: the mount's state
+    (its tree, buffers and namespace lock), where scratch content spills, the rules that
+    name tool folders, and the kernel's caches."""
 
-    tree: Tree
-    buffers: dict[int, FileBuffer | ScratchBuffer]
+    @property
+    def state(self) -> MountState: ...
+
     spill: ScratchSpill
     rules: ScratchRules
     kernel: KernelNotifier
-    ns_lock: trio.Lock
-
-    def set_buffer(self, node: FileNode, buffer: FileBuffer | ScratchBuffer) -> None:
-        """Give a file a new buffer, for every handle that has it open."""
 
     def drop_if_freed(self, ino: int) -> None:
         """Forget per-inode state once the inode number is released."""
@@ -96,7 +96,7 @@ class ToolFolders:
         if not node.scratch:  # all of a tool folder is scratch: no walk to the root
             return None
         current: Node | None = node
-        while current is not None and current.parent is not fs.tree.root:
+        while current is not None and current.parent is not fs.state.tree.root:
             current = current.parent
         if current is None or not current.scratch or not isinstance(current, DirNode):
             return None
@@ -105,7 +105,7 @@ class ToolFolders:
     def _current(self, fs: ToolHost) -> dict[str, tuple[Node, Signature]]:
         found: dict[str, tuple[Node, Signature]] = {}
         for name in sorted(fs.rules.tool_folders):
-            top = fs.tree.root.children.get(name)
+            top = fs.state.tree.root.children.get(name)
             if not isinstance(top, DirNode) or not top.scratch:
                 continue
             stack: list[tuple[str, Node]] = [(name, top)]
@@ -115,7 +115,7 @@ class ToolFolders:
                     found[path] = (node, ("dir", stat.S_IMODE(node.mode)))
                     stack.extend((f"{path}/{n}", c) for n, c in node.children.items())
                 elif isinstance(node, FileNode):
-                    buffer = fs.buffers.get(node.ino)
+                    buffer = fs.state.buffers.get(node.ino)
                     generation = getattr(buffer, "generation", None)
                     size = len(buffer) if isinstance(buffer, ScratchBuffer) else node.size
                     mode = stat.S_IMODE(node.mode)
@@ -132,9 +132,9 @@ class ToolFolders:
             parent_path, _, name = row.path.rpartition("/")
             if row.path.split("/")[0] not in fs.rules.tool_folders:
                 continue
-            parent = fs.tree.resolve(parent_path) if parent_path else fs.tree.root
+            parent = fs.state.tree.resolve(parent_path) if parent_path else fs.state.tree.root
             if not isinstance(parent, DirNode) or (
-                parent is not fs.tree.root and not parent.scratch
+                parent is not fs.state.tree.root and not parent.scratch
             ):
                 log.warning("tool file %r has no folder to go in: not shown", row.path)
                 continue
@@ -143,14 +143,14 @@ class ToolFolders:
                 continue
             node: Node
             if row.is_dir:
-                node = fs.tree.new_dir(name, row.mode, row.mtime_ns)
+                node = fs.state.tree.new_dir(name, row.mode, row.mtime_ns)
             else:
-                node = fs.tree.new_file(name, row.mode, row.mtime_ns)
+                node = fs.state.tree.new_file(name, row.mode, row.mtime_ns)
                 node.size = len(row.content)
-                fs.set_buffer(node, ScratchBuffer(fs.spill, row.content))
+                fs.state.set_buffer(node, ScratchBuffer(fs.spill, row.content))
                 shown += 1
             node.scratch = True
-            fs.tree.attach(parent, node)
+            fs.state.tree.attach(parent, node)
         self.persisted = {path: signature for path, (_, signature) in self._current(fs).items()}
         self.remote = {r.path: _digest(r.is_dir, r.mode, r.mtime_ns, r.content) for r in rows}
         self.seen = await self.calls(self.store.fingerprint)
@@ -175,7 +175,7 @@ class ToolFolders:
             expected.update((p, self.remote[p][3] if p in self.remote else None) for p in removed)
             clashes = await self.calls(self.store.apply_checked, upserts, removed, expected)
             if clashes:  # another mount wrote these since this one last looked
-                async with fs.ns_lock:
+                async with fs.state.ns_lock:
                     for path, (theirs, _) in clashes.items():
                         self._keep_theirs(fs, path, theirs)
                 current = self._current(fs)
@@ -211,7 +211,7 @@ class ToolFolders:
         for path, (node, _) in changed.items():
             content = b""
             if isinstance(node, FileNode):
-                buffer = fs.buffers.get(node.ino)
+                buffer = fs.state.buffers.get(node.ino)
                 content = buffer.snapshot() if buffer is not None else b""
             found.append(
                 ToolFile(path, node.is_dir, content, stat.S_IMODE(node.mode), node.mtime_ns)
@@ -259,7 +259,7 @@ class ToolFolders:
             left = [p for p in moved if p not in arrived and p not in gone and p in current]
             wanted = [p for p in arrived if not digests[p][0]]
             contents = await self.calls(self.store.contents, wanted) if wanted else {}
-            async with fs.ns_lock:
+            async with fs.state.ns_lock:
                 # Opened or changed here while this waited for the contents: left, as a
                 # path open at the look is (its next write keeps theirs beside it).
                 now = self._current(fs)
@@ -305,36 +305,37 @@ class ToolFolders:
     def _take(self, fs: ToolHost, path: str, digest: Digest, content: bytes) -> None:
         is_dir, mode, mtime_ns, _ = digest
         parent_path, _, name = path.rpartition("/")
-        parent = fs.tree.resolve(parent_path) if parent_path else fs.tree.root
-        if not isinstance(parent, DirNode) or (parent is not fs.tree.root and not parent.scratch):
+        parent = fs.state.tree.resolve(parent_path) if parent_path else fs.state.tree.root
+        root = fs.state.tree.root
+        if not isinstance(parent, DirNode) or (parent is not root and not parent.scratch):
             return
         node = parent.children.get(name)
         if node is None:
             made: Node = (
-                fs.tree.new_dir(name, mode, mtime_ns)
+                fs.state.tree.new_dir(name, mode, mtime_ns)
                 if is_dir
-                else fs.tree.new_file(name, mode, mtime_ns)
+                else fs.state.tree.new_file(name, mode, mtime_ns)
             )
             made.scratch = True
             if isinstance(made, FileNode):
                 made.size = len(content)
-                fs.set_buffer(made, ScratchBuffer(fs.spill, content))
-            fs.tree.attach(parent, made)
+                fs.state.set_buffer(made, ScratchBuffer(fs.spill, content))
+            fs.state.tree.attach(parent, made)
             fs.kernel.entry(parent.ino, name)
         elif isinstance(node, FileNode) and not is_dir and node.scratch:
-            fs.set_buffer(node, ScratchBuffer(fs.spill, content))
+            fs.state.set_buffer(node, ScratchBuffer(fs.spill, content))
             node.size = len(content)
             node.mode = stat.S_IFREG | mode
             node.mtime_ns = mtime_ns
             fs.kernel.inode(node.ino)
 
     def _drop(self, fs: ToolHost, path: str) -> None:
-        node = fs.tree.resolve(path)
+        node = fs.state.tree.resolve(path)
         if node is None or node.parent is None or not node.scratch:
             return
         if isinstance(node, DirNode) and node.children:
             return
         parent = node.parent
-        fs.tree.detach(node)
+        fs.state.tree.detach(node)
         fs.drop_if_freed(node.ino)  # its spilled content too, once nothing holds it open
         fs.kernel.entry(parent.ino, node.name)

@@ -26,7 +26,7 @@ from tests.netproxy import DelayProxy
 
 
 def names(fs: Filesystem, ino: int = ROOT_INODE) -> list[str]:
-    return sorted(fs.tree.get_dir(ino).children)
+    return sorted(fs.state.tree.get_dir(ino).children)
 
 
 def rows(conn: psycopg.Connection[Any]) -> list[str]:
@@ -216,7 +216,7 @@ async def test_a_read_does_not_show_a_row_whose_delete_committed_while_it_ran(
 ) -> None:
     fs, _ = two
     ino = await write_file(fs, ROOT_INODE, "gone.md", b"gone\n")
-    node = fs.tree.get_file(ino)
+    node = fs.state.tree.get_file(ino)
     assert node.doc_id is not None
     store = fs.store
     removal = Delete(node.doc_id, node.updated_at, "gone.md")

@@ -50,7 +50,7 @@ async def test_the_agents_append_right_after_a_removal_is_kept(
     await settle(fs)
     assert engine.contents(sql_conn) == {"notes.md": "mine\nagent\n"}
     with trio.fail_after(10):  # the mount reloads and shows the row again
-        while "notes.md" not in fs.tree.get_dir(ROOT_INODE).children:
+        while "notes.md" not in fs.state.tree.get_dir(ROOT_INODE).children:
             await trio.sleep(0.05)
 
 

@@ -51,7 +51,7 @@ async def test_a_directory_rename_returns_before_its_round_trip_and_lands_soon(
     # Counted, not timed (a busy machine stalls the model itself): the rename's path sent
     # nothing through the proxy before it returned.
     assert proxy.round_trips == 0, "no round trip on the rename's path"
-    assert sorted(fs.tree.get_dir(ROOT_INODE).children) == ["archive"]
+    assert sorted(fs.state.tree.get_dir(ROOT_INODE).children) == ["archive"]
     with trio.fail_after(5):
         while rows(sql_conn)[0] != "archive/0.md":
             await trio.sleep(0.005)
@@ -104,4 +104,4 @@ async def test_changes_after_a_rename_keep_their_order(
     assert kept_dirs(sql_conn) == ["a"]
     reloaded = Filesystem(fs.store, uid=1000, gid=1000)
     await reloaded.load()
-    assert sorted(reloaded.tree.get_dir(ROOT_INODE).children) == ["a"]
+    assert sorted(reloaded.state.tree.get_dir(ROOT_INODE).children) == ["a"]

@@ -74,7 +74,7 @@ async def test_a_feed_row_read_before_a_save_here_does_not_roll_the_file_back(
     save: Callable[[Filesystem, bytes], Any],
 ) -> None:
     ino = await write_file(fs, ROOT_INODE, "doc.md", b"# shared\n")
-    node = fs.tree.get_file(ino)
+    node = fs.state.tree.get_file(ino)
     assert node.doc_id is not None
     sql_conn.execute("UPDATE memory_documents SET content = content || 'agent 0\n'")
     await read_all(fs, ino)  # this mount has seen the agent's version (rsync --checksum)
@@ -108,7 +108,7 @@ async def test_a_resync_read_before_changes_here_neither_hides_nor_rolls_them_ba
             await save_in_place(fs, b"changed here\n")
         release.set()
     assert docs(sql_conn) == {"doc.md": "changed here\n", "new.md": "new\n"}
-    assert sorted(fs.tree.get_dir(ROOT_INODE).children) == ["doc.md", "new.md"]
+    assert sorted(fs.state.tree.get_dir(ROOT_INODE).children) == ["doc.md", "new.md"]
     node = await fs.lookup(ROOT_INODE, "doc.md")
     assert fs.getattr(node.ino).size == len(b"changed here\n")
     assert await read_all(fs, node.ino) == b"changed here\n"
@@ -118,7 +118,7 @@ async def test_a_read_answered_after_a_save_here_does_not_roll_the_file_back(
     fs: Filesystem, sql_conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ino = await write_file(fs, ROOT_INODE, "doc.md", b"# shared\n")
-    node = fs.tree.get_file(ino)
+    node = fs.state.tree.get_file(ino)
     assert node.doc_id is not None
     fs.cache.drop(node.doc_id)
     release = threading.Event()
@@ -151,7 +151,7 @@ async def test_a_feed_row_read_before_a_removal_or_folder_move_here_is_not_appli
     folder = await fs.mkdir(ROOT_INODE, "a", 0o755)
     x = await write_file(fs, folder.ino, "x.md", b"x\n")
     gone = await write_file(fs, ROOT_INODE, "gone.md", b"gone\n")
-    ids = [fs.tree.get_file(ino).doc_id for ino in (x, gone)]
+    ids = [fs.state.tree.get_file(ino).doc_id for ino in (x, gone)]
     # (Only x.md changes: a removal of a row changed after the mount showed it is not made,
     # see test_deferred_guards.py; gone.md's event is a touch that left the row as shown.)
     sql_conn.execute("UPDATE memory_documents SET content = content || 'agent\n' "
@@ -171,7 +171,7 @@ async def test_a_feed_row_read_before_a_removal_or_folder_move_here_is_not_appli
         await trio.sleep(0.2)
         await fs.flush_changes()
         nursery.cancel_scope.cancel()
-    assert sorted(fs.tree.get_dir(ROOT_INODE).children) == ["b"], "moved back or revived"
+    assert sorted(fs.state.tree.get_dir(ROOT_INODE).children) == ["b"], "moved back or revived"
     moved = await fs.lookup(folder.ino, "x.md")
     assert await read_all(fs, moved.ino) == b"x\nagent\n"
     assert docs(sql_conn) == {"b/x.md": "x\nagent\n"}
@@ -208,12 +208,12 @@ async def test_a_file_deleted_elsewhere_while_written_here_can_be_renamed_and_fl
     for round_ in range(20):
         name = f"x{round_}.md"
         ino = await write_file(fs, ROOT_INODE, name, b"old\n")
-        node = fs.tree.get_file(ino)
+        node = fs.state.tree.get_file(ino)
         assert node.doc_id is not None
         fh, _ = await fs.open(ino, WRITE)
         await fs.write(fh, 0, b"new\n")
         sql_conn.execute("DELETE FROM memory_documents WHERE path = %s", (name,))
-        async with fs.ns_lock:
+        async with fs.state.ns_lock:
             fs.apply_deletion(node.doc_id)  # as the change feed applies it
         assert node.doc_id is None and node.parent is not None
         with trio.fail_after(10):  # a deadlock fails here, not at the suite's timeout
@@ -222,7 +222,7 @@ async def test_a_file_deleted_elsewhere_while_written_here_can_be_renamed_and_fl
                 nursery.start_soon(fs.rename, ROOT_INODE, name, ROOT_INODE, name + "~")  # emacs
         await fs.release(fh)
         assert docs(sql_conn)[name] == "new\n"  # saved anew; the backup name is scratch
-        assert name not in fs.tree.get_dir(ROOT_INODE).children
+        assert name not in fs.state.tree.get_dir(ROOT_INODE).children
 
 
 async def test_a_rename_commits_a_file_without_a_row_under_the_lock_it_holds(
@@ -231,12 +231,12 @@ async def test_a_rename_commits_a_file_without_a_row_under_the_lock_it_holds(
     """Without the race: the rename's own commit of such a file re-took the namespace lock
     its rename held (trio's lock is not reentrant): EIO."""
     ino = await write_file(fs, ROOT_INODE, "x.md", b"old\n")
-    node = fs.tree.get_file(ino)
+    node = fs.state.tree.get_file(ino)
     fh, _ = await fs.open(ino, WRITE)
     await fs.write(fh, 0, b"new\n")
     sql_conn.execute("DELETE FROM memory_documents WHERE path = 'x.md'")
     assert node.doc_id is not None
-    async with fs.ns_lock:
+    async with fs.state.ns_lock:
         fs.apply_deletion(node.doc_id)
     with trio.fail_after(10):
         await fs.rename(ROOT_INODE, "x.md", ROOT_INODE, "x.md~")
@@ -258,7 +258,7 @@ async def test_a_row_moved_onto_a_name_being_written_here_leaves_no_phantom(
     sql_conn.execute("UPDATE memory_documents SET path = 'z.md' WHERE path = '.z.md.tmp'")
     await OtherWriters(fs).resync()  # the move is seen while z.md is being written here
     await fs.release(fh)  # saved into the row now at z.md (merged or kept beside)
-    assert ".z.md.tmp" not in fs.tree.root.children, "a name no row is at"
+    assert ".z.md.tmp" not in fs.state.tree.root.children, "a name no row is at"
     rows = [r[0] for r in sql_conn.execute("SELECT path FROM memory_documents ORDER BY path")]
     assert ".z.md.tmp" not in rows and "z.md" in rows, rows
 

@@ -168,7 +168,7 @@ async def test_a_rename_save_is_merged_by_the_process_that_read(
     await fs.release(fh)
     await fs.rename(ROOT_INODE, "sedXy12Ab", ROOT_INODE, "MEMORY.md", pid=SED)
     assert engine.contents(sql_conn) == {"MEMORY.md": "A\nB\nagent 1\nagent 2\n"}
-    shown = fs.tree.resolve("MEMORY.md")
+    shown = fs.state.tree.resolve("MEMORY.md")
     assert shown is not None
     assert await read_all(fs, shown.ino) == b"A\nB\nagent 1\nagent 2\n"
 
@@ -183,7 +183,7 @@ async def test_a_base_the_cache_no_longer_holds_is_found_among_the_versions(
     fs, _ = two
     ino = await write_file(fs, ROOT_INODE, "MEMORY.md", b"frist\nsecond\n")
     assert await read_as(fs, ino, VIM) == b"frist\nsecond\n"
-    node = fs.tree.get_file(ino)
+    node = fs.state.tree.get_file(ino)
     assert node.doc_id is not None
     fs.cache.drop(node.doc_id)  # evicted
     engine.agent_overwrites(sql_conn, "MEMORY.md", "frist\nsecond\nagent fact\n")
@@ -287,7 +287,7 @@ async def test_a_document_renamed_over_the_file_its_process_read_is_merged(
     await OtherWriters(fs).resync()
     await fs.rename(ROOT_INODE, "MEMORY.md.1a2b3c4d", ROOT_INODE, "MEMORY.md", pid=SED)
     assert engine.contents(sql_conn) == {"MEMORY.md": "first\nsecond\nagent fact\n"}
-    shown = fs.tree.resolve("MEMORY.md")
+    shown = fs.state.tree.resolve("MEMORY.md")
     assert shown is not None
     assert await read_all(fs, shown.ino) == b"first\nsecond\nagent fact\n"
 
@@ -349,7 +349,7 @@ async def test_a_document_renamed_over_a_change_not_heard_of_yet_merges_it(
     assert engine.agent_appends(sql_conn, "MEMORY.md", "agent fact\n")  # not heard of
     await fs.rename(ROOT_INODE, ".MEMORY.md.new", ROOT_INODE, "MEMORY.md", pid=SED)
     assert engine.contents(sql_conn) == {"MEMORY.md": "first\nsecond\nagent fact\n"}
-    shown = fs.tree.resolve("MEMORY.md")
+    shown = fs.state.tree.resolve("MEMORY.md")
     assert shown is not None
     assert fs.getattr(shown.ino).size == len(b"first\nsecond\nagent fact\n")
     assert await read_all(fs, shown.ino) == b"first\nsecond\nagent fact\n"
@@ -605,7 +605,7 @@ async def test_a_rewrite_of_a_file_deleted_and_made_anew_since_its_read_merges_i
     await fs.release(fh)
     assert engine.contents(sql_conn) == {"z.md": "a\nb\none\n"}
     await OtherWriters(second).resync()
-    there = second.tree.resolve("z.md")
+    there = second.state.tree.resolve("z.md")
     assert there is not None
     fh, _ = await second.open(there.ino, WRITE | os.O_APPEND, OTHER)
     await second.write(fh, 8, b"two\n")

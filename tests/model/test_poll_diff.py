@@ -19,8 +19,8 @@ from tests.model.conftest import filesystem_of
 
 def _shown(fs: Filesystem) -> dict[str, tuple[Any, int]]:
     """path -> (version, size) of every document the mount shows."""
-    shown = fs.tree.shown_documents()
-    return {found[1]: (found[0], fs.tree.docs[d].size) for d, found in shown.items()
+    shown = fs.state.tree.shown_documents()
+    return {found[1]: (found[0], fs.state.tree.docs[d].size) for d, found in shown.items()
             if found is not None}  # fmt: skip
 
 

@@ -59,7 +59,7 @@ async def test_a_folder_rename_that_would_push_a_path_past_the_limit_is_refused(
     with pytest.raises(FsError) as refused:
         await fs.rename(ROOT_INODE, "a", ROOT_INODE, "b" * 250)
     assert refused.value.errno == errno.ENAMETOOLONG
-    assert sorted(fs.tree.get_dir(ROOT_INODE).children) == ["a"]
+    assert sorted(fs.state.tree.get_dir(ROOT_INODE).children) == ["a"]
 
 
 # PostgreSQL only: the refusal is planted as a PostgreSQL constraint on memfs's table.

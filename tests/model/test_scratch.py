@@ -45,7 +45,7 @@ async def test_vim_save_is_one_update_and_keeps_identity(
     probe = await write_file(fs, ROOT_INODE, "4913", b"")
     await fs.unlink(ROOT_INODE, "4913")
     await fs.rename(ROOT_INODE, "MEMORY.md", ROOT_INODE, "MEMORY.md~")
-    assert "MEMORY.md" not in fs.tree.root.children  # vim checks that the name is free
+    assert "MEMORY.md" not in fs.state.tree.root.children  # vim checks that the name is free
     assert content(sql_conn, "MEMORY.md") == "old\n"  # ...but the agent still sees it
     fh, _ = await fs.create(ROOT_INODE, "MEMORY.md", 0o644, WRITE)
     await fs.write(fh, 0, b"new\n")
@@ -72,7 +72,7 @@ async def test_abandoned_save_deletes_and_restored_save_keeps(
     await fs.rename(ROOT_INODE, "b.md", ROOT_INODE, "b.md~")
     await fs.rename(ROOT_INODE, "b.md~", ROOT_INODE, "b.md")  # restored
     assert docs(sql_conn) == {"b.md": ids["b.md"]}
-    node = fs.tree.resolve("b.md")
+    node = fs.state.tree.resolve("b.md")
     assert isinstance(node, FileNode) and not node.scratch and node.doc_id == ids["b.md"]
 
 
@@ -83,7 +83,7 @@ async def test_daemon_stopping_mid_save_loses_nothing(
     await fs.rename(ROOT_INODE, "x.md", ROOT_INODE, "x.md~")
     fresh = Filesystem(database.store(Scope("default")))
     await fresh.load()
-    assert sorted(fresh.tree.root.children) == ["x.md"]
+    assert sorted(fresh.state.tree.root.children) == ["x.md"]
     assert content(sql_conn, "x.md") == "precious"
 
 
@@ -101,7 +101,7 @@ async def test_rsync_temp_rename_commits_into_the_existing_row(
     assert content(sql_conn, "notes.md") == "v2"
     fresh = Filesystem(database.store(Scope("default")))
     await fresh.load()
-    node = fresh.tree.resolve("notes.md")
+    node = fresh.state.tree.resolve("notes.md")
     assert node is not None
     attrs = fresh.attributes(node)
     assert (attrs.mode & 0o777, attrs.mtime_ns) == (0o600, 1_600_000_000_000_000_000)
@@ -114,7 +114,7 @@ async def test_binary_scratch_cannot_become_a_document(
     with pytest.raises(FsError) as info:
         await fs.rename(ROOT_INODE, "img.png.partial", ROOT_INODE, "img.png")
     assert info.value.errno == errno.EILSEQ
-    assert "img.png.partial" in fs.tree.root.children
+    assert "img.png.partial" in fs.state.tree.root.children
     assert docs(sql_conn) == {}
 
 
@@ -127,7 +127,7 @@ async def test_tentative_files_are_promoted_after_grace(
     assert await fs.promote_due(fs.monotonic() + 1) == 0  # still within the grace period
     assert await fs.promote_due(fs.monotonic() + 10) == 1
     assert content(sql_conn, ".github.action") == "real dotfile\n"
-    assert fs.tree.root.children[".blob.Xy12Ab"].scratch  # binary stays in memory
+    assert fs.state.tree.root.children[".blob.Xy12Ab"].scratch  # binary stays in memory
 
 
 async def test_unison_temp_directory_commits_its_subtree(
@@ -143,9 +143,9 @@ async def test_unison_temp_directory_commits_its_subtree(
     await fs.rename(ROOT_INODE, ".unison.proj.8f3a.unison.tmp", ROOT_INODE, "proj")
     assert sorted(docs(sql_conn)) == ["proj/a.md", "proj/sub/b.md"]
     assert statements.take() == ["INSERT", "INSERT"]
-    proj = fs.tree.resolve("proj")
+    proj = fs.state.tree.resolve("proj")
     assert isinstance(proj, DirNode) and not proj.scratch
-    assert fs.tree.resolve("proj/sub/b.md~").scratch  # type: ignore[union-attr]
+    assert fs.state.tree.resolve("proj/sub/b.md~").scratch  # type: ignore[union-attr]
 
 
 async def test_links_only_inside_the_overlay(fs: Filesystem) -> None:
@@ -163,7 +163,7 @@ async def test_links_only_inside_the_overlay(fs: Filesystem) -> None:
     fh, _ = await fs.open(nonce.ino, os.O_RDONLY)
     assert await fs.read(fh, 0, 10) == b"lock"
     await fs.release(fh)
-    doc = fs.tree.resolve("em.md")
+    doc = fs.state.tree.resolve("em.md")
     assert doc is not None
     with pytest.raises(FsError) as info:
         await fs.link(doc.ino, ROOT_INODE, "em2.md")

@@ -44,7 +44,7 @@ def embedding_settings(server: FakeEmbeddingServer, **extra: Any) -> EmbeddingSe
 
 
 async def write(fs: Filesystem, path: str, text: str) -> None:
-    parent = fs.tree.root
+    parent = fs.state.tree.root
     *dirs, name = path.split("/")
     for part in dirs:
         child = parent.children.get(part)

@@ -57,9 +57,9 @@ async def write(fs: Filesystem, parent: int, name: str, data: bytes) -> int:
 
 
 def content(fs: Filesystem, path: str) -> bytes:
-    node = fs.tree.resolve(path)
+    node = fs.state.tree.resolve(path)
     assert node is not None
-    return bytes(fs.buffers[node.ino].snapshot())
+    return bytes(fs.state.buffers[node.ino].snapshot())
 
 
 async def both_changed_by_the_other(one: Filesystem, other: Filesystem) -> Any:
@@ -70,7 +70,7 @@ async def both_changed_by_the_other(one: Filesystem, other: Filesystem) -> Any:
     await write(one, folder.ino, "other.json", b"{}")
     await other.refresh_tools()
     assert content(other, ".obsidian/app.json") == b'{"theme": "dark"}'
-    theirs = other.tree.resolve(".obsidian")
+    theirs = other.state.tree.resolve(".obsidian")
     assert theirs is not None
     await write(other, theirs.ino, "app.json", b'{"theme": "light"}')
     await write(other, theirs.ino, "other.json", b'{"x": 1}')
@@ -83,7 +83,7 @@ async def test_a_change_to_a_file_open_during_the_look_is_taken_once_closed(
     one, other = two
     await both_changed_by_the_other(one, other)
 
-    app = one.tree.resolve(".obsidian/app.json")
+    app = one.state.tree.resolve(".obsidian/app.json")
     assert app is not None
     fh, _ = await one.open(app.ino, os.O_RDONLY)  # open here when the mount looks ...
     tools = one.tools
@@ -116,7 +116,7 @@ async def test_a_file_opened_while_the_look_waits_keeps_this_mounts_content(
     one, other = two
     folder = await both_changed_by_the_other(one, other)
 
-    app = one.tree.resolve(".obsidian/app.json")
+    app = one.state.tree.resolve(".obsidian/app.json")
     assert app is not None
     tools = one.tools
     assert tools is not None
@@ -135,6 +135,6 @@ async def test_a_file_opened_while_the_look_waits_keeps_this_mounts_content(
     assert tools.pending
     await write(one, folder.ino, "app.json", b'{"theme": "mine"}')  # what the editor saves
     assert content(one, ".obsidian/app.json") == b'{"theme": "mine"}'
-    copies = [n for n in one.tree.resolve(".obsidian").children if ".conflict-" in n]  # type: ignore[union-attr]
+    copies = [n for n in one.state.tree.resolve(".obsidian").children if ".conflict-" in n]  # type: ignore[union-attr]
     assert len(copies) == 1
     assert content(one, f".obsidian/{copies[0]}") == b'{"theme": "light"}'

@@ -90,7 +90,7 @@ async def test_truncated_trailing_character_fails_at_flush(
     await expect(errno.EILSEQ, fs.flush(fh))
     await fs.release(fh)
     assert docs(sql_conn) == {}
-    assert "bad.md" not in fs.tree.root.children  # never stored, so not shown either
+    assert "bad.md" not in fs.state.tree.root.children  # never stored, so not shown either
     await expect(errno.ENOENT, fs.rename(ROOT_INODE, "bad.md", ROOT_INODE, "x.md"))
 
 
@@ -105,7 +105,7 @@ async def test_unlink_keeps_emptied_directory(
     assert docs(sql_conn) == {}
     fresh = Filesystem(database.store(Scope("default")))
     await fresh.load()
-    assert isinstance(fresh.tree.resolve("projects/beta"), DirNode)
+    assert isinstance(fresh.state.tree.resolve("projects/beta"), DirNode)
     await expect(errno.ENOTEMPTY, fs.rmdir(ROOT_INODE, "projects"))
     await fs.rmdir(projects.ino, "beta")
     await fs.rmdir(ROOT_INODE, "projects")
@@ -136,7 +136,7 @@ async def test_errnos_of_namespace_operations(fs: Filesystem) -> None:
     await expect(errno.EPERM, fs.rename(ROOT_INODE, "f.md", ROOT_INODE, ".search"))
     await expect(errno.EPERM, fs.setattr(ROOT_INODE, uid=12345))
     assert (await fs.setattr(ROOT_INODE, uid=fs.uid, gid=fs.gid)).uid == fs.uid
-    assert e.ino in fs.tree.inodes
+    assert e.ino in fs.state.tree.inodes
 
 
 async def test_write_temp_then_rename_keeps_document_identity(
@@ -163,14 +163,14 @@ async def test_directory_rename_moves_rows_in_one_go(
     sub = await fs.mkdir(beta.ino, "sub", 0o755)
     await write_file(fs, sub.ino, "b.md", b"b")
     ids = dict(sql_conn.execute("SELECT path, id FROM memory_documents").fetchall())
-    mtime = fs.getattr(fs.tree.resolve("projects/beta/a.md").ino).mtime_ns  # type: ignore[union-attr]
+    mtime = fs.getattr(fs.state.tree.resolve("projects/beta/a.md").ino).mtime_ns  # type: ignore[union-attr]
     await fs.rename(p.ino, "beta", p.ino, "gamma")
     moved = dict(sql_conn.execute("SELECT path, id FROM memory_documents").fetchall())
     assert moved == {
         "projects/gamma/a.md": ids["projects/beta/a.md"],
         "projects/gamma/sub/b.md": ids["projects/beta/sub/b.md"],
     }
-    node = fs.tree.resolve("projects/gamma/a.md")
+    node = fs.state.tree.resolve("projects/gamma/a.md")
     assert isinstance(node, FileNode) and fs.getattr(node.ino).mtime_ns == mtime
     dirs = {r[0] for r in sql_conn.execute("SELECT path FROM memfs.directories")}
     assert dirs == {"projects", "projects/gamma", "projects/gamma/sub"}
@@ -190,7 +190,7 @@ async def test_mode_and_mtime_persist(
     await fs.setattr(ino, mode=0o600, mtime_ns=1_000_000_000_000)
     fresh = Filesystem(database.store(Scope("default")))
     await fresh.load()
-    node = fresh.tree.resolve("m.md")
+    node = fresh.state.tree.resolve("m.md")
     assert node is not None
     attrs = fresh.attributes(node)
     assert (attrs.mode & 0o7777, attrs.mtime_ns) == (0o600, 1_000_000_000_000)
@@ -219,8 +219,8 @@ async def test_a_listing_the_kernel_may_cache_is_dropped_at_every_change(
     invalidation may land after that open, and the listing then read would be stale."""
     kernel = fs.kernel
     assert isinstance(kernel, RecordingNotifier)
-    folder = fs.tree.new_dir("f", 0o755, fs.clock())
-    fs.tree.attach(fs.tree.root, folder)
+    folder = fs.state.tree.new_dir("f", 0o755, fs.clock())
+    fs.state.tree.attach(fs.state.tree.root, folder)
     fh = fs.opendir(folder.ino, kernel_caches=True)
     assert fs.listing_cached(fh) and not fs.listing_kept(fh)  # the kernel holds nothing yet
     list(fs.readdir(fh, 0))
@@ -229,19 +229,19 @@ async def test_a_listing_the_kernel_may_cache_is_dropped_at_every_change(
     fh = fs.opendir(folder.ino, kernel_caches=True)
     assert fs.listing_kept(fh)  # unchanged since the kernel was given it
     fs.releasedir(fh)
-    fs.tree.attach(folder, fs.tree.new_file("a.md", 0o644, fs.clock()))
+    fs.state.tree.attach(folder, fs.state.tree.new_file("a.md", 0o644, fs.clock()))
     assert kernel.calls.count(("inode", folder.ino, "")) == 1
     fh = fs.opendir(folder.ino, kernel_caches=True)
     assert fs.listing_cached(fh) and not fs.listing_kept(fh)  # dropped in the open itself
     fs.releasedir(fh)
     assert fs.listing_kept(fs.opendir(folder.ino, kernel_caches=True))  # given anew since
-    fs.tree.attach(folder, fs.tree.new_file("a2.md", 0o644, fs.clock()))
+    fs.state.tree.attach(folder, fs.state.tree.new_file("a2.md", 0o644, fs.clock()))
     assert kernel.calls.count(("inode", folder.ino, "")) == 2
-    fs.tree.attach(folder, fs.tree.new_file("b.md", 0o644, fs.clock()))
+    fs.state.tree.attach(folder, fs.state.tree.new_file("b.md", 0o644, fs.clock()))
     assert kernel.calls.count(("inode", folder.ino, "")) == 2  # not cached since: no call
     assert not fs.listing_cached(fs.opendir(folder.ino))  # the kernel was not offered it
-    search = fs.tree.new_synthetic_dir("s", fs.clock())
-    fs.tree.attach(fs.tree.root, search)
+    search = fs.state.tree.new_synthetic_dir("s", fs.clock())
+    fs.state.tree.attach(fs.state.tree.root, search)
     assert not fs.listing_cached(fs.opendir(search.ino, kernel_caches=True))
 
 
@@ -253,11 +253,11 @@ async def test_a_listing_read_while_its_folder_changed_is_dropped_at_its_close(
     folder changed while it was open drops the folder again when it closes."""
     kernel = fs.kernel
     assert isinstance(kernel, RecordingNotifier)
-    folder = fs.tree.new_dir("f", 0o755, fs.clock())
-    fs.tree.attach(fs.tree.root, folder)
+    folder = fs.state.tree.new_dir("f", 0o755, fs.clock())
+    fs.state.tree.attach(fs.state.tree.root, folder)
     fh = fs.opendir(folder.ino, kernel_caches=True)
     list(fs.readdir(fh, 0))
-    fs.tree.attach(folder, fs.tree.new_file("a.md", 0o644, fs.clock()))
+    fs.state.tree.attach(folder, fs.state.tree.new_file("a.md", 0o644, fs.clock()))
     assert kernel.calls.count(("inode", folder.ino, "")) == 1
     fs.releasedir(fh)
     assert kernel.calls.count(("inode", folder.ino, "")) == 2
@@ -270,10 +270,10 @@ async def test_a_cached_listing_asked_from_its_middle_goes_on_where_the_kernels_
     invalidation, memory pressure) it asks this handle from the position it reached, and
     the handle had read nothing.  It answered nothing: ``find`` missed 115 of 100,000 files
     (bench_scale).  The rest must come, at the positions of the listing the kernel cached."""
-    folder = fs.tree.new_dir("f", 0o755, fs.clock())
-    fs.tree.attach(fs.tree.root, folder)
+    folder = fs.state.tree.new_dir("f", 0o755, fs.clock())
+    fs.state.tree.attach(fs.state.tree.root, folder)
     for n in range(10):
-        fs.tree.attach(folder, fs.tree.new_file(f"n{n}.md", 0o644, fs.clock()))
+        fs.state.tree.attach(folder, fs.state.tree.new_file(f"n{n}.md", 0o644, fs.clock()))
     first = fs.opendir(folder.ino, kernel_caches=True)
     cached = [name for _, name, _ in fs.readdir(first, 0)]  # what the kernel keeps
     fs.releasedir(first)
@@ -285,7 +285,7 @@ async def test_a_cached_listing_asked_from_its_middle_goes_on_where_the_kernels_
 async def test_readdir_in_batches_lists_each_entry_once(fs: Filesystem) -> None:
     names = [f"n{i:03d}.md" for i in range(120)]
     for name in names:
-        fs.tree.attach(fs.tree.root, fs.tree.new_file(name, 0o644, fs.clock()))
+        fs.state.tree.attach(fs.state.tree.root, fs.state.tree.new_file(name, 0o644, fs.clock()))
     fh = fs.opendir(ROOT_INODE)
     seen: list[str] = []
     offset = 0
@@ -313,7 +313,7 @@ async def test_unloadable_rows_are_skipped_and_left_alone(
         )
     fresh = Filesystem(database.store(Scope("default")))
     await fresh.load()
-    assert sorted(fresh.tree.root.children) == ["ok.md"]
+    assert sorted(fresh.state.tree.root.children) == ["ok.md"]
     assert sql_conn.execute("SELECT count(*) FROM memory_documents").fetchone() == (6,)
 
 
@@ -326,7 +326,7 @@ async def test_other_users_rows_are_invisible(
     )
     alice = Filesystem(database.store(Scope("alice")))
     await alice.load()
-    assert alice.tree.root.children == {}
+    assert alice.state.tree.root.children == {}
     await write_file(alice, ROOT_INODE, "bob.md", b"alice's own")
     rows = sql_conn.execute("SELECT user_id, content FROM memory_documents WHERE path = 'bob.md'")
     assert sorted(rows.fetchall()) == [("alice", "alice's own"), ("bob", "b")]
@@ -383,8 +383,8 @@ async def test_reading_another_writers_newer_version_drops_the_kernels_cached_si
     the opener's ``fstat``: node's ``readFile`` then read a torn last line)."""
     ino = await write_file(fs, ROOT_INODE, "p.md", b"")
     sql_conn.execute("UPDATE memory_documents SET content = 'probe 1\n' WHERE path = 'p.md'")
-    fs.cache.drop(fs.tree.get_file(ino).doc_id)
-    fs.tree.get_file(
+    fs.cache.drop(fs.state.tree.get_file(ino).doc_id)
+    fs.state.tree.get_file(
         ino
     ).kernel_version = None  # no pages in the kernel (else the open loads nothing)
     calls = fs.kernel.calls  # type: ignore[attr-defined]
@@ -442,14 +442,14 @@ async def test_a_reader_of_pages_the_kernel_holds_loads_nothing_until_it_reads(
     ino = await write_file(fs, ROOT_INODE, "k.md", b"kept by the kernel\n")
     fh, _ = await fs.open(ino, os.O_RDONLY)  # the kernel is given the pages
     await fs.release(fh)
-    node = fs.tree.get_file(ino)
+    node = fs.state.tree.get_file(ino)
     assert node.doc_id is not None
     fs.cache.drop(node.doc_id)
     fh, keep_cache = await fs.open(ino, os.O_RDONLY, pid=4321)
-    assert keep_cache and fs.handles[fh].unloaded
+    assert keep_cache and fs.state.handles[fh].unloaded
     assert not fs.cache.holds(node.doc_id, node.updated_at), "the open read the row"
     base = fs.bases.base("k.md", 4321)  # a later save by this process merges over it
     assert base is not None and base.digest == bytes_hash(b"kept by the kernel\n")
     assert await fs.read(fh, 0, 100) == b"kept by the kernel\n"  # the pages went
-    assert not fs.handles[fh].unloaded
+    assert not fs.state.handles[fh].unloaded
     await fs.release(fh)

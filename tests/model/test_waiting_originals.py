@@ -24,7 +24,7 @@ from tests.model.test_round_trips import write_file
 
 
 def folder(fs: Filesystem, name: str) -> DirNode:
-    node = fs.tree.get_dir(ROOT_INODE).children[name]
+    node = fs.state.tree.get_dir(ROOT_INODE).children[name]
     assert isinstance(node, DirNode)
     return node
 
@@ -61,7 +61,7 @@ async def test_an_original_another_writer_shows_again_is_not_claimed(
     await settle(other)
     await write_file(other, ROOT_INODE, "moved.md", b"first\nthe other writer's line\n")
     await OtherWriters(fs).resync()  # this mount shows moved.md: the row is live again
-    assert "moved.md" in fs.tree.get_dir(ROOT_INODE).children
+    assert "moved.md" in fs.state.tree.get_dir(ROOT_INODE).children
     await write_file(fs, ROOT_INODE, "z.md", b"a new document\n")
     await settle(fs)
     assert engine.contents(sql_conn) == {

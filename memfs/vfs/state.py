@@ -1,0 +1,174 @@
+"""The state of one mount between FUSE requests, with one owner (``MountState``).
+
+The model's operations (``memfs.vfs.base``, ``content``, ``namespace``) and its helpers
+(``coherence``, ``tool_folders``, ``maintenance``) read and change it; the methods here
+keep the invariants between its fields: a file's handles serve its current buffer, a
+freed inode leaves no buffer behind, a folder whose names change drops the listing the
+kernel holds of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+import trio
+
+from memfs.buffers import FileBuffer, ScratchBuffer
+from memfs.errors import FsError
+from memfs.kernel import KernelNotifier
+from memfs.tree import DirNode, FileNode, Node, Tree
+
+Buffer = FileBuffer | ScratchBuffer
+
+#: For this long after another writer changed a document, a read-only open of it is a
+#: snapshot read with direct I/O (``Handle.snapshot``): the page cache and the size the
+#: kernel caches could otherwise pad a read with NUL bytes or mix two versions.
+CONTENDED_SECONDS = 30.0
+#: Paths remembered as contended before the settled ones are forgotten.
+CONTENDED_PRUNE_AT = 10_000
+
+
+@dataclass(slots=True)
+class Handle:
+    """One open file description."""
+
+    node: FileNode
+    buffer: Buffer
+    writable: bool
+    #: Set when a write through this handle was refused: the save is abandoned, later
+    #: writes and the closing flush report the same error, and nothing is committed.
+    failed: FsError | None = None
+    #: Opened with O_APPEND: every write goes to the end of the content as the daemon
+    #: holds it, whatever offset the kernel computed from a size it may have cached
+    #: before another writer's change.
+    append: bool = False
+    #: Opened for reading while another writer was changing the file: direct I/O (no
+    #: page cache, no cached size clipping or padding a read) of the content as it was at
+    #: open, kept whole whatever changes meanwhile.
+    snapshot: bool = False
+    #: Opened for reading while the kernel held the pages of the version shown: the
+    #: content is loaded only if the kernel asks for a read (it dropped the pages); until
+    #: then ``buffer`` is an empty stand-in.
+    unloaded: bool = False
+
+
+@dataclass(slots=True)
+class DirHandle:
+    """One open directory: the snapshot its listing is read from."""
+
+    ino: int
+    #: Taken by ``readdir`` at offset 0 (and again on a rewind), or at ``opendir`` when the
+    #: kernel may serve the listing from its cache: it then asks from the middle (a cache
+    #: page went), and the positions must be those of the listing it cached.
+    entries: list[tuple[str, Node]] | None
+    #: The directory's ``generation`` at the open when the kernel may cache what this
+    #: handle lists (``cache_readdir``), else None.
+    cached_from: int | None = None
+    #: Whether the kernel may go on serving the listing it already holds (``keep_cache``):
+    #: only if nothing changed the folder since the kernel was last given its listing.  A
+    #: change queues an invalidation (``_listing_changed``) that may land after this open;
+    #: an open without ``keep_cache`` drops the held listing at once, in the open itself.
+    kept: bool = False
+
+
+class MountState:
+    """Everything a mount holds between requests.
+
+    ``tree``: the inode tree (every name and inode shown, and the documents by id).
+    ``handles``: open file descriptions by file handle; ``dir_handles``: open
+    directories.  ``buffers``: each open or unsaved file's content by inode, served by
+    all its handles (``set_buffer``).  ``served``: content another writer's change
+    replaced while the file was open here, still served to reads until the kernel is
+    next told the file's attributes (until then it caches that content's size, and bytes
+    of another length would read as NUL padding or a torn last line).
+    ``deleted_while_open``: files another writer deleted while open for writing here,
+    kept in the tree and unbound from their row, so a write before the last close saves
+    them anew.  ``unsaved``: nodes whose changes could not be committed yet (database
+    down), retried by the upkeep and at unmount.  ``contended``: when (monotonic)
+    another writer last changed, created, moved or removed a document at each path, for
+    the paths changed in the last ``CONTENDED_SECONDS`` (a read-only open there is a
+    snapshot).  ``kernel_listings``: folders whose listing the kernel may hold
+    (``cache_readdir``); ``listings``: the sorted listing of each, with the folder's
+    ``generation`` it was taken at.  ``ns_lock``: held by every change of names, and by
+    other writers' events while they are applied.
+    """
+
+    def __init__(self, now_ns: int, kernel: KernelNotifier, monotonic: Callable[[], float]) -> None:
+        self.kernel = kernel
+        self.monotonic = monotonic
+        self.tree = Tree(now_ns, on_listing_change=self.listing_changed)
+        self.handles: dict[int, Handle] = {}
+        self.dir_handles: dict[int, DirHandle] = {}
+        self.buffers: dict[int, Buffer] = {}
+        self.served: dict[int, Buffer] = {}
+        self.deleted_while_open: set[int] = set()
+        self.unsaved: dict[int, FileNode] = {}
+        self.contended: dict[str, float] = {}
+        self.kernel_listings: set[int] = set()
+        self.listings: dict[int, tuple[int, list[tuple[str, Node]]]] = {}
+        self.ns_lock = trio.Lock()
+        self._next_fh = 1
+
+    def new_fh(self) -> int:
+        """A file handle number not given out before."""
+        fh = self._next_fh
+        self._next_fh += 1
+        return fh
+
+    def set_buffer(self, node: FileNode, buffer: Buffer) -> None:
+        """Give a file a new buffer, for every handle that has it open (but snapshots)."""
+        old = self.buffers.get(node.ino)
+        self.buffers[node.ino] = buffer
+        for handle in self.handles.values():
+            if handle.node is node and not handle.snapshot:
+                handle.buffer, handle.unloaded = buffer, False
+        if isinstance(old, ScratchBuffer) and old is not buffer:
+            old.release()
+
+    def forget_freed(self, ino: int) -> bool:
+        """Forget the buffers of an inode the tree released; whether it was released."""
+        if ino in self.tree.inodes:
+            return False
+        self.served.pop(ino, None)
+        buffer = self.buffers.get(ino)
+        if isinstance(buffer, ScratchBuffer):
+            del self.buffers[ino]
+            buffer.release()
+        return True
+
+    def open_for_writing(self, node: FileNode) -> bool:
+        """Whether a descriptor of ``node`` is open for writing here (a scan of the open
+        files: for other writers' events, never per operation)."""
+        return any(h.node is node and h.writable for h in self.handles.values())
+
+    def mark_contended(self, *paths: str) -> None:
+        """Another writer changed the documents at ``paths`` (see ``contended``)."""
+        now = self.monotonic()
+        if len(self.contended) > CONTENDED_PRUNE_AT:  # bounded: forget the settled ones
+            self.contended = {
+                path: at for path, at in self.contended.items() if now - at <= CONTENDED_SECONDS
+            }
+        for path in paths:
+            self.contended[path] = now
+
+    def holding_ns_lock(self) -> bool:
+        """Whether this task holds ``ns_lock`` (a rename committing its source)."""
+        return self.ns_lock.statistics().owner is trio.lowlevel.current_task()
+
+    @contextlib.asynccontextmanager
+    async def ns_locked(self) -> AsyncIterator[None]:
+        """``ns_lock``, unless this task holds it already (trio's lock is not reentrant)."""
+        if self.holding_ns_lock():
+            yield
+            return
+        async with self.ns_lock:
+            yield
+
+    def listing_changed(self, directory: DirNode) -> None:
+        """The tree changed ``directory``'s names: a listing the kernel holds goes."""
+        self.listings.pop(directory.ino, None)
+        if directory.ino in self.kernel_listings:
+            self.kernel_listings.discard(directory.ino)
+            self.kernel.inode(directory.ino)
