@@ -682,20 +682,13 @@ class FilesystemBase:
             return False
         if self.state.ns_lock.locked():
             return False  # a rename under way may be displacing it: its own step removes it
-        buffer = self.state.buffers.get(node.ino)
-        if self.state.open_for_writing(node) or (isinstance(buffer, FileBuffer) and buffer.dirty):
+        if self.state.has_changes(node):
             return False
-        parent = node.parent
-        if parent is None:
+        if node.parent is None:
             return True
         log.info("%s: its row is shown at another name now; this name goes",
                  self.describe_node(node))  # fmt: skip
-        self.state.tree.detach(node)
-        if node.ino not in self.state.tree.inodes:
-            self.state.buffers.pop(node.ino, None)
-        self.kernel.entry(parent.ino, node.name)
-        self.kernel.inode(parent.ino)
-        return True
+        return self.state.take_out_unchanged(node)
 
     def drop_if_freed(self, ino: int) -> None:
         """Forget per-inode state once the inode number is released."""

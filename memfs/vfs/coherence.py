@@ -258,23 +258,12 @@ class OtherWriters:
         old name holds no row any more and goes, unless it has changes of its own (then
         its save makes a document there anew).  Kept, it would stand for nothing: a reader
         opening it would create an empty document nobody wrote."""
-        fs = self.fs
-        buffer = fs.state.buffers.get(node.ino)
-        if fs.state.open_for_writing(node) or (isinstance(buffer, FileBuffer) and buffer.dirty):
-            return
-        parent = node.parent
-        fs.state.tree.detach(node)
-        if node.ino not in fs.state.tree.inodes:
-            fs.state.buffers.pop(node.ino, None)
-        if parent is not None:
-            fs.kernel.entry(parent.ino, node.name)
-            fs.kernel.inode(parent.ino)
+        self.fs.state.take_out_unchanged(node)
 
     async def _external_content(self, node: FileNode, row: DocRow) -> None:
         fs = self.fs
         buffer = fs.state.buffers.get(node.ino)
-        writing = fs.state.open_for_writing(node)
-        if writing or (isinstance(buffer, FileBuffer) and buffer.dirty):
+        if fs.state.has_changes(node):
             # A save through the mount is based on the version the file was opened at;
             # its commit merges the newer row (``memfs.merge``) or keeps both.
             if isinstance(buffer, FileBuffer):

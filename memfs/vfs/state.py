@@ -138,6 +138,26 @@ class MountState:
             buffer.release()
         return True
 
+    def take_out_unchanged(self, node: FileNode) -> bool:
+        """Take a file out of the tree unless it has changes of its own (open for writing
+        here, or content not saved yet); True if it went.  Its buffer goes with its inode,
+        and the kernel forgets the name."""
+        if self.has_changes(node):
+            return False
+        parent = node.parent
+        self.tree.detach(node)
+        if node.ino not in self.tree.inodes:
+            self.buffers.pop(node.ino, None)
+        if parent is not None:
+            self.kernel.entry(parent.ino, node.name)
+            self.kernel.inode(parent.ino)
+        return True
+
+    def has_changes(self, node: FileNode) -> bool:
+        """Whether ``node`` is open for writing here or holds content not saved yet."""
+        buffer = self.buffers.get(node.ino)
+        return self.open_for_writing(node) or (isinstance(buffer, FileBuffer) and buffer.dirty)
+
     def open_for_writing(self, node: FileNode) -> bool:
         """Whether a descriptor of ``node`` is open for writing here (a scan of the open
         files: for other writers' events, never per operation)."""
