@@ -6,8 +6,11 @@ threads (never on the trio loop).  It knows nothing of pyfuse3: ``memfs.fuse_ops
 translates requests to these coroutines and ``FsError`` to errno replies, so the whole
 model is testable by calling it directly.
 
-The core is one state machine in three layers: ``base`` (state, attributes, listings),
-``content`` (buffers and commits), ``namespace`` (names, renames, the scratch overlay).
+The mount's state has one owner, ``state.MountState`` (the tree, open files, buffers,
+unsaved files, the listings the kernel holds, the namespace lock), whose methods keep its
+invariants.  The operations over it come in three layers: ``base`` (attributes, lookups,
+listings), ``content`` (buffers and commits), ``namespace`` (names, renames, the scratch
+overlay).
 Around it, each built separately and passed in or handed the filesystem: ``saves``
 (editors' save patterns), ``extensions`` (``.search`` in ``search_dir``, ``.scopes`` in
 ``scopes``, ``.versions`` in ``versions_dir``), ``coherence`` (other writers' changes),
