@@ -1,7 +1,8 @@
 """The filesystem model: what each FUSE operation means for a workspace.
 
-``Filesystem`` owns the inode tree, the open handles and their buffers, and talks to the
-database only through a ``memfs.db.interface.DocumentStore``, whose calls run in worker
+``Filesystem`` changes the mount's state (``MountState``: the inode tree, the open handles
+and their buffers) and talks to the database only through a
+``memfs.db.interface.DocumentStore``, whose calls run in worker
 threads (never on the trio loop).  It knows nothing of pyfuse3: ``memfs.fuse_ops``
 translates requests to these coroutines and ``FsError`` to errno replies, so the whole
 model is testable by calling it directly.
