@@ -57,16 +57,15 @@ class LegacyRenameOver(ABC):
         conn: Any,
         source: Source,
         target_id: UUID,
-        content: str | None,
+        content: str,
         write: Callable[[], W],
     ) -> W:
         """Steps 1-6 in ``conn``'s transaction; ``write`` is the engine's step 3 (its save of
-        the target with ``content``), answering the row written.  ``content`` None: the
-        write is guarded to a target holding another content, so step 2 cannot apply."""
+        the target with ``content``), answering the row written."""
         source_id, source_at = source
         versions = self._keeps_versions()
         self._keep_source(conn, source_id)
-        if versions and content is not None:
+        if versions:
             self._version_if_kept(conn, target_id, content)
         written = write()
         if written.doc_id == source_id:  # the row is its own target: nothing leaves

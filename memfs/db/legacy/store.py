@@ -640,7 +640,7 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         """``replace_document``'s steps (``LegacyRenameOver``) with the target's write
         decided on what is known, guarded on the source's version the mount showed: its
         step 5 cannot apply (a changed source fails the transaction), nor can step 2 (the
-        guard holds the target to a content other than ``content``): neither is sent."""
+        guard holds the target to a content other than ``content``)."""
         source_id, source_at, keep_dirs = replacing
         conn.execute(
             "SELECT memfs.expect(EXISTS (SELECT 1 FROM memory_documents "
@@ -654,7 +654,7 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
             self._send_known_update(conn, pending, target_id, path, content, known, plan)
             return pending
 
-        self._rename_over(conn, Source(source_id, None), target_id, None, write)
+        self._rename_over(conn, Source(source_id, None), target_id, content, write)
         self._keep_directories(conn, keep_dirs)
 
     def _expect_row(
