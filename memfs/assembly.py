@@ -186,7 +186,7 @@ def _watch(
     embeddings: EmbeddingWorker | None,
 ) -> None:
     """Report the values the mount's parts keep themselves."""
-    cache = fs.cache
+    cache = fs.lookups.cache
     stats.watch("memfs_cache_hits", "reads served from the content cache",
                 lambda: cache.hits, "counter")  # fmt: skip
     stats.watch("memfs_cache_misses", "reads that fetched content from the database",
@@ -199,7 +199,7 @@ def _watch(
     stats.watch("memfs_deferred_changes", "removals and folder moves not committed yet",
                 fs.store.changes_queued)  # fmt: skip
     stats.watch("memfs_database_unresponsive", "1 while the database is not answering",
-                lambda: float(fs.calls.unresponsive_since is not None))  # fmt: skip
+                lambda: float(fs.lookups.calls.unresponsive_since is not None))  # fmt: skip
     if reindexer is not None:
         stats.watch("memfs_documents_rechunked", "documents re-chunked after a write",
                     lambda: reindexer.indexed, "counter")  # fmt: skip

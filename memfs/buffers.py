@@ -66,7 +66,7 @@ class FileBuffer:
         self.writer = 0
         #: The only change not yet committed is a truncation (``open(O_TRUNC)``, ftruncate):
         #: a shell's ``>`` closes that descriptor before it writes, and a flush then must not
-        #: make the emptying an IronClaw write of its own (``ContentMixin.flush``).
+        #: make the emptying an IronClaw write of its own (``Contents.flush``).
         self.truncated_only = dirty and truncated
         #: Bumped by every change; a commit clears ``dirty`` only if nothing changed meanwhile.
         self.generation = 0

@@ -52,17 +52,19 @@ def _name(raw: object) -> str:
 
 def _subject(fs: Filesystem, op: str, args: tuple[Any, ...]) -> str:
     """The file a failed request was about, for its log line."""
+    lookups = fs.lookups
     if op in _BY_ENTRY:
-        return fs.describe_entry(args[0], _name(args[1]))
+        return lookups.describe_entry(args[0], _name(args[1]))
     if op == "rename":
-        old = fs.describe_entry(args[0], _name(args[1]))
-        return f"{old} -> {fs.describe_entry(args[2], _name(args[3]))}"
+        old = lookups.describe_entry(args[0], _name(args[1]))
+        return f"{old} -> {lookups.describe_entry(args[2], _name(args[3]))}"
     if op == "link":
-        return f"{fs.describe_inode(args[0])} -> {fs.describe_entry(args[1], _name(args[2]))}"
+        target = lookups.describe_entry(args[1], _name(args[2]))
+        return f"{lookups.describe_inode(args[0])} -> {target}"
     if op in _BY_HANDLE:
-        return fs.describe_handle(args[0])
+        return lookups.describe_handle(args[0])
     if args and isinstance(args[0], int) and op not in ("readdir", "releasedir", "fsyncdir"):
-        return fs.describe_inode(args[0])
+        return lookups.describe_inode(args[0])
     return "the mount"
 
 

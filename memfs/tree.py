@@ -117,7 +117,7 @@ class FileNode(Node):
         #: The version of the content the kernel may hold in its page cache (None: none).
         self.kernel_version: datetime | None = None
         #: SHA-256 of the bytes of ``digest_version`` as last given to the kernel: the base
-        #: a reader's unloaded open records (``ContentMixin._open_unloaded``); valid only
+        #: a reader's unloaded open records (``Contents._open_unloaded``); valid only
         #: while that version is the one shown.  On the node, not in a dict of the mount:
         #: after a ``grep -r`` of 100,000 files, 12 MB less.
         self.kernel_digest: bytes | None = None

@@ -9,10 +9,13 @@ model is testable by calling it directly.
 
 The mount's state has one owner, ``state.MountState`` (the tree, open files, buffers,
 unsaved files, the listings the kernel holds, the namespace lock), whose methods keep its
-invariants.  The operations over it come in three layers: ``base`` (attributes, lookups,
-listings), ``content`` (buffers and commits), ``namespace`` (names, renames, the scratch
-overlay).
-Around it, each built separately and passed in or handed the filesystem: ``saves``
+invariants.  The operations over it are three collaborators, each given by its
+constructor what it uses: ``base.Lookups`` (the shared services, attributes, lookups,
+listings), ``content.Contents`` (buffers and commits) and ``namespace.Names`` (names,
+renames, the scratch overlay).  ``Filesystem`` is the façade FUSE's adapter calls: each
+operation is made by one of them, then heard by a fixed list of hooks (``hooks``: the
+tool folders').
+Around it, each built separately and passed in: ``saves``
 (editors' save patterns), ``extensions`` (``.search`` in ``search_dir``, ``.scopes`` in
 ``scopes``, ``.versions`` in ``versions_dir``), ``coherence`` (other writers' changes),
 ``maintenance`` (background upkeep).
@@ -20,33 +23,41 @@ Around it, each built separately and passed in or handed the filesystem: ``saves
 
 from __future__ import annotations
 
-import errno
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-from memfs.errors import FsError
+import trio
+
+from memfs.db.interface import DocumentStore
 from memfs.tree import FileNode, Node
 from memfs.vfs.at_dir import AtTree
-from memfs.vfs.base import Attributes, ReindexRequests, StatFs, log
+from memfs.vfs.base import Attributes, Lookups, ReindexRequests, StatFs
 from memfs.vfs.coherence import OtherWriters
+from memfs.vfs.content import Contents
 from memfs.vfs.extensions import SyntheticTree
+from memfs.vfs.hooks import Done, OperationHook, ToolFolderHook
 from memfs.vfs.maintenance import Maintenance
-from memfs.vfs.namespace import NamespaceMixin
+from memfs.vfs.namespace import Names
 from memfs.vfs.prompt_file import PromptFile
 from memfs.vfs.recent_dir import RecentTree
 from memfs.vfs.scopes import ScopesTree
 from memfs.vfs.search_dir import SearchTree
 from memfs.vfs.state import Handle, MountState
 from memfs.vfs.status_file import StatusFiles
-from memfs.vfs.tool_folders import TOOL_FILE_MAX_BYTES, ToolFolders
+from memfs.vfs.tool_folders import ToolFolders
 from memfs.vfs.versions_dir import VersionsTree
 
 __all__ = [
     "AtTree",
     "Attributes",
+    "Contents",
     "Filesystem",
     "Handle",
+    "Lookups",
     "Maintenance",
     "MountState",
+    "Names",
     "OtherWriters",
     "PromptFile",
     "RecentTree",
@@ -61,82 +72,188 @@ __all__ = [
 ]
 
 
-class Filesystem(NamespaceMixin):
-    """A workspace seen as a POSIX directory tree, built complete by its constructor.
+class Filesystem:
+    """A workspace seen as a POSIX directory tree: the façade over the model's parts.
 
-    Here the operations that can change a tool folder are followed by writing what changed
-    in it (``ToolFolders.sync``), so neither ``content`` nor ``namespace`` has to know.
+    Built complete by its constructor, which takes ``Lookups``'s arguments: the lookups
+    are made first, then the contents over them, then the names over both.  Each
+    operation is made by the part that owns it; those that can change a tool folder are
+    then heard by the hooks, in order.
     """
 
+    def __init__(self, store: DocumentStore, **options: Any) -> None:
+        #: The shared services, database access, attributes, lookups and listings.
+        self.lookups = Lookups(store, **options)
+        #: Open files, buffers, reads, writes and commits.
+        self.contents = Contents(self.lookups)
+        #: Names: creating, removing, renaming, the scratch overlay, tool folders' sync.
+        self.names = Names(self.lookups, self.contents)
+        #: Heard after the operations that can change a tool folder (``hooks``).
+        self.hooks: tuple[OperationHook, ...] = ()
+        if self.lookups.tools is not None:
+            self.hooks = (ToolFolderHook(self.lookups.tools, self.lookups, self.names),)
+        #: The mount's state (``MountState``) and its store, as the lookups hold them.
+        self.state = self.lookups.state
+        self.store = store
+
+    async def _heard(self, done: Done) -> None:
+        for hook in self.hooks:
+            await hook.after(done)
+
+    def _check_size(self, node: FileNode, size: int) -> None:
+        for hook in self.hooks:
+            hook.check_size(node, size)
+
+    # -- whole-mount ---------------------------------------------------------------------
+
     async def load(self) -> None:
-        await super().load()
-        if self.tools is not None:
-            await self.tools.load(self)
+        await self.lookups.load()
+        await self._heard(Done("load"))
+
+    async def shutdown(self) -> list[str]:
+        """At unmount: what the hooks keep, then ``Names.shutdown``; returns what could
+        not be saved."""
+        await self._heard(Done("unmount"))
+        return await self.names.shutdown()
+
+    async def send_changes(
+        self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        await self.lookups.send_changes(task_status=task_status)
+
+    async def flush_changes(self) -> None:
+        await self.lookups.flush_changes()
+
+    async def commit_all(self) -> None:
+        await self.contents.commit_all()
+
+    def unkept(self) -> list[str]:
+        return self.contents.unkept()
+
+    def kept_copy(self, ino: int) -> str | None:
+        return self.contents.kept_copy(ino)
+
+    def drain(self, folder: Path) -> tuple[list[str], list[str]]:
+        return self.contents.drain(folder)
+
+    def describe_node(self, node: Node) -> str:
+        return self.lookups.describe_node(node)
+
+    # -- lookups, attributes, listings ---------------------------------------------------
+
+    async def lookup(self, parent_ino: int, name: str, pid: int = 0) -> Node:
+        return await self.lookups.lookup(parent_ino, name, pid)
+
+    def attributes(self, node: Node) -> Attributes:
+        return self.lookups.attributes(node)
+
+    def getattr(self, ino: int) -> Attributes:
+        return self.lookups.getattr(ino)
+
+    def readlink(self, ino: int) -> bytes:
+        return self.lookups.readlink(ino)
+
+    def statfs(self) -> StatFs:
+        return self.lookups.statfs()
+
+    def remember(self, node: Node) -> None:
+        self.lookups.remember(node)
+
+    def forget(self, items: list[tuple[int, int]]) -> None:
+        self.lookups.forget(items)
+
+    def volatile_name(self, node: Node) -> bool:
+        return self.lookups.volatile_name(node)
+
+    async def prepare_listing(self, ino: int) -> None:
+        await self.lookups.prepare_listing(ino)
+
+    def opendir(self, ino: int, *, kernel_caches: bool = False) -> int:
+        return self.lookups.opendir(ino, kernel_caches=kernel_caches)
+
+    def listing_cached(self, fh: int) -> bool:
+        return self.lookups.listing_cached(fh)
+
+    def listing_kept(self, fh: int) -> bool:
+        return self.lookups.listing_kept(fh)
+
+    def readdir(self, fh: int, start: int) -> Iterator[tuple[int, str, Node]]:
+        return self.lookups.readdir(fh, start)
+
+    def releasedir(self, fh: int) -> None:
+        self.lookups.releasedir(fh)
+
+    # -- content -------------------------------------------------------------------------
+
+    async def open(self, ino: int, flags: int, pid: int = 0) -> tuple[int, bool]:
+        return await self.contents.open(ino, flags, pid)
+
+    def direct_io(self, fh: int) -> bool:
+        return self.contents.direct_io(fh)
+
+    def flushes(self, fh: int) -> bool:
+        return self.contents.flushes(fh)
+
+    async def read(self, fh: int, offset: int, size: int) -> bytes:
+        return await self.contents.read(fh, offset, size)
+
+    async def write(self, fh: int, offset: int, data: bytes) -> int:
+        handle = self.state.handles.get(fh)
+        if handle is not None and self.hooks:
+            start = len(handle.buffer) if handle.append else offset
+            self._check_size(handle.node, start + len(data))
+        return await self.contents.write(fh, offset, data)
+
+    async def flush(self, fh: int) -> None:
+        await self.contents.flush(fh)
+        handle = self.state.handles.get(fh)
+        if handle is not None:
+            await self._heard(Done("flush", handle.node, wrote=handle.writable))
+
+    async def fsync(self, fh: int) -> None:
+        await self.contents.fsync(fh)
+        await self._heard(Done("fsync"))
 
     async def release(self, fh: int) -> None:
         handle = self.state.handles.get(fh)
-        wrote = handle is not None and handle.writable
-        await super().release(fh)
-        if wrote:  # a reader's close changes no tool folder (a warm grep -r closes 100,000)
-            await self._sync_tools()
-
-    def _tool_file(self, fh: int) -> FileNode | None:
-        """The node open as ``fh`` if it is a file in a tool folder."""
-        handle = self.state.handles.get(fh)
-        if handle is None or self.tools is None or self.tools.top(self, handle.node) is None:
-            return None
-        return handle.node
-
-    def _bound_tool_file(self, node: FileNode, size: int) -> None:
-        if size > TOOL_FILE_MAX_BYTES:
-            log.error("%s: a tool-folder file may not grow past %d bytes; refused (EFBIG)",
-                      self.describe_node(node), TOOL_FILE_MAX_BYTES)  # fmt: skip
-            raise FsError(errno.EFBIG, f"tool-folder files are limited to {TOOL_FILE_MAX_BYTES} "
-                          "bytes")  # fmt: skip
-
-    async def write(self, fh: int, offset: int, data: bytes) -> int:
-        node = self._tool_file(fh)
-        if node is not None:
-            start = len(self.state.handles[fh].buffer) if self.state.handles[fh].append else offset
-            self._bound_tool_file(node, start + len(data))
-        return await super().write(fh, offset, data)
-
-    async def flush(self, fh: int) -> None:
-        """A tool-folder file is kept at close like a document (durable before close
-        returns), not at the release that follows it asynchronously."""
-        await super().flush(fh)
-        handle = self.state.handles.get(fh)
-        tool_file = handle is not None and handle.writable and self._tool_file(fh) is not None
-        if tool_file and not await self._sync_tools():
-            raise FsError(errno.EIO, "tool folder files could not be kept")
-
-    async def fsync(self, fh: int) -> None:
-        await super().fsync(fh)
-        if not await self._sync_tools():
-            raise FsError(errno.EIO, "tool folder files could not be kept")
-
-    async def mkdir(self, parent_ino: int, name: str, mode: int) -> Node:
-        node = await super().mkdir(parent_ino, name, mode)
-        await self._sync_tools()
-        return node
-
-    async def unlink(self, parent_ino: int, name: str) -> None:
-        await super().unlink(parent_ino, name)
-        await self._sync_tools()
-
-    async def rmdir(self, parent_ino: int, name: str) -> None:
-        await super().rmdir(parent_ino, name)
-        await self._sync_tools()
+        await self.contents.release(fh)
+        if handle is not None:
+            await self._heard(Done("release", handle.node, wrote=handle.writable))
 
     async def setattr(self, ino: int, **changes: Any) -> Attributes:
         size = changes.get("size")
         node = self.state.tree.inodes.get(ino)
-        if (size is not None and isinstance(node, FileNode) and self.tools is not None
-                and self.tools.top(self, node) is not None):  # fmt: skip
-            self._bound_tool_file(node, size)
-        attributes = await super().setattr(ino, **changes)
-        await self._sync_tools()
+        if size is not None and isinstance(node, FileNode):
+            self._check_size(node, size)
+        attributes = await self.contents.setattr(ino, **changes)
+        await self._heard(Done("setattr", node))
         return attributes
+
+    # -- names ---------------------------------------------------------------------------
+
+    async def mkdir(self, parent_ino: int, name: str, mode: int) -> Node:
+        node = await self.names.mkdir(parent_ino, name, mode)
+        await self._heard(Done("mkdir", node))
+        return node
+
+    async def create(
+        self, parent_ino: int, name: str, mode: int, flags: int, pid: int = 0
+    ) -> tuple[int, Node]:
+        return await self.names.create(parent_ino, name, mode, flags, pid)
+
+    async def symlink(self, parent_ino: int, name: str, target: bytes, pid: int = 0) -> Node:
+        return await self.names.symlink(parent_ino, name, target, pid)
+
+    async def link(self, ino: int, parent_ino: int, name: str) -> Node:
+        return await self.names.link(ino, parent_ino, name)
+
+    async def unlink(self, parent_ino: int, name: str) -> None:
+        await self.names.unlink(parent_ino, name)
+        await self._heard(Done("unlink"))
+
+    async def rmdir(self, parent_ino: int, name: str) -> None:
+        await self.names.rmdir(parent_ino, name)
+        await self._heard(Done("rmdir"))
 
     async def rename(
         self,
@@ -149,33 +266,10 @@ class Filesystem(NamespaceMixin):
         exchange: bool = False,
         pid: int = 0,
     ) -> None:
-        """A document moved into a tool folder (Obsidian's delete to ``.trash``) leaves
-        memory: kept as a tool file first, then its row is deleted."""
-        source = self._attached_dir(old_parent_ino).children.get(old_name)
-        leaving = isinstance(source, FileNode) and not source.scratch and source.doc_id is not None
-        await super().rename(
+        source = self.lookups.attached_dir(old_parent_ino).children.get(old_name)
+        document = isinstance(source, FileNode) and not source.scratch and source.doc_id is not None
+        await self.names.rename(
             old_parent_ino, old_name, new_parent_ino, new_name,
             noreplace=noreplace, exchange=exchange, pid=pid,
         )  # fmt: skip
-        kept = await self._sync_tools()
-        if (
-            leaving
-            and kept
-            and isinstance(source, FileNode)
-            and source.origin_doc_id is not None
-            and self.tools is not None
-            and self.tools.top(self, source) is not None
-        ):
-            doc_id = source.origin_doc_id
-            # Only as this mount showed the row: another writer's change meanwhile stays.
-            await self.run_db(self.store.delete_document, doc_id, [], source.updated_at)
-            self.cache.drop(doc_id)
-            self.saves.release(source)
-            log.info(
-                "%s moved into a tool folder: kept there, no longer memory",
-                self.describe_node(source),
-            )
-
-    async def shutdown(self) -> list[str]:
-        await self._sync_tools()
-        return await super().shutdown()
+        await self._heard(Done("rename", source, was_document=document))

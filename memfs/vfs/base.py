@@ -1,8 +1,10 @@
-"""Shared state of the filesystem model: tree, handles, buffers, database access, attributes.
+"""The model's shared services and its read-only operations: ``Lookups``.
 
-The model is split by job: this module holds the state and the read-only operations,
-``content`` the buffers and commits, ``namespace`` names and renames (including the scratch
-overlay's rules).  ``memfs.vfs.Filesystem`` combines them.
+The model is three collaborators over one ``MountState``, each given what it uses by its
+constructor: ``Lookups`` here (the services, database access, lookups, attributes,
+listings), ``content.Contents`` (buffers and commits; given the lookups) and
+``namespace.Names`` (names and renames, the scratch overlay; given both).
+``memfs.vfs.Filesystem`` is the façade over them that FUSE's adapter calls.
 
 Concurrency: trio runs one request handler at a time between ``await`` points, so tree
 updates need no locks.  Operations that change the namespace and await the database hold
@@ -33,7 +35,7 @@ import trio
 from memfs.buffers import FileBuffer, ScratchSpill
 from memfs.cache import ContentCache
 from memfs.db.calls import DatabaseCalls
-from memfs.db.deferred import Delete, Moved, describe
+from memfs.db.deferred import Change, Moved, describe
 from memfs.db.interface import CommitResult, DocumentStore, FileAttrs
 from memfs.db.scoped import folder_config_paths
 from memfs.errors import FsError
@@ -121,8 +123,11 @@ def refuse_stale(node: FileNode) -> None:
     raise FsError(errno.ESTALE, f"inode {node.ino} was removed; the kernel looks again")
 
 
-class FilesystemBase:
-    """State and read-only operations of a mounted workspace."""
+class Lookups:
+    """The services every part of the model shares (the mount's state, the store and the
+    bounded calls into it, the content cache, the kernel's caches) and the operations that
+    change no name and no content: lookups, attributes, listings, and database access with
+    the background sender of deferred changes."""
 
     def __init__(
         self,
@@ -177,12 +182,8 @@ class FilesystemBase:
         self.calls = calls or DatabaseCalls()
         self.rules = rules or ScratchRules()
         self.spill = spill or ScratchSpill(Path(f"/var/tmp/memfs-scratch-{os.getpid()}"))
-        #: Where unsaved content is copied on local disk (``memfs.recovery``), and the path
-        #: each unsaved inode's copy is kept under.
+        #: Where unsaved content is copied on local disk (``memfs.recovery``).
         self.recovery = recovery
-        self._kept: dict[int, str] = {}
-        #: Unsaved files whose content ``drain`` wrote to a folder the user named.
-        self.drained: dict[int, str] = {}
         #: Renamed-away originals and tentative files (``memfs.vfs.saves``).
         self.saves = EditorSaves(monotonic, self._shows)
         #: What each process last read or wrote of each document: its next save's base.
@@ -205,10 +206,6 @@ class FilesystemBase:
         #: Set when the database no longer matches the tree (a deferred change was skipped
         #: or refused): ``OtherWriters.resync_when_diverged`` reloads it.
         self.diverged = trio.Event()
-        #: Documents and kept directories a move into a tool folder took out of memory:
-        #: removed from the database once the tool folder has them (``Filesystem.rename``).
-        self.leaving_memory: list[Delete] = []
-        self.leaving_dirs: list[str] = []
 
     # -- database access -----------------------------------------------------------------
 
@@ -243,10 +240,42 @@ class FilesystemBase:
         await self.calls(self.store.flush_changes)
         self._adopt_moves()
 
+    def deferring(self) -> bool:
+        """Whether namespace changes may ride on the next transaction (``db.deferred``):
+        only with the background sender running (a model driven directly sends each
+        change now) and while the database answers (so a failure reaches the caller)."""
+        return self._sending_changes and self.calls.unresponsive_since is None
+
+    def defer(self, *changes: Change) -> None:
+        self.store.defer(*changes)
+        self._changes_waiting.set()
+
+    async def send_changes(
+        self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Background task: send deferred changes as soon as they wait, one batch at a time
+        (those that pile up during a round trip go together in the next)."""
+        self._sending_changes = True
+        task_status.started()
+        try:
+            while True:
+                await self._changes_waiting.wait()
+                self._changes_waiting = trio.Event()
+                try:
+                    await self.flush_changes()
+                except FsError as exc:
+                    log.warning(
+                        "sending removals and moves failed (%s); retrying in 1s", exc.reason
+                    )
+                    await trio.sleep(1.0)
+                    self._changes_waiting.set()
+        finally:
+            self._sending_changes = False
+
     def _adopt_moves(self) -> None:
         """Documents moved by a sent directory rename: their rows' new versions; and the
         deferred changes the database did not make (the tree is reloaded)."""
-        self._adopt_moved(self.store.take_moved())
+        self.adopt_moved(self.store.take_moved())
         self._adopt_skipped()
 
     def _adopt_skipped(self) -> None:
@@ -257,17 +286,17 @@ class FilesystemBase:
         if skipped:
             self.diverged.set()
 
-    def _adopt_moved(self, moved: dict[UUID, Moved]) -> None:
+    def adopt_moved(self, moved: dict[UUID, Moved]) -> None:
         """Each moved document's new row version; the mtime shown stays (a rename is not
         an edit), and the reindexer hears of them (their indexing rules may differ)."""
         for doc_id, versions in moved.items():
             node = self.state.tree.docs.get(doc_id)
             if node is not None:
-                self._adopt_version(node, versions)
+                self.adopt_version(node, versions)
                 node.client_mtime_ns = node.mtime_ns
-        self._request_reindex(*moved)
+        self.request_reindex(*moved)
 
-    def _adopt_version(self, node: FileNode, versions: Moved) -> None:
+    def adopt_version(self, node: FileNode, versions: Moved) -> None:
         """Record a new row version that did not change content (rename, attrs).
 
         If the row was not at the version the node shows, another writer changed it in
@@ -327,33 +356,33 @@ class FilesystemBase:
 
     # -- names ---------------------------------------------------------------------------
 
-    def _attached_dir(self, ino: int) -> DirNode:
+    def attached_dir(self, ino: int) -> DirNode:
         directory = self.state.tree.get_dir(ino)
         if directory.parent is None and directory is not self.state.tree.root:
             raise FsError(errno.ENOENT, "directory was removed")
         return directory
 
-    def _refuse_if_read_only(self) -> None:
+    def refuse_if_read_only(self) -> None:
         if self.read_only:
             raise FsError(errno.EROFS, "this mount is read-only")
 
-    def _writable_dir(self, ino: int) -> DirNode:
+    def writable_dir(self, ino: int) -> DirNode:
         """A live directory in which names may be added or removed (not ``.search``)."""
-        self._refuse_if_read_only()
-        directory = self._attached_dir(ino)
+        self.refuse_if_read_only()
+        directory = self.attached_dir(ino)
         if isinstance(directory, SYNTHETIC):
             raise FsError(errno.EROFS, "search results are read-only")
         return directory
 
-    def _child(self, parent_ino: int, name: str) -> tuple[DirNode, Node]:
+    def child(self, parent_ino: int, name: str) -> tuple[DirNode, Node]:
         """An existing entry of a live directory, or ENOENT."""
-        parent = self._attached_dir(parent_ino)
+        parent = self.attached_dir(parent_ino)
         node = parent.children.get(name)
         if node is None:
             raise FsError(errno.ENOENT)
         return parent, node
 
-    def _check_storable(self, path: str, below: int = 0) -> None:
+    def check_storable(self, path: str, below: int = 0) -> None:
         """EINVAL (and a log line naming it) for a document path the engine cannot store;
         ENAMETOOLONG for one (with ``below`` bytes of the longest path under it) too long
         for the database's path indexes (``db.limits``)."""
@@ -367,7 +396,7 @@ class FilesystemBase:
             log.warning("refusing %r: it %s", path, problem)
             raise FsError(errno.EINVAL, f"{path!r} {problem}")
 
-    def _kind(self, parent: DirNode, name: str, *, is_dir: bool = False) -> Kind:
+    def kind(self, parent: DirNode, name: str, *, is_dir: bool = False) -> Kind:
         """What a name in ``parent`` is: below a scratch directory everything is scratch."""
         if parent.scratch:
             return Kind.SCRATCH
@@ -404,11 +433,11 @@ class FilesystemBase:
         handle = self.state.handles.get(fh)
         return self.describe_node(handle.node) if handle is not None else f"file handle {fh}"
 
-    def _announce(self, doc_id: UUID) -> None:
+    def announce(self, doc_id: UUID) -> None:
         if self.on_changed is not None:
             self.on_changed(doc_id)
 
-    async def _commit_document(
+    async def commit_document(
         self,
         doc_id: UUID | None,
         path: str,
@@ -417,7 +446,7 @@ class FilesystemBase:
         expected: Any = None,
     ) -> CommitResult:
         """Commit one document's content; its chunks follow now or from the reindexer."""
-        deferred = self._reindex_deferred()
+        deferred = self.reindex_deferred()
         unconfigured = doc_id is None and not any(
             self.state.tree.resolve(config) is not None for config in folder_config_paths(path)
         )
@@ -426,9 +455,9 @@ class FilesystemBase:
             index_now=not deferred, unconfigured=unconfigured,
         )  # fmt: skip
         if deferred:
-            self._request_reindex(result.doc_id)  # IronClaw re-indexes every write
+            self.request_reindex(result.doc_id)  # IronClaw re-indexes every write
         elif result.changed:
-            self._announce(result.doc_id)
+            self.announce(result.doc_id)
         self.count_commit(result)
         return result
 
@@ -438,11 +467,11 @@ class FilesystemBase:
                 created=result.created, changed=result.changed, conflict=bool(result.conflict)
             )
 
-    def _reindex_deferred(self) -> bool:
+    def reindex_deferred(self) -> bool:
         """Whether commits leave re-chunking to the running reindex worker."""
         return self.reindexer is not None and self.reindexer.running
 
-    def _request_reindex(self, *doc_ids: UUID) -> None:
+    def request_reindex(self, *doc_ids: UUID) -> None:
         if self.reindexer is not None and self.reindexer.running:
             self.reindexer.request(doc_ids)
 

@@ -22,7 +22,7 @@ from memfs.errors import FsError
 from memfs.paths import loadable_path
 from memfs.tree import FileNode, to_ns
 from memfs.vfs.base import log
-from memfs.vfs.namespace import NamespaceMixin
+from memfs.vfs.parts import ModelParts
 
 #: After a resync that took T, the next poll waits at least this many T (``poll_changes``).
 POLL_SHARE = 5
@@ -31,8 +31,12 @@ POLL_SHARE = 5
 class OtherWriters:
     """Keeps one mounted filesystem's tree in step with the database."""
 
-    def __init__(self, fs: NamespaceMixin) -> None:
-        self.fs = fs
+    def __init__(self, fs: ModelParts) -> None:
+        #: The shared services and lookups; the commits and the names are asked for
+        #: another writer's content read under a save, and for tool folders' changes.
+        self.lookups = fs.lookups
+        self.contents = fs.contents
+        self.names = fs.names
         #: Other writers' changes applied so far.
         self.external_changes = 0
         #: The workspace's fingerprint as of ``baseline``, for polling (no trigger).
@@ -48,9 +52,9 @@ class OtherWriters:
         row separately would make the feed fall seconds behind.  The state applied is each
         document's current row (None: deleted), so only the last event per id matters.
         """
-        fs = self.fs
+        fs = self.lookups
         if any(event.get("op") == "TOOLS" for event in events):
-            await fs.refresh_tools()  # another mount changed a tool folder
+            await self.names.refresh_tools()  # another mount changed a tool folder
         if any(event.get("op") == "RESYNC" for event in events):
             await self.resync()
             return
@@ -76,7 +80,7 @@ class OtherWriters:
         """Take the workspace's fingerprint; called before the filesystem loads its tree,
         so a change made after this point, even before the first poll, makes the first
         poll differ (one harmless extra resync at worst)."""
-        fs = self.fs
+        fs = self.lookups
         self._fingerprint = await fs.run_db(fs.store.fingerprint)
 
     async def resync(self) -> None:
@@ -86,7 +90,7 @@ class OtherWriters:
         (``document_versions``: the polled engines), only the rows whose version or path
         differs from what the mount shows are read whole; the rest of the reconciliation
         is the same either way (``_reconcile``)."""
-        fs = self.fs
+        fs = self.lookups
         before = self._shown_all()
         versions = await fs.run_db_scan(fs.store.document_versions)
         if versions is None:
@@ -113,7 +117,7 @@ class OtherWriters:
         """Show ``rows`` (by path, newest first: at least every row whose version or path
         differs from ``before``) and remove the documents not in ``present`` (every id the
         database lists); under the namespace lock."""
-        fs = self.fs
+        fs = self.lookups
         by_id = {row.id: row for row in rows}
         reread = await self._reread_changed_here(before, by_id, everything=True)
         if reread:
@@ -140,10 +144,10 @@ class OtherWriters:
 
     def _shown_all(self) -> dict[UUID, tuple[datetime | None, str] | None]:
         """``_shown`` of every document, from one walk of the tree."""
-        return self.fs.state.tree.shown_documents()
+        return self.lookups.state.tree.shown_documents()
 
     def _shown_now(self, doc_id: UUID) -> tuple[datetime | None, str] | None:
-        fs = self.fs
+        fs = self.lookups
         node = fs.state.tree.docs.get(doc_id)
         if node is None or node.parent is None:
             return None
@@ -167,7 +171,7 @@ class OtherWriters:
         (a resync), documents created here meanwhile count too, or the resync would take
         them for deleted.  Returns the documents whose rows were read again.
         """
-        fs = self.fs
+        fs = self.lookups
         if everything:
             now = self._shown_all()
             changed = [d for d, shown in before.items() if now.get(d) != shown]
@@ -184,7 +188,7 @@ class OtherWriters:
         return set(changed)
 
     async def _external_upsert(self, row: DocRow) -> None:
-        fs = self.fs
+        fs = self.lookups
         node = fs.state.tree.docs.get(row.id)
         if not loadable_path(row.path):
             if node is not None:
@@ -227,7 +231,7 @@ class OtherWriters:
 
     def _older_duplicate(self, node: FileNode, row: DocRow) -> bool:
         """Whether ``node`` shows an older row of ``row``'s path and may switch to it."""
-        fs = self.fs
+        fs = self.lookups
         if node.doc_id is None or node.doc_id == row.id or node.updated_at is None:
             return False
         buffer = fs.state.buffers.get(node.ino)
@@ -237,7 +241,7 @@ class OtherWriters:
         return newer
 
     def _external_move(self, node: FileNode, new_path: str) -> None:
-        fs = self.fs
+        fs = self.lookups
         parent_path, _, name = new_path.rpartition("/")
         new_parent = fs.state.tree.ensure_dir(parent_path, fs.clock())
         if new_parent is None or name in new_parent.children:
@@ -258,10 +262,10 @@ class OtherWriters:
         old name holds no row any more and goes, unless it has changes of its own (then
         its save makes a document there anew).  Kept, it would stand for nothing: a reader
         opening it would create an empty document nobody wrote."""
-        self.fs.state.take_out_unchanged(node)
+        self.lookups.state.take_out_unchanged(node)
 
     async def _external_content(self, node: FileNode, row: DocRow) -> None:
-        fs = self.fs
+        fs = self.lookups
         buffer = fs.state.buffers.get(node.ino)
         if fs.state.has_changes(node):
             # A save through the mount is based on the version the file was opened at;
@@ -290,10 +294,12 @@ class OtherWriters:
             # replace them (no await between the two), or a reader meanwhile would be told
             # a size its reads do not fill (the kernel pads the page with NUL bytes).
             try:
-                fresh = FileBuffer.of_row(await fs.committed_bytes(node), node.updated_at)
+                fresh = FileBuffer.of_row(
+                    await self.contents.committed_bytes(node), node.updated_at
+                )
             except FsError:
                 fresh = FileBuffer(b"")
-            fs.take_others_content(node, fresh)
+            self.contents.take_others_content(node, fresh)
             node.size = len(fresh)
         else:
             fs.state.buffers.pop(node.ino, None)
@@ -305,7 +311,7 @@ class OtherWriters:
         """Background task: reload the tree whenever a deferred change of this mount was
         not made (its condition failed or the database refused it), so the mount shows
         what the database holds."""
-        fs = self.fs
+        fs = self.lookups
         while True:
             await fs.diverged.wait()
             fs.diverged = trio.Event()
@@ -319,7 +325,7 @@ class OtherWriters:
     async def poll_changes(self, interval: float = 1.0) -> None:
         """Without the trigger: resync whenever the workspace's fingerprint changes, and
         look at the tool folders' (``ToolFolders.refresh``)."""
-        fs = self.fs
+        fs = self.lookups
         last = self._fingerprint
         while True:
             took = 0.0
@@ -330,7 +336,7 @@ class OtherWriters:
                     await self.resync()
                     took = trio.current_time() - began
                 last = current
-                await fs.refresh_tools()  # no feed tells of other mounts' tool files either
+                await self.names.refresh_tools()  # no feed tells of other mounts' tool files either
             except FsError as exc:
                 log.warning("polling for changes failed: %s", exc)
                 last = None

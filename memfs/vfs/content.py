@@ -23,7 +23,7 @@ from memfs.ironclaw.hashing import bytes_hash
 from memfs.merge import MERGE_LIMIT, merge, mergeable
 from memfs.private import write_private
 from memfs.tree import SYNTHETIC, FileNode, Node, ScopedFile, SyntheticFile, to_ns
-from memfs.vfs.base import Attributes, FilesystemBase, log, refuse_stale
+from memfs.vfs.base import Attributes, Lookups, log, refuse_stale
 from memfs.vfs.extensions import RootFile
 from memfs.vfs.saves import Base
 from memfs.vfs.state import CONTENDED_SECONDS, Buffer, Handle
@@ -37,10 +37,29 @@ READ_AHEAD_BYTES = 8 * 1024 * 1024
 LATE_MERGES = 4
 
 
-class ContentMixin(FilesystemBase):
+class Contents:
     """Open, read, write, truncate and commit."""
 
-    def _open_handle(self, node: FileNode, buffer: Buffer, writable: bool, flags: int = 0) -> int:
+    def __init__(self, lookups: Lookups) -> None:
+        #: Database access, attributes and lookups (``memfs.vfs.base``).
+        self.lookups = lookups
+        #: The services this part uses, as the lookups hold them (one of each per mount).
+        self.state = lookups.state
+        self.store = lookups.store
+        self.cache = lookups.cache
+        self.kernel = lookups.kernel
+        self.saves = lookups.saves
+        self.bases = lookups.bases
+        self.spill = lookups.spill
+        self.recovery = lookups.recovery
+        self.clock = lookups.clock
+        self.monotonic = lookups.monotonic
+        #: The path each unsaved inode's copy is kept under in the recovery area.
+        self._kept: dict[int, str] = {}
+        #: Unsaved files whose content ``drain`` wrote to a folder the user named.
+        self.drained: dict[int, str] = {}
+
+    def open_handle(self, node: FileNode, buffer: Buffer, writable: bool, flags: int = 0) -> int:
         fh = self.state.new_fh()
         self.state.handles[fh] = Handle(node, buffer, writable, append=bool(flags & os.O_APPEND))
         node.open_count += 1
@@ -63,7 +82,7 @@ class ContentMixin(FilesystemBase):
             doc_id, shown = node.doc_id, node.updated_at
             neighbours = self._uncached_neighbours(node)
             near = self.state.tree.path_of(node) if node.parent is not None else None
-            rows = await self.run_db(self.store.read_contents, [doc_id, *neighbours], near)
+            rows = await self.lookups.run_db(self.store.read_contents, [doc_id, *neighbours], near)
             for other, (other_data, other_version) in rows.items():
                 # keyed by version, so never served stale
                 self.cache.put(other, other_version, other_data)
@@ -84,7 +103,7 @@ class ContentMixin(FilesystemBase):
             if node.client_mtime_ns is None:
                 node.mtime_ns = to_ns(version)
             node.kernel_version = None
-            self.mark_node_contended(node)
+            self.lookups.mark_node_contended(node)
             self.kernel.attributes(node.ino)  # safe inside a request: no kernel lock
             self.kernel.inode(node.ino)
         return data
@@ -123,7 +142,7 @@ class ContentMixin(FilesystemBase):
         if buffer is not None:
             return buffer
         if isinstance(node, ScopedFile):
-            buffer = FileBuffer(await self.synthetic_content(node))
+            buffer = FileBuffer(await self.lookups.synthetic_content(node))
             node.size = len(buffer)
         elif isinstance(node, SyntheticFile):
             buffer = FileBuffer(node.data)
@@ -139,8 +158,9 @@ class ContentMixin(FilesystemBase):
             if existing is not None:  # another open loaded it while we waited
                 return existing
             if node.size != len(data):  # never a size the bytes do not fill, or exceed
-                log.warning("%s: its size was %d, its content %d bytes; the content's size "
-                            "is shown", self.describe_node(node), node.size, len(data))  # fmt: skip
+                log.warning("%s: its size was %d, its content %d bytes; the content's size is "
+                            "shown", self.lookups.describe_node(node), node.size,
+                            len(data))  # fmt: skip
                 node.size = len(data)
                 self.kernel.attributes(node.ino)
             buffer = FileBuffer.of_row(data, node.updated_at)
@@ -152,7 +172,7 @@ class ContentMixin(FilesystemBase):
         node = self.state.tree.get_file(ino)
         writable = (flags & os.O_ACCMODE) != os.O_RDONLY
         self._check_openable(node, writable)
-        files = self.root_file_of(node)  # every open asks: no await unless it is one
+        files = self.lookups.root_file_of(node)  # every open asks: no await unless it is one
         if files is not None:
             made = await self._made_at_open(node, files)
             if made is not None:
@@ -169,7 +189,7 @@ class ContentMixin(FilesystemBase):
                 buffer.appends_only = False
         if truncate:
             self._emptied_at_open(node, buffer)
-        fh = self._open_handle(node, buffer, writable, flags)
+        fh = self.open_handle(node, buffer, writable, flags)
         if self.state.contended and node.parent is not None:
             self._snapshot_if_contended(node, self.state.handles[fh], writable)
         keep_cache = self._tell_kernel(node, buffer, writable=writable, truncate=truncate)
@@ -193,10 +213,10 @@ class ContentMixin(FilesystemBase):
     def _check_openable(self, node: FileNode, writable: bool) -> None:
         """ESTALE for a file no name leads to any more; EROFS for a write to a read-only
         mount or a synthetic file."""
-        if node.parent is None or self.drop_displaced(node):
+        if node.parent is None or self.lookups.drop_displaced(node):
             refuse_stale(node)
         if writable:
-            self._refuse_if_read_only()
+            self.lookups.refuse_if_read_only()
         if writable and isinstance(node, SyntheticFile):
             raise FsError(errno.EROFS, "search results are read-only")
 
@@ -209,8 +229,8 @@ class ContentMixin(FilesystemBase):
             # What the removal's event will say, under the namespace lock as the event is
             # applied: a rename awaiting the database holds it, and its target may be this.
             async with self.state.ns_lock:
-                self.apply_deletion(gone.doc_id)
-            what = self.describe_node(node)
+                self.lookups.apply_deletion(gone.doc_id)
+            what = self.lookups.describe_node(node)
             raise FsError(errno.ESTALE, f"{what} was deleted elsewhere") from gone
         if node.parent is None:
             # Another writer's removal arrived while the content loaded: the kernel looks
@@ -283,7 +303,7 @@ class ContentMixin(FilesystemBase):
         known = node.kernel_digest
         if known is None or node.digest_version != version:
             return None
-        fh = self._open_handle(node, FileBuffer(b""), False)
+        fh = self.open_handle(node, FileBuffer(b""), False)
         self.state.handles[fh].unloaded = True
         digest = "sha256:" + known.hex()
         self.bases.read(self.state.tree.path_of(node), pid, doc_id, version, lambda: digest)
@@ -296,7 +316,7 @@ class ContentMixin(FilesystemBase):
         data = await files.content_at_open(node, self)
         if data is None:
             return None
-        fh = self._open_handle(node, FileBuffer(data), False)
+        fh = self.open_handle(node, FileBuffer(data), False)
         self.state.handles[fh].snapshot = True
         self.kernel.attributes(node.ino)
         return fh, False
@@ -327,8 +347,8 @@ class ContentMixin(FilesystemBase):
             buffer = await self._buffer(node)
         except DocumentGone as gone:
             async with self.state.ns_lock:
-                self.apply_deletion(gone.doc_id)
-            what = self.describe_node(node)
+                self.lookups.apply_deletion(gone.doc_id)
+            what = self.lookups.describe_node(node)
             raise FsError(errno.ESTALE, f"{what} was deleted elsewhere") from gone
         if handle.unloaded:  # not given a buffer meanwhile (another writer's content)
             handle.buffer, handle.unloaded = buffer, False
@@ -390,7 +410,7 @@ class ContentMixin(FilesystemBase):
         if refused is not None:
             log.error("not saving %s as truncated: %s; unless more is written before its last "
                       "close, the database keeps its previous content",
-                      self.describe_node(node), refused.reason)  # fmt: skip
+                      self.lookups.describe_node(node), refused.reason)  # fmt: skip
             raise refused
 
     async def fsync(self, fh: int) -> None:
@@ -430,7 +450,7 @@ class ContentMixin(FilesystemBase):
                 self.saves.closed(node.ino)
                 self._drop_if_deleted_elsewhere(node)
             self._drop_idle_buffer(node)
-            self.drop_if_freed(node.ino)
+            self.lookups.drop_if_freed(node.ino)
 
     async def _show_unshown_merge(self, node: FileNode) -> None:
         """The last writer closed a file whose row is a merge its writers did not see
@@ -470,18 +490,18 @@ class ContentMixin(FilesystemBase):
             and not (isinstance(buffer, FileBuffer) and buffer.dirty)
         ):
             self.state.buffers.pop(node.ino, None)
-            self.remove_deleted(node)
+            self.lookups.remove_deleted(node)
 
     def _keep_unsaved(self, node: FileNode, reason: str) -> None:
         """A commit failed: keep the content in memory (retried) and on local disk (so a
         crash or an unmount that still cannot commit loses nothing)."""
         self.state.unsaved[node.ino] = node
         buffer = self.state.buffers.get(node.ino)
-        self._keep_copy(node, buffer.snapshot() if isinstance(buffer, FileBuffer) else None, reason)
+        self.keep_copy(node, buffer.snapshot() if isinstance(buffer, FileBuffer) else None, reason)
 
-    def _keep_copy(self, node: FileNode, data: bytes | None, reason: str) -> None:
+    def keep_copy(self, node: FileNode, data: bytes | None, reason: str) -> None:
         """Copy content the database did not take to the recovery area (``memfs recover``)."""
-        what = self.describe_node(node)
+        what = self.lookups.describe_node(node)
         if self.recovery is None or data is None or node.parent is None:
             log.error("changes to %s stay in memory until the database is back: %s", what, reason)
             return
@@ -501,9 +521,9 @@ class ContentMixin(FilesystemBase):
             reason,
         )
 
-    def _saved(self, node: FileNode) -> None:
+    def saved(self, node: FileNode) -> None:
         """The node's changes reached the database: nothing left to recover."""
-        self.documents_changed()
+        self.lookups.documents_changed()
         self.state.unsaved.pop(node.ino, None)
         self.drained.pop(node.ino, None)
         path = self._kept.pop(node.ino, None)
@@ -521,7 +541,7 @@ class ContentMixin(FilesystemBase):
         """Files whose changes are in this daemon's memory only: not in the database, not in
         the recovery area, not drained to a folder (``drain``).  Exiting would lose them."""
         return sorted(
-            self.describe_node(node)
+            self.lookups.describe_node(node)
             for ino, node in self.state.unsaved.items()
             if ino not in self._kept and ino not in self.drained
         )
@@ -598,9 +618,9 @@ class ContentMixin(FilesystemBase):
             pending = self.state.buffers.get(node.ino)
             if pending is None or not pending.dirty:
                 attrs = FileAttrs(node.custom_mode, node.client_mtime_ns)
-                await self.run_db(self.store.set_attrs, node.doc_id, attrs)
+                await self.lookups.run_db(self.store.set_attrs, node.doc_id, attrs)
             # else: the pending commit persists them with the new content.
-        return self.attributes(node)
+        return self.lookups.attributes(node)
 
     def _check_settable(
         self,
@@ -613,11 +633,13 @@ class ContentMixin(FilesystemBase):
     ) -> None:
         """setattr's refusals: another owner (EPERM), a change to a read-only mount or a
         synthetic file (EROFS), a time 64-bit nanoseconds cannot hold (EINVAL)."""
-        if (uid is not None and uid != self.uid) or (gid is not None and gid != self.gid):
+        if (uid is not None and uid != self.lookups.uid) or (
+            gid is not None and gid != self.lookups.gid
+        ):
             raise FsError(errno.EPERM, "files on a memfs mount belong to the mounting user")
         changes = (size, mode, mtime_ns) != (None, None, None)
         if changes:
-            self._refuse_if_read_only()
+            self.lookups.refuse_if_read_only()
         if mtime_ns is not None and not -(2**63) <= mtime_ns < 2**63:
             raise FsError(
                 errno.EINVAL,
@@ -670,7 +692,7 @@ class ContentMixin(FilesystemBase):
             return
         if node.parent is None:
             buffer.dirty = False  # unlinked while open: nothing to keep
-            self._saved(node)
+            self.saved(node)
             return
         try:
             text, generation = buffer.commit_text()
@@ -692,7 +714,7 @@ class ContentMixin(FilesystemBase):
             self._show_merged(node, buffer, generation, ours, text, result.updated_at, final)
             buffer.mark_clean(generation)
             if not buffer.dirty:
-                self._saved(node)
+                self.saved(node)
             log.debug("committed %r (%s): merged, previous content versioned", path,
                       result.doc_id)  # fmt: skip
             return
@@ -707,22 +729,22 @@ class ContentMixin(FilesystemBase):
         stored, the commit's result, and whether the text is such a merge."""
         ours = text
         if node.doc_id is None:  # the namespace lock is held (``commit``)
-            result = await self._commit_document(None, path, text, attrs)
+            result = await self.lookups.commit_document(None, path, text, attrs)
             from_nothing = buffer.appends_only or buffer.absent_path == path
             if from_nothing and not result.created and result.replaced_hash:
                 # ``>>`` of a file another writer made meanwhile, or a file its writer
                 # found none at (``SaverBases.absent``): after their lines.
-                late = await self._merge_late(path, b"", ours, attrs, result)
+                late = await self.merge_late(path, b"", ours, attrs, result)
                 if late is not None:
                     return late[0], late[1], True
             return text, result, False
         merged = await self._merge_others(node, buffer, path, text)
-        found = await self._commit_merged(node.doc_id, path, merged, attrs)
+        found = await self.commit_merged(node.doc_id, path, merged, attrs)
         if merged is not None and found is not None:
             return merged[0], found, True
-        result = await self._commit_document(node.doc_id, path, text, attrs, node.updated_at)
+        result = await self.lookups.commit_document(node.doc_id, path, text, attrs, node.updated_at)
         if result.conflict and result.replaced_hash is not None:
-            late = await self._merge_late(
+            late = await self.merge_late(
                 path, await self._buffer_base(node.doc_id, path, buffer), ours, attrs, result
             )
             if late is not None:
@@ -775,7 +797,7 @@ class ContentMixin(FilesystemBase):
             node.mtime_ns = node.ctime_ns = to_ns(result.updated_at)
         buffer.mark_clean(generation)
         if not buffer.dirty:
-            self._saved(node)
+            self.saved(node)
         log.debug(
             "committed %r (%s): %s%s",
             path,
@@ -806,7 +828,7 @@ class ContentMixin(FilesystemBase):
         if writable:
             buffer.writer = pid or buffer.writer
             if buffer.base is None or not buffer.dirty:
-                self._adopt_saver_base(buffer, node.doc_id, path, pid, rewrites=truncate)
+                self.adopt_saver_base(buffer, node.doc_id, path, pid, rewrites=truncate)
         if truncate:
             return
         if buffer.dirty or buffer.unshown_merge is not None:
@@ -828,7 +850,7 @@ class ContentMixin(FilesystemBase):
             data = self.cache.get(doc_id, version)
         return bytes_hash(data) if data is not None else None
 
-    def _adopt_saver_base(
+    def adopt_saver_base(
         self, buffer: FileBuffer, doc_id: UUID | None, path: str, pid: int, *,
         rewrites: bool = True,
     ) -> None:  # fmt: skip
@@ -902,15 +924,15 @@ class ContentMixin(FilesystemBase):
         if buffer.base_version == node.updated_at and not buffer.others_changed:
             return None
         if base is None and buffer.base_digest is not None:
-            base = await self._stored_base(node.doc_id, path, buffer.base_digest)
+            base = await self.stored_base(node.doc_id, path, buffer.base_digest)
         if base is None:
             return None
-        return await self._merge_with_row(node.doc_id, path, base, buffer.base_version, ours)
+        return await self.merge_with_row(node.doc_id, path, base, buffer.base_version, ours)
 
-    async def _stored_base(self, doc_id: UUID, path: str, digest: str) -> bytes | None:
+    async def stored_base(self, doc_id: UUID, path: str, digest: str) -> bytes | None:
         """A base whose bytes no cache holds any more, from the row or its version rows
         (by IronClaw's hash of it), or None (logged) if neither holds it."""
-        data = await self.run_db(self.store.content_by_hash, doc_id, digest)
+        data = await self.lookups.run_db(self.store.content_by_hash, doc_id, digest)
         if data is None or len(data) > MERGE_LIMIT:
             log.info("%r: what its writer read is neither cached nor kept as a version; a "
                      "change by another writer meanwhile is kept as a version, not merged",
@@ -923,15 +945,15 @@ class ContentMixin(FilesystemBase):
         """The bytes a buffer's writers started from, fetched by hash if need be."""
         if buffer.base is not None or buffer.base_digest is None:
             return buffer.base
-        return await self._stored_base(doc_id, path, buffer.base_digest)
+        return await self.stored_base(doc_id, path, buffer.base_digest)
 
-    async def _merge_with_row(
+    async def merge_with_row(
         self, doc_id: UUID, path: str, base_data: bytes, base_version: Any, ours: str
     ) -> tuple[str, Any] | None:
         """``ours`` merged with the row as it is now, based on ``base_data`` (the row at
         ``base_version``, None: no row version holds it); None if there is nothing to
         merge or the changes overlap."""
-        found = await self.run_db(self.store.read_content, doc_id)
+        found = await self.lookups.run_db(self.store.read_content, doc_id)
         if found is None or found.version == base_version:
             return None
         merged = self._merge_texts(path, base_data, found.data, ours)
@@ -970,17 +992,17 @@ class ContentMixin(FilesystemBase):
         result, or None (no base, the change not found, nothing to add, an overlap)."""
         if base_data is None or result.replaced_hash is None or not mergeable(path):
             return None
-        theirs = await self.run_db(self.store.content_by_hash, result.doc_id,
+        theirs = await self.lookups.run_db(self.store.content_by_hash, result.doc_id,
                                    result.replaced_hash)  # fmt: skip
         if theirs is None:
             return None
         merged = self._merge_texts(path, base_data, theirs, ours)
         if merged is None or merged == ours:
             return None
-        again = await self._commit_merged(result.doc_id, path, (merged, result.updated_at), attrs)
+        again = await self.commit_merged(result.doc_id, path, (merged, result.updated_at), attrs)
         return (merged, again) if again is not None else None
 
-    async def _merge_late(
+    async def merge_late(
         self, path: str, base_data: bytes | None, ours: str, attrs: FileAttrs,
         result: CommitResult,
     ) -> tuple[str, CommitResult] | None:  # fmt: skip
@@ -997,7 +1019,7 @@ class ContentMixin(FilesystemBase):
             ours, late, rounds = late[0], again, rounds + 1
         return late
 
-    async def _commit_merged(
+    async def commit_merged(
         self, doc_id: UUID, path: str, merged: tuple[str, Any] | None, attrs: FileAttrs
     ) -> CommitResult | None:
         """Commit a merge (text, and the version it was made against), or None if there is
@@ -1006,7 +1028,7 @@ class ContentMixin(FilesystemBase):
         if merged is None:
             return None
         try:
-            return await self._commit_document(doc_id, path, merged[0], attrs, merged[1])
+            return await self.lookups.commit_document(doc_id, path, merged[0], attrs, merged[1])
         except WriteRefused as exc:
             log.warning("%r: the merge with another writer's change is refused (%s); this "
                         "save alone is written, the other change is kept as a version",
@@ -1042,7 +1064,7 @@ class ContentMixin(FilesystemBase):
         else:
             log.error("not saving %s: %s; the database keeps its previous content (the file "
                       "shows what was written until its last close)",
-                      self.describe_node(node), exc.reason)  # fmt: skip
+                      self.lookups.describe_node(node), exc.reason)  # fmt: skip
 
     async def _reject(self, node: FileNode, exc: FsError) -> None:
         """Content that cannot be stored: drop every uncommitted change of the file.
@@ -1050,12 +1072,12 @@ class ContentMixin(FilesystemBase):
         The database keeps its previous content and the mount shows that content again; a
         file that never reached the database disappears.  The caller reports ``exc``.
         """
-        what = self.describe_node(node)
+        what = self.lookups.describe_node(node)
         log.error("not saving %s: %s; the database keeps its previous content", what, exc.reason)
         buffer = self.state.buffers.pop(node.ino, None)
         if isinstance(buffer, FileBuffer):
             buffer.dirty = False
-        self._saved(node)
+        self.saved(node)
         if node.doc_id is None:
             # Never reached the database: the file disappears rather than exist empty, and
             # the kernel forgets its cached entry (or later writes would reach a dead inode).

@@ -11,7 +11,7 @@ from memfs.db.calls import DatabaseCalls
 from memfs.db.capabilities import KeptHistory, StatisticsKeeper
 from memfs.errors import FsError
 from memfs.vfs.base import log
-from memfs.vfs.namespace import NamespaceMixin
+from memfs.vfs.parts import ModelParts
 
 #: Seconds between retries of tool-folder writes that failed.
 TOOLS_EVERY = 1.0
@@ -26,13 +26,16 @@ class Maintenance:
 
     def __init__(
         self,
-        fs: NamespaceMixin,
+        fs: ModelParts,
         calls: DatabaseCalls,
         statistics: StatisticsKeeper | None = None,
         *,
         kept: tuple[KeptHistory, timedelta] | None = None,
     ) -> None:
-        self.fs = fs
+        #: Names promote tentative files and write tool folders; contents retry saves.
+        self.names = fs.names
+        self.contents = fs.contents
+        self.lookups = fs.lookups
         self.calls = calls
         #: Deleted documents and moves memfs keeps, and how long: purged past that (None:
         #: a read-only mount, which purges nothing).
@@ -40,7 +43,7 @@ class Maintenance:
         self.retention = kept[1] if kept is not None else timedelta(days=30)
         #: None: not refreshed (no privilege, or not asked for).
         self.statistics = statistics
-        self.monotonic = fs.monotonic
+        self.monotonic = fs.lookups.monotonic
 
     async def run(self, interval: float = 0.5, stats_every: float = 30.0) -> None:
         """Promote tentative files as they fall due; retry unsaved files; keep planner
@@ -54,13 +57,13 @@ class Maintenance:
                 last_purge = self.monotonic()
                 await self.purge_kept()
             try:
-                await self.fs.promote_due()
+                await self.names.promote_due()
             except FsError as exc:
                 log.error("promoting tentative files failed: %s", exc)
             if self.monotonic() - last_tools >= TOOLS_EVERY:
                 last_tools = self.monotonic()
-                await self.fs.retry_tools()
-            if self.fs.state.unsaved and self.monotonic() - last_retry >= RETRY_EVERY:
+                await self.names.retry_tools()
+            if self.lookups.state.unsaved and self.monotonic() - last_retry >= RETRY_EVERY:
                 last_retry = self.monotonic()
                 await self.retry_unsaved()
             if self.statistics is not None and self.monotonic() - last_stats >= stats_every:
@@ -83,14 +86,14 @@ class Maintenance:
 
     async def retry_unsaved(self) -> None:
         """Commit files whose earlier commit failed (the database was down)."""
-        fs = self.fs
-        for node in list(fs.state.unsaved.values()):
+        lookups = self.lookups
+        for node in list(lookups.state.unsaved.values()):
             try:
-                await fs.commit(node)
+                await self.contents.commit(node)
             except FsError as exc:
-                log.debug("still cannot save %s: %s", fs.describe_node(node), exc.reason)
+                log.debug("still cannot save %s: %s", lookups.describe_node(node), exc.reason)
                 return
-            log.info("saved %s now that the database is back", fs.describe_node(node))
+            log.info("saved %s now that the database is back", lookups.describe_node(node))
 
     async def refresh_statistics(self) -> None:
         if self.statistics is None:

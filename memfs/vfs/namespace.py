@@ -21,8 +21,6 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-import trio
-
 from memfs.buffers import FileBuffer, ScratchBuffer
 from memfs.db.deferred import Change, Delete, DropDir, KeepDir, MoveDir
 from memfs.db.interface import CommitResult, FileAttrs
@@ -32,8 +30,8 @@ from memfs.merge import MERGE_LIMIT, mergeable
 from memfs.paths import check_new_name
 from memfs.scratch import REFUSED_NAMES, TENTATIVE_GRACE, Kind
 from memfs.tree import SYNTHETIC, DirNode, FileNode, Node, to_ns
-from memfs.vfs.base import log
-from memfs.vfs.content import ContentMixin
+from memfs.vfs.base import Lookups, log
+from memfs.vfs.content import Contents
 from memfs.vfs.saves import Base
 
 #: How emacs names the lock file of ``x`` it edits (a symbolic link).
@@ -51,8 +49,34 @@ def _as_text(data: bytes, what: str) -> str:
     return text
 
 
-class NamespaceMixin(ContentMixin):
+class Names:
     """Operations that add, remove or move names."""
+
+    def __init__(self, lookups: Lookups, contents: Contents) -> None:
+        #: Database access, attributes and lookups (``memfs.vfs.base``).
+        self.lookups = lookups
+        #: Buffers and commits (``memfs.vfs.content``): a rename commits what it moves.
+        self.contents = contents
+        #: The services this part uses, as the lookups hold them (one of each per mount).
+        self.state = lookups.state
+        self.store = lookups.store
+        self.cache = lookups.cache
+        self.calls = lookups.calls
+        self.kernel = lookups.kernel
+        self.saves = lookups.saves
+        self.bases = lookups.bases
+        self.spill = lookups.spill
+        self.recovery = lookups.recovery
+        self.rules = lookups.rules
+        self.tools = lookups.tools
+        self.reindexer = lookups.reindexer
+        self.clock = lookups.clock
+        self.monotonic = lookups.monotonic
+        #: Documents and kept directories a move into a tool folder took out of memory:
+        #: removed from the database once the tool folder has them (``sync_tools``, which
+        #: ``hooks.ToolFolderHook`` calls after each operation).
+        self.leaving_memory: list[Delete] = []
+        self.leaving_dirs: list[str] = []
 
     def _refuse(self, name: str) -> None:
         if name in REFUSED_NAMES:
@@ -63,7 +87,7 @@ class NamespaceMixin(ContentMixin):
             )
 
     def _not_synthetic(self, parent: DirNode, node: Node) -> None:
-        self._refuse_if_read_only()
+        self.lookups.refuse_if_read_only()
         if isinstance(parent, SYNTHETIC) or isinstance(node, SYNTHETIC):
             raise FsError(errno.EROFS, "search results are read-only")
 
@@ -79,7 +103,7 @@ class NamespaceMixin(ContentMixin):
 
     def _new_entry(self, parent_ino: int, name: str) -> tuple[DirNode, str]:
         """The directory a new name goes into, and its full path; errno if it cannot."""
-        parent = self._writable_dir(parent_ino)
+        parent = self.lookups.writable_dir(parent_ino)
         self._refuse(name)
         path = check_new_name(self.state.tree.path_of(parent), name)
         if name in parent.children:
@@ -89,19 +113,19 @@ class NamespaceMixin(ContentMixin):
     async def mkdir(self, parent_ino: int, name: str, mode: int) -> Node:
         async with self.state.ns_lock:
             parent, path = self._new_entry(parent_ino, name)
-            kind = self._kind(parent, name, is_dir=True)
+            kind = self.lookups.kind(parent, name, is_dir=True)
             if kind is Kind.DOCUMENT:
-                self._check_storable(path)
-            if kind is Kind.DOCUMENT and self._deferring():
-                self._defer(KeepDir(path))
+                self.lookups.check_storable(path)
+            if kind is Kind.DOCUMENT and self.lookups.deferring():
+                self.lookups.defer(KeepDir(path))
             elif kind is Kind.DOCUMENT:
-                await self.run_db(self.store.create_directory, path)
+                await self.lookups.run_db(self.store.create_directory, path)
             node = self.state.tree.new_dir(name, mode, self.clock())
             node.explicit = kind is Kind.DOCUMENT
             node.scratch = kind is not Kind.DOCUMENT
             self.state.tree.attach(parent, node)
             node.lookups += 1
-            self.touch_dir(parent)
+            self.lookups.touch_dir(parent)
             return node
 
     async def create(
@@ -114,14 +138,14 @@ class NamespaceMixin(ContentMixin):
         that is an ordinary open of the existing file, as on a local disk, not EEXIST.
         """
         async with self.state.ns_lock:
-            existing = self._attached_dir(parent_ino).children.get(name)
+            existing = self.lookups.attached_dir(parent_ino).children.get(name)
             if isinstance(existing, FileNode) and not flags & os.O_EXCL:
                 reopen = existing
             else:
                 reopen = None
                 fh, node = self._create_locked(parent_ino, name, mode, flags, pid)
         if reopen is not None:  # outside the lock: open may read from the database
-            fh, _ = await self.open(reopen.ino, flags, pid)
+            fh, _ = await self.contents.open(reopen.ino, flags, pid)
             reopen.lookups += 1
             return fh, reopen
         return fh, node
@@ -131,9 +155,9 @@ class NamespaceMixin(ContentMixin):
     ) -> tuple[int, FileNode]:
         """A new file (or scratch file) and its handle; the caller holds ``ns_lock``."""
         parent, path = self._new_entry(parent_ino, name)
-        kind = self._kind(parent, name)
+        kind = self.lookups.kind(parent, name)
         if kind is Kind.DOCUMENT:
-            self._check_storable(path)
+            self.lookups.check_storable(path)
         node = self.state.tree.new_file(name, mode, self.clock())
         buffer: FileBuffer | ScratchBuffer
         if kind is Kind.DOCUMENT:
@@ -144,9 +168,9 @@ class NamespaceMixin(ContentMixin):
             if claimed is not None:
                 node.doc_id, node.updated_at = claimed  # the version this save is based on
                 log.debug("%r takes over the row of its renamed-away original", path)
-                self._adopt_saver_base(buffer, claimed[0], path, pid)
+                self.contents.adopt_saver_base(buffer, claimed[0], path, pid)
             else:  # its process may have found no file here: another writer's may be new
-                self._adopt_saver_base(buffer, None, path, pid)
+                self.contents.adopt_saver_base(buffer, None, path, pid)
         else:
             node.scratch = True
             buffer = ScratchBuffer(self.spill)
@@ -154,24 +178,24 @@ class NamespaceMixin(ContentMixin):
                 self.saves.track(node.ino, idle=False)
         self.state.tree.attach(parent, node)
         node.lookups += 1
-        self.touch_dir(parent)
+        self.lookups.touch_dir(parent)
         self.state.buffers[node.ino] = buffer
         writable = (flags & 0o3) != 0
-        return self._open_handle(node, buffer, writable, flags), node
+        return self.contents.open_handle(node, buffer, writable, flags), node
 
     async def symlink(self, parent_ino: int, name: str, target: bytes, pid: int = 0) -> Node:
         """Symbolic links exist only as scratch (emacs lock files); EPERM for documents.
         An emacs lock file tells what its process edits (``SaverBases.editing``)."""
         async with self.state.ns_lock:
             parent, path = self._new_entry(parent_ino, name)
-            if self._kind(parent, name) is Kind.DOCUMENT:
+            if self.lookups.kind(parent, name) is Kind.DOCUMENT:
                 raise FsError(errno.EPERM, "documents cannot be symbolic links")
             if name.startswith(EMACS_LOCK) and pid > 0:
                 self.bases.editing(path[: len(path) - len(name)] + name[len(EMACS_LOCK) :], pid)
             node = self.state.tree.new_symlink(name, target, self.clock())
             self.state.tree.attach(parent, node)
             node.lookups += 1
-            self.touch_dir(parent)
+            self.lookups.touch_dir(parent)
             return node
 
     async def link(self, ino: int, parent_ino: int, name: str) -> Node:
@@ -181,26 +205,26 @@ class NamespaceMixin(ContentMixin):
             parent, _ = self._new_entry(parent_ino, name)
             if not (isinstance(node, FileNode) and node.scratch and node.nlink > 0):
                 raise FsError(errno.EPERM, "documents cannot have hard links")
-            if self._kind(parent, name) is Kind.DOCUMENT:
+            if self.lookups.kind(parent, name) is Kind.DOCUMENT:
                 raise FsError(errno.EPERM, "a document name cannot be a hard link")
             self.state.tree.add_link(node, parent, name)
             node.lookups += 1
-            self.touch_dir(parent)
+            self.lookups.touch_dir(parent)
             return node
 
     # -- removing ------------------------------------------------------------------------
 
     async def unlink(self, parent_ino: int, name: str) -> None:
         async with self.state.ns_lock:
-            parent, node = self._child(parent_ino, name)
+            parent, node = self.lookups.child(parent_ino, name)
             self._not_synthetic(parent, node)
             if isinstance(node, DirNode):
                 raise FsError(errno.EISDIR)
             if node.scratch:
                 await self._delete_abandoned_origin(node)
                 self.state.tree.remove_entry(parent, name)
-                self.touch_dir(parent)
-                self.drop_if_freed(node.ino)
+                self.lookups.touch_dir(parent)
+                self.lookups.drop_if_freed(node.ino)
                 return
             assert isinstance(node, FileNode)
             if node.doc_id is not None:
@@ -215,10 +239,10 @@ class NamespaceMixin(ContentMixin):
                 self.cache.drop(node.doc_id)
             if keep:
                 parent.explicit = True
-            self._saved(node)
+            self.contents.saved(node)
             self.state.tree.detach(node)
-            self.touch_dir(parent)
-            self.drop_if_freed(node.ino)
+            self.lookups.touch_dir(parent)
+            self.lookups.drop_if_freed(node.ino)
 
     async def _settle_moves(self) -> None:
         """A folder move not sent yet (or not taken in) first: it changes the version of
@@ -226,55 +250,25 @@ class NamespaceMixin(ContentMixin):
         shows (``mv a b; rm b/x`` in one burst skipped the ``rm`` as another writer's
         change).  A round trip only in that case."""
         if self.store.moving():
-            await self.flush_changes()
-
-    def _deferring(self) -> bool:
-        """Whether namespace changes may ride on the next transaction (``db.deferred``):
-        only with the background sender running (a model driven directly sends each
-        change now) and while the database answers (so a failure reaches the caller)."""
-        return self._sending_changes and self.calls.unresponsive_since is None
+            await self.lookups.flush_changes()
 
     async def _delete_later(
         self, removal: Delete | None, keep: list[str], drop_dir: str | None = None
     ) -> None:
         """Leave a document's delete (or an ``rmdir``) for the next transaction: ``rm -rf``
         then costs a round trip per batch, not per entry."""
-        if self._deferring():
+        if self.lookups.deferring():
             changes: list[Change] = [] if removal is None else [removal]
             changes += [DropDir(drop_dir)] if drop_dir is not None else []
-            self._defer(*changes, *(KeepDir(path) for path in keep))
+            self.lookups.defer(*changes, *(KeepDir(path) for path in keep))
         elif removal is not None:
-            await self.run_db(self.store.delete_document, removal.doc_id, keep, removal.seen)
+            await self.lookups.run_db(
+                self.store.delete_document, removal.doc_id, keep, removal.seen
+            )
         elif drop_dir is not None:
-            await self.run_db(self.store.delete_directory, drop_dir, keep)
+            await self.lookups.run_db(self.store.delete_directory, drop_dir, keep)
         else:
-            await self.run_db(self.store.create_directory, keep[0])
-
-    def _defer(self, *changes: Change) -> None:
-        self.store.defer(*changes)
-        self._changes_waiting.set()
-
-    async def send_changes(
-        self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
-    ) -> None:
-        """Background task: send deferred changes as soon as they wait, one batch at a time
-        (those that pile up during a round trip go together in the next)."""
-        self._sending_changes = True
-        task_status.started()
-        try:
-            while True:
-                await self._changes_waiting.wait()
-                self._changes_waiting = trio.Event()
-                try:
-                    await self.flush_changes()
-                except FsError as exc:
-                    log.warning(
-                        "sending removals and moves failed (%s); retrying in 1s", exc.reason
-                    )
-                    await trio.sleep(1.0)
-                    self._changes_waiting.set()
-        finally:
-            self._sending_changes = False
+            await self.lookups.run_db(self.store.create_directory, keep[0])
 
     @staticmethod
     def _longest_below(node: Node) -> int:
@@ -299,31 +293,31 @@ class NamespaceMixin(ContentMixin):
             # it mid-save): it is a live document again, not an abandoned original.
             log.info(
                 "%s: the renamed-away original is shown again as %s; keeping it",
-                self.describe_node(node), self.describe_node(shown),
+                self.lookups.describe_node(node), self.lookups.describe_node(shown),
             )  # fmt: skip
             self.saves.release(node)
             return
         log.warning(
             "%s was the renamed-away original of a document and no new file took its "
             "place: deleting the document",
-            self.describe_node(node),
+            self.lookups.describe_node(node),
         )
         # Only as this mount showed it: another writer's save into the waiting row, not
         # seen here yet, keeps it (the change feed or the next poll shows it again).
-        deleted = await self.run_db(
+        deleted = await self.lookups.run_db(
             self.store.delete_document, node.origin_doc_id, [], node.updated_at
         )
         if not deleted:
             log.warning(
                 "%s: the document changed in the database after this mount last showed it; "
-                "it is kept", self.describe_node(node),
+                "it is kept", self.lookups.describe_node(node),
             )  # fmt: skip
         self.cache.drop(node.origin_doc_id)
         self.saves.release(node)
 
     async def rmdir(self, parent_ino: int, name: str) -> None:
         async with self.state.ns_lock:
-            parent, node = self._child(parent_ino, name)
+            parent, node = self.lookups.child(parent_ino, name)
             self._not_synthetic(parent, node)
             if not isinstance(node, DirNode):
                 raise FsError(errno.ENOTDIR)
@@ -336,7 +330,7 @@ class NamespaceMixin(ContentMixin):
                 if keep:
                     parent.explicit = True
             self.state.tree.detach(node)
-            self.touch_dir(parent)
+            self.lookups.touch_dir(parent)
 
     # -- renaming ------------------------------------------------------------------------
 
@@ -354,9 +348,9 @@ class NamespaceMixin(ContentMixin):
         if exchange:
             raise FsError(errno.EINVAL, "RENAME_EXCHANGE is not supported")
         async with self.state.ns_lock:
-            old_parent, source = self._child(old_parent_ino, old_name)
+            old_parent, source = self.lookups.child(old_parent_ino, old_name)
             self._not_synthetic(old_parent, source)
-            new_parent = self._writable_dir(new_parent_ino)
+            new_parent = self.lookups.writable_dir(new_parent_ino)
             self._refuse(new_name)
             new_path = check_new_name(self.state.tree.path_of(new_parent), new_name)
             target = new_parent.children.get(new_name)
@@ -365,9 +359,9 @@ class NamespaceMixin(ContentMixin):
             self._check_replaceable(source, new_parent, target, noreplace=noreplace)
             if isinstance(source, FileNode) or isinstance(target, FileNode):
                 await self._settle_moves()
-            kind = self._kind(new_parent, new_name, is_dir=source.is_dir)
+            kind = self.lookups.kind(new_parent, new_name, is_dir=source.is_dir)
             if kind is Kind.DOCUMENT:
-                self._check_storable(new_path, self._longest_below(source))
+                self.lookups.check_storable(new_path, self._longest_below(source))
             await self._rename_rows(
                 old_parent, source, new_parent, new_name, new_path, target, kind, pid
             )
@@ -436,26 +430,30 @@ class NamespaceMixin(ContentMixin):
         if target is not None:
             if new_parent.children.get(new_name) is target:
                 self.state.tree.remove_entry(new_parent, new_name)
-            self.drop_if_freed(target.ino)
+            self.lookups.drop_if_freed(target.ino)
         self.state.tree.rename_entry(old_parent, old_name, new_parent, new_name)
         if isinstance(source, FileNode):
             if source.scratch and kind is Kind.TENTATIVE:
                 self.saves.track(source.ino, idle=source.open_count == 0)
             else:
                 self.saves.untrack(source.ino)
-        self.touch_dir(old_parent)
-        self.touch_dir(new_parent)
+        self.lookups.touch_dir(old_parent)
+        self.lookups.touch_dir(new_parent)
 
     async def _replace_target(self, target: Node | None) -> None:
         """The database side of a name being replaced by a rename."""
         if isinstance(target, FileNode):
             if not target.scratch and target.doc_id is not None:
-                await self.run_db(self.store.delete_document, target.doc_id, [], target.updated_at)
+                await self.lookups.run_db(
+                    self.store.delete_document, target.doc_id, [], target.updated_at
+                )
                 self.cache.drop(target.doc_id)
             else:
                 await self._delete_abandoned_origin(target)
         elif isinstance(target, DirNode) and target.explicit and not target.scratch:
-            await self.run_db(self.store.delete_directory, self.state.tree.path_of(target), [])
+            await self.lookups.run_db(
+                self.store.delete_directory, self.state.tree.path_of(target), []
+            )
 
     async def _rename_file(
         self, source: FileNode, new_path: str, target: Node | None, keep: list[str], pid: int = 0
@@ -468,23 +466,23 @@ class NamespaceMixin(ContentMixin):
             # Not committed yet: its first commit adopts the row at the new path (so a
             # write-temp-then-rename save keeps the target document's identity).
             if keep:
-                await self.run_db(self.store.create_directory, keep[0])
+                await self.lookups.run_db(self.store.create_directory, keep[0])
             return
         attrs = FileAttrs(source.custom_mode, source.mtime_ns)
         if replaced is not None and replaced != source.doc_id:
             await self._rename_file_over(source, replaced, new_path, keep, seen, pid, attrs)
             return
-        moved = await self.run_db(
+        moved = await self.lookups.run_db(
             self.store.rename_document, source.doc_id, new_path, replaced, attrs, keep,
             self.state.tree.path_of(source), replaced_seen=seen,
         )  # fmt: skip
-        self._request_reindex(source.doc_id)
+        self.lookups.request_reindex(source.doc_id)
         if replaced is not None:
             self.cache.drop(replaced)
         if moved is None:
             log.warning("document %s vanished from the database during rename", source.doc_id)
             return
-        self._adopt_version(source, moved)
+        self.lookups.adopt_version(source, moved)
         source.client_mtime_ns = source.mtime_ns
         source.ctime_ns = self.clock()
 
@@ -502,7 +500,7 @@ class NamespaceMixin(ContentMixin):
         source's pending changes first, then IronClaw's write of the target and delete of
         the source, merged with a change of the target the renaming process did not read."""
         assert source.doc_id is not None
-        await self.commit(source)  # pending changes first: the rename carries them
+        await self.contents.commit(source)  # pending changes first: the rename carries them
         merged = await self._merge_renamed(source, replaced, new_path, pid, seen)
         text, source_seen = None, None
         if merged is not None:
@@ -527,7 +525,7 @@ class NamespaceMixin(ContentMixin):
     ) -> None:  # fmt: skip
         """A document renamed over the file its process read landed over a change this
         mount had not heard of yet (its guard found it; the change is a version now): that
-        change is merged back by a second write, as for any save (``_merge_late``)."""
+        change is merged back by a second write, as for any save (``merge_late``)."""
         if not result.conflict or result.replaced_hash is None:
             return
         ours_data = self.cache.get(result.doc_id, result.updated_at)
@@ -539,7 +537,7 @@ class NamespaceMixin(ContentMixin):
         except UnicodeDecodeError:
             return
         base_data = await self._base_bytes(result.doc_id, new_path, based)
-        late = await self._merge_late(new_path, base_data, ours, attrs, result)
+        late = await self.contents.merge_late(new_path, base_data, ours, attrs, result)
         if late is None:
             return
         text, merged = late
@@ -553,7 +551,7 @@ class NamespaceMixin(ContentMixin):
         if buffer is None:
             source.size = len(data)  # read from the cache at the merged version
         elif isinstance(buffer, FileBuffer) and not buffer.dirty:
-            self.take_others_content(source, FileBuffer.of_row(data, merged.updated_at))
+            self.contents.take_others_content(source, FileBuffer.of_row(data, merged.updated_at))
             source.size = len(data)
         source.kernel_version = None
         self.kernel.attributes(source.ino)
@@ -587,12 +585,12 @@ class NamespaceMixin(ContentMixin):
             cached = self.cache.get(source_id, source.updated_at)  # spares a round trip
             if cached is not None:
                 text, source_at = cached.decode("utf-8"), source.updated_at
-        result = await self.run_db(
+        result = await self.lookups.run_db(
             self.store.replace_document, source_id, replaced, new_path, text, attrs, keep,
-            index_now=not self._reindex_deferred(), expected=seen, source_at=source_at,
+            index_now=not self.lookups.reindex_deferred(), expected=seen, source_at=source_at,
         )  # fmt: skip
         if result is not None:
-            self.count_commit(result)
+            self.lookups.count_commit(result)
         if result is not None and result.conflict:
             log.warning(
                 "%r changed in the database after this mount last showed it; the other "
@@ -600,10 +598,12 @@ class NamespaceMixin(ContentMixin):
                 new_path,
                 result.conflict,
             )
-        self._request_reindex(replaced)
+        self.lookups.request_reindex(replaced)
         self.cache.drop(replaced)
         if result is None:
-            log.warning("%s vanished from the database during rename", self.describe_node(source))
+            log.warning(
+                "%s vanished from the database during rename", self.lookups.describe_node(source)
+            )
             return None
         data = self.cache.get(source_id, source.updated_at) if source.doc_id else None
         if merged_text is not None:
@@ -618,8 +618,8 @@ class NamespaceMixin(ContentMixin):
             source.kernel_version = result.updated_at
         source.client_mtime_ns = source.mtime_ns
         source.ctime_ns = self.clock()
-        if not self._reindex_deferred() and result.changed:
-            self._announce(result.doc_id)
+        if not self.lookups.reindex_deferred() and result.changed:
+            self.lookups.announce(result.doc_id)
         log.debug(
             "%r replaced by a rename: its row %s keeps its identity%s; the source row %s is "
             "deleted",
@@ -633,17 +633,19 @@ class NamespaceMixin(ContentMixin):
     ) -> None:
         old_path = self.state.tree.path_of(source)
         replaced = self.state.tree.path_of(target) if isinstance(target, DirNode) else None
-        if self._deferring():
+        if self.lookups.deferring():
             # The paths of every document below are rewritten with the next transaction;
             # each moved file takes its row's new version from the answer (_adopt_moves),
             # and no other call of this mount reaches the database before it has (run_db).
-            self._defer(MoveDir(old_path, new_path, replaced), *(KeepDir(p) for p in keep))
+            self.lookups.defer(MoveDir(old_path, new_path, replaced), *(KeepDir(p) for p in keep))
             self.saves.folder_moved(old_path, new_path)  # rows waiting below move with it
             source.explicit = source.explicit or (isinstance(target, DirNode) and target.explicit)
             return
-        moved = await self.run_db(self.store.rename_directory, old_path, new_path, replaced, keep)
+        moved = await self.lookups.run_db(
+            self.store.rename_directory, old_path, new_path, replaced, keep
+        )
         self.saves.folder_moved(old_path, new_path)
-        self._adopt_moved(moved)
+        self.lookups.adopt_moved(moved)
         source.explicit = source.explicit or (isinstance(target, DirNode) and target.explicit)
 
     async def _document_to_scratch(self, source: Node, target: Node | None) -> None:
@@ -655,12 +657,12 @@ class NamespaceMixin(ContentMixin):
                 "leave memory; pick a name that is not an editor or sync-tool pattern",
             )
         assert isinstance(source, FileNode)
-        await self.commit(source)  # pending changes reach the row first
+        await self.contents.commit(source)  # pending changes reach the row first
         buffer = self.state.buffers.get(source.ino)
         if buffer is not None:
             data = buffer.snapshot()
         elif source.doc_id is not None:
-            data = await self.committed_bytes(source)
+            data = await self.contents.committed_bytes(source)
         else:
             data = b""
         await self._replace_target(target)
@@ -669,10 +671,10 @@ class NamespaceMixin(ContentMixin):
             self.state.tree.unbind_document(source)
             log.debug(
                 "%s took a scratch name; its row stays until a new file takes its place",
-                self.describe_node(source),
+                self.lookups.describe_node(source),
             )
         source.scratch = True
-        self._saved(source)
+        self.contents.saved(source)
         self.state.set_buffer(source, ScratchBuffer(self.spill, data))
 
     def _into_tool_folder(self, parent: DirNode, name: str) -> bool:
@@ -689,17 +691,17 @@ class NamespaceMixin(ContentMixin):
     async def _folder_leaves_memory(self, source: DirNode, target: Node | None) -> None:
         """A folder of documents moved into a tool folder (Obsidian's delete to ``.trash``):
         every document below becomes a tool file with its content; the rows go once the
-        tool folder has kept them (``leaving_memory``, sent by ``Filesystem.rename``)."""
+        tool folder has kept them (``leaving_memory``, sent by ``sync_tools``)."""
         await self._replace_target(target)
         for node in list(self.state.tree.iter_files(source)):
             if node.scratch:
                 continue
-            await self.commit(node)  # pending changes reach the row first
+            await self.contents.commit(node)  # pending changes reach the row first
             buffer = self.state.buffers.get(node.ino)
             if buffer is not None:
                 data = buffer.snapshot()
             elif node.doc_id is not None:
-                data = await self.committed_bytes(node)
+                data = await self.contents.committed_bytes(node)
             else:
                 data = b""
             if node.doc_id is not None:
@@ -709,7 +711,7 @@ class NamespaceMixin(ContentMixin):
                 self.cache.drop(node.doc_id)
                 self.state.tree.unbind_document(node)
             node.scratch = True
-            self._saved(node)
+            self.contents.saved(node)
             self.state.set_buffer(node, ScratchBuffer(self.spill, data))
         folders: list[DirNode] = [source]
         while folders:
@@ -718,7 +720,9 @@ class NamespaceMixin(ContentMixin):
                 self.leaving_dirs.append(self.state.tree.path_of(folder))
             folder.scratch, folder.explicit = True, False
             folders.extend(c for c in folder.children.values() if isinstance(c, DirNode))
-        log.info("%s moved into a tool folder with its documents", self.describe_node(source))
+        log.info(
+            "%s moved into a tool folder with its documents", self.lookups.describe_node(source)
+        )
 
     async def _scratch_to_document(
         self, source: Node, new_path: str, target: Node | None, pid: int = 0
@@ -735,7 +739,7 @@ class NamespaceMixin(ContentMixin):
             raise FsError(errno.EPERM, "a hard-linked scratch file cannot become a document")
         try:
             data, text = self._scratch_text(
-                source, f"renaming {self.describe_node(source)} to {new_path!r}"
+                source, f"renaming {self.lookups.describe_node(source)} to {new_path!r}"
             )
         except FsError as exc:
             log.error("%s; the file keeps its scratch name", exc.reason)
@@ -791,11 +795,11 @@ class NamespaceMixin(ContentMixin):
                 self._become_document(source, result, data)
                 return doc_id, True
             return None, False
-        moved = await self.run_db(
+        moved = await self.lookups.run_db(
             self.store.rename_document, doc_id, new_path,
             None if replaced == doc_id else replaced, attrs, [], replaced_seen=seen,
         )  # fmt: skip
-        self._request_reindex(doc_id)
+        self.lookups.request_reindex(doc_id)
         return (doc_id if moved is not None else None), False
 
     async def _commit_scratch(
@@ -820,17 +824,19 @@ class NamespaceMixin(ContentMixin):
             based = None
         if doc_id is not None and shown is not None and self.bases.tracks(doc_id):
             self.bases.superseded(doc_id, shown, self.cache.get(doc_id, shown))
-        found = await self._commit_merged(doc_id, new_path, merged, attrs) if doc_id else None
+        found = (
+            await self.contents.commit_merged(doc_id, new_path, merged, attrs) if doc_id else None
+        )
         if merged is not None and found is not None:
             result, text, data = found, merged[0], merged[0].encode("utf-8")
         else:
             merged = None
             if based is not None:
                 expected = shown  # a change the mount has not heard of is told, merged below
-            result = await self._commit_document(doc_id, new_path, text, attrs, expected)
+            result = await self.lookups.commit_document(doc_id, new_path, text, attrs, expected)
             if based is not None and result.conflict and result.replaced_hash is not None:
                 base_data = await self._base_bytes(result.doc_id, new_path, based)
-                late = await self._merge_late(new_path, base_data, ours, attrs, result)
+                late = await self.contents.merge_late(new_path, base_data, ours, attrs, result)
                 if late is not None:
                     (text, result), merged = late, (late[0], None)
                     data = text.encode("utf-8")
@@ -851,7 +857,7 @@ class NamespaceMixin(ContentMixin):
             return None
         data = self.cache.get(source.doc_id, source.updated_at)
         if data is None:
-            found = await self.run_db(self.store.read_content, source.doc_id)
+            found = await self.lookups.run_db(self.store.read_content, source.doc_id)
             if found is None or found.version != source.updated_at:
                 return None
             data = found.data
@@ -874,20 +880,20 @@ class NamespaceMixin(ContentMixin):
             return None
         if base.doc_id is None:
             log.debug("%r: renamed over by process %d, which found no file there", path, pid)
-            return await self._merge_with_row(doc_id, path, b"", None, ours)
+            return await self.contents.merge_with_row(doc_id, path, b"", None, ours)
         if base.data is None and base.version == shown:
             return None  # the mount has heard of no change since that read
         data = await self._base_bytes(doc_id, path, base)
         if data is None or len(data) > MERGE_LIMIT:
             return None
-        return await self._merge_with_row(doc_id, path, data, base.version if base.data is None
-                                          else None, ours)  # fmt: skip
+        shown = base.version if base.data is None else None
+        return await self.contents.merge_with_row(doc_id, path, data, shown, ours)
 
     async def _base_bytes(self, doc_id: UUID, path: str, base: Base) -> bytes | None:
         """The bytes of a process's base, if they can be had (by hash from the rows)."""
         data = base.data if base.data is not None else self.cache.get(doc_id, base.version)
         if data is None and base.digest is not None:
-            data = await self._stored_base(doc_id, path, base.digest)
+            data = await self.contents.stored_base(doc_id, path, base.digest)
         return data
 
     def _scratch_text(self, node: FileNode, what: str) -> tuple[bytes, str]:
@@ -910,7 +916,7 @@ class NamespaceMixin(ContentMixin):
         self.state.set_buffer(node, FileBuffer.of_row(data, result.updated_at))
         node.kernel_version = None
         self.saves.untrack(node.ino)
-        self._saved(node)
+        self.contents.saved(node)
 
     async def _commit_scratch_dir(
         self, source: DirNode, new_path: str, target: Node | None
@@ -937,25 +943,25 @@ class NamespaceMixin(ContentMixin):
             for node, path, _, text in files
         ]
         keep = [path for _, path in dirs]
-        results = await self.run_db(self.store.commit_documents, items, keep)
+        results = await self.lookups.run_db(self.store.commit_documents, items, keep)
         for directory, _ in dirs:
             directory.scratch = False
             directory.explicit = True
         for (node, _, data, _), result in zip(files, results, strict=True):
-            self.count_commit(result)
+            self.lookups.count_commit(result)
             self._become_document(node, result, data)
             if result.changed:  # commit_documents re-chunked them in its transaction
-                self._announce(result.doc_id)
+                self.lookups.announce(result.doc_id)
 
     # -- tool folders (memfs.vfs.tool_folders) ---------------------------------------------
 
-    async def _sync_tools(self) -> bool:
+    async def sync_tools(self) -> bool:
         """Write what changed in the tool folders; False (and a log line) if it failed:
         what was not written stays in memory and goes with the next operation's write."""
-        if self.tools is None or self.read_only:
+        if self.tools is None or self.lookups.read_only:
             return True
         try:
-            await self.tools.sync(self)
+            await self.tools.sync(self.lookups)
             # Documents a move took into a tool folder leave memory once it has them.
             while self.leaving_memory:
                 await self._delete_later(self.leaving_memory[0], [])
@@ -971,10 +977,10 @@ class NamespaceMixin(ContentMixin):
     async def retry_tools(self) -> None:
         """Write what an earlier tool-folder write could not (the upkeep loop's call; no
         query when everything is written)."""
-        if self.tools is None or self.read_only:
+        if self.tools is None or self.lookups.read_only:
             return
-        if self.leaving_memory or self.leaving_dirs or not self.tools.persisted_all(self):
-            await self._sync_tools()
+        if self.leaving_memory or self.leaving_dirs or not self.tools.persisted_all(self.lookups):
+            await self.sync_tools()
         if self.tools.pending:  # another mount's change waited for a file to be closed
             await self.refresh_tools()
 
@@ -983,12 +989,12 @@ class NamespaceMixin(ContentMixin):
         looked for by the polling loop)."""
         if self.tools is None:
             return 0
-        if not self.read_only and (
-            self.leaving_memory or self.leaving_dirs or not self.tools.persisted_all(self)
+        if not self.lookups.read_only and (
+            self.leaving_memory or self.leaving_dirs or not self.tools.persisted_all(self.lookups)
         ):
-            await self._sync_tools()  # a write that failed earlier goes first
+            await self.sync_tools()  # a write that failed earlier goes first
         try:
-            return await self.tools.refresh(self)
+            return await self.tools.refresh(self.lookups)
         except FsError as exc:
             log.warning("tool folders: other mounts' changes not read (%s)", exc.reason)
             return 0
@@ -1016,10 +1022,10 @@ class NamespaceMixin(ContentMixin):
                     continue
                 attrs = FileAttrs(node.custom_mode, node.client_mtime_ns)
                 try:
-                    result = await self._commit_document(None, path, text, attrs)
+                    result = await self.lookups.commit_document(None, path, text, attrs)
                 except DatabaseUnavailable as exc:
                     self.saves.postpone(ino, moment)  # tried again later
-                    self._keep_copy(node, data, exc.reason)
+                    self.contents.keep_copy(node, data, exc.reason)
                     raise
                 self._become_document(node, result, data)
                 promoted += 1
@@ -1044,14 +1050,14 @@ class NamespaceMixin(ContentMixin):
                 node = self.state.tree.inodes.get(ino)
                 buffer = self.state.buffers.get(ino)
                 if isinstance(node, FileNode) and isinstance(buffer, ScratchBuffer):
-                    self._keep_copy(node, buffer.snapshot(), f"unmount: {exc.reason}")
-        await self.commit_all()
+                    self.contents.keep_copy(node, buffer.snapshot(), f"unmount: {exc.reason}")
+        await self.contents.commit_all()
         try:
-            await self.flush_changes()
+            await self.lookups.flush_changes()
         except FsError as exc:
             log.error("removals and moves were not sent at unmount: %s", exc.reason)
         if self.reindexer is not None:
             await self.reindexer.finish()
         if self.recovery is not None:
             return self.recovery.kept()
-        return [self.describe_node(node) for node in self.state.unsaved.values()]
+        return [self.lookups.describe_node(node) for node in self.state.unsaved.values()]

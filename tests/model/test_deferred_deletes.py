@@ -120,8 +120,8 @@ async def test_unlink_while_the_database_does_not_answer_fails_at_once(
     file stays (what the mount shows and what the database holds stay the same)."""
     fs = sending_fs
     await write_file(fs, ROOT_INODE, "a.md", b"one\n")
-    fs.calls.unresponsive_since = fs.calls._clock()
-    fs.calls._next_probe = fs.calls._clock() + 3600
+    fs.lookups.calls.unresponsive_since = fs.lookups.calls._clock()
+    fs.lookups.calls._next_probe = fs.lookups.calls._clock() + 3600
     with pytest.raises(DatabaseUnavailable):
         await fs.unlink(ROOT_INODE, "a.md")
     assert names(fs) == ["a.md"]

@@ -120,7 +120,7 @@ async def test_a_read_answered_after_a_save_here_does_not_roll_the_file_back(
     ino = await write_file(fs, ROOT_INODE, "doc.md", b"# shared\n")
     node = fs.state.tree.get_file(ino)
     assert node.doc_id is not None
-    fs.cache.drop(node.doc_id)
+    fs.lookups.cache.drop(node.doc_id)
     release = threading.Event()
     monkeypatch.setattr(fs.store, "read_contents", held(fs.store.read_contents, release))
     read: list[bytes] = []
@@ -214,7 +214,7 @@ async def test_a_file_deleted_elsewhere_while_written_here_can_be_renamed_and_fl
         await fs.write(fh, 0, b"new\n")
         sql_conn.execute("DELETE FROM memory_documents WHERE path = %s", (name,))
         async with fs.state.ns_lock:
-            fs.apply_deletion(node.doc_id)  # as the change feed applies it
+            fs.lookups.apply_deletion(node.doc_id)  # as the change feed applies it
         assert node.doc_id is None and node.parent is not None
         with trio.fail_after(10):  # a deadlock fails here, not at the suite's timeout
             async with trio.open_nursery() as nursery:
@@ -237,7 +237,7 @@ async def test_a_rename_commits_a_file_without_a_row_under_the_lock_it_holds(
     sql_conn.execute("DELETE FROM memory_documents WHERE path = 'x.md'")
     assert node.doc_id is not None
     async with fs.state.ns_lock:
-        fs.apply_deletion(node.doc_id)
+        fs.lookups.apply_deletion(node.doc_id)
     with trio.fail_after(10):
         await fs.rename(ROOT_INODE, "x.md", ROOT_INODE, "x.md~")
     await fs.release(fh)

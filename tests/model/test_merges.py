@@ -185,14 +185,14 @@ async def test_a_base_the_cache_no_longer_holds_is_found_among_the_versions(
     assert await read_as(fs, ino, VIM) == b"frist\nsecond\n"
     node = fs.state.tree.get_file(ino)
     assert node.doc_id is not None
-    fs.cache.drop(node.doc_id)  # evicted
+    fs.lookups.cache.drop(node.doc_id)  # evicted
     engine.agent_overwrites(sql_conn, "MEMORY.md", "frist\nsecond\nagent fact\n")
     await OtherWriters(fs).resync()
     await rewrite_as(fs, ino, VIM, b"first\nsecond\n")
     assert engine.contents(sql_conn) == {"MEMORY.md": "first\nsecond\nagent fact\n"}
 
     await read_as(fs, ino, SED)
-    fs.cache.drop(node.doc_id)
+    fs.lookups.cache.drop(node.doc_id)
     engine.agent_overwrites(sql_conn, "MEMORY.md", "first\nsecond\nagent fact\nagent 2\n")
     await OtherWriters(fs).resync()
     await write_temp_as(fs, "sedXy12Ab", b"first\nSECOND\nagent fact\n", SED)

@@ -123,7 +123,7 @@ async def test_round_trips_per_operation(
         engine = SearchEngine(far_database.search_store(Scope("default")), calls)
         return Filesystem(
             far_database.store(Scope("default")), uid=1000, gid=1000, calls=calls,
-            extensions=[SearchTree(engine)], reindexer=far_fs.reindexer,
+            extensions=[SearchTree(engine)], reindexer=far_fs.lookups.reindexer,
         )  # fmt: skip
 
     counts = await measure(far_fs, cold_mount, proxy)

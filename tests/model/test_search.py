@@ -84,7 +84,7 @@ async def world(
 
 async def missing(fs: Filesystem) -> int:
     chunks = EmbeddingStore(fs.store.pool, fs.store.scope)  # type: ignore[attr-defined]
-    return (await fs.run_db(chunks.count_chunks))[1]
+    return (await fs.lookups.run_db(chunks.count_chunks))[1]
 
 
 async def test_fts_ranking_matches_ts_rank_cd_and_is_scoped(
@@ -98,7 +98,7 @@ async def test_fts_ranking_matches_ts_rank_cd_and_is_scoped(
     other = Filesystem(database.store(Scope("someone-else")))
     await other.load()
     await write(other, "secret.md", "deploy deploy deploy schedule")
-    engine = SearchEngine(database.search_store(Scope("default")), fs.calls)
+    engine = SearchEngine(database.search_store(Scope("default")), fs.lookups.calls)
     outcome = await engine.search("deploy schedule")
     expected = sql_conn.execute(
         "SELECT d.path FROM memory_chunks c JOIN memory_documents d ON d.id = c.document_id, "
@@ -184,14 +184,14 @@ async def test_embeddings_are_written_only_for_unchanged_chunks(
     await write(fs, "a.md", "first text")
     embedder = Embedder(embedding_settings(server))
     chunks = database.embedding_store(Scope("default"))
-    worker = EmbeddingWorker(chunks, embedder, fs.calls)
-    rows = await fs.run_db(chunks.chunks_missing_embeddings, None, 10, 32_000)
+    worker = EmbeddingWorker(chunks, embedder, fs.lookups.calls)
+    rows = await fs.lookups.run_db(chunks.chunks_missing_embeddings, None, 10, 32_000)
     vectors = await embedder.embed_many([t for _, t in rows])
     sql_conn.execute("UPDATE memory_chunks SET content = 'changed meanwhile'")
     from pgvector import Vector
 
     items = [(cid, text, Vector(v)) for (cid, text), v in zip(rows, vectors, strict=True) if v]
-    assert await fs.run_db(chunks.write_embeddings, items) == 0
+    assert await fs.lookups.run_db(chunks.write_embeddings, items) == 0
     assert await worker.drain(None) == 1
     await embedder.aclose()
 
@@ -206,12 +206,14 @@ async def test_dimensions_are_never_mixed(
     sql_conn.execute("UPDATE memory_chunks SET embedding = array_fill(0.1, ARRAY[16])::vector")
     await write(fs, "new.md", "fresh chunk")
     embedder = Embedder(embedding_settings(server))
-    worker = EmbeddingWorker(database.embedding_store(Scope("default")), embedder, fs.calls)
+    worker = EmbeddingWorker(database.embedding_store(Scope("default")), embedder, fs.lookups.calls)
     async with trio.open_nursery() as nursery:
         await nursery.start(worker.run)
     assert not worker.enabled and "16" in (worker.last_error or "")
     assert await missing(fs) == 1  # new.md stays NULL rather than mixing 32 with 16
-    engine = SearchEngine(database.search_store(Scope("default")), fs.calls, embedder=embedder)
+    engine = SearchEngine(
+        database.search_store(Scope("default")), fs.lookups.calls, embedder=embedder
+    )
     outcome = await engine.search("fresh chunk")  # the 16-dim chunk is skipped, no error
     assert outcome.mode == "hybrid" and [r.path for r in outcome.results] == ["new.md"]
     await embedder.aclose()
@@ -255,9 +257,11 @@ async def test_read_scopes_are_searched_as_ironclaw_does(
     await stranger.load()
     await write(stranger, "MEMORY.md", "deploy schedule secret")
     searches = database.search_store(Scope("default"))
-    alone = await SearchEngine(searches, fs.calls).search("deploy schedule")
+    alone = await SearchEngine(searches, fs.lookups.calls).search("deploy schedule")
     assert [r.path for r in alone.results] == ["notes.md"]
-    both = await SearchEngine(searches, fs.calls, read_scopes=["team"]).search("deploy schedule")
+    both = await SearchEngine(searches, fs.lookups.calls, read_scopes=["team"]).search(
+        "deploy schedule"
+    )
     assert sorted(r.path for r in both.results) == [
         ".scopes/team/MEMORY.md",
         ".scopes/team/daily/2026-03-03.md",

@@ -68,7 +68,7 @@ async def both_changed_by_the_other(one: Filesystem, other: Filesystem) -> Any:
     folder = await one.mkdir(ROOT_INODE, ".obsidian", 0o755)
     await write(one, folder.ino, "app.json", b'{"theme": "dark"}')
     await write(one, folder.ino, "other.json", b"{}")
-    await other.refresh_tools()
+    await other.names.refresh_tools()
     assert content(other, ".obsidian/app.json") == b'{"theme": "dark"}'
     theirs = other.state.tree.resolve(".obsidian")
     assert theirs is not None
@@ -86,7 +86,7 @@ async def test_a_change_to_a_file_open_during_the_look_is_taken_once_closed(
     app = one.state.tree.resolve(".obsidian/app.json")
     assert app is not None
     fh, _ = await one.open(app.ino, os.O_RDONLY)  # open here when the mount looks ...
-    tools = one.tools
+    tools = one.lookups.tools
     assert tools is not None
     reads = tools.store.contents
 
@@ -96,13 +96,13 @@ async def test_a_change_to_a_file_open_during_the_look_is_taken_once_closed(
         return reads(paths)
 
     tools.store.contents = contents_closing_meanwhile  # type: ignore[method-assign]
-    await one.refresh_tools()
+    await one.names.refresh_tools()
     tools.store.contents = reads  # type: ignore[method-assign]
     app.open_count += 1
     await one.release(fh)
     assert content(one, ".obsidian/other.json") == b'{"x": 1}'
     assert tools.pending, "the file open at the look must be looked at again"
-    await one.retry_tools()  # the upkeep loop's next round: no other event comes
+    await one.names.retry_tools()  # the upkeep loop's next round: no other event comes
     assert content(one, ".obsidian/app.json") == b'{"theme": "light"}'
 
 
@@ -118,7 +118,7 @@ async def test_a_file_opened_while_the_look_waits_keeps_this_mounts_content(
 
     app = one.state.tree.resolve(".obsidian/app.json")
     assert app is not None
-    tools = one.tools
+    tools = one.lookups.tools
     assert tools is not None
     reads = tools.store.contents
 
@@ -127,7 +127,7 @@ async def test_a_file_opened_while_the_look_waits_keeps_this_mounts_content(
         return reads(paths)
 
     tools.store.contents = contents_opening_meanwhile  # type: ignore[method-assign]
-    await one.refresh_tools()
+    await one.names.refresh_tools()
     tools.store.contents = reads  # type: ignore[method-assign]
     app.open_count -= 1
     assert content(one, ".obsidian/other.json") == b'{"x": 1}'

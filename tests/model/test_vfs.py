@@ -135,7 +135,9 @@ async def test_errnos_of_namespace_operations(fs: Filesystem) -> None:
     await expect(errno.ENOTEMPTY, fs.rename(ROOT_INODE, "e", ROOT_INODE, "d"))
     await expect(errno.EPERM, fs.rename(ROOT_INODE, "f.md", ROOT_INODE, ".search"))
     await expect(errno.EPERM, fs.setattr(ROOT_INODE, uid=12345))
-    assert (await fs.setattr(ROOT_INODE, uid=fs.uid, gid=fs.gid)).uid == fs.uid
+    assert (
+        await fs.setattr(ROOT_INODE, uid=fs.lookups.uid, gid=fs.lookups.gid)
+    ).uid == fs.lookups.uid
     assert e.ino in fs.state.tree.inodes
 
 
@@ -217,9 +219,9 @@ async def test_a_listing_the_kernel_may_cache_is_dropped_at_every_change(
     the mount's own merges do); a synthetic folder is never let be cached.  The open after
     a change does not let the kernel keep what it holds (``keep_cache``): the queued
     invalidation may land after that open, and the listing then read would be stale."""
-    kernel = fs.kernel
+    kernel = fs.lookups.kernel
     assert isinstance(kernel, RecordingNotifier)
-    folder = fs.state.tree.new_dir("f", 0o755, fs.clock())
+    folder = fs.state.tree.new_dir("f", 0o755, fs.lookups.clock())
     fs.state.tree.attach(fs.state.tree.root, folder)
     fh = fs.opendir(folder.ino, kernel_caches=True)
     assert fs.listing_cached(fh) and not fs.listing_kept(fh)  # the kernel holds nothing yet
@@ -229,18 +231,18 @@ async def test_a_listing_the_kernel_may_cache_is_dropped_at_every_change(
     fh = fs.opendir(folder.ino, kernel_caches=True)
     assert fs.listing_kept(fh)  # unchanged since the kernel was given it
     fs.releasedir(fh)
-    fs.state.tree.attach(folder, fs.state.tree.new_file("a.md", 0o644, fs.clock()))
+    fs.state.tree.attach(folder, fs.state.tree.new_file("a.md", 0o644, fs.lookups.clock()))
     assert kernel.calls.count(("inode", folder.ino, "")) == 1
     fh = fs.opendir(folder.ino, kernel_caches=True)
     assert fs.listing_cached(fh) and not fs.listing_kept(fh)  # dropped in the open itself
     fs.releasedir(fh)
     assert fs.listing_kept(fs.opendir(folder.ino, kernel_caches=True))  # given anew since
-    fs.state.tree.attach(folder, fs.state.tree.new_file("a2.md", 0o644, fs.clock()))
+    fs.state.tree.attach(folder, fs.state.tree.new_file("a2.md", 0o644, fs.lookups.clock()))
     assert kernel.calls.count(("inode", folder.ino, "")) == 2
-    fs.state.tree.attach(folder, fs.state.tree.new_file("b.md", 0o644, fs.clock()))
+    fs.state.tree.attach(folder, fs.state.tree.new_file("b.md", 0o644, fs.lookups.clock()))
     assert kernel.calls.count(("inode", folder.ino, "")) == 2  # not cached since: no call
     assert not fs.listing_cached(fs.opendir(folder.ino))  # the kernel was not offered it
-    search = fs.state.tree.new_synthetic_dir("s", fs.clock())
+    search = fs.state.tree.new_synthetic_dir("s", fs.lookups.clock())
     fs.state.tree.attach(fs.state.tree.root, search)
     assert not fs.listing_cached(fs.opendir(search.ino, kernel_caches=True))
 
@@ -251,13 +253,13 @@ async def test_a_listing_read_while_its_folder_changed_is_dropped_at_its_close(
     """The kernel may fill its cache from a snapshot after it was told to drop the
     folder (the change came between the reply and the kernel's filling): a handle whose
     folder changed while it was open drops the folder again when it closes."""
-    kernel = fs.kernel
+    kernel = fs.lookups.kernel
     assert isinstance(kernel, RecordingNotifier)
-    folder = fs.state.tree.new_dir("f", 0o755, fs.clock())
+    folder = fs.state.tree.new_dir("f", 0o755, fs.lookups.clock())
     fs.state.tree.attach(fs.state.tree.root, folder)
     fh = fs.opendir(folder.ino, kernel_caches=True)
     list(fs.readdir(fh, 0))
-    fs.state.tree.attach(folder, fs.state.tree.new_file("a.md", 0o644, fs.clock()))
+    fs.state.tree.attach(folder, fs.state.tree.new_file("a.md", 0o644, fs.lookups.clock()))
     assert kernel.calls.count(("inode", folder.ino, "")) == 1
     fs.releasedir(fh)
     assert kernel.calls.count(("inode", folder.ino, "")) == 2
@@ -270,10 +272,10 @@ async def test_a_cached_listing_asked_from_its_middle_goes_on_where_the_kernels_
     invalidation, memory pressure) it asks this handle from the position it reached, and
     the handle had read nothing.  It answered nothing: ``find`` missed 115 of 100,000 files
     (bench_scale).  The rest must come, at the positions of the listing the kernel cached."""
-    folder = fs.state.tree.new_dir("f", 0o755, fs.clock())
+    folder = fs.state.tree.new_dir("f", 0o755, fs.lookups.clock())
     fs.state.tree.attach(fs.state.tree.root, folder)
     for n in range(10):
-        fs.state.tree.attach(folder, fs.state.tree.new_file(f"n{n}.md", 0o644, fs.clock()))
+        fs.state.tree.attach(folder, fs.state.tree.new_file(f"n{n}.md", 0o644, fs.lookups.clock()))
     first = fs.opendir(folder.ino, kernel_caches=True)
     cached = [name for _, name, _ in fs.readdir(first, 0)]  # what the kernel keeps
     fs.releasedir(first)
@@ -285,7 +287,9 @@ async def test_a_cached_listing_asked_from_its_middle_goes_on_where_the_kernels_
 async def test_readdir_in_batches_lists_each_entry_once(fs: Filesystem) -> None:
     names = [f"n{i:03d}.md" for i in range(120)]
     for name in names:
-        fs.state.tree.attach(fs.state.tree.root, fs.state.tree.new_file(name, 0o644, fs.clock()))
+        fs.state.tree.attach(
+            fs.state.tree.root, fs.state.tree.new_file(name, 0o644, fs.lookups.clock())
+        )
     fh = fs.opendir(ROOT_INODE)
     seen: list[str] = []
     offset = 0
@@ -383,11 +387,11 @@ async def test_reading_another_writers_newer_version_drops_the_kernels_cached_si
     the opener's ``fstat``: node's ``readFile`` then read a torn last line)."""
     ino = await write_file(fs, ROOT_INODE, "p.md", b"")
     sql_conn.execute("UPDATE memory_documents SET content = 'probe 1\n' WHERE path = 'p.md'")
-    fs.cache.drop(fs.state.tree.get_file(ino).doc_id)
+    fs.lookups.cache.drop(fs.state.tree.get_file(ino).doc_id)
     fs.state.tree.get_file(
         ino
     ).kernel_version = None  # no pages in the kernel (else the open loads nothing)
-    calls = fs.kernel.calls  # type: ignore[attr-defined]
+    calls = fs.lookups.kernel.calls  # type: ignore[attr-defined]
     calls.clear()
     fh, keep_cache = await fs.open(ino, os.O_RDONLY)
     assert not keep_cache
@@ -425,7 +429,7 @@ async def test_read_ahead_never_serves_an_older_neighbour(
     await cold.release(fh)
     b = await cold.lookup(ROOT_INODE, "b.md")
     assert isinstance(b, FileNode) and b.doc_id is not None
-    assert cold.cache.holds(b.doc_id, b.updated_at)  # read ahead with a.md
+    assert cold.lookups.cache.holds(b.doc_id, b.updated_at)  # read ahead with a.md
     sql_conn.execute("UPDATE memory_documents SET content = 'b2, longer\n' WHERE path = 'b.md'")
     await OtherWriters(cold).resync()  # what the change feed (or polling) does
     fh, _ = await cold.open(b.ino, os.O_RDONLY)
@@ -444,11 +448,11 @@ async def test_a_reader_of_pages_the_kernel_holds_loads_nothing_until_it_reads(
     await fs.release(fh)
     node = fs.state.tree.get_file(ino)
     assert node.doc_id is not None
-    fs.cache.drop(node.doc_id)
+    fs.lookups.cache.drop(node.doc_id)
     fh, keep_cache = await fs.open(ino, os.O_RDONLY, pid=4321)
     assert keep_cache and fs.state.handles[fh].unloaded
-    assert not fs.cache.holds(node.doc_id, node.updated_at), "the open read the row"
-    base = fs.bases.base("k.md", 4321)  # a later save by this process merges over it
+    assert not fs.lookups.cache.holds(node.doc_id, node.updated_at), "the open read the row"
+    base = fs.lookups.bases.base("k.md", 4321)  # a later save by this process merges over it
     assert base is not None and base.digest == bytes_hash(b"kept by the kernel\n")
     assert await fs.read(fh, 0, 100) == b"kept by the kernel\n"  # the pages went
     assert not fs.state.handles[fh].unloaded

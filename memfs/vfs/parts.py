@@ -1,0 +1,23 @@
+"""The model's three parts, as the pieces around it are handed them."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from memfs.vfs.base import Lookups
+from memfs.vfs.content import Contents
+from memfs.vfs.namespace import Names
+
+
+class ModelParts(Protocol):
+    """What ``memfs.vfs.Filesystem`` is made of: other writers' events and the upkeep
+    loop are given it and take the parts they use."""
+
+    @property
+    def lookups(self) -> Lookups: ...
+
+    @property
+    def contents(self) -> Contents: ...
+
+    @property
+    def names(self) -> Names: ...
