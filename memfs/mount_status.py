@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -30,23 +30,10 @@ if TYPE_CHECKING:
     from memfs.recovery import RecoveryArea
     from memfs.reindex import Reindexer
     from memfs.tree import FileNode
-    from memfs.vfs.state import MountState
+    from memfs.vfs.extensions import MountView
 
 #: How long each of the report's database questions may take.
 DATABASE_SECONDS = 2.0
-
-
-class StatusHost(Protocol):
-    """What of the filesystem model the report reads."""
-
-    @property
-    def state(self) -> MountState: ...
-
-    def describe_node(self, node: FileNode) -> str: ...
-
-    def unkept(self) -> list[str]: ...
-
-    def kept_copy(self, ino: int) -> str | None: ...
 
 
 def _when(seconds: float | None) -> str | None:
@@ -92,7 +79,7 @@ class MountStatus:
     #: The embedding provider and model in words (None: full-text search only).
     provider: str | None = None
 
-    async def report(self, fs: StatusHost) -> dict[str, Any]:
+    async def report(self, fs: MountView) -> dict[str, Any]:
         """The whole report as plain data (what ``.status.json`` holds)."""
         database: dict[str, Any] = {"server": self.server, "layout": self.layout}
         since = self.calls.unresponsive_since
@@ -142,7 +129,7 @@ class MountStatus:
         }
 
     @staticmethod
-    def _unsaved(fs: StatusHost) -> list[dict[str, Any]]:
+    def _unsaved(fs: MountView) -> list[dict[str, Any]]:
         """Files whose content is not in the database: refused or waiting (and where a
         copy is kept), and files written and not closed yet."""
         found: list[dict[str, Any]] = []

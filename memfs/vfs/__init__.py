@@ -41,6 +41,8 @@ from memfs.vfs.maintenance import Maintenance
 from memfs.vfs.namespace import Names
 from memfs.vfs.prompt_file import PromptFile
 from memfs.vfs.recent_dir import RecentTree
+from memfs.vfs.replacing import Replacements
+from memfs.vfs.saves import SavePatterns
 from memfs.vfs.scopes import ScopesTree
 from memfs.vfs.search_dir import SearchTree
 from memfs.vfs.state import Handle, MountState
@@ -86,8 +88,12 @@ class Filesystem:
         self.lookups = Lookups(store, **options)
         #: Open files, buffers, reads, writes and commits.
         self.contents = Contents(self.lookups)
+        #: The rows a rename or a save puts something else in the place of.
+        replacing = Replacements(self.lookups)
+        #: Editors' saves: renamed-away originals, temporaries, tentative names.
+        self.patterns = SavePatterns(self.lookups, self.contents, replacing)
         #: Names: creating, removing, renaming, the scratch overlay, tool folders' sync.
-        self.names = Names(self.lookups, self.contents)
+        self.names = Names(self.lookups, self.contents, replacing, self.patterns)
         #: Heard after the operations that can change a tool folder (``hooks``).
         self.hooks: tuple[OperationHook, ...] = ()
         if self.lookups.tools is not None:

@@ -59,7 +59,7 @@ from memfs.vfs.extensions import RootFile, SyntheticTree
 
 if TYPE_CHECKING:
     from memfs.vfs.tool_folders import ToolFolders
-from memfs.vfs.saves import BASES_SHARE, EditorSaves, SaverBases
+from memfs.vfs.save_tables import BASES_SHARE, EditorSaves, SaverBases
 from memfs.vfs.state import DirHandle, MountState
 
 log = logging.getLogger("memfs.vfs")
@@ -184,7 +184,8 @@ class Lookups:
         self.spill = spill or ScratchSpill(Path(f"/var/tmp/memfs-scratch-{os.getpid()}"))
         #: Where unsaved content is copied on local disk (``memfs.recovery``).
         self.recovery = recovery
-        #: Renamed-away originals and tentative files (``memfs.vfs.saves``).
+        #: Renamed-away originals and tentative files (``memfs.vfs.save_tables``; the
+        #: protocol that keeps them: ``memfs.vfs.saves``).
         self.saves = EditorSaves(monotonic, self._shows)
         #: What each process last read or wrote of each document: its next save's base.
         self.bases = SaverBases(max_bytes=cache_bytes // BASES_SHARE, process_of=process_of)

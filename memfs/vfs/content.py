@@ -25,7 +25,7 @@ from memfs.private import write_private
 from memfs.tree import SYNTHETIC, FileNode, Node, ScopedFile, SyntheticFile, to_ns
 from memfs.vfs.base import Attributes, Lookups, log, refuse_stale
 from memfs.vfs.extensions import RootFile
-from memfs.vfs.saves import Base
+from memfs.vfs.save_tables import Base
 from memfs.vfs.state import CONTENDED_SECONDS, Buffer, Handle
 
 #: Read-ahead on a cold open: at most this many neighbours, and this many bytes.
@@ -58,6 +58,10 @@ class Contents:
         self._kept: dict[int, str] = {}
         #: Unsaved files whose content ``drain`` wrote to a folder the user named.
         self.drained: dict[int, str] = {}
+
+    def describe_node(self, node: Node) -> str:
+        """The node's path for a log line or a report (``Lookups.describe_node``)."""
+        return self.lookups.describe_node(node)
 
     def open_handle(self, node: FileNode, buffer: Buffer, writable: bool, flags: int = 0) -> int:
         fh = self.state.new_fh()

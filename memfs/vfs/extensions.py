@@ -15,9 +15,26 @@ place.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from memfs.tree import Node, ScopedFile, SyntheticDir, SyntheticFile, Tree
+from memfs.tree import FileNode, Node, ScopedFile, SyntheticDir, SyntheticFile, Tree
+
+if TYPE_CHECKING:
+    from memfs.vfs.state import MountState
+
+
+class MountView(Protocol):
+    """What a root file made at open reads of the mount (``.status``: the open files,
+    the unsaved ones and where each is kept)."""
+
+    @property
+    def state(self) -> MountState: ...
+
+    def describe_node(self, node: FileNode) -> str: ...
+
+    def unkept(self) -> list[str]: ...
+
+    def kept_copy(self, ino: int) -> str | None: ...
 
 
 class SyntheticTree(Protocol):
@@ -56,6 +73,6 @@ class RootFile(Protocol):
     def shows(self, node: Node) -> bool:
         """Whether ``node`` is one of its files."""
 
-    async def content_at_open(self, node: SyntheticFile, fs: object) -> bytes | None:
+    async def content_at_open(self, node: SyntheticFile, fs: MountView) -> bytes | None:
         """Bytes made for one open alone, served with direct I/O (None: the node's own,
         made at lookup)."""

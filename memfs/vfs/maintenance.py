@@ -32,8 +32,9 @@ class Maintenance:
         *,
         kept: tuple[KeptHistory, timedelta] | None = None,
     ) -> None:
-        #: Names promote tentative files and write tool folders; contents retry saves.
+        #: Tentative files promoted, tool folders written, saves retried.
         self.names = fs.names
+        self.patterns = fs.patterns
         self.contents = fs.contents
         self.lookups = fs.lookups
         self.calls = calls
@@ -57,7 +58,7 @@ class Maintenance:
                 last_purge = self.monotonic()
                 await self.purge_kept()
             try:
-                await self.names.promote_due()
+                await self.patterns.promote_due()
             except FsError as exc:
                 log.error("promoting tentative files failed: %s", exc)
             if self.monotonic() - last_tools >= TOOLS_EVERY:

@@ -7,6 +7,7 @@ from typing import Protocol
 from memfs.vfs.base import Lookups
 from memfs.vfs.content import Contents
 from memfs.vfs.namespace import Names
+from memfs.vfs.saves import SavePatterns
 
 
 class ModelParts(Protocol):
@@ -21,3 +22,6 @@ class ModelParts(Protocol):
 
     @property
     def names(self) -> Names: ...
+
+    @property
+    def patterns(self) -> SavePatterns: ...

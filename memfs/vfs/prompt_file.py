@@ -39,6 +39,7 @@ from memfs.db.interface import DocumentStore
 from memfs.ironclaw.profile import profile_sections
 from memfs.paths import PROMPT_FILE
 from memfs.tree import FileNode, Node, SyntheticFile, Tree
+from memfs.vfs.extensions import MountView
 
 BOOTSTRAP = "BOOTSTRAP.md"
 IDENTITY_PARTS = (
@@ -127,7 +128,7 @@ class PromptFile:
     def shows(self, node: Node) -> bool:
         return node is self.node
 
-    async def content_at_open(self, node: SyntheticFile, fs: object) -> bytes | None:
+    async def content_at_open(self, node: SyntheticFile, fs: MountView) -> bytes | None:
         return None  # made at lookup (rare), kept while its inputs are unchanged
 
     async def lookup(self, tree: Tree, name: str) -> SyntheticFile | None:

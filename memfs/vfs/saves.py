@@ -1,312 +1,497 @@
-"""Editors' saves: where a document's identity waits while a program saves it.
+"""Editors' saves, end to end: how a document keeps its identity while a program saves it.
 
-Two save patterns pass a document through a name that is not a document:
+Programs save in three ways besides writing a file in place, and each passes a document
+through a name that is not a document:
 
 * **Renamed-away originals** (vim and emacs: ``x -> x~``, then a new ``x``).  The row stays
   untouched in the database and the renamed node remembers it (``origin_doc_id``), listed
-  here under the path the row is at.  The next file created at that path *claims* the row,
-  so the whole save is one UPDATE of the same document.  Unlinking the backup with no new
-  file deletes the row; renaming it back restores it; if the daemon stops mid-save, the row
-  is as it was.  The path follows the row: a move of a folder above it here moves it
-  (``folder_moved``); and a row the tree shows again (another writer wrote or moved it) is
-  a live document, no longer waiting: it is never claimed or replaced from the old path.
+  in ``save_tables.EditorSaves`` under the path the row is at (``document_to_scratch``).
+  The next file created at that path *claims* the row (``created``), so the whole save is
+  one UPDATE of the same document.  Unlinking the backup with no new file deletes the row
+  (``replacing.Replacements.delete_abandoned_origin``); renaming it back restores it; if
+  the daemon stops mid-save, the row is as it was.  The path follows the row: a move of a
+  folder above it here moves it (``EditorSaves.folder_moved``); and a row the tree shows
+  again (another writer wrote or moved it) is a live document, no longer waiting: it is
+  never claimed or replaced from the old path.
+* **Temporaries renamed into place** (``sed -i``, node's write-file-atomic, unison's
+  folders): the rename is the commit (``scratch_to_document``), merged with another
+  writer's change the renaming process did not read (``memfs.merge``, over the base
+  ``SaverBases`` kept for that process); a document renamed over another likewise
+  (``rename_file_over``).
 * **Tentative names** (rsync's ``.x.AbC123``, other writers' dotfiles): scratch while
   open; renamed to a document name, the rename is the commit; left closed and not renamed
-  for ``TENTATIVE_GRACE`` seconds, the file was meant to stay and becomes a document.
+  for ``TENTATIVE_GRACE`` seconds, the file was meant to stay and becomes a document
+  (``promote_due``).
 
-``EditorSaves`` holds both tables; ``memfs.vfs.namespace`` decides when a save is one of
-these and asks here what waits where.
-
-``SaverBases`` holds what each process last read or wrote of each document: the base of a
-three-way merge (``memfs.merge``) when its next save lands over another writer's change.
-Rename saves and ``O_TRUNC`` rewrites start from an empty file, so the base is found by
-path and process, not by handle.
+``SavePatterns`` decides all of it; ``namespace.Names`` tells it what a create or a rename
+is about to make, and the tables it keeps live in ``save_tables`` (the mount's lookups
+hold them, so reads and other writers' events reach them too).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Callable
+import errno
+import math
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 from uuid import UUID
 
-from memfs.scratch import TENTATIVE_GRACE
-from memfs.tree import FileNode
-
-#: How many (path, process) bases are remembered: a version id each; bytes only where no
-#: row or cache entry holds them any more (a merged save's own bytes, a version another
-#: writer replaced), up to ``BASE_BYTES`` in all (the oldest go first).
-BASES_KEPT = 4096
-BASE_BYTES = 16 << 20
-#: The share of the mount's content budget (``--cache-bytes``) the bases' bytes may take:
-#: one part in ``BASES_SHARE`` (16 MiB of the default 64 MiB).
-BASES_SHARE = 4
-
-
-class Base(NamedTuple):
-    """What one process read or wrote of a document: the row version, or the bytes."""
-
-    #: None: the process looked the path up and found no document (``absent``).
-    doc_id: UUID | None
-    version: Any
-    data: bytes | None
-    #: Read (not written) by the process: a later read does not replace it.
-    read: bool = False
-    #: IronClaw's hash of the bytes (None: not known): when neither the cache nor ``data``
-    #: holds them any more, the merge finds them among the version rows by it.
-    digest: str | None = None
-    #: The process found no document at the path and holds emacs's lock file of it
-    #: (``.#name``, made as its buffer first changed): the buffer started from an empty
-    #: file, and a read before its save (emacs compares the file with the buffer) is not
-    #: its base.
-    editing: bool = False
-    #: A read by a process that had found no document at the path before it.
-    after_absent: bool = False
+from memfs.buffers import FileBuffer, ScratchBuffer
+from memfs.db.interface import CommitResult, FileAttrs
+from memfs.errors import DatabaseUnavailable, FsError
+from memfs.ironclaw.hashing import bytes_hash
+from memfs.merge import MERGE_LIMIT, mergeable
+from memfs.scratch import TENTATIVE_GRACE, Kind
+from memfs.tree import DirNode, FileNode, Node, to_ns
+from memfs.vfs.base import Lookups, log
+from memfs.vfs.content import Contents
+from memfs.vfs.replacing import Replacements
+from memfs.vfs.save_tables import Base
 
 
-class SaverBases:
-    """The base of each process's next save of each document (bounded, oldest forgotten)."""
+def _as_text(data: bytes, what: str) -> str:
+    """Validate content about to become a document (EILSEQ if it is not text)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FsError(errno.EILSEQ, f"{what}: invalid UTF-8 at byte {exc.start}") from None
+    if "\x00" in text:
+        raise FsError(errno.EILSEQ, f"{what}: NUL byte at offset {data.index(0)}")
+    return text
 
-    def __init__(
-        self,
-        kept: int = BASES_KEPT,
-        max_bytes: int = BASE_BYTES,
-        process_of: Callable[[int], int] = lambda thread: thread,
+
+class SavePatterns:
+    """What a save by rename, by a renamed-away original or by a tentative name makes."""
+
+    def __init__(self, lookups: Lookups, contents: Contents, replacing: Replacements) -> None:
+        #: Database access, attributes and lookups (``memfs.vfs.base``).
+        self.lookups = lookups
+        #: Buffers and commits: a renamed file's pending changes go first.
+        self.contents = contents
+        #: The rows a save puts something else in the place of.
+        self.replacing = replacing
+        #: The services this part uses, as the lookups hold them (one of each per mount).
+        self.state = lookups.state
+        self.store = lookups.store
+        self.cache = lookups.cache
+        self.kernel = lookups.kernel
+        self.saves = lookups.saves
+        self.bases = lookups.bases
+        self.spill = lookups.spill
+        self.rules = lookups.rules
+        self.monotonic = lookups.monotonic
+
+    # -- what a create or a rename tells -----------------------------------------------------
+
+    def created(
+        self, node: FileNode, path: str, kind: Kind, buffer: FileBuffer | ScratchBuffer, pid: int
     ) -> None:
-        self._kept = kept
-        #: The process a thread belongs to (FUSE names the calling thread).  A base is kept
-        #: for the thread and, as a fallback, for its process: a thread that read nothing
-        #: of a document saves what its process last read or wrote of it (node and VS Code,
-        #: rclone, Go programs read on one thread and write from another).
-        self._process_of = process_of
-        self._max_bytes = max_bytes
-        self._bytes = 0
-        self._bases: OrderedDict[tuple[str, int], Base] = OrderedDict()
-        #: The keys of each document's bases (``superseded`` looks at those alone).
-        self._by_doc: dict[UUID, set[tuple[str, int]]] = {}
+        """A new file at ``path``: a document takes over the row of a renamed-away original
+        waiting there (the version its save is based on) and its process's base; a
+        tentative one is watched until it falls due."""
+        if kind is Kind.TENTATIVE:
+            self.saves.track(node.ino, idle=False)
+        if kind is not Kind.DOCUMENT or not isinstance(buffer, FileBuffer):
+            return
+        claimed = self.saves.claim(path)
+        if claimed is not None:
+            node.doc_id, node.updated_at = claimed
+            log.debug("%r takes over the row of its renamed-away original", path)
+            self.contents.adopt_saver_base(buffer, claimed[0], path, pid)
+        else:  # its process may have found no file here: another writer's may be new
+            self.contents.adopt_saver_base(buffer, None, path, pid)
 
-    def saw(
+    def renamed(self, source: FileNode, kind: Kind) -> None:
+        """A file took a new name: watched while that name is tentative, else not."""
+        if source.scratch and kind is Kind.TENTATIVE:
+            self.saves.track(source.ino, idle=source.open_count == 0)
+        else:
+            self.saves.untrack(source.ino)
+
+    def replaced_at(
+        self, target: Node | None, new_path: str, doc_id: UUID | None
+    ) -> tuple[UUID | None, datetime | None]:
+        """The row a rename to ``new_path`` replaces, and its version as shown here: the
+        target document's, or a renamed-away original's waiting at that path."""
+        replaced = target.doc_id if isinstance(target, FileNode) and not target.scratch else None
+        seen = target.updated_at if isinstance(target, FileNode) else None
+        if replaced is None:
+            replaced, seen = self.saves.replaced_by(new_path, doc_id) or (None, seen)
+        return replaced, seen
+
+    # -- a document through a scratch name ------------------------------------------------
+
+    async def document_to_scratch(self, source: Node, target: Node | None) -> None:
+        """vim/emacs ``x -> x~``: hide the document under the scratch name, keep its row."""
+        if isinstance(source, DirNode):
+            raise FsError(
+                errno.EPERM,
+                "a directory of documents cannot take a scratch name: its documents would "
+                "leave memory; pick a name that is not an editor or sync-tool pattern",
+            )
+        assert isinstance(source, FileNode)
+        await self.contents.commit(source)  # pending changes reach the row first
+        buffer = self.state.buffers.get(source.ino)
+        if buffer is not None:
+            data = buffer.snapshot()
+        elif source.doc_id is not None:
+            data = await self.contents.committed_bytes(source)
+        else:
+            data = b""
+        await self.replacing.replace_target(target)
+        if source.doc_id is not None:
+            self.saves.detach(self.state.tree.path_of(source), source)
+            self.state.tree.unbind_document(source)
+            log.debug(
+                "%s took a scratch name; its row stays until a new file takes its place",
+                self.lookups.describe_node(source),
+            )
+        source.scratch = True
+        self.contents.saved(source)
+        self.state.set_buffer(source, ScratchBuffer(self.spill, data))
+
+    async def scratch_to_document(
+        self, source: Node, new_path: str, target: Node | None, pid: int = 0
+    ) -> None:
+        """A temporary renamed onto a document name: the rename is the commit.  Renamed by
+        a process that read the document (``sed -i``, an editor) over another writer's
+        change it did not read, the two are merged (``memfs.merge``)."""
+        if isinstance(source, DirNode):
+            await self._commit_scratch_dir(source, new_path, target)
+            return
+        if not isinstance(source, FileNode):
+            raise FsError(errno.EPERM, "a symbolic link cannot become a document")
+        if source.extra_links:
+            raise FsError(errno.EPERM, "a hard-linked scratch file cannot become a document")
+        try:
+            data, text = self._scratch_text(
+                source, f"renaming {self.lookups.describe_node(source)} to {new_path!r}"
+            )
+        except FsError as exc:
+            log.error("%s; the file keeps its scratch name", exc.reason)
+            raise
+        attrs = FileAttrs(source.custom_mode, source.client_mtime_ns)
+        doc_id, done = await self._scratch_row(source, new_path, target, text, data, attrs)
+        if done:
+            return
+        result, data, merged = await self._commit_scratch(
+            doc_id, new_path, target, text, data, attrs, pid
+        )
+        if merged:
+            self.kernel.inode(source.ino)  # it cached the saver's bytes, not the merge
+        log.debug(
+            "committed %r (%s) from the temporary %r: %s%s", new_path, result.doc_id,
+            source.name, "created" if result.created else "updated",
+            ", previous content versioned" if result.versioned else "",
+        )  # fmt: skip
+        self._become_document(source, result, data)
+
+    async def _scratch_row(
         self,
-        path: str,
-        pid: int,
+        source: FileNode,
+        new_path: str,
+        target: Node | None,
+        text: str,
+        data: bytes,
+        attrs: FileAttrs,
+    ) -> tuple[UUID | None, bool]:
+        """The row a temporary renamed to ``new_path`` becomes: the document it was renamed
+        away from (moved back, or written over the target, which is then done: True), the
+        target's, or one a sync tool's backup left to claim; None for a new document."""
+        doc_id = source.origin_doc_id
+        if doc_id is None:
+            if isinstance(target, FileNode) and not target.scratch:
+                doc_id = target.doc_id
+            if doc_id is None:  # e.g. rsync --backup: x -> x~, tmp -> x
+                claimed = self.saves.claim(new_path)
+                doc_id = claimed[0] if claimed is not None else None
+            return doc_id, False
+        replaced, seen = self.replaced_at(target, new_path, doc_id)
+        self.saves.release(source)
+        if replaced is not None and replaced != doc_id:
+            # A renamed-away document moved over another one: IronClaw's write of the
+            # target with this content, then its delete of this row.
+            result = await self.replacing.replace_document(
+                source, doc_id, replaced, new_path, text, [], seen, source.updated_at
+            )
+            if result is not None:
+                self._become_document(source, result, data)
+                return doc_id, True
+            return None, False
+        moved = await self.lookups.run_db(
+            self.store.rename_document, doc_id, new_path,
+            None if replaced == doc_id else replaced, attrs, [], replaced_seen=seen,
+        )  # fmt: skip
+        self.lookups.request_reindex(doc_id)
+        return (doc_id if moved is not None else None), False
+
+    async def _commit_scratch(
+        self,
         doc_id: UUID | None,
-        version: Any,
-        data: bytes | None = None,
-        digest: str | None = None,
-    ) -> None:
-        """Process ``pid`` wrote ``path`` at ``version`` (``data``: bytes no row version
-        holds; ``digest``: their hash): its next save is based on that.  Unknown processes
-        (0) and documents without a row are not kept."""
-        if pid <= 0 or doc_id is None:
-            return
-        self._put((path, pid), Base(doc_id, version, data, digest=digest))
-
-    def read(
-        self,
-        path: str,
+        new_path: str,
+        target: Node | None,
+        text: str,
+        data: bytes,
+        attrs: FileAttrs,
         pid: int,
-        doc_id: UUID | None,
-        version: Any,
-        digest: Callable[[], str | None] = lambda: None,
-        data: Callable[[], bytes | None] | None = None,
+    ) -> tuple[CommitResult, bytes, bool]:
+        """A temporary's content (``text``, its bytes ``data``) committed at ``new_path``
+        as row ``doc_id``: merged with another writer's change the renaming process did not
+        read.  The result, the bytes now stored, and whether they are a merge (not the
+        process's bytes)."""
+        expected, ours = None, text
+        shown = target.updated_at if isinstance(target, FileNode) else None
+        merged = await self._merge_saver_base(doc_id, new_path, pid, text, shown)
+        based = self.bases.base(new_path, pid) if doc_id is not None else None
+        if based is None or based.doc_id != doc_id:
+            based = None
+        if doc_id is not None and shown is not None and self.bases.tracks(doc_id):
+            self.bases.superseded(doc_id, shown, self.cache.get(doc_id, shown))
+        found = (
+            await self.contents.commit_merged(doc_id, new_path, merged, attrs) if doc_id else None
+        )
+        if merged is not None and found is not None:
+            result, text, data = found, merged[0], merged[0].encode("utf-8")
+        else:
+            merged = None
+            if based is not None:
+                expected = shown  # a change the mount has not heard of is told, merged below
+            result = await self.lookups.commit_document(doc_id, new_path, text, attrs, expected)
+            if based is not None and result.conflict and result.replaced_hash is not None:
+                base_data = await self._base_bytes(result.doc_id, new_path, based)
+                late = await self.contents.merge_late(new_path, base_data, ours, attrs, result)
+                if late is not None:
+                    (text, result), merged = late, (late[0], None)
+                    data = text.encode("utf-8")
+        if merged is not None and not result.conflict:
+            self.bases.saw(new_path, pid, result.doc_id, None, ours.encode("utf-8"))
+            return result, data, True
+        self.bases.saw(new_path, pid, result.doc_id, result.updated_at,
+                       digest=bytes_hash(data) if pid > 0 else None)  # fmt: skip
+        return result, data, False
+
+    async def _merge_renamed(
+        self, source: FileNode, replaced: UUID, new_path: str, pid: int, shown: datetime | None
+    ) -> tuple[str, Any, bytes] | None:
+        """A document written by a process that read ``new_path`` (node's write-file-atomic,
+        a temporary with an ordinary name) renamed over it after another writer's change:
+        the merged text, the version merged with, and the process's own bytes; or None."""
+        if source.doc_id is None or not self.bases.tracks(replaced):
+            return None
+        data = self.cache.get(source.doc_id, source.updated_at)
+        if data is None:
+            found = await self.lookups.run_db(self.store.read_content, source.doc_id)
+            if found is None or found.version != source.updated_at:
+                return None
+            data = found.data
+        try:
+            ours = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        merged = await self._merge_saver_base(replaced, new_path, pid, ours, shown)
+        return (merged[0], merged[1], data) if merged is not None else None
+
+    async def _merge_saver_base(
+        self, doc_id: UUID | None, path: str, pid: int, ours: str, shown: object
+    ) -> tuple[str, object] | None:
+        """A renamed save merged with another writer's change since what process ``pid``
+        read (its base), or None: no base known, no change heard of, or an overlap."""
+        if doc_id is None or not mergeable(path):
+            return None
+        base = self.bases.base(path, pid)
+        if base is None or base.doc_id not in (doc_id, None):
+            return None
+        if base.doc_id is None:
+            log.debug("%r: renamed over by process %d, which found no file there", path, pid)
+            return await self.contents.merge_with_row(doc_id, path, b"", None, ours)
+        if base.data is None and base.version == shown:
+            return None  # the mount has heard of no change since that read
+        data = await self._base_bytes(doc_id, path, base)
+        if data is None or len(data) > MERGE_LIMIT:
+            return None
+        shown = base.version if base.data is None else None
+        return await self.contents.merge_with_row(doc_id, path, data, shown, ours)
+
+    async def _base_bytes(self, doc_id: UUID, path: str, base: Base) -> bytes | None:
+        """The bytes of a process's base, if they can be had (by hash from the rows)."""
+        data = base.data if base.data is not None else self.cache.get(doc_id, base.version)
+        if data is None and base.digest is not None:
+            data = await self.contents.stored_base(doc_id, path, base.digest)
+        return data
+
+    def _scratch_text(self, node: FileNode, what: str) -> tuple[bytes, str]:
+        """A scratch file's bytes and their text, or EILSEQ if they cannot be a document."""
+        buffer = self.state.buffers.get(node.ino)
+        data = buffer.snapshot() if buffer is not None else b""
+        return data, _as_text(data, what)
+
+    def _become_document(self, node: FileNode, result: CommitResult, data: bytes) -> None:
+        node.scratch = False
+        node.doc_id = None
+        self.state.tree.bind_document(node, result.doc_id)
+        node.updated_at = result.updated_at
+        node.size = len(data)
+        if node.client_mtime_ns is None:
+            node.mtime_ns = node.ctime_ns = to_ns(result.updated_at)
+        self.cache.put(result.doc_id, result.updated_at, data)
+        # Its writers' base is the row it became: an O_APPEND open right after (no read in
+        # between reloads the buffer) merges a change not heard of yet against it.
+        self.state.set_buffer(node, FileBuffer.of_row(data, result.updated_at))
+        node.kernel_version = None
+        self.saves.untrack(node.ino)
+        self.contents.saved(node)
+
+    async def _commit_scratch_dir(
+        self, source: DirNode, new_path: str, target: Node | None
     ) -> None:
-        """Process ``pid`` read ``path`` at ``version`` (``digest``: its hash, asked for
-        only when kept; ``data``: with no version, the bytes no row holds, asked for
-        only when kept).  Its first read
-        since it last wrote the document is its base: an editor reads a file once and may
-        read it again just before it writes (vim's backup copy), after another writer's
-        change it never showed its user."""
-        if pid <= 0 or doc_id is None:
-            return
-        known = self._bases.get((path, pid))
-        if known is not None and known.read and known.doc_id == doc_id:
-            return
-        if known is not None and known.editing:
-            return
-        after = known is not None and known.doc_id is None
-        if data is not None:
-            self._put((path, pid), Base(doc_id, version, data(), read=True, after_absent=after))
-            return
-        self._put((path, pid), Base(doc_id, version, None, read=True, digest=digest(),
-                                    after_absent=after))  # fmt: skip
+        """unison's temporary directory renamed into place: its documents in one transaction."""
+        dirs: list[tuple[DirNode, str]] = [(source, new_path)]
+        files: list[tuple[FileNode, str, bytes, str]] = []
+        stack = [(source, new_path)]
+        while stack:
+            directory, path = stack.pop()
+            for name, child in directory.children.items():
+                child_path = f"{path}/{name}"
+                if isinstance(child, DirNode):
+                    if self.rules.classify(name) is Kind.DOCUMENT:
+                        dirs.append((child, child_path))
+                        stack.append((child, child_path))
+                elif isinstance(child, FileNode) and self.rules.classify(name) is Kind.DOCUMENT:
+                    what = f"{child_path!r} in a directory renamed into place"
+                    data, text = self._scratch_text(child, what)
+                    files.append((child, child_path, data, text))
+        await self.replacing.replace_target(target)
+        items = [
+            (None, path, text, FileAttrs(node.custom_mode, node.client_mtime_ns))
+            for node, path, _, text in files
+        ]
+        keep = [path for _, path in dirs]
+        results = await self.lookups.run_db(self.store.commit_documents, items, keep)
+        for directory, _ in dirs:
+            directory.scratch = False
+            directory.explicit = True
+        for (node, _, data, _), result in zip(files, results, strict=True):
+            self.lookups.count_commit(result)
+            self._become_document(node, result, data)
+            if result.changed:  # commit_documents re-chunked them in its transaction
+                self.lookups.announce(result.doc_id)
 
-    def absent(self, path: str, pid: int) -> None:
-        """Process ``pid`` looked ``path`` up and found no document: what it writes there
-        before it reads the document is based on an empty file, so a document another
-        writer made meanwhile is merged with it, not replaced."""
-        if pid <= 0:
-            return
-        if (path, pid) in self._bases:
-            return  # it read or wrote the document (vim looks its name up after ``x -> x~``)
-        self._put((path, pid), Base(None, None, b""))
-
-    def editing(self, path: str, pid: int) -> None:
-        """Process ``pid`` made emacs's lock file of ``path`` (``.#name``), which emacs
-        does as its buffer first changes.  If it had found no document there, its buffer
-        started from an empty file: a read before it saves does not replace that base, and
-        a read since it found none is undone (emacs, locking a file another writer made
-        since it looked, first reads it to compare it with the buffer; were that read its
-        base, the document the agent made meanwhile would look deleted by the save)."""
-        known = self._bases.get((path, pid))
-        if known is not None and known.doc_id is None:
-            self._put((path, pid), known._replace(editing=True))
-        elif known is not None and known.read and known.after_absent:
-            self._put((path, pid), Base(None, None, b"", editing=True))
-
-    def _put(self, key: tuple[str, int], base: Base) -> None:
-        self._put_one((key[0], -self._process_of(key[1])), base)  # the process's: negative
-        self._put_one(key, base)
-
-    def _put_one(self, key: tuple[str, int], base: Base) -> None:
-        self._drop(key)
-        self._bases[key] = base
-        if base.doc_id is not None:
-            self._by_doc.setdefault(base.doc_id, set()).add(key)
-        self._bytes += len(base.data or b"")
-        while len(self._bases) > self._kept or self._bytes > self._max_bytes:
-            self._drop(next(iter(self._bases)))
-
-    def _drop(self, key: tuple[str, int]) -> None:
-        old = self._bases.pop(key, None)
-        if old is not None:
-            self._bytes -= len(old.data or b"")
-            keys = self._by_doc.get(old.doc_id) if old.doc_id is not None else None
-            if keys is not None and old.doc_id is not None:
-                keys.discard(key)
-                if not keys:
-                    del self._by_doc[old.doc_id]
-
-    def tracks(self, doc_id: UUID) -> bool:
-        """Whether some process's base is a version of ``doc_id``."""
-        return doc_id in self._by_doc
-
-    def superseded(self, doc_id: UUID, version: Any, data: bytes | None) -> None:
-        """Row ``doc_id`` leaves ``version`` (``data``: its bytes, None if not at hand):
-        the bases at that version keep the bytes, or their hash, or are forgotten."""
-        for key in list(self._by_doc.get(doc_id, ())):
-            base = self._bases[key]
-            if base.data is None and base.version == version:
-                if data is None and base.digest is None:
-                    self._drop(key)
-                elif data is None:
+    async def promote_due(self, now: float | None = None) -> int:
+        """Promote tentative scratch files closed and not renamed for the grace period."""
+        moment = self.monotonic() if now is None else now
+        promoted = 0
+        for ino in self.saves.due(moment):
+            async with self.state.ns_lock:
+                node = self.state.tree.inodes.get(ino)
+                if not isinstance(node, FileNode) or not node.scratch or node.parent is None:
                     continue
-                else:
-                    self._put(key, base._replace(data=data))
+                if node.open_count or node.extra_links or node.parent.scratch:
+                    continue
+                if self.rules.classify(node.name) is not Kind.TENTATIVE:
+                    continue
+                path = self.state.tree.path_of(node)
+                try:
+                    data, text = self._scratch_text(node, f"promoting {path!r}")
+                except FsError as exc:
+                    log.info("%s; it stays in memory only", exc.reason)
+                    continue
+                attrs = FileAttrs(node.custom_mode, node.client_mtime_ns)
+                try:
+                    result = await self.lookups.commit_document(None, path, text, attrs)
+                except DatabaseUnavailable as exc:
+                    self.saves.postpone(ino, moment)  # tried again later
+                    self.contents.keep_copy(node, data, exc.reason)
+                    raise
+                self._become_document(node, result, data)
+                promoted += 1
+                log.info(
+                    "%r matched rsync's temporary pattern but was not renamed within %.0fs: "
+                    "saved as a document",
+                    path,
+                    TENTATIVE_GRACE,
+                )
+        return promoted
 
-    def base(self, path: str, pid: int) -> Base | None:
-        """What thread ``pid`` read or wrote of ``path`` last; if nothing, its process."""
-        if pid <= 0:
-            return None
-        found = self._bases.get((path, pid))
-        if found is None:
-            found = self._bases.get((path, -self._process_of(pid)))
-        return found
+    async def rename_file_over(
+        self,
+        source: FileNode,
+        replaced: UUID,
+        new_path: str,
+        keep: list[str],
+        seen: datetime | None,
+        pid: int,
+        attrs: FileAttrs,
+    ) -> None:
+        """``_rename_file`` over another document (``replaced``, shown at ``seen``): the
+        source's pending changes first, then IronClaw's write of the target and delete of
+        the source, merged with a change of the target the renaming process did not read."""
+        assert source.doc_id is not None
+        await self.contents.commit(source)  # pending changes first: the rename carries them
+        merged = await self._merge_renamed(source, replaced, new_path, pid, seen)
+        text, source_seen = None, None
+        if merged is not None:
+            text, seen, _ = merged
+            source_seen = source.updated_at
+        based = self.bases.base(new_path, pid) if merged is None else None
+        if based is not None and based.data is None:  # the replace drops the cache
+            cached = self.cache.get(replaced, based.version)
+            based = based._replace(data=cached) if cached is not None else based
+        result = await self.replacing.replace_document(
+            source, source.doc_id, replaced, new_path, text, keep, seen, source_seen, text
+        )
+        if merged is not None and result is not None and not result.conflict:
+            self.bases.saw(new_path, pid, result.doc_id, None, merged[2])
+            self.kernel.inode(source.ino)  # it cached the saver's bytes, not the merge
+        elif based is not None and based.doc_id == replaced and result is not None:
+            await self._merge_after_replace(source, new_path, pid, based, result, attrs)
 
+    async def _merge_after_replace(
+        self, source: FileNode, new_path: str, pid: int, based: Base, result: CommitResult,
+        attrs: FileAttrs,
+    ) -> None:  # fmt: skip
+        """A document renamed over the file its process read landed over a change this
+        mount had not heard of yet (its guard found it; the change is a version now): that
+        change is merged back by a second write, as for any save (``merge_late``)."""
+        if not result.conflict or result.replaced_hash is None:
+            return
+        ours_data = self.cache.get(result.doc_id, result.updated_at)
 
-class EditorSaves:
-    """Renamed-away originals by the path they left, and tentative files' deadlines."""
+        if ours_data is None:
+            return
+        try:
+            ours = ours_data.decode("utf-8")
+        except UnicodeDecodeError:
+            return
+        base_data = await self._base_bytes(result.doc_id, new_path, based)
+        late = await self.contents.merge_late(new_path, base_data, ours, attrs, result)
+        if late is None:
+            return
+        text, merged = late
+        data = text.encode("utf-8")
+        self.bases.saw(new_path, pid, merged.doc_id, None, ours_data)
+        if source.doc_id != merged.doc_id:
+            return  # moved on meanwhile: its own events show it
+        source.updated_at = merged.updated_at
+        self.cache.put(merged.doc_id, merged.updated_at, data)
+        buffer = self.state.buffers.get(source.ino)
+        if buffer is None:
+            source.size = len(data)  # read from the cache at the merged version
+        elif isinstance(buffer, FileBuffer) and not buffer.dirty:
+            self.contents.take_others_content(source, FileBuffer.of_row(data, merged.updated_at))
+            source.size = len(data)
+        source.kernel_version = None
+        self.kernel.attributes(source.ino)
+        self.kernel.inode(source.ino)
 
-    def __init__(self, monotonic: Callable[[], float], shown: Callable[[UUID], bool]) -> None:
-        self.monotonic = monotonic
-        #: Whether the tree shows a document bound to the row (a live document again).
-        self.shown = shown
-        #: The waiting rows' nodes, by the path the row is at.
-        self._originals: dict[str, FileNode] = {}
-        #: Tentative inodes and when each falls due (None: open, not due).
-        self._tentative: dict[int, float | None] = {}
-
-    # -- renamed-away originals ------------------------------------------------------------
-
-    def detach(self, path: str, node: FileNode) -> None:
-        """``node`` left the document name ``path`` for a scratch name; its row waits."""
-        assert node.doc_id is not None
-        node.origin_doc_id = node.doc_id
-        self._originals[path] = node
-
-    def _waiting(self, path: str) -> FileNode | None:
-        """The node whose row waits at ``path``; a row shown again is released."""
-        node = self._originals.get(path)
-        if node is None or node.origin_doc_id is None:
-            return None
-        if self.shown(node.origin_doc_id):
-            self.release(node)
-            return None
-        return node
-
-    def claim(self, path: str) -> tuple[UUID, datetime | None] | None:
-        """A new document at ``path`` (created, or a temporary renamed there) takes over
-        the row waiting there: its id and the version the save is based on."""
-        node = self._waiting(path)
-        if node is None or node.origin_doc_id is None:
-            return None
-        del self._originals[path]
-        claimed = (node.origin_doc_id, node.updated_at)
-        node.origin_doc_id = None
-        return claimed
-
-    def replaced_by(self, path: str, doc_id: UUID | None) -> tuple[UUID, datetime | None] | None:
-        """Another document (``doc_id``) moved to ``path``: the row waiting there, other
-        than its own, is the one the move replaces (its id and the version shown)."""
-        node = self._waiting(path)
-        if node is None or node.origin_doc_id is None or node.origin_doc_id == doc_id:
-            return None
-        replaced = (node.origin_doc_id, node.updated_at)
-        self.release(node)
-        return replaced
-
-    def release(self, node: FileNode) -> None:
-        """``node`` no longer stands for a waiting row (restored, deleted, taken over)."""
-        for path, waiting in list(self._originals.items()):
-            if waiting is node:
-                del self._originals[path]
-        node.origin_doc_id = None
-
-    def folder_moved(self, old: str, new: str) -> None:
-        """This mount moved the folder ``old`` to ``new``: the rows waiting below it moved
-        with it (the scratch backups did too)."""
-        below = old + "/"
-        for path in [p for p in self._originals if p.startswith(below)]:
-            self._originals[new + path[len(old) :]] = self._originals.pop(path)
-
-    def row_deleted(self, doc_id: UUID) -> None:
-        """Another writer deleted a row: nothing waits for it any more."""
-        for node in list(self._originals.values()):
-            if node.origin_doc_id == doc_id:
-                self.release(node)
-
-    # -- tentative names -------------------------------------------------------------------
-
-    def track(self, ino: int, *, idle: bool) -> None:
-        """A tentative file, created or renamed to a tentative name (due after the grace
-        period if nothing holds it open)."""
-        self._tentative[ino] = self.monotonic() + TENTATIVE_GRACE if idle else None
-
-    def untrack(self, ino: int) -> None:
-        """No longer tentative (became a document, renamed away, or freed)."""
-        self._tentative.pop(ino, None)
-
-    def opened(self, ino: int) -> None:
-        if ino in self._tentative:
-            self._tentative[ino] = None  # never promoted while open
-
-    def closed(self, ino: int) -> None:
-        """Its last descriptor closed: due after the grace period."""
-        if ino in self._tentative:
-            self._tentative[ino] = self.monotonic() + TENTATIVE_GRACE
-
-    def postpone(self, ino: int, moment: float) -> None:
-        """Its promotion failed: tried again a grace period after ``moment``."""
-        self._tentative[ino] = moment + TENTATIVE_GRACE
-
-    def due(self, moment: float) -> list[int]:
-        """Tentative inodes closed and not renamed since before ``moment`` minus the
-        grace period, taken off the table (the caller promotes or postpones them)."""
-        ready = [ino for ino, at in self._tentative.items() if at is not None and at <= moment]
-        for ino in ready:
-            del self._tentative[ino]
-        return ready
-
-    def tentative(self) -> list[int]:
-        """Every tentative inode (unmount promotes them all)."""
-        return list(self._tentative)
+    async def promote_all(self) -> None:
+        """At unmount: every tentative file becomes a document; if the database cannot
+        take them, each is kept in the recovery area."""
+        try:
+            await self.promote_due(math.inf)
+        except FsError as exc:
+            log.error("promoting tentative files at unmount failed: %s", exc)
+            for ino in self.saves.tentative():
+                node = self.state.tree.inodes.get(ino)
+                buffer = self.state.buffers.get(ino)
+                if isinstance(node, FileNode) and isinstance(buffer, ScratchBuffer):
+                    self.contents.keep_copy(node, buffer.snapshot(), f"unmount: {exc.reason}")

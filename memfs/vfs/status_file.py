@@ -17,12 +17,13 @@ from typing import Any, Protocol
 
 from memfs.paths import STATUS_FILE, STATUS_JSON_FILE
 from memfs.tree import Node, SyntheticFile, Tree
+from memfs.vfs.extensions import MountView
 
 
 class StatusSource(Protocol):
     """What makes the report (``memfs.mount_status.MountStatus``)."""
 
-    async def report(self, fs: Any) -> dict[str, Any]: ...
+    async def report(self, fs: MountView) -> dict[str, Any]: ...
 
 
 class StatusFiles:
@@ -54,10 +55,10 @@ class StatusFiles:
     def shows(self, node: Node) -> bool:
         return isinstance(node, SyntheticFile) and self.nodes.get(node.name) is node
 
-    async def content_at_open(self, node: SyntheticFile, fs: object) -> bytes | None:
+    async def content_at_open(self, node: SyntheticFile, fs: MountView) -> bytes | None:
         return await self.generate(node, fs)
 
-    async def generate(self, node: SyntheticFile, fs: Any) -> bytes:
+    async def generate(self, node: SyntheticFile, fs: MountView) -> bytes:
         """A new report for one open of ``node``."""
         report = await self.source.report(fs)
         if node.name == STATUS_JSON_FILE:

@@ -125,9 +125,9 @@ async def test_tentative_files_are_promoted_after_grace(
     await write_file(fs, ROOT_INODE, ".blob.Xy12Ab", b"\x00binary")
     assert docs(sql_conn) == {}
     assert (
-        await fs.names.promote_due(fs.lookups.monotonic() + 1) == 0
+        await fs.patterns.promote_due(fs.lookups.monotonic() + 1) == 0
     )  # still within the grace period
-    assert await fs.names.promote_due(fs.lookups.monotonic() + 10) == 1
+    assert await fs.patterns.promote_due(fs.lookups.monotonic() + 10) == 1
     assert content(sql_conn, ".github.action") == "real dotfile\n"
     assert fs.state.tree.root.children[".blob.Xy12Ab"].scratch  # binary stays in memory
 

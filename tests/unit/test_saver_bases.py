@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 
-from memfs.vfs.saves import SaverBases
+from memfs.vfs.save_tables import SaverBases
 
 DOC = uuid.uuid4()
 EMACS, SHELL = 101, 202
