@@ -850,3 +850,26 @@ class Lookups:
         if isinstance(directory, DirNode) and directory.generation != handle.cached_from:
             self.state.kernel_listings.discard(handle.ino)
             self.kernel.inode(handle.ino)
+
+
+class ModelPart:
+    """A part of the model over the lookups (``Contents``, ``Names``, ...): the services
+    each part uses are the lookups' own, one of each per mount, named here once."""
+
+    def __init__(self, lookups: Lookups) -> None:
+        #: Database access, attributes and lookups.
+        self.lookups = lookups
+        self.state = lookups.state
+        self.store = lookups.store
+        self.cache = lookups.cache
+        self.calls = lookups.calls
+        self.kernel = lookups.kernel
+        self.saves = lookups.saves
+        self.bases = lookups.bases
+        self.spill = lookups.spill
+        self.recovery = lookups.recovery
+        self.rules = lookups.rules
+        self.tools = lookups.tools
+        self.reindexer = lookups.reindexer
+        self.clock = lookups.clock
+        self.monotonic = lookups.monotonic

@@ -23,7 +23,7 @@ from memfs.ironclaw.hashing import bytes_hash
 from memfs.merge import MERGE_LIMIT, merge, mergeable
 from memfs.private import write_private
 from memfs.tree import SYNTHETIC, FileNode, Node, ScopedFile, SyntheticFile, to_ns
-from memfs.vfs.base import Attributes, Lookups, log, refuse_stale
+from memfs.vfs.base import Attributes, Lookups, ModelPart, log, refuse_stale
 from memfs.vfs.extensions import RootFile
 from memfs.vfs.save_tables import Base
 from memfs.vfs.state import CONTENDED_SECONDS, Buffer, Handle
@@ -37,23 +37,11 @@ READ_AHEAD_BYTES = 8 * 1024 * 1024
 LATE_MERGES = 4
 
 
-class Contents:
+class Contents(ModelPart):
     """Open, read, write, truncate and commit."""
 
     def __init__(self, lookups: Lookups) -> None:
-        #: Database access, attributes and lookups (``memfs.vfs.base``).
-        self.lookups = lookups
-        #: The services this part uses, as the lookups hold them (one of each per mount).
-        self.state = lookups.state
-        self.store = lookups.store
-        self.cache = lookups.cache
-        self.kernel = lookups.kernel
-        self.saves = lookups.saves
-        self.bases = lookups.bases
-        self.spill = lookups.spill
-        self.recovery = lookups.recovery
-        self.clock = lookups.clock
-        self.monotonic = lookups.monotonic
+        super().__init__(lookups)
         #: The path each unsaved inode's copy is kept under in the recovery area.
         self._kept: dict[int, str] = {}
         #: Unsaved files whose content ``drain`` wrote to a folder the user named.
@@ -111,6 +99,17 @@ class Contents:
             self.kernel.attributes(node.ino)  # safe inside a request: no kernel lock
             self.kernel.inode(node.ino)
         return data
+
+    async def content_now(self, node: FileNode) -> bytes:
+        """The file's content as it stands, its pending changes committed first (a file
+        about to leave memory or take a scratch name)."""
+        await self.commit(node)
+        buffer = self.state.buffers.get(node.ino)
+        if buffer is not None:
+            return buffer.snapshot()
+        if node.doc_id is not None:
+            return await self.committed_bytes(node)
+        return b""
 
     def _uncached_neighbours(self, node: FileNode) -> list[UUID]:
         """Documents beside ``node`` worth reading in the same round trip.

@@ -24,7 +24,7 @@ from memfs.errors import FsError
 from memfs.paths import check_new_name
 from memfs.scratch import REFUSED_NAMES, Kind
 from memfs.tree import SYNTHETIC, DirNode, FileNode, Node
-from memfs.vfs.base import Lookups, log
+from memfs.vfs.base import Lookups, ModelPart, log
 from memfs.vfs.content import Contents
 from memfs.vfs.replacing import Replacements
 from memfs.vfs.saves import SavePatterns
@@ -33,7 +33,7 @@ from memfs.vfs.saves import SavePatterns
 EMACS_LOCK = ".#"
 
 
-class Names:
+class Names(ModelPart):
     """Operations that add, remove or move names."""
 
     def __init__(
@@ -43,8 +43,7 @@ class Names:
         replacing: Replacements,
         patterns: SavePatterns,
     ) -> None:
-        #: Database access, attributes and lookups (``memfs.vfs.base``).
-        self.lookups = lookups
+        super().__init__(lookups)
         #: Buffers and commits (``memfs.vfs.content``): a rename commits what it moves.
         self.contents = contents
         #: The rows a rename puts something else in the place of (``memfs.vfs.replacing``).
@@ -52,21 +51,6 @@ class Names:
         #: Editors' saves: what a create or a rename through a scratch name makes
         #: (``memfs.vfs.saves``).
         self.patterns = patterns
-        #: The services this part uses, as the lookups hold them (one of each per mount).
-        self.state = lookups.state
-        self.store = lookups.store
-        self.cache = lookups.cache
-        self.calls = lookups.calls
-        self.kernel = lookups.kernel
-        self.saves = lookups.saves
-        self.bases = lookups.bases
-        self.spill = lookups.spill
-        self.recovery = lookups.recovery
-        self.rules = lookups.rules
-        self.tools = lookups.tools
-        self.reindexer = lookups.reindexer
-        self.clock = lookups.clock
-        self.monotonic = lookups.monotonic
         #: Documents and kept directories a move into a tool folder took out of memory:
         #: removed from the database once the tool folder has them (``sync_tools``, which
         #: ``hooks.ToolFolderHook`` calls after each operation).
@@ -459,14 +443,7 @@ class Names:
         for node in list(self.state.tree.iter_files(source)):
             if node.scratch:
                 continue
-            await self.contents.commit(node)  # pending changes reach the row first
-            buffer = self.state.buffers.get(node.ino)
-            if buffer is not None:
-                data = buffer.snapshot()
-            elif node.doc_id is not None:
-                data = await self.contents.committed_bytes(node)
-            else:
-                data = b""
+            data = await self.contents.content_now(node)
             if node.doc_id is not None:
                 self.leaving_memory.append(
                     Delete(node.doc_id, node.updated_at, self.state.tree.path_of(node))

@@ -15,21 +15,11 @@ from uuid import UUID
 
 from memfs.db.interface import CommitResult, FileAttrs
 from memfs.tree import DirNode, FileNode, Node
-from memfs.vfs.base import Lookups, log
+from memfs.vfs.base import ModelPart, log
 
 
-class Replacements:
+class Replacements(ModelPart):
     """Rows replaced by a rename: the target's, or a renamed-away original's."""
-
-    def __init__(self, lookups: Lookups) -> None:
-        #: Database access, attributes and lookups (``memfs.vfs.base``).
-        self.lookups = lookups
-        #: The services this part uses, as the lookups hold them (one of each per mount).
-        self.state = lookups.state
-        self.store = lookups.store
-        self.cache = lookups.cache
-        self.saves = lookups.saves
-        self.clock = lookups.clock
 
     async def replace_target(self, target: Node | None) -> None:
         """The database side of a name being replaced by a rename."""

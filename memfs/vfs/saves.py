@@ -43,7 +43,7 @@ from memfs.ironclaw.hashing import bytes_hash
 from memfs.merge import MERGE_LIMIT, mergeable
 from memfs.scratch import TENTATIVE_GRACE, Kind
 from memfs.tree import DirNode, FileNode, Node, to_ns
-from memfs.vfs.base import Lookups, log
+from memfs.vfs.base import Lookups, ModelPart, log
 from memfs.vfs.content import Contents
 from memfs.vfs.replacing import Replacements
 from memfs.vfs.save_tables import Base
@@ -60,26 +60,15 @@ def _as_text(data: bytes, what: str) -> str:
     return text
 
 
-class SavePatterns:
+class SavePatterns(ModelPart):
     """What a save by rename, by a renamed-away original or by a tentative name makes."""
 
     def __init__(self, lookups: Lookups, contents: Contents, replacing: Replacements) -> None:
-        #: Database access, attributes and lookups (``memfs.vfs.base``).
-        self.lookups = lookups
+        super().__init__(lookups)
         #: Buffers and commits: a renamed file's pending changes go first.
         self.contents = contents
         #: The rows a save puts something else in the place of.
         self.replacing = replacing
-        #: The services this part uses, as the lookups hold them (one of each per mount).
-        self.state = lookups.state
-        self.store = lookups.store
-        self.cache = lookups.cache
-        self.kernel = lookups.kernel
-        self.saves = lookups.saves
-        self.bases = lookups.bases
-        self.spill = lookups.spill
-        self.rules = lookups.rules
-        self.monotonic = lookups.monotonic
 
     # -- what a create or a rename tells -----------------------------------------------------
 
@@ -130,14 +119,7 @@ class SavePatterns:
                 "leave memory; pick a name that is not an editor or sync-tool pattern",
             )
         assert isinstance(source, FileNode)
-        await self.contents.commit(source)  # pending changes reach the row first
-        buffer = self.state.buffers.get(source.ino)
-        if buffer is not None:
-            data = buffer.snapshot()
-        elif source.doc_id is not None:
-            data = await self.contents.committed_bytes(source)
-        else:
-            data = b""
+        data = await self.contents.content_now(source)
         await self.replacing.replace_target(target)
         if source.doc_id is not None:
             self.saves.detach(self.state.tree.path_of(source), source)
