@@ -9,16 +9,19 @@ model is testable by calling it directly.
 
 The mount's state has one owner, ``state.MountState`` (the tree, open files, buffers,
 unsaved files, the listings the kernel holds, the namespace lock), whose methods keep its
-invariants.  The operations over it are three collaborators, each given by its
-constructor what it uses: ``base.Lookups`` (the shared services, attributes, lookups,
-listings), ``content.Contents`` (buffers and commits) and ``namespace.Names`` (names,
-renames, the scratch overlay).  ``Filesystem`` is the façade FUSE's adapter calls: each
-operation is made by one of them, then heard by a fixed list of hooks (``hooks``: the
-tool folders').
-Around it, each built separately and passed in: ``saves``
-(editors' save patterns), ``extensions`` (``.search`` in ``search_dir``, ``.scopes`` in
-``scopes``, ``.versions`` in ``versions_dir``), ``coherence`` (other writers' changes),
-``maintenance`` (background upkeep).
+invariants.  The operations over it are made by parts, each given by its constructor
+the parts it uses, none reaching back up: ``base.Lookups`` (the shared services,
+attributes, lookups, listings), ``content.Contents`` (buffers and commits),
+``replacing.Replacements`` (the rows a rename puts something else in the place of),
+``saves.SavePatterns`` (editors' saves end to end: renamed-away originals, temporaries
+renamed into place, tentative names) and ``namespace.Names`` (names, renames, the scratch
+overlay).  ``Filesystem`` is the façade FUSE's adapter calls: each operation is made by
+one part, then heard by a fixed list of hooks (``hooks``: the tool folders').  Other
+writers' changes (``coherence``) arrive by their own events, not after an operation.
+Around it, each built separately and passed in: ``extensions`` (``.search`` in
+``search_dir``, ``.scopes`` in ``scopes``, ``.versions`` in ``versions_dir``, ``.at``,
+``.recent``), the root files (``.prompt``, ``.status``), ``coherence`` and
+``maintenance`` (background upkeep), each handed the parts (``parts.ModelParts``).
 """
 
 from __future__ import annotations
@@ -78,7 +81,7 @@ class Filesystem:
     """A workspace seen as a POSIX directory tree: the façade over the model's parts.
 
     Built complete by its constructor, which takes ``Lookups``'s arguments: the lookups
-    are made first, then the contents over them, then the names over both.  Each
+    are made first, then each part over those it uses, the names last.  Each
     operation is made by the part that owns it; those that can change a tool folder are
     then heard by the hooks, in order.
     """

@@ -1,9 +1,9 @@
 """The model's shared services and its read-only operations: ``Lookups``.
 
-The model is three collaborators over one ``MountState``, each given what it uses by its
-constructor: ``Lookups`` here (the services, database access, lookups, attributes,
-listings), ``content.Contents`` (buffers and commits; given the lookups) and
-``namespace.Names`` (names and renames, the scratch overlay; given both).
+The model is parts over one ``MountState``, each given what it uses by its constructor:
+``Lookups`` here (the services, database access, lookups, attributes, listings), and over
+it ``content.Contents``, ``replacing.Replacements``, ``saves.SavePatterns`` and
+``namespace.Names`` (each a ``ModelPart``: the services' references named once).
 ``memfs.vfs.Filesystem`` is the façade over them that FUSE's adapter calls.
 
 Concurrency: trio runs one request handler at a time between ``await`` points, so tree

@@ -1,4 +1,5 @@
-"""The model's three parts, as the pieces around it are handed them."""
+"""The model's parts, as the pieces around it (other writers' events, the upkeep loop)
+are handed them."""
 
 from __future__ import annotations
 
