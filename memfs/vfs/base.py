@@ -206,7 +206,7 @@ class Lookups:
         self._sending_changes = False
         #: Set when the database no longer matches the tree (a deferred change was skipped
         #: or refused): ``OtherWriters.resync_when_diverged`` reloads it.
-        self.diverged = trio.Event()
+        self._diverged = trio.Event()
 
     # -- database access -----------------------------------------------------------------
 
@@ -234,6 +234,16 @@ class Lookups:
             self._adopt_skipped()
             if self._sending_changes and self.store.changes_waiting():
                 self._changes_waiting.set()  # e.g. a refused batch put back: send it
+
+    def diverge(self) -> None:
+        """Tell ``until_diverged`` the tree no longer matches the database."""
+        self._diverged.set()
+
+    async def until_diverged(self) -> None:
+        """Wait until the tree no longer matches the database (a deferred change was not
+        made), then reset: the next divergence wakes the next wait."""
+        await self._diverged.wait()
+        self._diverged = trio.Event()
 
     async def flush_changes(self) -> None:
         """Send the deferred changes now, wait for any already on their way, and take in
@@ -285,7 +295,7 @@ class Lookups:
             log.warning("the %s was not made: %s; showing the database's state again",
                         describe(change), reason)  # fmt: skip
         if skipped:
-            self.diverged.set()
+            self.diverge()
 
     def adopt_moved(self, moved: dict[UUID, Moved]) -> None:
         """Each moved document's new row version; the mtime shown stays (a rename is not

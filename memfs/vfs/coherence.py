@@ -313,13 +313,12 @@ class OtherWriters:
         what the database holds."""
         fs = self.lookups
         while True:
-            await fs.diverged.wait()
-            fs.diverged = trio.Event()
+            await fs.until_diverged()
             try:
                 await self.resync()
             except FsError as exc:
                 log.warning("reloading after a change that was not made failed: %s", exc)
-                fs.diverged.set()
+                fs.diverge()
                 await trio.sleep(1.0)
 
     async def poll_changes(self, interval: float = 1.0) -> None:
