@@ -28,6 +28,7 @@ from memfs.db import (
     RebornTarget,
     open_database,
 )
+from memfs.db.capabilities import HistorySource, MigrationSource
 from memfs.db.limits import reborn_max_path
 from memfs.errors import EXIT_USAGE, CommandError, DatabaseError
 from memfs.workspace_tasks import Report, progress
@@ -70,19 +71,13 @@ def migrate(settings: Settings, target: Target, *, dry_run: bool = False) -> Rep
         source.close()
 
 
-def _source(source: Database, settings: Settings) -> tuple[Any, str, RebornScope | None]:
-    """What is copied: the legacy history, or a Reborn workspace (PostgreSQL or libSQL);
-    its description; and, for Reborn, its scope (the target's by default)."""
-    history = source.legacy_history(settings)
-    if history is None and source.reborn:
-        store = source.documents(settings)
-        scope = getattr(store, "scope", None)
-        assert isinstance(scope, RebornScope)
-        return store, f"{scope.prefix} of {source.url.split('@')[-1]}", scope
-    if history is None:
+def _source(source: Database, settings: Settings) -> MigrationSource:
+    """What is copied: the legacy history, or a Reborn workspace (PostgreSQL or libSQL),
+    as the database's engine finds it."""
+    found = source.migration_source(settings)
+    if found is None:
         raise DatabaseError("no legacy memory here (no memory_documents table) to migrate")
-    agent = f", agent {history.scope.agent_id}" if history.scope.agent_id else ""
-    return history, f"memory_documents, user {history.scope.user_id!r}{agent}", None
+    return found
 
 
 def _target(url: str, scope: RebornScope, timeout: float) -> Any:
@@ -94,12 +89,12 @@ def _target(url: str, scope: RebornScope, timeout: float) -> Any:
 
 
 def _migrate(source: Database, settings: Settings, target: Target, *, dry_run: bool) -> Report:
-    history, described, reborn = _source(source, settings)
+    history, described, reborn, user_id = _source(source, settings)
     if reborn is not None and not any((target.tenant, target.user_id, target.agent,
                                        target.project)):  # fmt: skip
         to_scope = reborn
     else:
-        to_scope = target.scope(reborn.user_id if reborn else history.scope.user_id)
+        to_scope = target.scope(user_id)
     to_url = target.database_url or source.url
     if reborn is not None and to_url == source.url and to_scope == reborn:
         raise CommandError("the source and the target are the same workspace: name another "
@@ -136,13 +131,11 @@ def _migrate(source: Database, settings: Settings, target: Target, *, dry_run: b
     return report
 
 
-def _check_paths(history: Any, scope: RebornScope) -> None:
+def _check_paths(history: HistorySource, scope: RebornScope) -> None:
     """Refuse, before anything is copied, a workspace with paths too long for IronClaw's
     index on PostgreSQL under the target scope (a libSQL target holds to the same limit,
     so the workspace can move up later)."""
-    paths = history.paths() if hasattr(history, "paths") else [
-        row.path for row in history.load_documents()
-    ]  # fmt: skip
+    paths = history.paths()
     most = reborn_max_path(scope.prefix)
     long = sorted(p for p in paths
                   if len(p.encode()) > most and not p.startswith(ENGINE_PREFIXES))  # fmt: skip

@@ -21,6 +21,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from memfs.config import Settings, libsql_path
+from memfs.db.capabilities import MigrationSource, legacy_described
 from memfs.db.deadline import WatchedPool
 from memfs.db.embedded import release_embedded, start_embedded
 from memfs.db.health import WorkspaceHealth
@@ -328,6 +329,20 @@ class Database:
         if found is None or found[0] is None:
             return None
         return HistoryStore(self.pool, legacy_scope(settings))
+
+    def migration_source(self, settings: Settings) -> MigrationSource | None:
+        """What ``memfs migrate`` copies: the settings' legacy workspace where this
+        database holds legacy memory, else its Reborn workspace; None: neither."""
+        history = self.legacy_history(settings)
+        if history is not None:
+            return MigrationSource(
+                history, legacy_described(history.scope), None, history.scope.user_id
+            )
+        if not self.reborn:
+            return None
+        scope = reborn_scope(settings)
+        described = f"{scope.prefix} of {self.url.split('@')[-1]}"
+        return MigrationSource(RebornStore(self.pool, scope), described, scope, scope.user_id)
 
     def documents(self, settings: Settings, origin: str | None = None) -> DocumentStore:
         """The workspace the settings name, in whichever layout is the live one."""

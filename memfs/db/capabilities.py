@@ -9,16 +9,19 @@ engine's implementation is live (``None`` where a layout has none).  No module o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 from uuid import UUID
 
 from pgvector import Vector
 
-from memfs.db.interface import PastVersion
+from memfs.db.interface import DocumentHistory, PastVersion
 from memfs.db.scoped import Scope
+
+if TYPE_CHECKING:
+    from memfs.db.reborn.layout import RebornScope
 
 # -- search ----------------------------------------------------------------------------
 
@@ -235,3 +238,43 @@ __all__ = [
     "ToolFile",
     "ToolFiles",
 ]
+
+
+class WorkspaceCounts(Protocol):
+    """A workspace's size as ``memfs status`` reports it, on every engine."""
+
+    def counts(self) -> tuple[int, int]:
+        """(documents IronClaw lists, chunk rows) of the workspace; reads only."""
+
+
+class HistorySource(Protocol):
+    """A workspace read whole, each document with its versions, to copy into Reborn
+    (``memfs migrate``): IronClaw's legacy rows, or a Reborn workspace."""
+
+    def count(self) -> int:
+        """How many documents ``histories`` gives (a duplicated path once)."""
+
+    def paths(self) -> list[str]:
+        """Every document's path, without contents (checked before anything is copied)."""
+
+    def histories(self) -> Iterator[DocumentHistory]:
+        """Every document by path with its versions in order."""
+
+
+class MigrationSource(NamedTuple):
+    """What ``memfs migrate`` copies from a database, as the database's engine finds it."""
+
+    history: HistorySource
+    #: Where it is, for the report ("memory_documents, user 'alice'").
+    described: str
+    #: The Reborn workspace's scope when the source is one (the target's by default),
+    #: None for legacy rows.
+    reborn: RebornScope | None
+    #: The source's user (a target scope names the same user unless told otherwise).
+    user_id: str
+
+
+def legacy_described(scope: Scope) -> str:
+    """A legacy workspace as ``memfs migrate``'s report names its source."""
+    agent = f", agent {scope.agent_id}" if scope.agent_id else ""
+    return f"memory_documents, user {scope.user_id!r}{agent}"

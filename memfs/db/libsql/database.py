@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from memfs.config import Settings
+from memfs.db.capabilities import MigrationSource, legacy_described
 from memfs.db.health import WorkspaceHealth
 from memfs.db.interface import DocumentStore, VersionStore
 from memfs.db.kept_store import legacy_workspace
@@ -189,7 +190,7 @@ class LibsqlDatabase:
                     "agent_id": str(legacy.agent_id) if legacy.agent_id else None,
                     "documents": documents, "chunks": chunks, "embeddings_pending": 0}  # fmt: skip
         scope = _scope(settings)
-        documents, chunks = self.documents(settings).counts()  # type: ignore[attr-defined]
+        documents, chunks = RebornStore(self.file, scope, rows=self._rows()).counts()
         return {"change_feed": False, "user_id": scope.user_id, "agent_id": scope.agent,
                 "scope": scope.prefix, "documents": documents, "chunks": chunks,
                 "embeddings_pending": 0}  # fmt: skip
@@ -208,6 +209,17 @@ class LibsqlDatabase:
         return LegacyLibsqlHistoryStore(
             self.file, _legacy_scope(settings), with_versions=self._has_versions()
         )
+
+    def migration_source(self, settings: Settings) -> MigrationSource | None:
+        """What ``memfs migrate`` copies: the file's legacy workspace, or its Reborn one."""
+        history = self.legacy_history(settings)
+        if history is not None:
+            return MigrationSource(
+                history, legacy_described(history.scope), None, history.scope.user_id
+            )
+        scope = _scope(settings)
+        store = RebornStore(self.file, scope, rows=self._rows())
+        return MigrationSource(store, f"{scope.prefix} of {self.url}", scope, scope.user_id)
 
     def _has_versions(self) -> bool:
         row = self.file.read(lambda c: c.execute(

@@ -27,7 +27,7 @@ class RebornHealth:
         self.has_sidecars = has_sidecars
         self.chunk_config = chunk_config
 
-    def _rows(self) -> list[tuple[str, str | None, bytes]]:
+    def _file_rows(self) -> list[tuple[str, str | None, bytes]]:
         """(relative path, kind, contents) of every file row of the scope."""
         prefix = self.store.scope.prefix
         with self.store.rows.read_connection(self.store.pool) as conn:
@@ -43,7 +43,7 @@ class RebornHealth:
     def stale_chunks(self) -> list[str]:
         """Documents whose chunk rows are not what IronClaw's indexer makes of the content
         under its effective metadata, rows 0..n-1."""
-        rows = self._rows()
+        rows = self._file_rows()
         found = {relative: data for relative, _, data in rows}
         chunks: dict[str, dict[int, str]] = {}
         for relative, kind, data in rows:
@@ -65,7 +65,7 @@ class RebornHealth:
         return stale
 
     def _orphan_rows(self) -> list[str]:
-        rows = self._rows()
+        rows = self._file_rows()
         documents = {r for r, kind, _ in rows if kind == layout.DOCUMENT_KIND}
         orphans = []
         for relative, kind, _ in rows:

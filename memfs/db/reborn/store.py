@@ -353,7 +353,7 @@ class RebornStore(DeferringStore):
                 if wanted is None or row.path in wanted]  # fmt: skip
 
     def reindex(self, doc_id: UUID, path: str) -> int:
-        return self.reindex_document(path)
+        return self._rebuild_entry_chunks(path)
 
     def read_contents(
         self, doc_ids: Sequence[UUID], near: str | None = None
@@ -531,7 +531,7 @@ class RebornStore(DeferringStore):
         assert row is not None
         return row
 
-    def reindex_document(self, relative: str) -> int:
+    def _rebuild_entry_chunks(self, relative: str) -> int:
         """The document's chunks rebuilt from its content, as IronClaw's indexer does after
         a write (``memfs reindex``); the number written (0: gone, or not indexed)."""
         # Not ``_transaction``: this runs after a transaction that may carry deferred
@@ -582,6 +582,10 @@ class RebornStore(DeferringStore):
     def count(self) -> int:
         """Documents IronClaw lists in the scope (``memfs migrate``'s total)."""
         return self.counts()[0]
+
+    def paths(self) -> list[str]:
+        """Every document's path in the scope (``memfs migrate``'s check of lengths)."""
+        return [row.path for row in self.load_documents()]
 
     def histories(self, batch: int = EXPORT_BATCH) -> Iterator[DocumentHistory]:
         """Every document with its metadata and every version, by path, to copy into
@@ -962,7 +966,7 @@ class RebornStore(DeferringStore):
                 if indexed == (relative in has_chunks):
                     continue
                 try:
-                    count = self.reindex_document(relative)
+                    count = self._rebuild_entry_chunks(relative)
                 except (self.rows.error, WriteRefused) as exc:
                     log.warning("the chunks of %r were not rebuilt for its new folder's "
                                 "indexing rules (%s); `memfs reindex` rebuilds them",
