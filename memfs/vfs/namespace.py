@@ -30,7 +30,6 @@ from memfs.vfs.replacing import Replacements
 from memfs.vfs.saves import SavePatterns
 
 #: How emacs names the lock file of ``x`` it edits (a symbolic link).
-EMACS_LOCK = ".#"
 
 
 class Names(ModelPart):
@@ -156,13 +155,12 @@ class Names(ModelPart):
 
     async def symlink(self, parent_ino: int, name: str, target: bytes, pid: int = 0) -> Node:
         """Symbolic links exist only as scratch (emacs lock files); EPERM for documents.
-        An emacs lock file tells what its process edits (``SaverBases.editing``)."""
+        An emacs lock file tells what its process edits (``SavePatterns.linked``)."""
         async with self.state.ns_lock:
             parent, path = self._new_entry(parent_ino, name)
             if self.lookups.kind(parent, name) is Kind.DOCUMENT:
                 raise FsError(errno.EPERM, "documents cannot be symbolic links")
-            if name.startswith(EMACS_LOCK) and pid > 0:
-                self.bases.editing(path[: len(path) - len(name)] + name[len(EMACS_LOCK) :], pid)
+            self.patterns.linked(path, name, pid)
             node = self.state.tree.new_symlink(name, target, self.clock())
             self.state.tree.attach(parent, node)
             node.lookups += 1
@@ -414,13 +412,13 @@ class Names(ModelPart):
             # each moved file takes its row's new version from the answer (_adopt_moves),
             # and no other call of this mount reaches the database before it has (run_db).
             self.lookups.defer(MoveDir(old_path, new_path, replaced), *(KeepDir(p) for p in keep))
-            self.saves.folder_moved(old_path, new_path)  # rows waiting below move with it
+            self.patterns.folder_moved(old_path, new_path)
             source.explicit = source.explicit or (isinstance(target, DirNode) and target.explicit)
             return
         moved = await self.lookups.run_db(
             self.store.rename_directory, old_path, new_path, replaced, keep
         )
-        self.saves.folder_moved(old_path, new_path)
+        self.patterns.folder_moved(old_path, new_path)
         self.lookups.adopt_moved(moved)
         source.explicit = source.explicit or (isinstance(target, DirNode) and target.explicit)
 

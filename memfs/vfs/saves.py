@@ -48,6 +48,9 @@ from memfs.vfs.content import Contents
 from memfs.vfs.replacing import Replacements
 from memfs.vfs.save_tables import Base
 
+#: The prefix of emacs's lock file of a file it edits (``.#name``, a symbolic link).
+EMACS_LOCK = ".#"
+
 
 def _as_text(data: bytes, what: str) -> str:
     """Validate content about to become a document (EILSEQ if it is not text)."""
@@ -96,6 +99,17 @@ class SavePatterns(ModelPart):
             self.saves.track(source.ino, idle=source.open_count == 0)
         else:
             self.saves.untrack(source.ino)
+
+    def linked(self, path: str, name: str, pid: int) -> None:
+        """A symbolic link made at ``path``: an emacs lock file (``.#name``) tells that its
+        process edits ``name`` (``SaverBases.editing``)."""
+        if name.startswith(EMACS_LOCK) and pid > 0:
+            self.bases.editing(path[: len(path) - len(name)] + name[len(EMACS_LOCK) :], pid)
+
+    def folder_moved(self, old_path: str, new_path: str) -> None:
+        """A folder moved here: the rows waiting below it for their editors' new files
+        move with it."""
+        self.saves.folder_moved(old_path, new_path)
 
     def replaced_at(
         self, target: Node | None, new_path: str, doc_id: UUID | None
