@@ -19,9 +19,11 @@ from memfs.config import Settings
 from memfs.db import open_database
 from memfs.db.calls import DatabaseCalls
 from memfs.db.scoped import Scope
+from memfs.errors import FsError
 from memfs.kernel import RecordingNotifier
 from memfs.tree import ROOT_INODE
 from memfs.vfs import Filesystem, ToolFolders
+from memfs.vfs.tool_folders import TOOL_FILE_MAX_BYTES
 
 
 @pytest.fixture
@@ -138,3 +140,39 @@ async def test_a_file_opened_while_the_look_waits_keeps_this_mounts_content(
     copies = [n for n in one.state.tree.resolve(".obsidian").children if ".conflict-" in n]  # type: ignore[union-attr]
     assert len(copies) == 1
     assert content(one, f".obsidian/{copies[0]}") == b'{"theme": "light"}'
+
+
+async def test_the_facades_hook_refuses_a_tool_file_past_its_bound_before_the_write(
+    two: tuple[Filesystem, Filesystem],
+) -> None:
+    """A write or a truncation that would take a tool-folder file past the bound is EFBIG
+    and changes nothing; a document of any size is not the hook's."""
+    fs, _ = two
+    folder = await fs.mkdir(ROOT_INODE, ".obsidian", 0o755)
+    ino = await write(fs, folder.ino, "app.json", b"{}")
+    fh, _ = await fs.open(ino, os.O_WRONLY)
+    with pytest.raises(FsError) as refused:
+        await fs.write(fh, TOOL_FILE_MAX_BYTES, b"x")
+    assert refused.value.errno == errno.EFBIG
+    with pytest.raises(FsError) as truncated:
+        await fs.setattr(ino, size=TOOL_FILE_MAX_BYTES + 1)
+    assert truncated.value.errno == errno.EFBIG
+    await fs.release(fh)
+    assert content(fs, ".obsidian/app.json") == b"{}"
+    big = b"y" * (TOOL_FILE_MAX_BYTES + 1)
+    await write(fs, ROOT_INODE, "big.md", big)
+    assert len(big) == fs.state.tree.get_file(fs.state.tree.resolve("big.md").ino).size
+
+
+async def test_a_document_moved_into_a_tool_folder_leaves_memory_once_kept_there(
+    two: tuple[Filesystem, Filesystem],
+) -> None:
+    """Obsidian's delete (``mv note.md .trash/``): the hook keeps it as a tool file, then
+    deletes its row; the other mount finds it in ``.trash`` and not in memory."""
+    one, other = two
+    await write(one, ROOT_INODE, "note.md", b"a note\n")
+    trash = await one.mkdir(ROOT_INODE, ".trash", 0o755)
+    await one.rename(ROOT_INODE, "note.md", trash.ino, "note.md")
+    assert [row.path for row in one.store.load_documents()] == []
+    await other.names.refresh_tools()
+    assert content(other, ".trash/note.md") == b"a note\n"
