@@ -21,7 +21,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from memfs.config import Settings, libsql_path
-from memfs.db.capabilities import MigrationSource, legacy_described
+from memfs.db.capabilities import MigrationSource, legacy_described, reborn_described
 from memfs.db.deadline import WatchedPool
 from memfs.db.embedded import release_embedded, start_embedded
 from memfs.db.health import WorkspaceHealth
@@ -341,7 +341,7 @@ class Database:
         if not self.reborn:
             return None
         scope = reborn_scope(settings)
-        described = f"{scope.prefix} of {self.url.split('@')[-1]}"
+        described = reborn_described(scope, self.url)
         return MigrationSource(RebornStore(self.pool, scope), described, scope, scope.user_id)
 
     def documents(self, settings: Settings, origin: str | None = None) -> DocumentStore:

@@ -278,3 +278,9 @@ def legacy_described(scope: Scope) -> str:
     """A legacy workspace as ``memfs migrate``'s report names its source."""
     agent = f", agent {scope.agent_id}" if scope.agent_id else ""
     return f"memory_documents, user {scope.user_id!r}{agent}"
+
+
+def reborn_described(scope: RebornScope, url: str) -> str:
+    """A Reborn workspace as ``memfs migrate``'s report names its source (the database's
+    address without its credentials)."""
+    return f"{scope.prefix} of {url.rsplit('@', maxsplit=1)[-1]}"

@@ -34,11 +34,9 @@ class Done:
     """An operation the model has made, as the hooks see it."""
 
     operation: Operation
-    #: The file a handle was open on (release, flush) or a rename's source, as it was
-    #: found before the operation.
+    #: The file a handle open for writing was open on (release, flush: a reader's close
+    #: is not heard) or a rename's source, as it was found before the operation.
     node: Node | None = None
-    #: The handle closed or flushed was open for writing.
-    wrote: bool = False
     #: A rename's source was a document with a row (it may have left memory).
     was_document: bool = False
 
@@ -76,14 +74,10 @@ class ToolFolderHook:
         match done.operation:
             case "load":
                 await self.tools.load(self.lookups)
-            case "release":
-                if done.wrote:  # a reader's close changes no tool folder (a warm grep -r)
-                    await self.names.sync_tools()
             case "flush":
                 # A tool-folder file is kept at close like a document (durable before
                 # close returns), not at the release that follows it asynchronously.
-                tool_file = done.node is not None and self.in_tool_folder(done.node)
-                if done.wrote and tool_file:
+                if done.node is not None and self.in_tool_folder(done.node):
                     await self._sync_or_fail()
             case "fsync":
                 await self._sync_or_fail()

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from memfs.config import Settings
-from memfs.db.capabilities import MigrationSource, legacy_described
+from memfs.db.capabilities import MigrationSource, legacy_described, reborn_described
 from memfs.db.health import WorkspaceHealth
 from memfs.db.interface import DocumentStore, VersionStore
 from memfs.db.kept_store import legacy_workspace
@@ -219,7 +219,7 @@ class LibsqlDatabase:
             )
         scope = _scope(settings)
         store = RebornStore(self.file, scope, rows=self._rows())
-        return MigrationSource(store, f"{scope.prefix} of {self.url}", scope, scope.user_id)
+        return MigrationSource(store, reborn_described(scope, self.url), scope, scope.user_id)
 
     def _has_versions(self) -> bool:
         row = self.file.read(lambda c: c.execute(
