@@ -43,7 +43,7 @@ from memfs.db.libsql.target import LibsqlTarget
 from memfs.db.libsql.watch import wake_on_commits
 from memfs.db.reborn.health import RebornHealth
 from memfs.db.reborn.layout import DEFAULT_AGENT, DEFAULT_TENANT, DEFAULT_USER, RebornScope
-from memfs.db.reborn.search_store import RebornSearchStore
+from memfs.db.reborn.search_store import IndexSession, RebornSearchStore
 from memfs.db.reborn.store import RebornStore
 from memfs.db.reborn.target import RebornTarget
 from memfs.db.reborn.version_store import RebornVersionStore
@@ -145,6 +145,17 @@ class Database:
     transaction_settings: dict[str, str] = field(default_factory=dict)
     #: A file whose writes wake the poll (IronClaw's libSQL file); none on a server.
     watched_file: Path | None = None
+    #: Opened for a read-only command: its connections refuse every write.
+    read_only: bool = False
+
+    def index_session(self, settings: Settings) -> IndexSession | None:
+        """How to open a direct session on which a search index may be built for as long
+        as it takes (no statement timeout); None on a read-only mount or command, and
+        through a pooler with no direct URL (a session's settings would leak there)."""
+        if self.read_only or settings.read_only or self.listen_url is None:
+            return None
+        url, kwargs = self.listen_url, {**self.listen_kwargs, "application_name": "memfs-index"}
+        return lambda: psycopg.connect(url, **kwargs)
 
     def has_change_feed(self) -> bool:
         with self.pool.connection() as conn:
@@ -300,7 +311,10 @@ class Database:
             ]
             return Workspace(
                 documents=store,
-                ranking=FullTextRanking(RebornSearchStore(self.pool, scope), store.id_of),
+                ranking=FullTextRanking(
+                    RebornSearchStore(self.pool, scope, index_session=self.index_session(settings)),
+                    store.id_of,
+                ),
                 versions=RebornVersionStore(self.pool, scope),
                 tool_files=ToolFileStore(self.pool, scope.prefix),
                 readers=readers,
@@ -523,6 +537,7 @@ def open_database(settings: Settings, *, read_only: bool = False) -> Database:
         url=url, pool=pool, schema=schema, embedded=embedded, connect_kwargs=kwargs,
         listen_url=listen_url,
         listen_kwargs=_connect_kwargs(settings, pooled=False, url=listen_url or url),
+        read_only=read_only,
         transaction_settings=(
             {"statement_timeout": str(settings.statement_timeout_ms),
              "lock_timeout": str(settings.lock_timeout_ms),

@@ -26,3 +26,9 @@ def sql_index_name(prefix: str, name: str) -> str:
     if len(full.encode("utf-8")) <= _LONGEST:
         return full
     return f"{full[:_KEPT]}_{blake3(full.encode('utf-8')).hexdigest()[:8]}"
+
+
+def scope_like_pattern(prefix: str) -> str:
+    """The ``LIKE ... ESCAPE '!'`` pattern IronClaw's index predicate and triggers give the
+    rows below a scope: ``!``, ``%`` and ``_`` in the prefix escaped with ``!``."""
+    return prefix.replace("!", "!!").replace("%", "!%").replace("_", "!_") + "/%"

@@ -458,8 +458,8 @@ async def test_e11_search_ranks_and_scores_as_ironclaw(
     assert outcome.results[0].score == 1.0
     assert outcome.results[1].score == _f32(_f32(1 / 62) / _f32(1 / 61))
     assert abs(outcome.results[1].score - 0.98387) < 1e-5
-    # memfs creates no per-scope GIN index (facts §5.4 allows none; a name off by one
-    # character would be a second index IronClaw never uses): no spec row, no index.
+    # A store given no session to build on (a read-only mount, a pooler with no direct
+    # URL) declares no spec and makes no index (test_reborn_fts_index.py: one that may).
     assert sql_conn.execute("SELECT count(*) FROM root_filesystem_index_specs").fetchone() == (0,)
     assert sql_conn.execute(
         "SELECT count(*) FROM pg_indexes WHERE indexname LIKE 'idx_rfs_%'"

@@ -26,7 +26,7 @@ from memfs.db.libsql.connection import LibsqlFile, blob
 from memfs.db.libsql.row_times import TABLE, parse_time
 from memfs.db.reborn.layout import RebornScope
 from memfs.errors import FsError
-from memfs.ironclaw.fts_names import sql_index_name
+from memfs.ironclaw.fts_names import scope_like_pattern, sql_index_name
 
 log = logging.getLogger(__name__)
 
@@ -238,8 +238,8 @@ class LibsqlSearchStore:
 
     def _table_and_triggers(self, conn: Any) -> Backfill:
         scope, name = self.scope.prefix, self.name
-        like = scope.replace("!", "!!").replace("_", "!_").replace("%", "!%")
-        when = f"(%s.path = '{scope}' OR %s.path LIKE '{like}/%%' ESCAPE '!')"
+        like = scope_like_pattern(scope).replace("%", "%%")
+        when = f"(%s.path = '{scope}' OR %s.path LIKE '{like}' ESCAPE '!')"
         insert = (f"INSERT INTO {name}_fts(path, content) VALUES (new.path, "
                   "COALESCE(json_extract(new.indexed, '$.content'), ''))")  # fmt: skip
         existed = conn.execute(
