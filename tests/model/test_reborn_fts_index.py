@@ -19,19 +19,17 @@ from psycopg_pool import ConnectionPool
 
 from memfs.config import Settings
 from memfs.db import open_database
-from memfs.db.interface import FileAttrs
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.search_store import CANDIDATES, RebornSearchStore
 from memfs.db.reborn.store import RebornStore
 from memfs.ironclaw.fts_names import scope_like_pattern
 from memfs.search.reborn import RebornSearch
-from tests.model.test_reborn_store import reborn_schema
+from tests.model.test_reborn_store import reborn_schema, tea_documents
 
 SCOPE = RebornScope("reborn-cli", "alice", "reborn-cli-agent")
 #: 53 characters, ``_`` and 8 hex digits of BLAKE3 (the rule is checked against IronClaw's
 #: own name for its CLI scope in tests/unit).
 NAME = "idx_rfs_memory_tenants_reborn_cli_users_alice_agents__fa2ab14e"
-NO_ATTRS = FileAttrs()
 
 
 async def _direct(fn: Any, *args: Any) -> Any:
@@ -63,22 +61,13 @@ def _index(conn: psycopg.Connection[Any], name: str) -> tuple[bool, str] | None:
     return None if row is None else (bool(row[0]), str(row[1]))
 
 
-def _fill(store: RebornStore) -> None:
-    store.commit_document(
-        None, "threads/2026-03-03.md",
-        "User: do you like tea? I like tea. Tea is what the user likes.\n", NO_ATTRS,
-    )  # fmt: skip
-    store.commit_document(None, "MEMORY.md", "The user drinks green tea.\n", NO_ATTRS)
-    store.commit_document(None, "other.md", "Coffee, black, no sugar.\n", NO_ATTRS)
-
-
 async def test_a_search_declares_the_spec_and_makes_ironclaws_index(
     store: RebornStore, sql_conn: psycopg.Connection[Any], database_url: str
 ) -> None:
     """The spec row IronClaw's search inserts, and a valid GIN index under IronClaw's name
     over its tsvector, partial on the scope's range; the ranking the same before and
     after the index is there."""
-    _fill(store)
+    tea_documents(store)
     searcher = _searcher(store, database_url)
     engine = RebornSearch(searcher, _direct, store.id_of)
     before = [(r.path, r.fts_rank, r.score) for r in (await engine.search("user tea")).results]
@@ -114,7 +103,7 @@ async def test_the_search_query_can_use_the_partial_index(
     the partial index for a rare word among many chunks (a range-only query cannot be
     proved to imply the ``LIKE`` predicate, and scans every chunk of the scope at every
     search: 64 s at 100,000 documents).  Fails with the second range taken out."""
-    _fill(store)
+    tea_documents(store)
     sql_conn.execute(
         "INSERT INTO root_filesystem_entries (path, contents, kind, content_type, indexed, "
         "version) SELECT %s || '/n' || i || '.md.chunks/0', ''::bytea, 'memory_chunk', "
@@ -146,7 +135,7 @@ async def test_an_index_build_cut_short_is_made_again(
     """A concurrent build cancelled mid-way (a daemon killed) leaves an invalid index that
     IronClaw's ``IF NOT EXISTS`` would keep for ever; the next mount's search drops it and
     makes it again."""
-    _fill(store)
+    tea_documents(store)
     searcher = _searcher(store, database_url)
     name = searcher.index_name
     holder = psycopg.connect(database_url)  # an open writing transaction: the build waits
@@ -189,7 +178,7 @@ async def test_another_spec_for_the_name_makes_no_index(
 ) -> None:
     """A spec row of the same name but other keys is IronClaw's error; memfs makes no index
     over it and still answers from a scan."""
-    _fill(store)
+    tea_documents(store)
     sql_conn.execute(
         "INSERT INTO root_filesystem_index_specs (prefix, name, keys, kind) "
         "VALUES (%s, 'memory_chunks_content_fts', '[\"title\"]', 'fts')",

@@ -439,17 +439,22 @@ async def _direct(fn: Any, *args: Any) -> Any:
     return fn(*args)
 
 
-async def test_e11_search_ranks_and_scores_as_ironclaw(
-    store: RebornStore, sql_conn: psycopg.Connection[Any]
-) -> None:
-    """Terms tea, user, like (any may match), ts_rank order, per-document fusion in f32:
-    rank 1 scores 1.0 and rank 2 scores (1/62) / (1/61) = 61/62 as f32."""
+def tea_documents(store: RebornStore) -> None:
+    """Conformance example E11's three documents (two hold tea, one does not)."""
     store.commit_document(
         None, "threads/2026-03-03.md",
         "User: do you like tea? I like tea. Tea is what the user likes.\n", NO_ATTRS,
     )  # fmt: skip
     store.commit_document(None, "MEMORY.md", "The user drinks green tea.\n", NO_ATTRS)
     store.commit_document(None, "other.md", "Coffee, black, no sugar.\n", NO_ATTRS)
+
+
+async def test_e11_search_ranks_and_scores_as_ironclaw(
+    store: RebornStore, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """Terms tea, user, like (any may match), ts_rank order, per-document fusion in f32:
+    rank 1 scores 1.0 and rank 2 scores (1/62) / (1/61) = 61/62 as f32."""
+    tea_documents(store)
     engine = RebornSearch(RebornSearchStore(store.pool, store.scope), _direct, store.id_of)
     outcome = await engine.search("What tea does the user like?")
     assert [(r.path, r.fts_rank) for r in outcome.results] == [
