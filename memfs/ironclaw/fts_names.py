@@ -12,6 +12,12 @@ import re
 
 from blake3 import blake3
 
+#: The spec IronClaw's search declares for a memory scope's full-text index: its name,
+#: keys (JSON text) and kind, in ``root_filesystem_index_specs``.
+FTS_SPEC_NAME = "memory_chunks_content_fts"
+FTS_SPEC_KEYS = '["content"]'
+FTS_SPEC_KIND = "fts"
+
 #: PostgreSQL's identifier limit is 63 bytes; IronClaw keeps names to 62.
 _LONGEST = 62
 _KEPT = 53

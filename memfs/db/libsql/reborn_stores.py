@@ -26,12 +26,17 @@ from memfs.db.libsql.connection import LibsqlFile, blob
 from memfs.db.libsql.row_times import TABLE, parse_time
 from memfs.db.reborn.layout import RebornScope
 from memfs.errors import FsError
-from memfs.ironclaw.fts_names import scope_like_pattern, sql_index_name
+from memfs.ironclaw.fts_names import (
+    FTS_SPEC_KEYS,
+    FTS_SPEC_KIND,
+    FTS_SPEC_NAME,
+    scope_like_pattern,
+    sql_index_name,
+)
 
 log = logging.getLogger(__name__)
 
 #: The name IronClaw declares a scope's full-text index under.
-FTS_INDEX = "memory_chunks_content_fts"
 #: The most candidates IronClaw's libSQL query returns.
 MOST_CANDIDATES = 1024
 #: Scope paths IronClaw agrees to index (its first search refuses any other).
@@ -137,7 +142,7 @@ class LibsqlSearchStore:
         self.file = file
         self.scope = scope
         self.read_only = read_only
-        self.name = sql_index_name(scope.prefix, FTS_INDEX)
+        self.name = sql_index_name(scope.prefix, FTS_SPEC_NAME)
         #: Where the making of the scope's index stands, between searches (None: not
         #: begun by this mount, or done); one search at a time continues it.
         self._backfill: Backfill | None = None
@@ -169,10 +174,10 @@ class LibsqlSearchStore:
         does if not (and the mount may write)."""
         found = self.file.read(lambda c: c.execute(
             "SELECT keys, kind FROM root_filesystem_index_specs WHERE prefix = ? AND name = ?",
-            (self.scope.prefix, FTS_INDEX),
+            (self.scope.prefix, FTS_SPEC_NAME),
         ).fetchone())  # fmt: skip
         if found is not None:
-            return tuple(found) == ('["content"]', "fts")
+            return tuple(found) == (FTS_SPEC_KEYS, FTS_SPEC_KIND)
         if self.read_only:
             log.info("no full-text index of this scope yet (IronClaw makes it on its first "
                      "search); a read-only mount makes none: no results")  # fmt: skip
@@ -232,8 +237,8 @@ class LibsqlSearchStore:
     def _spec(self, conn: Any) -> None:
         conn.execute(
             "INSERT INTO root_filesystem_index_specs (prefix, name, keys, kind) VALUES "
-            "(?, ?, '[\"content\"]', 'fts') ON CONFLICT DO NOTHING",
-            (self.scope.prefix, FTS_INDEX),
+            "(?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (self.scope.prefix, FTS_SPEC_NAME, FTS_SPEC_KEYS, FTS_SPEC_KIND),
         )
 
     def _table_and_triggers(self, conn: Any) -> Backfill:

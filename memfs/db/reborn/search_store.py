@@ -25,7 +25,13 @@ from psycopg import sql
 from memfs.db.capabilities import RankedRow
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.scoped import Pool
-from memfs.ironclaw.fts_names import scope_like_pattern, sql_index_name
+from memfs.ironclaw.fts_names import (
+    FTS_SPEC_KEYS,
+    FTS_SPEC_KIND,
+    FTS_SPEC_NAME,
+    scope_like_pattern,
+    sql_index_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +49,6 @@ CANDIDATES = (
     f"  AND NOT is_dir AND {_TSV} @@ q "
     f"ORDER BY ts_rank({_TSV}, q) DESC, path LIMIT %(limit)s"
 )
-#: The spec IronClaw declares for a memory scope's full-text index.
-FTS_INDEX = "memory_chunks_content_fts"
-_KEYS = '["content"]'
 
 #: A direct session (never a transaction pooler's) on which an index may be built with no
 #: statement timeout; None where the mount may not write or has no direct session.
@@ -60,7 +63,7 @@ class RebornSearchStore:
     ) -> None:
         self.pool = pool
         self.scope = scope
-        self.index_name = sql_index_name(scope.prefix, FTS_INDEX)
+        self.index_name = sql_index_name(scope.prefix, FTS_SPEC_NAME)
         #: Opens the session the index is built on (None: this mount makes no index).
         self._index_session = index_session
         #: The thread making the scope's index, once started (one per store).
@@ -117,11 +120,11 @@ class RebornSearchStore:
         if spec is None:
             conn.execute(
                 "INSERT INTO root_filesystem_index_specs (prefix, name, keys, kind) "
-                "VALUES (%s, %s, %s::jsonb, 'fts') ON CONFLICT DO NOTHING",
-                (prefix, FTS_INDEX, _KEYS),
+                "VALUES (%s, %s, %s::jsonb, %s) ON CONFLICT DO NOTHING",
+                (prefix, FTS_SPEC_NAME, FTS_SPEC_KEYS, FTS_SPEC_KIND),
             )
             spec = self._spec(conn)
-        if spec != (True, "fts"):
+        if spec != (True, FTS_SPEC_KIND):
             log.warning("this scope's full-text spec is not IronClaw's (%s): no index made",
                         spec)  # fmt: skip
             return
@@ -154,6 +157,6 @@ class RebornSearchStore:
         row = conn.execute(
             "SELECT keys = %s::jsonb, kind FROM root_filesystem_index_specs "
             "WHERE prefix = %s AND name = %s",
-            (_KEYS, self.scope.prefix, FTS_INDEX),
+            (FTS_SPEC_KEYS, self.scope.prefix, FTS_SPEC_NAME),
         ).fetchone()
         return None if row is None else (bool(row[0]), str(row[1]))
