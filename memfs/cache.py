@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from datetime import datetime
 from uuid import UUID
 
@@ -10,8 +11,15 @@ from uuid import UUID
 class ContentCache:
     """Committed document bytes, so re-opening an unchanged document costs no SQL."""
 
-    def __init__(self, capacity_bytes: int) -> None:
+    def __init__(
+        self,
+        capacity_bytes: int,
+        on_leave: Callable[[UUID, datetime, bytes], None] | None = None,
+    ) -> None:
         self.capacity = capacity_bytes
+        #: Told of every entry leaving (replaced, dropped or evicted): the merge bases at
+        #: that version keep its bytes (``SaverBases.superseded``).
+        self._on_leave = on_leave
         self.used = 0
         self._entries: OrderedDict[UUID, tuple[datetime, bytes]] = OrderedDict()
         self.hits = 0
@@ -43,8 +51,9 @@ class ContentCache:
         self._entries[doc_id] = (version, data)
         self.used += len(data)
         while self.used > self.capacity:
-            _, (_, evicted) = self._entries.popitem(last=False)
+            gone, (at, evicted) = self._entries.popitem(last=False)
             self.used -= len(evicted)
+            self._left(gone, at, evicted)
 
     def drop(self, doc_id: UUID | None) -> None:
         if doc_id is None:
@@ -52,6 +61,11 @@ class ContentCache:
         entry = self._entries.pop(doc_id, None)
         if entry is not None:
             self.used -= len(entry[1])
+            self._left(doc_id, *entry)
+
+    def _left(self, doc_id: UUID, version: datetime, data: bytes) -> None:
+        if self._on_leave is not None:
+            self._on_leave(doc_id, version, data)
 
     def __len__(self) -> int:
         return len(self._entries)

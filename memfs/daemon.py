@@ -29,7 +29,7 @@ import trio
 
 from memfs import logs, systemd
 from memfs.assembly import assemble
-from memfs.config import Settings
+from memfs.config import Settings, default_log_dir
 from memfs.control import Handler, ask, serve_control, socket_for
 from memfs.db import open_database, wake_on_commits
 from memfs.db.embedded import restart_embedded, server_running
@@ -399,7 +399,7 @@ def mount_background(
         os.close(read_fd)
         os.setsid()
         os.chdir("/")
-        private_dir(log_file.parent)
+        private_dir(log_file.parent, narrow=log_file.parent == default_log_dir())
         fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         os.fchmod(fd, 0o600)  # a log an older memfs made 0644
         devnull = os.open(os.devnull, os.O_RDONLY)

@@ -33,6 +33,8 @@ def describe_failure(exc: BaseException) -> tuple[int, str]:
     if isinstance(exc, KeyboardInterrupt):
         return 130, "interrupted"
     # Imported here: a usage error must not pay for the database driver.
+    import sqlite3
+
     import psycopg
 
     from memfs.embeddings.config import EmbeddingConfigError
@@ -57,6 +59,10 @@ def describe_failure(exc: BaseException) -> tuple[int, str]:
         )
     if isinstance(exc, psycopg.Error):
         return EXIT_DATABASE, f"the database refused: {_one_line(exc)}"
+    if isinstance(exc, sqlite3.Error):  # IronClaw's libSQL file, met past its opening
+        from memfs.db.libsql.sqlite_errors import explain
+
+        return explain(exc, getattr(exc, "memfs_path", None))
     if isinstance(exc, RuntimeError) and "fuse" in str(exc).lower():
         return EXIT_MOUNT, f"FUSE refused the mount: {_one_line(exc)}"
     return EXIT_FAILED, (

@@ -43,7 +43,7 @@ def configure(
     """Set the root logger's one handler: a rotating ``file``, or ``stream`` (stderr)."""
     handler: logging.Handler
     if file is not None:
-        private_dir(file.parent)
+        private_dir(file.parent, narrow=file.parent == default_log_dir())
         handler = logging.handlers.RotatingFileHandler(
             file, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8"
         )

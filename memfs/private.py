@@ -17,9 +17,17 @@ from pathlib import Path
 PRIVATE_UMASK = 0o077
 
 
-def private_dir(path: Path) -> Path:
-    """Make ``path`` (and missing parents) a folder only its owner can enter."""
+def private_dir(path: Path, *, narrow: bool = True) -> Path:
+    """Make ``path`` (and missing parents) a folder only its owner can enter.
+
+    A folder memfs made is narrowed to 0700 if an older memfs made it wider; a folder the
+    user named (``narrow`` False: the folder of ``--log-file``) keeps its mode if it
+    exists: memfs tightens only the folders it creates (a shared folder narrowed locked a
+    PostgreSQL server out of its files)."""
+    existed = path.is_dir()
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if existed and not narrow:
+        return path
     with contextlib.suppress(PermissionError):  # not ours (a shared runtime root): leave it
         if path.stat().st_mode & 0o077:
             path.chmod(0o700)

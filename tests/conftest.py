@@ -7,6 +7,7 @@ because editors treat /tmp specially.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
@@ -46,6 +47,40 @@ IRONCLAW_MIGRATIONS = [
 
 def test_root() -> Path:
     return Path(os.environ.get("MEMFS_TEST_DIR", "/var/tmp/memfs-tests"))
+
+
+#: What points memfs at the user's own memory, settings or choices: a test never inherits
+#: it (``memfs mount`` would find the user's ``reborn-local-dev.db``, remember a test's
+#: database as the user's choice, or read their ``config.toml``).
+USER_SETTINGS = ("DATABASE_URL", "PGPASSFILE", "PGSERVICEFILE")
+USER_PREFIXES = ("IRONCLAW_", "MEMFS_", "XDG_")
+#: The test run's own knobs, kept.
+TEST_KNOBS = ("MEMFS_TEST_", "MEMFS_RACE_", "MEMFS_HISTORY_", "MEMFS_BENCH_")
+
+
+def _own_home() -> Path:
+    """Give this test process a HOME and XDG folders of its own, before any test runs
+    (issue 55: a test overwrote the user's ``MEMORY.md`` in their embedded workspace and
+    rewrote their remembered database choice 252 times)."""
+    home = test_root() / f"home-{os.getpid()}"
+    for name in list(os.environ):
+        if name in USER_SETTINGS or (
+            name.startswith(USER_PREFIXES)
+            and not name.startswith(TEST_KNOBS)
+            and name != "XDG_RUNTIME_DIR"
+        ):
+            del os.environ[name]
+    os.environ["HOME"] = str(home)
+    for var, sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_DATA_HOME", ".local/share"),
+                     ("XDG_STATE_HOME", ".local/state"), ("XDG_CACHE_HOME", ".cache")):  # fmt: skip
+        (home / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.environ[var] = str(home / sub)
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    return home
+
+
+#: Set at import, so every fixture and subprocess of the session sees it.
+TEST_HOME = _own_home()
 
 
 @pytest.fixture(scope="session")

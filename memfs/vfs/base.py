@@ -174,10 +174,17 @@ class Lookups:
         #: The tree, the open files and their buffers, the listings the kernel holds, the
         #: unsaved files and the namespace lock: one owner (``memfs.vfs.state``).
         self.state = MountState(clock(), self.kernel, monotonic)
+        #: What each process last read or wrote of each document: its next save's base.
+        self.bases = SaverBases(max_bytes=cache_bytes // BASES_SHARE, process_of=process_of)
         #: ``cache_bytes`` is the whole budget for content held in memory: a quarter of it
         #: for the bytes of merge bases no row version holds (``SaverBases``), the rest for
-        #: the cache of document contents.
-        self.cache = ContentCache(cache_bytes - cache_bytes // BASES_SHARE)
+        #: the cache of document contents.  An entry leaving the cache (replaced, dropped,
+        #: evicted) goes to the bases still at its version: a base is never known by its
+        #: hash alone while its bytes were at hand (legacy IronClaw keeps no version of
+        #: the agent's own UPDATEs: the hash would find nothing).
+        self.cache = ContentCache(
+            cache_bytes - cache_bytes // BASES_SHARE, on_leave=self.bases.retain
+        )
         #: Every database call goes through this: worker threads, a deadline, a breaker.
         self.calls = calls or DatabaseCalls()
         self.rules = rules or ScratchRules()
@@ -187,8 +194,6 @@ class Lookups:
         #: Renamed-away originals and tentative files (``memfs.vfs.save_tables``; the
         #: protocol that keeps them: ``memfs.vfs.saves``).
         self.saves = EditorSaves(monotonic, self._shows)
-        #: What each process last read or wrote of each document: its next save's base.
-        self.bases = SaverBases(max_bytes=cache_bytes // BASES_SHARE, process_of=process_of)
         #: Synthetic trees at the mount root (``.search``, ``.scopes``), made at ``load``,
         #: by the inode of their directory; listings of the root leave those out.
         self._extensions = list(extensions)

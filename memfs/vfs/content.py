@@ -13,7 +13,7 @@ import logging
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from memfs.buffers import FileBuffer, ScratchBuffer
@@ -35,6 +35,15 @@ READ_AHEAD_BYTES = 8 * 1024 * 1024
 
 #: How many times in a row a save merges other writers' changes that landed as it wrote.
 LATE_MERGES = 4
+
+
+class RowMerge(NamedTuple):
+    """A save merged with the row as it was read: the merged text, the row's version
+    and the row's bytes (the base of a late round if yet another change lands first)."""
+
+    text: str
+    version: Any
+    theirs: bytes
 
 
 class Contents(ModelPart):
@@ -743,8 +752,8 @@ class Contents(ModelPart):
             return text, result, False
         merged = await self._merge_others(node, buffer, path, text)
         found = await self.commit_merged(node.doc_id, path, merged, attrs)
-        if merged is not None and found is not None:
-            return merged[0], found, True
+        if found is not None:
+            return found[0], found[1], True
         result = await self.lookups.commit_document(node.doc_id, path, text, attrs, node.updated_at)
         if result.conflict and result.replaced_hash is not None:
             late = await self.merge_late(
@@ -851,6 +860,7 @@ class Contents(ModelPart):
         data = buffer.base if buffer.base_version == version else None
         if data is None and doc_id is not None:
             data = self.cache.get(doc_id, version)
+            data = data if data is not None else self.bases.retained(doc_id, version)
         return bytes_hash(data) if data is not None else None
 
     def adopt_saver_base(
@@ -897,7 +907,8 @@ class Contents(ModelPart):
         """The bytes of a process's base: kept with it, or in the content cache."""
         if found.data is not None or found.doc_id is None:
             return found.data
-        return self.cache.get(found.doc_id, found.version)
+        cached = self.cache.get(found.doc_id, found.version)
+        return cached if cached is not None else self.bases.retained(found.doc_id, found.version)
 
     def _adopt_removed_base(self, buffer: FileBuffer, found: Base, path: str, pid: int) -> None:
         """Process ``pid`` read another document at ``path``, removed or moved away since and
@@ -913,7 +924,7 @@ class Contents(ModelPart):
 
     async def _merge_others(
         self, node: FileNode, buffer: FileBuffer, path: str, ours: str
-    ) -> tuple[str, Any] | None:
+    ) -> RowMerge | None:
         """Another writer changed the row since this buffer's writers read it: the save
         merged with their change (``memfs.merge``) and the version merged with, or None
         (nothing to merge, the base unknown, or the changes overlap): the save is then
@@ -925,6 +936,8 @@ class Contents(ModelPart):
         if node.doc_id is None:
             return None
         if buffer.base_version == node.updated_at and not buffer.others_changed:
+            log.debug("%r: based on the version shown (%s), no change heard of: not merged",
+                      path, node.updated_at)  # fmt: skip
             return None
         if base is None and buffer.base_digest is not None:
             base = await self.stored_base(node.doc_id, path, buffer.base_digest)
@@ -952,7 +965,7 @@ class Contents(ModelPart):
 
     async def merge_with_row(
         self, doc_id: UUID, path: str, base_data: bytes, base_version: Any, ours: str
-    ) -> tuple[str, Any] | None:
+    ) -> RowMerge | None:
         """``ours`` merged with the row as it is now, based on ``base_data`` (the row at
         ``base_version``, None: no row version holds it); None if there is nothing to
         merge or the changes overlap."""
@@ -960,7 +973,7 @@ class Contents(ModelPart):
         if found is None or found.version == base_version:
             return None
         merged = self._merge_texts(path, base_data, found.data, ours)
-        return (merged, found.version) if merged is not None else None
+        return RowMerge(merged, found.version, found.data) if merged is not None else None
 
     @staticmethod
     def _merge_texts(path: str, base_data: bytes, theirs_data: bytes, ours: str) -> str | None:
@@ -1002,7 +1015,7 @@ class Contents(ModelPart):
         merged = self._merge_texts(path, base_data, theirs, ours)
         if merged is None or merged == ours:
             return None
-        again = await self.commit_merged(result.doc_id, path, (merged, result.updated_at), attrs)
+        again = await self._commit_guarded(result.doc_id, path, merged, result.updated_at, attrs)
         return (merged, again) if again is not None else None
 
     async def merge_late(
@@ -1023,15 +1036,32 @@ class Contents(ModelPart):
         return late
 
     async def commit_merged(
-        self, doc_id: UUID, path: str, merged: tuple[str, Any] | None, attrs: FileAttrs
-    ) -> CommitResult | None:
-        """Commit a merge (text, and the version it was made against), or None if there is
-        none or IronClaw's rules refuse it (the other writer's lines may hold what a
-        system-prompt file may not): the save alone is then written, as without a merge."""
+        self, doc_id: UUID, path: str, merged: RowMerge | None, attrs: FileAttrs
+    ) -> tuple[str, CommitResult] | None:
+        """Commit a merge (made against the row at ``merged.version``): the text stored
+        and the commit's result, or None if there is none or IronClaw's rules refuse it
+        (the other writer's lines may hold what a system-prompt file may not): the save
+        alone is then written, as without a merge.  Yet another writer's change landing
+        between the merge's read and its write (the agent every 20 ms) is merged in by
+        the late rounds (``merge_late``), based on the row the merge read."""
         if merged is None:
             return None
+        result = await self._commit_guarded(doc_id, path, merged.text, merged.version, attrs)
+        if result is None:
+            return None
+        if result.conflict and result.replaced_hash is not None:
+            late = await self.merge_late(path, merged.theirs, merged.text, attrs, result)
+            if late is not None:
+                return late
+        return merged.text, result
+
+    async def _commit_guarded(
+        self, doc_id: UUID, path: str, text: str, version: Any, attrs: FileAttrs
+    ) -> CommitResult | None:
+        """A merged text written over the row at ``version``; None if IronClaw's rules
+        refuse it (logged)."""
         try:
-            return await self.lookups.commit_document(doc_id, path, merged[0], attrs, merged[1])
+            return await self.lookups.commit_document(doc_id, path, text, attrs, version)
         except WriteRefused as exc:
             log.warning("%r: the merge with another writer's change is refused (%s); this "
                         "save alone is written, the other change is kept as a version",

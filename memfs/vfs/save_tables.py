@@ -70,6 +70,11 @@ class SaverBases:
         self._bases: OrderedDict[tuple[str, int], Base] = OrderedDict()
         #: The keys of each document's bases (``superseded`` looks at those alone).
         self._by_doc: dict[UUID, set[tuple[str, int]]] = {}
+        #: Bytes of a version some base is at, kept when they left the content cache
+        #: (``retain``): while the row is still at that version a base keeps its version
+        #: (no round trip to merge an unchanged row); when the row leaves it they are the
+        #: base's bytes (``superseded``).
+        self._retained: dict[tuple[UUID, Any], bytes] = {}
 
     def saw(
         self,
@@ -161,6 +166,34 @@ class SaverBases:
                 keys.discard(key)
                 if not keys:
                     del self._by_doc[old.doc_id]
+                if old.data is None and not self._at(old.doc_id, old.version):
+                    self._unretain(old.doc_id, old.version)
+
+    def _at(self, doc_id: UUID, version: Any) -> bool:
+        """Whether a base is at ``version`` of ``doc_id`` by its version alone."""
+        return any(
+            self._bases[key].data is None and self._bases[key].version == version
+            for key in self._by_doc.get(doc_id, ())
+        )
+
+    def _unretain(self, doc_id: UUID, version: Any) -> None:
+        data = self._retained.pop((doc_id, version), None)
+        if data is not None:
+            self._bytes -= len(data)
+
+    def retain(self, doc_id: UUID, version: Any, data: bytes) -> None:
+        """The content cache let go of ``doc_id`` at ``version``: kept if a base is at
+        that version (within the bases' byte budget, the oldest bases going first)."""
+        if (doc_id, version) in self._retained or not self._at(doc_id, version):
+            return
+        self._retained[(doc_id, version)] = data
+        self._bytes += len(data)
+        while self._bytes > self._max_bytes and self._bases:
+            self._drop(next(iter(self._bases)))
+
+    def retained(self, doc_id: UUID, version: Any) -> bytes | None:
+        """The bytes of ``doc_id`` at ``version`` the cache let go of, if a base keeps them."""
+        return self._retained.get((doc_id, version))
 
     def tracks(self, doc_id: UUID) -> bool:
         """Whether some process's base is a version of ``doc_id``."""
@@ -169,6 +202,8 @@ class SaverBases:
     def superseded(self, doc_id: UUID, version: Any, data: bytes | None) -> None:
         """Row ``doc_id`` leaves ``version`` (``data``: its bytes, None if not at hand):
         the bases at that version keep the bytes, or their hash, or are forgotten."""
+        if data is None:
+            data = self._retained.get((doc_id, version))
         for key in list(self._by_doc.get(doc_id, ())):
             base = self._bases[key]
             if base.data is None and base.version == version:

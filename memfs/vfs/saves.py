@@ -33,7 +33,6 @@ from __future__ import annotations
 import errno
 import math
 from datetime import datetime
-from typing import Any
 from uuid import UUID
 
 from memfs.buffers import FileBuffer, ScratchBuffer
@@ -44,7 +43,7 @@ from memfs.merge import MERGE_LIMIT, mergeable
 from memfs.scratch import TENTATIVE_GRACE, Kind
 from memfs.tree import DirNode, FileNode, Node, to_ns
 from memfs.vfs.base import Lookups, ModelPart, log
-from memfs.vfs.content import Contents
+from memfs.vfs.content import Contents, RowMerge
 from memfs.vfs.replacing import Replacements
 from memfs.vfs.save_tables import Base
 
@@ -246,8 +245,9 @@ class SavePatterns(ModelPart):
         found = (
             await self.contents.commit_merged(doc_id, new_path, merged, attrs) if doc_id else None
         )
-        if merged is not None and found is not None:
-            result, text, data = found, merged[0], merged[0].encode("utf-8")
+        if found is not None:
+            text, result = found
+            data = text.encode("utf-8")
         else:
             merged = None
             if based is not None:
@@ -257,7 +257,7 @@ class SavePatterns(ModelPart):
                 base_data = await self._base_bytes(result.doc_id, new_path, based)
                 late = await self.contents.merge_late(new_path, base_data, ours, attrs, result)
                 if late is not None:
-                    (text, result), merged = late, (late[0], None)
+                    (text, result), merged = late, RowMerge(late[0], None, data)
                     data = text.encode("utf-8")
         if merged is not None and not result.conflict:
             self.bases.saw(new_path, pid, result.doc_id, None, ours.encode("utf-8"))
@@ -268,10 +268,10 @@ class SavePatterns(ModelPart):
 
     async def _merge_renamed(
         self, source: FileNode, replaced: UUID, new_path: str, pid: int, shown: datetime | None
-    ) -> tuple[str, Any, bytes] | None:
+    ) -> tuple[RowMerge, bytes] | None:
         """A document written by a process that read ``new_path`` (node's write-file-atomic,
         a temporary with an ordinary name) renamed over it after another writer's change:
-        the merged text, the version merged with, and the process's own bytes; or None."""
+        the merge, and the process's own bytes; or None."""
         if source.doc_id is None or not self.bases.tracks(replaced):
             return None
         data = self.cache.get(source.doc_id, source.updated_at)
@@ -285,11 +285,11 @@ class SavePatterns(ModelPart):
         except UnicodeDecodeError:
             return None
         merged = await self._merge_saver_base(replaced, new_path, pid, ours, shown)
-        return (merged[0], merged[1], data) if merged is not None else None
+        return (merged, data) if merged is not None else None
 
     async def _merge_saver_base(
         self, doc_id: UUID | None, path: str, pid: int, ours: str, shown: object
-    ) -> tuple[str, object] | None:
+    ) -> RowMerge | None:
         """A renamed save merged with another writer's change since what process ``pid``
         read (its base), or None: no base known, no change heard of, or an overlap."""
         if doc_id is None or not mergeable(path):
@@ -311,6 +311,8 @@ class SavePatterns(ModelPart):
     async def _base_bytes(self, doc_id: UUID, path: str, base: Base) -> bytes | None:
         """The bytes of a process's base, if they can be had (by hash from the rows)."""
         data = base.data if base.data is not None else self.cache.get(doc_id, base.version)
+        if data is None:
+            data = self.bases.retained(doc_id, base.version)
         if data is None and base.digest is not None:
             data = await self.contents.stored_base(doc_id, path, base.digest)
         return data
@@ -426,18 +428,27 @@ class SavePatterns(ModelPart):
         merged = await self._merge_renamed(source, replaced, new_path, pid, seen)
         text, source_seen = None, None
         if merged is not None:
-            text, seen, _ = merged
-            source_seen = source.updated_at
+            text, seen, source_seen = merged[0].text, merged[0].version, source.updated_at
         based = self.bases.base(new_path, pid) if merged is None else None
         if based is not None and based.data is None:  # the replace drops the cache
             cached = self.cache.get(replaced, based.version)
+            if cached is None:
+                cached = self.bases.retained(replaced, based.version)
             based = based._replace(data=cached) if cached is not None else based
         result = await self.replacing.replace_document(
             source, source.doc_id, replaced, new_path, text, keep, seen, source_seen, text
         )
         if merged is not None and result is not None and not result.conflict:
-            self.bases.saw(new_path, pid, result.doc_id, None, merged[2])
+            self.bases.saw(new_path, pid, result.doc_id, None, merged[1])
             self.kernel.inode(source.ino)  # it cached the saver's bytes, not the merge
+        elif merged is not None and result is not None and result.replaced_hash is not None:
+            # Yet another change landed between the merge's read and the replace.
+            assert text is not None
+            late = await self.contents.merge_late(new_path, merged[0].theirs, text, attrs,
+                                                  result)  # fmt: skip
+            self.kernel.inode(source.ino)
+            if late is not None:
+                self._show_late(source, new_path, pid, late, merged[1])
         elif based is not None and based.doc_id == replaced and result is not None:
             await self._merge_after_replace(source, new_path, pid, based, result, attrs)
 
@@ -460,8 +471,15 @@ class SavePatterns(ModelPart):
             return
         base_data = await self._base_bytes(result.doc_id, new_path, based)
         late = await self.contents.merge_late(new_path, base_data, ours, attrs, result)
-        if late is None:
-            return
+        if late is not None:
+            self._show_late(source, new_path, pid, late, ours_data)
+
+    def _show_late(
+        self, source: FileNode, new_path: str, pid: int, late: tuple[str, CommitResult],
+        ours_data: bytes,
+    ) -> None:  # fmt: skip
+        """A late merge after a rename over a document: the process's base is its own
+        bytes, and the renamed file shows the merged row."""
         text, merged = late
         data = text.encode("utf-8")
         self.bases.saw(new_path, pid, merged.doc_id, None, ours_data)

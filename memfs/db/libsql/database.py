@@ -48,6 +48,7 @@ from memfs.db.libsql.reborn_stores import (
     LibsqlToolFileStore,
     LibsqlVersionStore,
 )
+from memfs.db.libsql.sqlite_errors import explain
 from memfs.db.reborn.health import RebornHealth
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.sqlite import SqliteRows, open_file, own_file
@@ -341,7 +342,16 @@ def _legacy_reason(path: Path, env: Mapping[str, str] | None = None) -> str | No
 def open_libsql(path: Path, *, read_only: bool = False) -> LibsqlDatabase:
     """IronClaw's libSQL file at ``path``: refused with one clear line if it is not
     there or not IronClaw's.  A legacy file is opened read-only, with foreign keys on as
-    IronClaw's engine has them (requirement 13)."""
+    IronClaw's engine has them (requirement 13).  SQLite's errors on it (not a
+    database, damaged, unopenable, read-only, locked) are one line naming the file."""
+    try:
+        return _open_libsql(path, read_only=read_only)
+    except sqlite3.Error as exc:
+        code, line = explain(exc, path)
+        raise DatabaseError(line, code) from None
+
+
+def _open_libsql(path: Path, *, read_only: bool) -> LibsqlDatabase:
     try:
         layout = layout_of_file(path)
     except NotIronClawFile as exc:

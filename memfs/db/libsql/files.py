@@ -142,8 +142,12 @@ def layout_of_file(path: Path) -> Layout | None:
     own, closed after (``NotIronClawFile`` if there is no such file to open)."""
     from memfs.db.libsql.connection import LibsqlFile
 
-    probe = LibsqlFile(path, read_only=True)
     try:
-        return layout_of(probe.connection())
-    finally:
-        probe.close()
+        probe = LibsqlFile(path, read_only=True)
+        try:
+            return layout_of(probe.connection())
+        finally:
+            probe.close()
+    except sqlite3.Error as exc:
+        exc.memfs_path = path  # type: ignore[attr-defined]  # the file the CLI's line names
+        raise
