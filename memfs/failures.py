@@ -60,7 +60,7 @@ def describe_failure(exc: BaseException) -> tuple[int, str]:
     if isinstance(exc, psycopg.Error):
         return EXIT_DATABASE, f"the database refused: {_one_line(exc)}"
     if isinstance(exc, sqlite3.Error):  # IronClaw's libSQL file, met past its opening
-        from memfs.db.libsql.sqlite_errors import explain
+        from memfs.db.sqlite_errors import explain
 
         return explain(exc, getattr(exc, "memfs_path", None))
     if isinstance(exc, RuntimeError) and "fuse" in str(exc).lower():

@@ -42,6 +42,18 @@ def _vim(backupcopy: str) -> Saver:
     return save
 
 
+def neovim(mnt: Path, name: str, line: str, env: dict[str, str]) -> None:
+    """neovim without a terminal: ``wq!`` writes even if the file changed since neovim read
+    it (a plain ``wq`` there writes nothing and exits 0, as vim's does)."""
+    _run(["nvim", "--clean", "--headless", "-c", f"normal! Go{line}", "-c", "wq!", name],
+         mnt, env)  # fmt: skip
+
+
+def shell_append(mnt: Path, name: str, line: str, env: dict[str, str]) -> None:
+    """The shell's ``>>``."""
+    _run(["sh", "-c", 'printf "%s\\n" "$2" >> "$1"', "sh", name, line], mnt, env)
+
+
 def emacs(mnt: Path, name: str, line: str, env: dict[str, str]) -> None:
     """emacs; answers "changed on disk: edit anyway / save anyway?" with yes, as a user
     would (``userlock`` is loaded first, or its autoload would replace the answer)."""
@@ -175,6 +187,7 @@ def rclone(mnt: Path, name: str, line: str, env: dict[str, str]) -> None:
 SAVERS: dict[str, Saver] = {
     "vim backupcopy=yes": _vim("yes"),
     "vim backupcopy=no": _vim("no"),
+    "neovim": neovim,
     "emacs": emacs,
     "nano": nano,
     "sed -i": sed_in_place,
@@ -182,9 +195,10 @@ SAVERS: dict[str, Saver] = {
     "write-file-atomic": write_file_atomic,
     "rsync": rsync,
     "rclone": rclone,
+    ">>": shell_append,
 }
 
-PROGRAMS = {"vim", "emacs", "nano", "tmux", "sed", "node", "rsync", "rclone"}
+PROGRAMS = {"vim", "nvim", "emacs", "nano", "tmux", "sed", "node", "rsync", "rclone"}
 
 
 def missing_programs() -> list[str]:

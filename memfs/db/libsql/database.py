@@ -48,12 +48,12 @@ from memfs.db.libsql.reborn_stores import (
     LibsqlToolFileStore,
     LibsqlVersionStore,
 )
-from memfs.db.libsql.sqlite_errors import explain
 from memfs.db.reborn.health import RebornHealth
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.sqlite import SqliteRows, open_file, own_file
 from memfs.db.reborn.store import RebornStore
 from memfs.db.scoped import Scope
+from memfs.db.sqlite_errors import explain
 from memfs.db.workspace import FullTextRanking, HybridRanking, Workspace
 from memfs.errors import DatabaseError
 from memfs.ironclaw.settings import SETTINGS_KEYS
