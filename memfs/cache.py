@@ -15,11 +15,14 @@ class ContentCache:
         self,
         capacity_bytes: int,
         on_leave: Callable[[UUID, datetime, bytes], None] | None = None,
+        on_put: Callable[[UUID, datetime, bytes], None] | None = None,
     ) -> None:
         self.capacity = capacity_bytes
         #: Told of every entry leaving (replaced, dropped or evicted): the merge bases at
         #: that version keep its bytes (``SaverBases.superseded``).
         self._on_leave = on_leave
+        #: Told of every entry put (the mount served or wrote it): ``SaverBases.served``.
+        self._on_put = on_put
         self.used = 0
         self._entries: OrderedDict[UUID, tuple[datetime, bytes]] = OrderedDict()
         self.hits = 0
@@ -46,6 +49,8 @@ class ContentCache:
 
     def put(self, doc_id: UUID, version: datetime, data: bytes) -> None:
         self.drop(doc_id)
+        if self._on_put is not None:
+            self._on_put(doc_id, version, data)
         if not self.accepts(len(data)):
             return
         self._entries[doc_id] = (version, data)

@@ -21,10 +21,16 @@ TIMEOUT = 60.0
 Saver = Callable[[Path, str, str, dict[str, str]], None]
 
 
-def _run(cmd: list[str], cwd: Path, env: dict[str, str], answers: bytes = b"") -> None:
-    done = subprocess.run(
-        cmd, cwd=cwd, env=env, check=False, timeout=TIMEOUT, capture_output=True, input=answers
-    )
+def _run(cmd: list[str], cwd: Path, env: dict[str, str], answers: bytes | None = b"") -> None:
+    """``cmd`` in ``cwd``; ``answers`` on its stdin (None: no stdin at all, /dev/null)."""
+    try:
+        done = subprocess.run(
+            cmd, cwd=cwd, env=env, check=False, timeout=TIMEOUT, capture_output=True,
+            input=answers, stdin=subprocess.DEVNULL if answers is None else None,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as exc:  # what it last said: the question it waits on
+        said = (exc.stdout or b"")[-600:] + b" | " + (exc.stderr or b"")[-600:]
+        raise AssertionError(f"{cmd} did not finish in {TIMEOUT:.0f}s: {said!r}") from None
     if done.returncode != 0:
         raise AssertionError(f"{cmd} exited {done.returncode}: {done.stderr.decode()[-2000:]}")
 
@@ -43,10 +49,44 @@ def _vim(backupcopy: str) -> Saver:
 
 
 def neovim(mnt: Path, name: str, line: str, env: dict[str, str]) -> None:
-    """neovim without a terminal: ``wq!`` writes even if the file changed since neovim read
-    it (a plain ``wq`` there writes nothing and exits 0, as vim's does)."""
-    _run(["nvim", "--clean", "--headless", "-c", f"normal! Go{line}", "-c", "wq!", name],
-         mnt, env)  # fmt: skip
+    """neovim in a tmux session, as a person types: ``Go`` and the line, ``:wq``, and "y"
+    to "the file has been changed since reading it: really write?" (headless neovim asks
+    that too and reads no answer from its stdin: it would wait for ever)."""
+    session = f"memfs-nvim-{os.getpid()}-{time.monotonic_ns()}"
+    tmux = ["tmux", "-L", session]
+
+    def keys(*typed: str) -> None:
+        subprocess.run([*tmux, "send-keys", "-t", session, *typed], check=True, timeout=30)
+
+    def screen() -> str:
+        shown = subprocess.run([*tmux, "capture-pane", "-p", "-t", session],
+                               capture_output=True, text=True, check=False, timeout=30)  # fmt: skip
+        return shown.stdout if shown.returncode == 0 else ""
+
+    def alive() -> bool:
+        return subprocess.run([*tmux, "has-session", "-t", session], capture_output=True,
+                              check=False, timeout=30).returncode == 0  # fmt: skip
+
+    subprocess.run(
+        [*tmux, "new-session", "-d", "-s", session, "-x", "100", "-y", "30",
+         f"cd {mnt} && nvim --clean {name}; sleep 0.2"],
+        env=env, check=True, timeout=TIMEOUT,
+    )  # fmt: skip
+    try:
+        _wait(lambda: name in screen(), "neovim to show the file")
+        keys("G", "o", "-l", line)
+        keys("Escape")
+        keys(":wq", "Enter")
+
+        def done() -> bool:
+            if "(y/n)" in screen():  # the agent wrote meanwhile: write anyway
+                keys("y")
+                time.sleep(0.1)
+            return not alive()
+
+        _wait(done, "neovim's write and exit", timeout=TIMEOUT)
+    finally:
+        subprocess.run([*tmux, "kill-server"], check=False, timeout=30, capture_output=True)
 
 
 def shell_append(mnt: Path, name: str, line: str, env: dict[str, str]) -> None:

@@ -183,7 +183,9 @@ class Lookups:
         #: hash alone while its bytes were at hand (legacy IronClaw keeps no version of
         #: the agent's own UPDATEs: the hash would find nothing).
         self.cache = ContentCache(
-            cache_bytes - cache_bytes // BASES_SHARE, on_leave=self.bases.retain
+            cache_bytes - cache_bytes // BASES_SHARE,
+            on_leave=self.bases.retain,
+            on_put=self.bases.served,
         )
         #: Every database call goes through this: worker threads, a deadline, a breaker.
         self.calls = calls or DatabaseCalls()

@@ -756,9 +756,9 @@ class Contents(ModelPart):
             return found[0], found[1], True
         result = await self.lookups.commit_document(node.doc_id, path, text, attrs, node.updated_at)
         if result.conflict and result.replaced_hash is not None:
-            late = await self.merge_late(
-                path, await self._buffer_base(node.doc_id, path, buffer), ours, attrs, result
-            )
+            own = await self._buffer_base(node.doc_id, path, buffer)
+            base = self.rebased(node.doc_id, path, own, ours)
+            late = await self.merge_late(path, base, ours, attrs, result)
             if late is not None:
                 return late[0], late[1], True
         return text, result, False
@@ -890,7 +890,7 @@ class Contents(ModelPart):
             return  # the buffer holds that very version
         log.debug("%r written by process %d, based on what it read at %s", path, pid,
                   found.version)  # fmt: skip
-        data = self._bytes_of(found)
+        data = self.bytes_of(found)
         buffer.base_digest = None
         if data is None and found.digest is not None:  # fetched by its hash if a merge needs it
             buffer.base, buffer.base_version = None, found.version
@@ -903,7 +903,48 @@ class Contents(ModelPart):
         buffer.base = data if len(data) <= MERGE_LIMIT else None
         buffer.base_version = found.version if found.data is None else None
 
-    def _bytes_of(self, found: Base) -> bytes | None:
+    def inferred_base(self, doc_id: UUID, path: str, ours: str) -> Base | None:
+        """The base of a save whose writer read nothing of the document (rsync's
+        temporary, written from a copy another process made; the shell's ``>`` after a
+        ``cat``): the longest content served here lately, or read or written by a process,
+        that the saved bytes extend (start with, up to a line's end), or None.  The saver
+        then only added lines to it, so another writer's lines since are merged, not
+        pushed out to a version.  The longest: a shorter one would take the lines both
+        have as the saver's, and write them twice.  No SQL: only bytes at hand."""
+        data = ours.encode("utf-8")
+        best: tuple[int, Base] | None = None
+        for base in self.bases.served_versions(doc_id) + self.bases.candidates(path, doc_id):
+            got = self.bytes_of(base)
+            if not got or len(got) > MERGE_LIMIT or not data.startswith(got):
+                continue
+            if not (got.endswith(b"\n") or len(got) == len(data) or data[len(got)] == 0x0A):
+                continue
+            if best is None or len(got) > best[0]:
+                best = (len(got), base)
+        if best is not None:
+            log.debug("%r: its writer's base inferred: %d bytes it extends", path, best[0])
+        return best[1] if best is not None else None
+
+    def rebased(self, doc_id: UUID, path: str, own: bytes | None, ours: str) -> bytes | None:
+        """The base of a save whose writer read ``own`` (None: nothing known): ``own``,
+        unless the saved bytes do not extend it but do extend an earlier content some
+        process read here, which ``own`` extends too.  A sync tool reads the destination
+        only to compare it (rsync's basis file, rclone's checksum); its bytes come from a
+        copy made before: based on what it read, its save would delete the other writer's
+        lines since that copy."""
+        data = ours.encode("utf-8")
+        if own is not None and data.startswith(own):
+            return own
+        earlier = self.inferred_base(doc_id, path, ours)
+        found = self.bytes_of(earlier) if earlier is not None else None
+        if found is not None and (own is None or own.startswith(found)):
+            if own is not None:
+                log.debug("%r: the save extends an earlier content than its writer read: "
+                          "based on that", path)  # fmt: skip
+            return found
+        return own
+
+    def bytes_of(self, found: Base) -> bytes | None:
         """The bytes of a process's base: kept with it, or in the content cache."""
         if found.data is not None or found.doc_id is None:
             return found.data
@@ -915,7 +956,7 @@ class Contents(ModelPart):
         this one made there (an append saved anew after another writer's removal): its save
         is based on the bytes it read, which no row of this document holds (a merge then
         always reads the row), or on today's rule if they are no longer at hand."""
-        data = self._bytes_of(found)
+        data = self.bytes_of(found)
         if data is None or len(data) > MERGE_LIMIT:
             return
         log.debug("%r written by process %d, based on what it read of the document there "
@@ -931,19 +972,30 @@ class Contents(ModelPart):
         made on today's rule, the other change kept as a version.  A round trip only when
         the change feed (or a poll) told of such a change, or after an earlier merge."""
         base = buffer.base
-        if (base is None and buffer.base_digest is None) or not mergeable(path):
+        if not mergeable(path) or node.doc_id is None:
             return None
-        if node.doc_id is None:
-            return None
+        if base is None and buffer.base_digest is None:
+            if not buffer.others_changed:
+                return None
+            data = self.rebased(node.doc_id, path, None, ours)
+            if data is None:
+                return None
+            return await self.merge_with_row(node.doc_id, path, data, None, ours)
         if buffer.base_version == node.updated_at and not buffer.others_changed:
-            log.debug("%r: based on the version shown (%s), no change heard of: not merged",
-                      path, node.updated_at)  # fmt: skip
-            return None
+            # No change heard of since its writer read the row: the row is ``base``.  Unless
+            # the bytes come from an earlier content (a sync tool's copy), that is all.
+            rebased = self.rebased(node.doc_id, path, base, ours) if base is not None else None
+            if base is None or rebased is None or rebased is base:
+                return None
+            merged = self._merge_texts(path, rebased, base, ours)
+            return RowMerge(merged, node.updated_at, base) if merged is not None else None
         if base is None and buffer.base_digest is not None:
             base = await self.stored_base(node.doc_id, path, buffer.base_digest)
         if base is None:
             return None
-        return await self.merge_with_row(node.doc_id, path, base, buffer.base_version, ours)
+        rebased = self.rebased(node.doc_id, path, base, ours)
+        version = buffer.base_version if rebased is base else None
+        return await self.merge_with_row(node.doc_id, path, rebased or base, version, ours)
 
     async def stored_base(self, doc_id: UUID, path: str, digest: str) -> bytes | None:
         """A base whose bytes no cache holds any more, from the row or its version rows

@@ -27,6 +27,8 @@ BASE_BYTES = 16 << 20
 #: The share of the mount's content budget (``--cache-bytes``) the bases' bytes may take:
 #: one part in ``BASES_SHARE`` (16 MiB of the default 64 MiB).
 BASES_SHARE = 4
+#: Contents of one document kept as it is served, for an unknown base to be inferred from.
+SERVED_KEPT = 4
 
 
 class Base(NamedTuple):
@@ -75,6 +77,12 @@ class SaverBases:
         #: (no round trip to merge an unchanged row); when the row leaves it they are the
         #: base's bytes (``superseded``).
         self._retained: dict[tuple[UUID, Any], bytes] = {}
+        #: The last ``SERVED_KEPT`` contents of each document the mount served or wrote
+        #: (``served``), oldest first: the base of a save whose writer read nothing of the
+        #: document is inferred among them (``Contents.inferred_base``).  Within the byte
+        #: budget, and the first to go when it is full.
+        self._served: OrderedDict[tuple[UUID, Any], bytes] = OrderedDict()
+        self._served_bytes = 0
 
     def saw(
         self,
@@ -192,8 +200,29 @@ class SaverBases:
             self._drop(next(iter(self._bases)))
 
     def retained(self, doc_id: UUID, version: Any) -> bytes | None:
-        """The bytes of ``doc_id`` at ``version`` the cache let go of, if a base keeps them."""
-        return self._retained.get((doc_id, version))
+        """The bytes of ``doc_id`` at ``version`` the cache let go of, if a base keeps them
+        or they were served lately."""
+        found = self._retained.get((doc_id, version))
+        return found if found is not None else self._served.get((doc_id, version))
+
+    def served(self, doc_id: UUID, version: Any, data: bytes) -> None:
+        """The mount served (or wrote) ``doc_id`` at ``version``: kept among its last
+        ``SERVED_KEPT`` contents."""
+        key = (doc_id, version)
+        if key in self._served or version is None or len(data) > self._max_bytes // 8:
+            return
+        mine = [k for k in self._served if k[0] == doc_id] if len(self._served) else []
+        for old in mine[: max(0, len(mine) - SERVED_KEPT + 1)]:
+            self._served_bytes -= len(self._served.pop(old))
+        self._served[key] = data
+        self._served_bytes += len(data)
+        while self._served and self._bytes + self._served_bytes > self._max_bytes:
+            _, gone = self._served.popitem(last=False)
+            self._served_bytes -= len(gone)
+
+    def served_versions(self, doc_id: UUID) -> list[Base]:
+        """The contents of ``doc_id`` served lately, as bases by version, newest first."""
+        return [Base(doc_id, k[1], None) for k in reversed(self._served) if k[0] == doc_id]
 
     def tracks(self, doc_id: UUID) -> bool:
         """Whether some process's base is a version of ``doc_id``."""
@@ -213,6 +242,12 @@ class SaverBases:
                     continue
                 else:
                     self._put(key, base._replace(data=data))
+
+    def candidates(self, path: str, doc_id: UUID) -> list[Base]:
+        """Every process's base of ``doc_id`` at ``path``, newest first (an unknown base
+        is inferred from them: ``Contents.inferred_base``)."""
+        keys = self._by_doc.get(doc_id, set())
+        return [self._bases[k] for k in reversed(self._bases) if k in keys and k[0] == path]
 
     def base(self, path: str, pid: int) -> Base | None:
         """What thread ``pid`` read or wrote of ``path`` last; if nothing, its process."""

@@ -237,7 +237,7 @@ class SavePatterns(ModelPart):
         expected, ours = None, text
         shown = target.updated_at if isinstance(target, FileNode) else None
         merged = await self._merge_saver_base(doc_id, new_path, pid, text, shown)
-        based = self.bases.base(new_path, pid) if doc_id is not None else None
+        based = self._base_for(new_path, pid, doc_id, text) if doc_id is not None else None
         if based is None or based.doc_id != doc_id:
             based = None
         if doc_id is not None and shown is not None and self.bases.tracks(doc_id):
@@ -294,7 +294,7 @@ class SavePatterns(ModelPart):
         read (its base), or None: no base known, no change heard of, or an overlap."""
         if doc_id is None or not mergeable(path):
             return None
-        base = self.bases.base(path, pid)
+        base = self._base_for(path, pid, doc_id, ours)
         if base is None or base.doc_id not in (doc_id, None):
             return None
         if base.doc_id is None:
@@ -307,6 +307,29 @@ class SavePatterns(ModelPart):
             return None
         shown = base.version if base.data is None else None
         return await self.contents.merge_with_row(doc_id, path, data, shown, ours)
+
+    def _base_for(self, path: str, pid: int, doc_id: UUID, ours: str) -> Base | None:
+        """What process ``pid`` read or wrote of ``path``; if it read nothing (rsync writes
+        from a copy another process made), the content it extends (``inferred_base``)."""
+        base = self.bases.base(path, pid)
+        if base is None:
+            return self.contents.inferred_base(doc_id, path, ours)
+        own = self.contents.bytes_of(base) if base.doc_id == doc_id else None
+        if own is None:
+            return base
+        rebased = self.contents.rebased(doc_id, path, own, ours)
+        return base if rebased is own or rebased is None else Base(doc_id, None, rebased)
+        # Its bytes do not extend what it read: a sync tool reads the destination only to
+        # compare (rsync's basis file), its bytes come from a copy made earlier.  If they
+        # are an earlier content here plus lines at the end, that content is the base.
+        earlier = self.contents.inferred_base(doc_id, path, ours)
+        if earlier is not None:
+            data = self.contents.bytes_of(earlier)
+            if data is not None and own.startswith(data):
+                log.debug("%r: process %d's bytes extend an earlier content than it read: "
+                          "based on that", path, pid)  # fmt: skip
+                return earlier
+        return base
 
     async def _base_bytes(self, doc_id: UUID, path: str, base: Base) -> bytes | None:
         """The bytes of a process's base, if they can be had (by hash from the rows)."""
@@ -429,7 +452,13 @@ class SavePatterns(ModelPart):
         text, source_seen = None, None
         if merged is not None:
             text, seen, source_seen = merged[0].text, merged[0].version, source.updated_at
-        based = self.bases.base(new_path, pid) if merged is None else None
+        based = None
+        if merged is None and source.doc_id is not None:
+            ours = self.cache.get(source.doc_id, source.updated_at)
+            based = self.bases.base(new_path, pid)
+            if based is None and ours is not None:
+                based = self.contents.inferred_base(replaced, new_path,
+                                                    ours.decode("utf-8", "replace"))  # fmt: skip
         if based is not None and based.data is None:  # the replace drops the cache
             cached = self.cache.get(replaced, based.version)
             if cached is None:

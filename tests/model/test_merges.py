@@ -614,3 +614,41 @@ async def test_a_rewrite_of_a_file_deleted_and_made_anew_since_its_read_merges_i
     await rewrite_as(fs, ino, VIM, b"a\nb\nmine\n")
     assert engine.contents(sql_conn) == {"z.md": "a\nb\none\ntwo\nmine\n"}
     assert await read_all(fs, ino) == b"a\nb\none\ntwo\nmine\n"
+
+
+RSYNC, CAT = 4646, 4747
+
+
+async def test_a_sync_tool_writing_an_earlier_copy_keeps_the_agents_lines(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
+) -> None:
+    """rclone copies a local file made from what another process read (``CAT``), plus a
+    line; before writing it reads the destination itself (its checksum), after the agent
+    appended.  Based on that read, its bytes would delete the agent's line: they extend
+    the earlier content, which is the base (issue 54: 65 of 115 agent lines only in
+    versions, 20 rclone saves)."""
+    fs, _ = two
+    ino = await write_file(fs, ROOT_INODE, "doc.md", b"# shared\n")
+    copy = await read_as(fs, ino, CAT)
+    assert engine.agent_appends(sql_conn, "doc.md", "agent 1\n")
+    await OtherWriters(fs).resync()
+    assert await read_as(fs, ino, RSYNC) == b"# shared\nagent 1\n"  # the destination's hash
+    await rewrite_as(fs, ino, RSYNC, copy + b"human\n")
+    assert engine.contents(sql_conn) == {"doc.md": "# shared\nagent 1\nhuman\n"}
+
+
+async def test_a_temporary_renamed_over_by_a_process_that_read_nothing_is_merged(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
+) -> None:
+    """rsync writes ``.doc.md.XXXXXX`` from a copy another process made and renames it over
+    the file after the agent appended: the copy's content is the base (the longest content
+    served here that the bytes extend), so the agent's line stays."""
+    fs, _ = two
+    ino = await write_file(fs, ROOT_INODE, "doc.md", b"# shared\nold\n")
+    copy = await read_as(fs, ino, CAT)
+    assert engine.agent_appends(sql_conn, "doc.md", "agent 1\n")
+    await OtherWriters(fs).resync()
+    await write_temp_as(fs, ".doc.md.Xa81bQ", copy + b"human\n", RSYNC)
+    await fs.rename(ROOT_INODE, ".doc.md.Xa81bQ", ROOT_INODE, "doc.md", pid=RSYNC)
+    await settle(fs)
+    assert engine.contents(sql_conn) == {"doc.md": "# shared\nold\nagent 1\nhuman\n"}
