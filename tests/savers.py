@@ -89,6 +89,13 @@ def neovim(mnt: Path, name: str, line: str, env: dict[str, str]) -> None:
         subprocess.run([*tmux, "kill-server"], check=False, timeout=30, capture_output=True)
 
 
+def shell_rewrite(mnt: Path, name: str, line: str, env: dict[str, str]) -> None:
+    """The shell's ``>``: ``cat`` reads the file, then the shell truncates it and writes
+    what was read plus a line (the shell itself read nothing)."""
+    _run(["sh", "-c", 'c=$(cat "$1"); printf "%s\\n%s\\n" "$c" "$2" > "$1"', "sh", name,
+          line], mnt, env)  # fmt: skip
+
+
 def shell_append(mnt: Path, name: str, line: str, env: dict[str, str]) -> None:
     """The shell's ``>>``."""
     _run(["sh", "-c", 'printf "%s\\n" "$2" >> "$1"', "sh", name, line], mnt, env)
@@ -235,6 +242,7 @@ SAVERS: dict[str, Saver] = {
     "write-file-atomic": write_file_atomic,
     "rsync": rsync,
     "rclone": rclone,
+    ">": shell_rewrite,
     ">>": shell_append,
 }
 

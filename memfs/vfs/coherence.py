@@ -299,6 +299,15 @@ class OtherWriters:
                 )
             except FsError:
                 fresh = FileBuffer(b"")
+            if fs.state.has_changes(node):
+                # Opened for writing and written while the row was read (the shell's `>`
+                # right after a `cat`): those bytes are the file now, and their save
+                # merges the row.  Replaced, they were lost without a trace (issue 54).
+                now = fs.state.buffers.get(node.ino)
+                if isinstance(now, FileBuffer):
+                    now.others_changed = True
+                fs.kernel.attributes(node.ino)
+                return
             self.contents.take_others_content(node, fresh)
             node.size = len(fresh)
         else:

@@ -975,12 +975,18 @@ class Contents(ModelPart):
         if not mergeable(path) or node.doc_id is None:
             return None
         if base is None and buffer.base_digest is None:
-            if not buffer.others_changed:
+            # Its writer read nothing (the shell's ``>`` after a ``cat``): the content its
+            # bytes extend, if another writer changed the row since.
+            inferred = self.inferred_base(node.doc_id, path, ours)
+            if inferred is None:
                 return None
-            data = self.rebased(node.doc_id, path, None, ours)
+            shown = inferred.version if inferred.data is None else None
+            if shown == node.updated_at and not buffer.others_changed:
+                return None
+            data = self.bytes_of(inferred)
             if data is None:
                 return None
-            return await self.merge_with_row(node.doc_id, path, data, None, ours)
+            return await self.merge_with_row(node.doc_id, path, data, shown, ours)
         if buffer.base_version == node.updated_at and not buffer.others_changed:
             # No change heard of since its writer read the row: the row is ``base``.  Unless
             # the bytes come from an earlier content (a sync tool's copy), that is all.

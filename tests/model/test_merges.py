@@ -652,3 +652,52 @@ async def test_a_temporary_renamed_over_by_a_process_that_read_nothing_is_merged
     await fs.rename(ROOT_INODE, ".doc.md.Xa81bQ", ROOT_INODE, "doc.md", pid=RSYNC)
     await settle(fs)
     assert engine.contents(sql_conn) == {"doc.md": "# shared\nold\nagent 1\nhuman\n"}
+
+
+async def test_a_shell_rewrite_after_a_cat_keeps_the_agents_lines(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
+) -> None:
+    """``c=$(cat f); printf '%s\\nhuman\\n' "$c" > f``: ``cat`` read, the shell (which read
+    nothing) truncates and writes; the agent appended between the two.  The bytes extend
+    what ``cat`` was served: that is the base, and the agent's line stays."""
+    fs, _ = two
+    ino = await write_file(fs, ROOT_INODE, "doc.md", b"# shared\n")
+    copy = await read_as(fs, ino, CAT)
+    assert engine.agent_appends(sql_conn, "doc.md", "agent 1\n")
+    await OtherWriters(fs).resync()
+    await rewrite_as(fs, ino, OTHER, copy + b"human\n")
+    assert engine.contents(sql_conn) == {"doc.md": "# shared\nagent 1\nhuman\n"}
+
+
+async def test_a_write_while_another_writers_change_loads_is_kept(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
+) -> None:
+    """A reader holds the file open (``cat``) as the agent's change arrives; while the
+    mount reads the new row, the shell opens it with ``O_TRUNC`` and writes.  The mount
+    once put the row it read in place of the shell's bytes: the save committed nothing
+    and its bytes were gone (issue 54, the shell's ``>``: 3 of 5 runs of 200 saves)."""
+    fs, _ = two
+    ino = await write_file(fs, ROOT_INODE, "doc.md", b"# shared\n")
+    reader, _ = await fs.open(ino, os.O_RDONLY, CAT)
+    assert await fs.read(reader, 0, 100) == b"# shared\n"
+    entered, gate = threading.Event(), threading.Event()
+    real = fs.store.read_contents
+
+    def slow(*args: Any) -> Any:
+        entered.set()
+        gate.wait(10)
+        return real(*args)
+
+    fs.store.read_contents = slow  # type: ignore[method-assign]
+    assert engine.agent_appends(sql_conn, "doc.md", "agent 1\n")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(OtherWriters(fs).resync)
+        await trio.to_thread.run_sync(entered.wait, 10)
+        fs.store.read_contents = real  # type: ignore[method-assign]
+        fh, _ = await fs.open(ino, WRITE | os.O_TRUNC, OTHER)
+        await fs.write(fh, 0, b"# shared\nhuman\n")
+        gate.set()
+    await fs.flush(fh)
+    await fs.release(fh)
+    await fs.release(reader)
+    assert engine.contents(sql_conn) == {"doc.md": "# shared\nagent 1\nhuman\n"}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import random
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,7 @@ def test_real_saves_racing_an_sql_agent_lose_nothing_and_delete_nothing(
         stop.set()
         agent.join(timeout=30)
         if os.environ.get("MEMFS_RACE_KEEP"):  # the evidence of a run, kept on demand
+            time.sleep(2)  # what the mount logs just after
             Path(os.environ["MEMFS_RACE_KEEP"]).write_text(mounted.log())
     assert agent_lines, "the agent never wrote"
     content = engine.contents(sql_conn)["doc.md"]
