@@ -123,7 +123,7 @@ def assemble(
     )
     extensions: list[SyntheticTree] = [
         search,
-        VersionsTree(workspace.versions, store, calls),
+        VersionsTree(workspace.versions, store, calls, workspace.kept),
         RecentTree(store, workspace.versions, calls),
         AtTree(store, workspace.versions, workspace.kept, calls),
     ]
@@ -160,6 +160,7 @@ def assemble(
         root_files=[f for f in (prompt, StatusFiles(status, render_text)) if f is not None],
         stats=stats,
         process_of=RecentProcesses(),
+        kept=workspace.kept if writes else None,
     )
     _watch(stats, fs, reindexer, embeddings)
     kept = None  # a read-only mount purges nothing

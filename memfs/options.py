@@ -317,8 +317,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("search_timeout", "seconds a .search lookup may take in all", parse_seconds,
            env=("MEMFS_SEARCH_TIMEOUT",), flag=False),
     Option("keep_deleted_days", "days deleted documents are kept for memfs undelete and "
-           ".at/ (and moves for .at/)", parse_int(1), env=("MEMFS_KEEP_DELETED_DAYS",),
-           flag=False),
+           ".at/ (and moves for .at/, and saves as written that a merge changed)",
+           parse_int(1), env=("MEMFS_KEEP_DELETED_DAYS",), flag=False),
 )  # fmt: skip
 
 BY_NAME: dict[str, Option] = {option.name: option for option in OPTIONS}

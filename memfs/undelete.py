@@ -3,12 +3,11 @@
 A document deleted through a mount (``rm``, ``rm -rf``, a move into a tool folder such as
 Obsidian's ``.trash``), and on the legacy layout with memfs's trigger also one deleted by
 SQL, is kept with its versions in memfs's own storage (``KeptHistory``) for the retention
-(``--keep-deleted-days``, 30 by default).  Undeleting writes its last content back as a new
-document by IronClaw's rules (chunks, full text, a new version history: the kept versions
-stay readable under ``.at/``), at its path or ``--to`` another; a path that holds a
-document now is refused, never overwritten.  A folder's path undeletes every kept
-document below it that is not there now.
-"""
+(``MEMFS_KEEP_DELETED_DAYS`` or ``-o keep_deleted_days=N``, 30 by default). Undeleting
+writes its last content back as a new document by IronClaw's rules (chunks, full text, a new
+version history: the kept versions stay readable under ``.at/``), at its path or ``--to``
+another; a path that holds a document now is refused, never overwritten. A folder's path
+undeletes every kept document below it that is not there now."""
 
 from __future__ import annotations
 

@@ -490,11 +490,23 @@ def restore_version(settings: Settings, path: str, number: int) -> Report:
     report = Report(f"restore {path}")
     workspace = Workspace(settings)
     try:
-        content = workspace.database.version_store(settings).version_content(path, number)
+        if number < 0:  # a save as written, kept by the safety net (``as-saved_<n>``)
+            kept = workspace.database.workspace(settings).kept
+            content = kept.saver_copy(-number) if kept is not None else None
+            what = f"as-saved_{-number:04d}"
+            if content is not None and not any(
+                c.id == -number
+                for c in kept.saver_copies(path)  # type: ignore[union-attr]
+            ):
+                content = None  # another document's copy
+        else:
+            content = workspace.database.version_store(settings).version_content(path, number)
+            what = f"version {number}"
         current = workspace.find(path)
         if content is None or current is None:
             raise CommandError(
-                f"{path!r} has no version {number} (`memfs versions {path}` lists them)",
+                f"{path!r} has no {what} (`memfs versions {path}` and `ls .versions/{path}/` "
+                "list them)",
                 EXIT_FAILED,
             )
         result = workspace.store.commit_document(
@@ -502,7 +514,7 @@ def restore_version(settings: Settings, path: str, number: int) -> Report:
         )
         report.add("restored")
         report.add("kept_as_version", int(result.versioned))
-        report.items.append({"path": path, "from_version": number})
+        report.items.append({"path": path, "from_version": what})
     finally:
         workspace.close()
     return report

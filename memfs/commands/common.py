@@ -94,11 +94,20 @@ def workspace_path(argument: str, cwd: Path | None = None) -> str:
 
 
 def version_number(text: str) -> int:
-    """A version number as typed (``memfs restore PATH N``)."""
+    """A version number as typed (``memfs restore PATH N``), or a kept copy of a save as
+    written, by its name under ``.versions/`` (``as-saved_0007…``): its id, negated."""
+    if text.startswith("as-saved_"):
+        digits = text.removeprefix("as-saved_").split("_", 1)[0].split(".", 1)[0]
+        if not digits.isdigit() or int(digits) < 1:
+            raise SettingError("expected as-saved_<n> as .versions/<file>/ names it")
+        return -int(digits)
     try:
         number = int(text)
     except ValueError:
-        raise SettingError("expected a version number (1, 2, …; see `memfs versions`)") from None
+        raise SettingError(
+            "expected a version number (1, 2, …; see `memfs versions`) or an as-saved_<n> "
+            "name from .versions/<file>/"
+        ) from None
     if number < 1:
         raise SettingError("version numbers start at 1")
     return number

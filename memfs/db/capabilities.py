@@ -192,6 +192,18 @@ class EmptySpell:
     filled_at: datetime
 
 
+@dataclass(frozen=True)
+class SaverCopy:
+    """A writer's bytes exactly as saved, kept because the stored content is not them (a
+    merge with another writer's change): the safety net under the merge."""
+
+    id: int
+    path: str
+    kept_at: datetime
+    reason: str
+    size: int
+
+
 class KeptHistory(Protocol):
     """What memfs keeps beside IronClaw's tables of one workspace: deleted documents with
     their versions, every move, and when documents were empty, from the first mount that
@@ -216,9 +228,19 @@ class KeptHistory(Protocol):
         """The spells of emptiness that ``at`` falls in (emptied at or before it, filled
         after it)."""
 
+    def keep_saver_copy(self, path: str, data: bytes, reason: str) -> None:
+        """Keep a writer's bytes as saved at ``path`` (``reason``: why the document does
+        not hold them), committed before this returns."""
+
+    def saver_copies(self, path: str) -> list[SaverCopy]:
+        """The copies kept of saves at ``path``, oldest first."""
+
+    def saver_copy(self, copy_id: int) -> bytes | None:
+        """One kept copy's bytes (None: no such copy in this workspace)."""
+
     def purge(self, before: datetime) -> int:
-        """Drop deletions, moves and empty spells older than ``before``; how many
-        deletions went."""
+        """Drop deletions, moves, empty spells and saver copies older than ``before``;
+        how many deletions went."""
 
 
 __all__ = [
@@ -234,6 +256,7 @@ __all__ = [
     "RankedRow",
     "ReindexBatch",
     "ReindexQueue",
+    "SaverCopy",
     "StatisticsKeeper",
     "ToolFile",
     "ToolFiles",

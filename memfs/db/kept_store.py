@@ -10,7 +10,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from memfs.db.capabilities import Deletion, EmptySpell, KeptDocument, Move
+from memfs.db.capabilities import Deletion, EmptySpell, KeptDocument, Move, SaverCopy
 from memfs.db.interface import PastVersion
 from memfs.db.scoped import Pool
 
@@ -105,6 +105,32 @@ class KeptStore:
             ).fetchall()
         return [EmptySpell(*row) for row in rows]
 
+    def keep_saver_copy(self, path: str, data: bytes, reason: str) -> None:
+        with self.pool.connection() as conn:
+            conn.execute(
+                "INSERT INTO memfs.saver_copies (workspace, path, reason, content) "
+                "VALUES (%s, %s, %s, %s)",
+                (self.workspace, path, reason, data),
+            )
+
+    def saver_copies(self, path: str) -> list[SaverCopy]:
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT id, path, kept_at, reason, octet_length(content) "
+                "FROM memfs.saver_copies WHERE workspace = %s AND path = %s "
+                "ORDER BY kept_at, id",
+                (self.workspace, path),
+            ).fetchall()
+        return [SaverCopy(int(r[0]), r[1], r[2], r[3], int(r[4])) for r in rows]
+
+    def saver_copy(self, copy_id: int) -> bytes | None:
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                "SELECT content FROM memfs.saver_copies WHERE workspace = %s AND id = %s",
+                (self.workspace, copy_id),
+            ).fetchone()
+        return bytes(row[0]) if row is not None else None
+
     def purge(self, before: datetime) -> int:
         with self.pool.connection() as conn, conn.transaction():
             gone = conn.execute(
@@ -117,6 +143,10 @@ class KeptStore:
             )
             conn.execute(
                 "DELETE FROM memfs.empty_spells WHERE workspace = %s AND filled_at < %s",
+                (self.workspace, before),
+            )
+            conn.execute(
+                "DELETE FROM memfs.saver_copies WHERE workspace = %s AND kept_at < %s",
                 (self.workspace, before),
             )
         return gone

@@ -30,7 +30,7 @@ IRONCLAW_V1_CHECKSUM = "13924994861355873385"
 #: Advisory lock key that serialises schema set-up between concurrent mounts ("memfs" in hex).
 SCHEMA_LOCK_KEY = 0x6D656D6673
 #: Version of the objects in the ``memfs`` schema.
-MEMFS_SCHEMA_VERSION = 7
+MEMFS_SCHEMA_VERSION = 8
 
 IRONCLAW_TABLES_DDL = r"""
 CREATE EXTENSION IF NOT EXISTS vector;
@@ -250,6 +250,19 @@ CREATE TABLE IF NOT EXISTS memfs.empty_spells (
     filled_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS empty_spells_by_time ON memfs.empty_spells (workspace, filled_at);
+-- A writer's bytes exactly as saved, where the stored content is not them (schema 8): a
+-- save merged with another writer's change.  The safety net under the merge rule, listed
+-- as ``.versions/<file>/as-saved_*``; never a row of IronClaw's.
+CREATE TABLE IF NOT EXISTS memfs.saver_copies (
+    id BIGSERIAL PRIMARY KEY,
+    workspace TEXT NOT NULL,
+    path TEXT COLLATE "C" NOT NULL,
+    reason TEXT NOT NULL,
+    content BYTEA NOT NULL,
+    kept_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS saver_copies_by_path ON memfs.saver_copies (workspace, path, kept_at);
+CREATE INDEX IF NOT EXISTS saver_copies_by_time ON memfs.saver_copies (workspace, kept_at);
 -- Since when moves are recorded, per workspace (``.at/`` before it: today's paths).
 CREATE TABLE IF NOT EXISTS memfs.history_start (
     workspace TEXT PRIMARY KEY,

@@ -35,6 +35,7 @@ import trio
 from memfs.buffers import FileBuffer, ScratchSpill
 from memfs.cache import ContentCache
 from memfs.db.calls import DatabaseCalls
+from memfs.db.capabilities import KeptHistory
 from memfs.db.deferred import Change, Moved, describe
 from memfs.db.interface import CommitResult, DocumentStore, FileAttrs
 from memfs.db.scoped import folder_config_paths
@@ -59,6 +60,7 @@ from memfs.vfs.extensions import RootFile, SyntheticTree
 
 if TYPE_CHECKING:
     from memfs.vfs.tool_folders import ToolFolders
+from memfs.vfs.safety_net import SafetyNet
 from memfs.vfs.save_tables import BASES_SHARE, EditorSaves, SaverBases
 from memfs.vfs.state import DirHandle, MountState
 
@@ -152,12 +154,17 @@ class Lookups:
         root_files: Sequence[RootFile] = (),
         stats: MountStats | None = None,
         process_of: Callable[[int], int] = lambda thread: thread,
+        kept: KeptHistory | None = None,
     ) -> None:
         self.store = store
         #: The mount's live statistics (commits by outcome, and what is watched there).
         self.stats = stats
         #: Tool folders' files, kept in memfs's own schema (``memfs.vfs.tool_folders``).
         self.tools = tools
+        #: Where a save's own bytes go when what is stored is not them (a merge): the
+        #: safety net under the merge rule, in ``kept``, memfs's own storage
+        #: (``memfs.vfs.safety_net``; None: a store without it keeps none).
+        self.safety_net = SafetyNet(kept, self.run_db)
         #: Files at the root found by lookup, never listed: ``.prompt``, the system prompt
         #: IronClaw assembles (``memfs.vfs.prompt_file``); ``.status`` and ``.status.json``,
         #: made anew at each open (``memfs.vfs.status_file``).

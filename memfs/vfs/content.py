@@ -751,7 +751,7 @@ class Contents(ModelPart):
                     return late[0], late[1], True
             return text, result, False
         merged = await self._merge_others(node, buffer, path, text)
-        found = await self.commit_merged(node.doc_id, path, merged, attrs)
+        found = await self.commit_merged(node.doc_id, path, merged, attrs, ours)
         if found is not None:
             return found[0], found[1], True
         result = await self.lookups.commit_document(node.doc_id, path, text, attrs, node.updated_at)
@@ -915,15 +915,31 @@ class Contents(ModelPart):
         best: tuple[int, Base] | None = None
         for base in self.bases.served_versions(doc_id) + self.bases.candidates(path, doc_id):
             got = self.bytes_of(base)
-            if not got or len(got) > MERGE_LIMIT or not data.startswith(got):
-                continue
-            if not (got.endswith(b"\n") or len(got) == len(data) or data[len(got)] == 0x0A):
+            if not got or len(got) >= len(data) or len(got) > MERGE_LIMIT:
+                continue  # the same bytes add nothing: a copy (``cp`` of a kept version)
+            if not data.startswith(got) or not (got.endswith(b"\n") or data[len(got)] == 0x0A):
                 continue
             if best is None or len(got) > best[0]:
                 best = (len(got), base)
-        if best is not None:
-            log.debug("%r: its writer's base inferred: %d bytes it extends", path, best[0])
-        return best[1] if best is not None else None
+        if best is None:
+            return None
+        newest = self._newest_served(doc_id)
+        if newest is not None and newest.startswith(data[: best[0]]):
+            added = set(data[best[0] :].splitlines())
+            if added <= set(newest[best[0] :].splitlines()):
+                # The bytes add nothing the row lacks: a copy of the row (``cp`` of a kept
+                # version, a restore), not lines added to an earlier content: no base.
+                return None
+        log.debug("%r: its writer's base inferred: %d bytes it extends", path, best[0])
+        return best[1]
+
+    def _newest_served(self, doc_id: UUID) -> bytes | None:
+        """The newest content of ``doc_id`` this mount served or wrote, if at hand."""
+        for base in self.bases.served_versions(doc_id):
+            data = self.bytes_of(base)
+            if data is not None:
+                return data
+        return None
 
     def rebased(self, doc_id: UUID, path: str, own: bytes | None, ours: str) -> bytes | None:
         """The base of a save whose writer read ``own`` (None: nothing known): ``own``,
@@ -1058,7 +1074,7 @@ class Contents(ModelPart):
 
     async def _merge_replaced(
         self, path: str, base_data: bytes | None, ours: str, attrs: FileAttrs,
-        result: CommitResult,
+        result: CommitResult, *, keep: bool = False,
     ) -> tuple[str, CommitResult] | None:  # fmt: skip
         """The save landed over another writer's change the mount had not heard of yet
         (the change feed is milliseconds behind): that change, kept as a version, is merged
@@ -1073,6 +1089,9 @@ class Contents(ModelPart):
         merged = self._merge_texts(path, base_data, theirs, ours)
         if merged is None or merged == ours:
             return None
+        if keep:  # ``ours`` is the writer's own bytes (later rounds': a merge)
+            await self.lookups.safety_net.keep(path, ours, merged, "merged with another "
+                                               "writer's change that landed first")  # fmt: skip
         again = await self._commit_guarded(result.doc_id, path, merged, result.updated_at, attrs)
         return (merged, again) if again is not None else None
 
@@ -1083,7 +1102,7 @@ class Contents(ModelPart):
         """``_merge_replaced``, again while yet another writer's change lands between a
         merged write and the one before it (a file many writers append to), up to
         ``LATE_MERGES`` rounds: each round is based on what the round before wrote."""
-        late = await self._merge_replaced(path, base_data, ours, attrs, result)
+        late = await self._merge_replaced(path, base_data, ours, attrs, result, keep=True)
         rounds = 1
         while late is not None and late[1].conflict and rounds < LATE_MERGES:
             again = await self._merge_replaced(path, ours.encode("utf-8"), late[0], attrs,
@@ -1094,7 +1113,7 @@ class Contents(ModelPart):
         return late
 
     async def commit_merged(
-        self, doc_id: UUID, path: str, merged: RowMerge | None, attrs: FileAttrs
+        self, doc_id: UUID, path: str, merged: RowMerge | None, attrs: FileAttrs, ours: str
     ) -> tuple[str, CommitResult] | None:
         """Commit a merge (made against the row at ``merged.version``): the text stored
         and the commit's result, or None if there is none or IronClaw's rules refuse it
@@ -1104,6 +1123,8 @@ class Contents(ModelPart):
         the late rounds (``merge_late``), based on the row the merge read."""
         if merged is None:
             return None
+        await self.lookups.safety_net.keep(path, ours, merged.text, "merged with another "
+                                           "writer's change")  # fmt: skip
         result = await self._commit_guarded(doc_id, path, merged.text, merged.version, attrs)
         if result is None:
             return None

@@ -243,7 +243,9 @@ class SavePatterns(ModelPart):
         if doc_id is not None and shown is not None and self.bases.tracks(doc_id):
             self.bases.superseded(doc_id, shown, self.cache.get(doc_id, shown))
         found = (
-            await self.contents.commit_merged(doc_id, new_path, merged, attrs) if doc_id else None
+            await self.contents.commit_merged(doc_id, new_path, merged, attrs, ours)
+            if doc_id
+            else None
         )
         if found is not None:
             text, result = found
@@ -452,18 +454,12 @@ class SavePatterns(ModelPart):
         text, source_seen = None, None
         if merged is not None:
             text, seen, source_seen = merged[0].text, merged[0].version, source.updated_at
-        based = None
-        if merged is None and source.doc_id is not None:
-            ours = self.cache.get(source.doc_id, source.updated_at)
-            based = self.bases.base(new_path, pid)
-            if based is None and ours is not None:
-                based = self.contents.inferred_base(replaced, new_path,
-                                                    ours.decode("utf-8", "replace"))  # fmt: skip
-        if based is not None and based.data is None:  # the replace drops the cache
-            cached = self.cache.get(replaced, based.version)
-            if cached is None:
-                cached = self.bases.retained(replaced, based.version)
-            based = based._replace(data=cached) if cached is not None else based
+        based = self._renamer_base(source, replaced, new_path, pid) if merged is None else None
+        if merged is not None and text is not None:
+            await self.lookups.safety_net.keep(
+                new_path, merged[1].decode("utf-8", "replace"), text,
+                "renamed over a document another writer changed: merged",
+            )  # fmt: skip
         result = await self.replacing.replace_document(
             source, source.doc_id, replaced, new_path, text, keep, seen, source_seen, text
         )
@@ -480,6 +476,24 @@ class SavePatterns(ModelPart):
                 self._show_late(source, new_path, pid, late, merged[1])
         elif based is not None and based.doc_id == replaced and result is not None:
             await self._merge_after_replace(source, new_path, pid, based, result, attrs)
+
+    def _renamer_base(
+        self, source: FileNode, replaced: UUID, new_path: str, pid: int
+    ) -> Base | None:
+        """What the renaming process read of the target (or, if nothing, the content the
+        renamed bytes extend), with its bytes where they are at hand: the replace drops
+        the cache, and a late merge needs them."""
+        based = self.bases.base(new_path, pid)
+        ours = self.cache.get(source.doc_id, source.updated_at) if source.doc_id else None
+        if based is None and ours is not None:
+            based = self.contents.inferred_base(replaced, new_path,
+                                                ours.decode("utf-8", "replace"))  # fmt: skip
+        if based is not None and based.data is None:
+            cached = self.cache.get(replaced, based.version)
+            if cached is None:
+                cached = self.bases.retained(replaced, based.version)
+            based = based._replace(data=cached) if cached is not None else based
+        return based
 
     async def _merge_after_replace(
         self, source: FileNode, new_path: str, pid: int, based: Base, result: CommitResult,

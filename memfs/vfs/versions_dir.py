@@ -1,12 +1,14 @@
 """``.versions/``: the versions IronClaw keeps of each document, as read-only files.
 
-``.versions/<document path>/`` holds one file per kept version, named
-``<number>_<UTC time>_<who><ext>`` (zero-padded, so ``ls`` sorts them oldest first), and
-``current<ext>``, the document as it is now: ``diff .versions/MEMORY.md/0003_… MEMORY.md``
-compares, ``cp .versions/MEMORY.md/0003_… MEMORY.md`` restores (an ordinary save, so the
-content it replaces is kept as a version in turn).  ``.versions/<folder>/`` lists the
-folder's documents and folders.  Like ``.search`` it is left out of the root listing, and
-lists only its README, so ``find``, ``grep -r`` and sync tools never walk into it.
+``.versions/<document path>/`` holds one file per kept version, named ``<number>_<UTC
+time>_<who><ext>`` (zero-padded, so ``ls`` sorts them oldest first), the copies of saves a
+merge changed, ``as-saved_<id>_<UTC time><ext>`` (memfs's own storage:
+``memfs.vfs.safety_net``), and ``current<ext>``, the document as it is now: ``diff
+.versions/MEMORY.md/0003_… MEMORY.md`` compares, ``cp .versions/MEMORY.md/0003_… MEMORY.md``
+restores (an ordinary save, so the content it replaces is kept as a version in turn).
+``.versions/<folder>/`` lists the folder's documents and folders. Like ``.search`` it is
+left out of the root listing, and lists only its README, so ``find``, ``grep -r`` and sync
+tools never walk into it.
 
 Every directory under it is decided anew at each lookup (the kernel is told not to cache
 those names) and rebuilt when what it shows changed: a document's versions are read again
@@ -22,6 +24,7 @@ from datetime import UTC
 from pathlib import PurePosixPath
 
 from memfs.db.calls import RunDb
+from memfs.db.capabilities import KeptHistory, SaverCopy
 from memfs.db.interface import DocumentStore, VersionInfo, VersionStore
 from memfs.paths import VERSIONS_DIR, join
 from memfs.tree import DirNode, FileNode, Node, ScopedFile, SyntheticDir, Tree, to_ns
@@ -37,6 +40,12 @@ The versions IronClaw keeps of each document, one read-only file per version:
 
 Names are <version>_<UTC time>_<who wrote it>, oldest first; current.md is the document as
 it is now. A restore is an ordinary save: the content it replaces becomes a version too.
+
+as-saved_<n>_<UTC time> files are saves exactly as their writer wrote them, kept because
+memfs merged them with another writer's change (the agent appended while you edited): if a
+merge ever got it wrong, `cp .versions/MEMORY.md/as-saved_0007_… MEMORY.md` puts your own
+text back (or `memfs restore MEMORY.md as-saved_0007`). They are kept as long as deleted
+documents are (MEMFS_KEEP_DELETED_DAYS or -o keep_deleted_days=N, 30 days by default).
 .versions/<folder>/ lists that folder's documents. A deleted document's versions go with
 it (IronClaw deletes them together), so it is not shown here.
 """
@@ -69,6 +78,17 @@ def version_name(version: VersionInfo, width: int, extension: str) -> str:
     return f"{version.number:0{width}d}_{when}_{_who(version.changed_by)}{extension}"
 
 
+def saver_copy_name(copy: SaverCopy, extension: str) -> str:
+    """``as-saved_<id>_<when><ext>``: a save exactly as its writer wrote it, kept because
+    a merge changed what was stored (``memfs.vfs.safety_net``)."""
+    when = copy.kept_at.astimezone(UTC).strftime("%Y-%m-%dT%H%M%SZ")
+    return f"{AS_SAVED}{copy.id:04d}_{when}{extension}"
+
+
+#: The prefix of a kept copy's name (``memfs restore PATH as-saved_…`` takes the name).
+AS_SAVED = "as-saved_"
+
+
 @dataclass(frozen=True)
 class _Shown:
     """A directory made under ``.versions``, and what it was made from."""
@@ -82,15 +102,24 @@ class VersionsTree:
 
     name = VERSIONS_DIR
 
-    def __init__(self, versions: VersionStore, documents: DocumentStore, calls: RunDb) -> None:
+    def __init__(
+        self,
+        versions: VersionStore,
+        documents: DocumentStore,
+        calls: RunDb,
+        kept: KeptHistory | None = None,
+    ) -> None:
         self.versions = versions
+        #: The copies of saves as written that a merge changed (``as-saved_*``).
+        self.kept = kept
         self.documents = documents
         self.calls = calls
         self.root: SyntheticDir | None = None
         #: Workspace path of every directory shown (a folder's, or a document's).
         self.paths: dict[int, str] = {}
         self.shown: dict[str, _Shown] = {}
-        #: What each version file holds: (document path, version number; 0: current).
+        #: What each version file holds: (document path, version number; 0: current;
+        #: below 0: the kept copy of a save as written, by its id negated).
         self.files: dict[int, tuple[str, int]] = {}
 
     async def fill(self, tree: Tree, root: SyntheticDir) -> None:
@@ -145,6 +174,9 @@ class VersionsTree:
         if number > 0:
             data = await self.calls(self.versions.version_content, path, number)
             return data if data is not None else b""
+        if number < 0 and self.kept is not None:
+            data = await self.calls(self.kept.saver_copy, -number)
+            return data if data is not None else b""
         return b""
 
     # -- building ------------------------------------------------------------------------
@@ -172,6 +204,13 @@ class VersionsTree:
             )
             tree.attach(node, file)
             self.files[file.ino] = (path, version.number)
+        copies = await self.calls(self.kept.saver_copies, path) if self.kept is not None else []
+        for copy in copies:
+            file = tree.new_scoped_file(
+                saver_copy_name(copy, extension), copy.size, to_ns(copy.kept_at)
+            )
+            tree.attach(node, file)
+            self.files[file.ino] = (path, -copy.id)
         current = tree.new_scoped_file(f"current{extension}", source.size, source.mtime_ns)
         current.source_id = source.doc_id
         tree.attach(node, current)

@@ -113,3 +113,25 @@ def test_the_libsql_deleted_file_is_private(tmp_path: Any) -> None:
         database.close()
     kept = tmp_path / "reborn-local-dev.db.memfs-deleted"
     assert kept.exists() and (kept.stat().st_mode & 0o777) == 0o600
+
+
+def test_saver_copies_are_kept_listed_read_and_purged(stores: Any) -> None:
+    """The safety net's storage: a save's bytes as written, by path, oldest first;
+    an unknown id reads nothing; purged with the deletions."""
+    store, kept = stores
+    before = datetime.now(UTC) - timedelta(seconds=5)
+    assert kept.saver_copies("a.md") == []
+    kept.keep_saver_copy("a.md", b"mine\n", "merged")
+    kept.keep_saver_copy("a.md", "caf\u00e9\n".encode(), "merged again")
+    kept.keep_saver_copy("b.md", b"other\n", "merged")
+    first, second = kept.saver_copies("a.md")
+    assert (first.reason, first.size, second.size) == ("merged", 5, 6)
+    assert first.kept_at <= second.kept_at and first.kept_at > before
+    assert kept.saver_copy(first.id) == b"mine\n"
+    assert kept.saver_copy(second.id) == "caf\u00e9\n".encode()
+    assert kept.saver_copy(10**9) is None
+    kept.purge(before)  # older than every copy: all stay
+    assert len(kept.saver_copies("a.md")) == 2
+    kept.purge(datetime.now(UTC) + timedelta(seconds=5))
+    assert kept.saver_copies("a.md") == [] and kept.saver_copies("b.md") == []
+    assert store.find_document("a.md") is None  # never a document

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memfs.db.capabilities import Deletion, EmptySpell, KeptDocument, Move
+from memfs.db.capabilities import Deletion, EmptySpell, KeptDocument, Move, SaverCopy
 from memfs.db.kept_store import past_versions
 from memfs.db.libsql.connection import LibsqlFile, blob
 from memfs.db.libsql.row_times import NOW, TABLE, parse_time
@@ -40,6 +40,12 @@ _SCHEMA = (
     "ON deleted_documents (workspace, path, deleted_at)",
     "CREATE TABLE IF NOT EXISTS folder_moves (workspace TEXT NOT NULL, old_path TEXT NOT NULL, "
     "new_path TEXT NOT NULL, begun_at TEXT NOT NULL, PRIMARY KEY (workspace, old_path, new_path))",
+    # A writer's bytes as saved where the stored content is not them (a merge): the
+    # safety net under the merge rule, never a row of IronClaw's file.
+    "CREATE TABLE IF NOT EXISTS saver_copies (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+    "workspace TEXT NOT NULL, path TEXT NOT NULL, reason TEXT NOT NULL, content BLOB NOT NULL, "
+    "kept_at TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS saver_copies_by_path ON saver_copies (workspace, path, kept_at)",
     "CREATE TABLE IF NOT EXISTS removals_begun (workspace TEXT NOT NULL, key TEXT NOT NULL, "
     "path TEXT NOT NULL, seen TEXT, begun_at TEXT NOT NULL, PRIMARY KEY (workspace, key))",
 )
@@ -102,6 +108,10 @@ class DeletedFile:
             f"{NOW}, 'mount', :row_path, :row_state)",
             documents,
         )
+
+    def commit_one(self, statement: str, row: Sequence[Any]) -> None:
+        """``statement`` once, durable on return."""
+        self._commit_many(statement, [row])
 
     def _commit_many(self, statement: str, rows: Sequence[Any]) -> None:
         """``statement`` for each of ``rows`` in one transaction, durable on return
@@ -319,6 +329,28 @@ class LibsqlKeptStore:
         return [EmptySpell(path, parse_time(emptied), parse_time(filled))
                 for path, emptied, filled in rows]  # fmt: skip
 
+    def keep_saver_copy(self, path: str, data: bytes, reason: str) -> None:
+        self.deleted.commit_one(
+            "INSERT INTO saver_copies (workspace, path, reason, content, kept_at) "
+            f"VALUES (?, ?, ?, ?, {NOW})",
+            (self.workspace, path, reason, data),
+        )
+
+    def saver_copies(self, path: str) -> list[SaverCopy]:
+        rows = self._rows(
+            "SELECT id, path, kept_at, reason, length(content) FROM saver_copies "
+            "WHERE workspace = ? AND path = ? ORDER BY kept_at, id",
+            (self.workspace, path),
+        )
+        return [SaverCopy(int(r[0]), r[1], parse_time(r[2]), r[3], int(r[4])) for r in rows]
+
+    def saver_copy(self, copy_id: int) -> bytes | None:
+        rows = self._rows(
+            "SELECT content FROM saver_copies WHERE workspace = ? AND id = ?",
+            (self.workspace, copy_id),
+        )
+        return bytes(rows[0][0]) if rows else None
+
     def purge(self, before: datetime) -> int:
         cut = before.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
         conn = self.deleted.connection()
@@ -328,6 +360,10 @@ class LibsqlKeptStore:
                 "DELETE FROM deleted_documents WHERE workspace = ? AND deleted_at < ?",
                 (self.workspace, cut),
             ).rowcount
+            conn.execute(
+                "DELETE FROM saver_copies WHERE workspace = ? AND kept_at < ?",
+                (self.workspace, cut),
+            )
 
         def forget_older(conn: sqlite3.Connection) -> None:
             conn.execute("DELETE FROM memfs.path_history WHERE workspace = ? AND moved_at < ?",
