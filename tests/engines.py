@@ -285,20 +285,24 @@ class Engine:
             )
         ]
 
-    def agent_appends(self, conn: psycopg.Connection[Any], path: str, line: str) -> bool:
+    def agent_appends(
+        self, conn: psycopg.Connection[Any], path: str, line: str, *, touch: bool = True
+    ) -> bool:
         """The agent appends ``line`` in one statement (Reborn: a compare-and-swap step,
-        ``version + 1``); False if there was no such document."""
+        ``version + 1``); False if there was no such document.  ``touch`` False leaves
+        ``updated_at`` as it was: what two of IronClaw's writes within one tick of its
+        clock leave (issue 54)."""
+        when = ", updated_at = now()" if touch else ""
         if self.name == "legacy":
             query = (
-                "UPDATE memory_documents SET content = content || %s, updated_at = now() "
+                f"UPDATE memory_documents SET content = content || %s{when} "
                 "WHERE user_id = 'default' AND agent_id IS NULL AND path = %s"
             )
-            return conn.execute(query, (line, path)).rowcount > 0
+            return conn.execute(query, (line, path)).rowcount > 0  # type: ignore[arg-type]
         return (
             conn.execute(
-                "UPDATE root_filesystem_entries SET contents = contents || %s, "
-                "version = version + 1, updated_at = now() WHERE path = %s "
-                "AND kind = 'memory_document'",
+                "UPDATE root_filesystem_entries SET contents = contents || %s, "  # type: ignore[arg-type]
+                f"version = version + 1{when} WHERE path = %s AND kind = 'memory_document'",
                 (line.encode(), f"{reborn_prefix('default')}/{path}"),
             ).rowcount
             > 0
@@ -570,12 +574,14 @@ class LibsqlEngine(Engine):
         self._put("DELETE FROM root_filesystem_entries WHERE path = ? OR path LIKE ?",
                   (full, full + ".%"))  # fmt: skip
 
-    def agent_appends(self, conn: psycopg.Connection[Any], path: str, line: str) -> bool:
+    def agent_appends(
+        self, conn: psycopg.Connection[Any], path: str, line: str, *, touch: bool = True
+    ) -> bool:
+        when = ", updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')" if touch else ""
         return (
             self._put(
                 "UPDATE root_filesystem_entries SET contents = CAST(contents || ? AS BLOB), "
-                "version = version + 1, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') "
-                "WHERE path = ? AND kind = 'memory_document'",
+                f"version = version + 1{when} WHERE path = ? AND kind = 'memory_document'",
                 (line.encode(), f"{reborn_prefix('default')}/{path}"),
             )
             > 0
@@ -734,13 +740,15 @@ class LibsqlLegacyEngine(Engine):
         finally:
             db.close()
 
-    def agent_appends(self, conn: psycopg.Connection[Any], path: str, line: str) -> bool:
+    def agent_appends(
+        self, conn: psycopg.Connection[Any], path: str, line: str, *, touch: bool = True
+    ) -> bool:
         """IronClaw v1.0's update of the content, its time from its clock (chunks follow
         in IronClaw's next step, left to the next save here as on PostgreSQL)."""
+        when = ", updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')" if touch else ""
         return self._put(
-            "UPDATE memory_documents SET content = content || ?, updated_at = "
-            "strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE user_id = 'default' "
-            "AND agent_id IS NULL AND path = ?", (line, path)) > 0  # fmt: skip
+            f"UPDATE memory_documents SET content = content || ?{when} WHERE user_id = "
+            "'default' AND agent_id IS NULL AND path = ?", (line, path)) > 0  # fmt: skip
 
     def agent_overwrites(self, conn: psycopg.Connection[Any], path: str, text: str) -> None:
         (old,) = self._read("SELECT id, content FROM memory_documents WHERE user_id = 'default' "

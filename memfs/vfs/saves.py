@@ -455,6 +455,9 @@ class SavePatterns(ModelPart):
         if merged is not None:
             text, seen, source_seen = merged[0].text, merged[0].version, source.updated_at
         based = self._renamer_base(source, replaced, new_path, pid) if merged is None else None
+        # The renamed bytes, while the cache holds them (the replace drops it): a late
+        # merge after the replace is based on them.
+        renamed = self.cache.get(source.doc_id, source.updated_at) if based is not None else None
         if merged is not None and text is not None:
             await self.lookups.safety_net.keep(
                 new_path, merged[1].decode("utf-8", "replace"), text,
@@ -475,7 +478,8 @@ class SavePatterns(ModelPart):
             if late is not None:
                 self._show_late(source, new_path, pid, late, merged[1])
         elif based is not None and based.doc_id == replaced and result is not None:
-            await self._merge_after_replace(source, new_path, pid, based, result, attrs)
+            await self._merge_after_replace(source, new_path, pid, based, result, attrs,
+                                            renamed)  # fmt: skip
 
     def _renamer_base(
         self, source: FileNode, replaced: UUID, new_path: str, pid: int
@@ -497,14 +501,17 @@ class SavePatterns(ModelPart):
 
     async def _merge_after_replace(
         self, source: FileNode, new_path: str, pid: int, based: Base, result: CommitResult,
-        attrs: FileAttrs,
+        attrs: FileAttrs, renamed: bytes | None,
     ) -> None:  # fmt: skip
         """A document renamed over the file its process read landed over a change this
         mount had not heard of yet (its guard found it; the change is a version now): that
-        change is merged back by a second write, as for any save (``merge_late``)."""
+        change is merged back by a second write, as for any save (``merge_late``), based
+        on the ``renamed`` bytes (the cache's, if the replace left them there)."""
         if not result.conflict or result.replaced_hash is None:
             return
         ours_data = self.cache.get(result.doc_id, result.updated_at)
+        if ours_data is None:
+            ours_data = renamed
 
         if ours_data is None:
             return

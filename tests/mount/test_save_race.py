@@ -6,7 +6,9 @@ appended, so a line kept only as a version is a merge that fell back (issue 54: 
 every run of 27 saves failed this on three of the four engines, and 40 vim saves kept 2-4
 agent lines only as versions in 3 of 3 runs).
 Sized by saves, not rounds: ``MEMFS_RACE_SAVES`` (CI: ``SAVES``), ``MEMFS_RACE_AGENT_MS``
-the agent's period, ``MEMFS_RACE_SAVERS`` a comma-separated choice of savers.  The seed is
+the agent's period, ``MEMFS_RACE_SAVERS`` a comma-separated choice of savers,
+``MEMFS_RACE_SAME_TIME`` an agent that leaves ``updated_at`` as it was (two of IronClaw's
+writes within one tick of its clock).  The seed is
 printed, so a failure can be replayed with ``MEMFS_RACE_SEED``.
 """
 
@@ -38,11 +40,12 @@ def agent_appends(
     """IronClaw's agent writing ``doc.md``: an append in one statement, every period
     (jittered by half of it either way)."""
     period = float(os.environ.get("MEMFS_RACE_AGENT_MS", "20")) / 1000
+    touch = not os.environ.get("MEMFS_RACE_SAME_TIME")  # updated_at left as it was
     with psycopg.connect(url, autocommit=True) as conn:
         n = 0
         while not stop.wait(rng.uniform(period / 2, period * 1.5)):
             line = f"agent {n}"
-            if engine.agent_appends(conn, "doc.md", line + "\n"):
+            if engine.agent_appends(conn, "doc.md", line + "\n", touch=touch):
                 done.append(line)
                 n += 1
 
