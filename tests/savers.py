@@ -74,7 +74,8 @@ def neovim(mnt: Path, name: str, line: str, env: dict[str, str]) -> None:
     )  # fmt: skip
     try:
         _wait(lambda: name in screen(), "neovim to show the file")
-        keys("G", "o", "-l", line)
+        keys("G", "o")
+        keys("-l", line)  # typed as is (a flag: before the keys)
         keys("Escape")
         keys(":wq", "Enter")
 

@@ -1,4 +1,5 @@
-"""Every real save pattern, in random order, while an agent appends by SQL every 20 ms.
+"""Every real save pattern, in random order, while another writer appends every 20 ms: the
+agent by SQL as IronClaw writes on the engine, or a second mount (``>>``).
 
 After each save the document exists (exactly one row, same id) and holds the saver's line;
 at the end every line the agent wrote is in the **live** content: both sides only
@@ -50,11 +51,37 @@ def agent_appends(
                 n += 1
 
 
+def mount_appends(other: Path, stop: threading.Event, rng: random.Random, done: list[str]) -> None:
+    """A second mount's writer: ``>>`` of a line every period (open, write, close)."""
+    period = float(os.environ.get("MEMFS_RACE_AGENT_MS", "20")) / 1000
+    n = 0
+    while not stop.wait(rng.uniform(period / 2, period * 1.5)):
+        line = f"mount2 {n}"
+        try:
+            with open(other / "doc.md", "a") as out:
+                out.write(line + "\n")
+        except OSError as exc:  # the race then fails on the lines it lacks, not here
+            print(f"second mount: {line}: {exc}")
+            continue
+        done.append(line)  # close() answered: the save reached the second mount
+        n += 1
+
+
 @pytest.mark.libsql_too
+@pytest.mark.parametrize("writer", ["agent", "second mount"])
 def test_real_saves_racing_an_sql_agent_lose_nothing_and_delete_nothing(
     engine: Engine, engine_mount: Mount, sql_conn: psycopg.Connection[Any], database_url: str,
-    work_dir: Path,
+    work_dir: Path, writer: str, mount_factory: Any, request: pytest.FixtureRequest,
 ) -> None:  # fmt: skip
+    if writer == "second mount" and engine.name != "legacy":
+        # Issue 54, open: a save that lands over a change its mount has not heard of yet
+        # is written, then the change merged back by a second write.  Between the two the
+        # other mount's append sees what looks like a deletion of its own last line, and
+        # its merge overlaps: 6-9 of 33 saves' lines end only in versions (none lost
+        # outright) on the Reborn layout, 1 of 33 on the legacy libSQL file; on legacy
+        # PostgreSQL none in 4 of 4 runs.  A fix merges inside the guarded transaction.
+        why = "issue 54: mount against mount (all but legacy PostgreSQL)"
+        request.applymarker(pytest.mark.xfail(reason=why, strict=False))
     mounted = engine_mount
     missing = missing_programs()
     if missing:
@@ -68,11 +95,21 @@ def test_real_saves_racing_an_sql_agent_lose_nothing_and_delete_nothing(
     env = client_env(work_dir / f"race-home-{seed}")
     agent_lines: list[str] = []
     human_lines: list[str] = []
+    #: The first save whose line was not in the content right after it (or 5 s later).
+    late: list[str] = []
     stop = threading.Event()
-    agent = threading.Thread(
-        target=agent_appends,
-        args=(engine, database_url, stop, random.Random(seed + 1), agent_lines),
-    )
+    second: Mount | None = None
+    if writer == "agent":
+        agent = threading.Thread(
+            target=agent_appends,
+            args=(engine, database_url, stop, random.Random(seed + 1), agent_lines),
+        )
+    else:
+        second = mount_factory(engine.mount_url(database_url), name="second")
+        agent = threading.Thread(
+            target=mount_appends,
+            args=(second.path(), stop, random.Random(seed + 1), agent_lines),
+        )
     agent.start()
     chosen = os.environ.get("MEMFS_RACE_SAVERS")
     names = [n for n in SAVERS if chosen is None or n in chosen.split(",")]
@@ -87,28 +124,37 @@ def test_real_saves_racing_an_sql_agent_lose_nothing_and_delete_nothing(
             assert engine.identity(sql_conn, "doc.md") == doc_id, (
                 f"after {name} (seed {seed}): {engine.contents(sql_conn)}\n{mounted.log()[-5000:]}"
             )  # one row, the same one
-            # The agent only appends, so a finished save's line is in the content now.
+            # The other writer only appends, so a finished save's line is in the content
+            # now; a moment later if the other is a mount whose append met this save
+            # before it heard of it (its save lands, then merges this one back: two writes).
             content = engine.contents(sql_conn)["doc.md"]
-            assert line in content, (
-                f"{name}'s save is not in the content (seed {seed}): {content!r}\n"
-                f"{mounted.log()[-8000:]}"
-            )
+            deadline = time.monotonic() + (5.0 if writer == "second mount" else 0.0)
+            while line not in content and time.monotonic() < deadline:
+                time.sleep(0.02)
+                content = engine.contents(sql_conn)["doc.md"]
+            if line not in content and not late:
+                late.append(f"{name}'s save is not in the content (seed {seed}): {content!r}")
     finally:
         stop.set()
         agent.join(timeout=30)
         if os.environ.get("MEMFS_RACE_KEEP"):  # the evidence of a run, kept on demand
             time.sleep(2)  # what the mount logs just after
             Path(os.environ["MEMFS_RACE_KEEP"]).write_text(mounted.log())
+            if second is not None:
+                Path(os.environ["MEMFS_RACE_KEEP"] + ".second").write_text(second.log())
     assert agent_lines, "the agent never wrote"
     content = engine.contents(sql_conn)["doc.md"]
     kept = content + "".join(engine.versions(sql_conn, "doc.md"))
     lost_human = [line for line in human_lines if line not in content]
+    gone = [line for line in human_lines if line not in kept]  # not even in a version
     lost_agent = [line for line in agent_lines if line not in kept]
     misplaced = [line for line in agent_lines if line not in content and line in kept]
     print(f"save race: {len(order)} saves, {len(agent_lines)} agent lines, lost "
-          f"{len(lost_human)} saved and {len(lost_agent)} agent lines, {len(misplaced)} agent "
-          f"lines only in versions")  # fmt: skip
-    assert not lost_human, f"seed {seed}: saves lost {lost_human}"
+          f"{len(lost_human)} saved ({len(gone)} in no version either) and "
+          f"{len(lost_agent)} agent lines, {len(misplaced)} agent lines only in "
+          "versions")  # fmt: skip
+    assert not lost_human, f"seed {seed}: saves lost {lost_human}; {late}"
+    assert not late, late
     assert not lost_agent, f"seed {seed}: agent lines lost {lost_agent}"
     assert not misplaced, (
         f"seed {seed}: {len(misplaced)} of {len(agent_lines)} agent lines only in versions "
