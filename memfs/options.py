@@ -20,17 +20,22 @@ class SettingError(ValueError):
     """A setting's value cannot be used; the message names the setting and what it takes."""
 
 
-def parse_int(minimum: int) -> Callable[[str], int]:
+def parse_int(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
     def parse(text: str) -> int:
+        within = f"from {minimum} to {maximum}" if maximum is not None else f"≥ {minimum}"
         try:
             value = int(text.strip().replace("_", ""))
         except ValueError:
-            raise SettingError(f"expected a whole number ≥ {minimum}") from None
-        if value < minimum:
-            raise SettingError(f"expected a whole number ≥ {minimum}")
+            raise SettingError(f"expected a whole number {within}") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            raise SettingError(f"expected a whole number {within}")
         return value
 
     return parse
+
+
+#: The largest user or group id the kernel's FUSE attributes carry (32 bits; -1 is "none").
+MAX_ID = (1 << 32) - 2
 
 
 def parse_seconds(text: str) -> float:
@@ -291,9 +296,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("allow_non_empty", "mount over a directory that holds files (they are hidden "
            "until unmount)", env=("MEMFS_ALLOW_NON_EMPTY",), switch=True),
     Option("uid", "the owner every file is shown with (default: the mounting user; with "
-           "allow_other, as sshfs's uid=)", parse_int(0), env=("MEMFS_UID",), metavar="UID"),
+           "allow_other, as sshfs's uid=)", parse_int(0, MAX_ID), env=("MEMFS_UID",),
+           metavar="UID"),
     Option("gid", "the group every file is shown with (default: the mounting user's)",
-           parse_int(0), env=("MEMFS_GID",), metavar="GID"),
+           parse_int(0, MAX_ID), env=("MEMFS_GID",), metavar="GID"),
     Option("umask", "permission bits taken away from every file and folder shown, octal "
            "(077: the owner's alone)", parse_umask, env=("MEMFS_UMASK",), metavar="MASK"),
     Option("fuse_options", "extra libfuse/kernel mount options, comma-separated",

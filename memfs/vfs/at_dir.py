@@ -193,8 +193,8 @@ class AtTree:
     async def make_entry(self, tree: Tree, parent: SyntheticDir, name: str) -> Node | None:
         if parent is self.root:
             moment = parse_moment(name)
-            if moment is None:
-                return None
+            if moment is None or moment > datetime.fromtimestamp(self.clock(), UTC):
+                return None  # not a moment, or one still to come (ENOENT: no past there)
             made = self._moment(tree, name, moment)
             if made.node.parent is None:
                 made.node.parent = parent  # reachable by lookup only, unless listed

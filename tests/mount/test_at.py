@@ -9,7 +9,7 @@ import os
 import shutil
 import subprocess
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +82,8 @@ def test_the_tree_at_past_moments(
                            timeout=30, check=True).stdout  # fmt: skip
     assert "/.at" not in found
     assert not os.path.exists(mount.path(".at/not-a-time"))
+    future = (datetime.now(UTC) + timedelta(days=400)).date().isoformat()
+    assert not os.path.exists(mount.path(f".at/{future}"))  # no past there: ENOENT
     assert filecmp.cmp(mount.path(f".at/{second}/journal/b.md"), mount.path("journal/b.md"),
                        shallow=False)  # fmt: skip
 

@@ -50,3 +50,11 @@ def test_a_damaged_file_is_named_in_one_line(command: list[str], tmp_path: Path)
     assert done.returncode == 3, done.stderr
     assert len(lines) == 1 and "internal error" not in done.stderr, done.stderr
     assert str(damaged) in lines[0] and "damaged" in lines[0]
+
+
+@pytest.mark.parametrize("flag", ["--uid", "--gid"])
+def test_an_id_the_kernel_cannot_carry_is_refused_in_one_line(flag: str, tmp_path: Path) -> None:
+    """Issue 55: ``--gid 99999999999`` mounted, then every ``ls`` answered EIO."""
+    done = run(["mount", "{mnt}", flag, "99999999999"], tmp_path)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert flag in done.stderr and "4294967294" in done.stderr
