@@ -50,9 +50,6 @@ def _mount_on(call: Invocation, settings: Settings) -> int:
 
     args = call.args
     found = choose_database(settings)
-    if found is not None:
-        print(f"memfs: mounting IronClaw's memory in {found} (its configuration names it; "
-              "--database-url chooses another)")  # fmt: skip
     chosen = libsql_path(settings.database_url) if settings.database_url else None
     forced = file_read_only_reason(chosen) if chosen is not None else None
     if forced is not None:
@@ -67,6 +64,9 @@ def _mount_on(call: Invocation, settings: Settings) -> int:
                 "data with --data-dir)"
             )
     mountpoint = prepare_mountpoint(args.mountpoint, allow_non_empty=settings.allow_non_empty)
+    if found is not None:  # said once the mount point is usable (a refusal says only that)
+        print(f"memfs: mounting IronClaw's memory in {found} (found where IronClaw keeps "
+              "it; --database-url chooses another)")  # fmt: skip
     check_embedded(settings)
     if args.foreground:
         logs.configure(call.level, file=settings.log_file)
