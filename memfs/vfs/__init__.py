@@ -41,6 +41,7 @@ from memfs.vfs.content import Contents
 from memfs.vfs.extensions import SyntheticTree
 from memfs.vfs.hooks import Done, OperationHook, ToolFolderHook
 from memfs.vfs.maintenance import Maintenance
+from memfs.vfs.merging import Merges
 from memfs.vfs.namespace import Names
 from memfs.vfs.prompt_file import PromptFile
 from memfs.vfs.recent_dir import RecentTree
@@ -89,12 +90,15 @@ class Filesystem:
     def __init__(self, store: DocumentStore, **options: Any) -> None:
         #: The shared services, database access, attributes, lookups and listings.
         self.lookups = Lookups(store, **options)
+        #: Every decision between a save and another writer's change: the base, the rule,
+        #: the merged write and the safety net (``memfs.vfs.merging``).
+        merges = Merges(self.lookups)
         #: Open files, buffers, reads, writes and commits.
-        self.contents = Contents(self.lookups)
+        self.contents = Contents(self.lookups, merges)
         #: The rows a rename or a save puts something else in the place of.
         replacing = Replacements(self.lookups)
         #: Editors' saves: renamed-away originals, temporaries, tentative names.
-        self.patterns = SavePatterns(self.lookups, self.contents, replacing)
+        self.patterns = SavePatterns(self.lookups, self.contents, replacing, merges)
         #: Names: creating, removing, renaming, the scratch overlay, tool folders' sync.
         self.names = Names(self.lookups, self.contents, replacing, self.patterns)
         #: Heard after the operations that can change a tool folder (``hooks``).

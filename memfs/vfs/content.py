@@ -13,18 +13,19 @@ import logging
 import os
 import stat
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 from uuid import UUID
 
 from memfs.buffers import FileBuffer, ScratchBuffer
 from memfs.db.interface import CommitResult, FileAttrs
 from memfs.errors import DocumentGone, FsError, WriteRefused
 from memfs.ironclaw.hashing import bytes_hash
-from memfs.merge import MERGE_LIMIT, merge, mergeable
+from memfs.merge import MERGE_LIMIT, mergeable
 from memfs.private import write_private
 from memfs.tree import SYNTHETIC, FileNode, Node, ScopedFile, SyntheticFile, to_ns
 from memfs.vfs.base import Attributes, Lookups, ModelPart, log, refuse_stale
 from memfs.vfs.extensions import RootFile
+from memfs.vfs.merging import Merges, RowMerge
 from memfs.vfs.save_tables import Base
 from memfs.vfs.state import CONTENDED_SECONDS, Buffer, Handle
 
@@ -33,24 +34,13 @@ READ_AHEAD_DOCUMENTS = 512
 READ_AHEAD_BYTES = 8 * 1024 * 1024
 
 
-#: How many times in a row a save merges other writers' changes that landed as it wrote.
-LATE_MERGES = 4
-
-
-class RowMerge(NamedTuple):
-    """A save merged with the row as it was read: the merged text, the row's version
-    and the row's bytes (the base of a late round if yet another change lands first)."""
-
-    text: str
-    version: Any
-    theirs: bytes
-
-
 class Contents(ModelPart):
     """Open, read, write, truncate and commit."""
 
-    def __init__(self, lookups: Lookups) -> None:
+    def __init__(self, lookups: Lookups, merges: Merges) -> None:
         super().__init__(lookups)
+        #: Every decision between a save and another writer's change (``memfs.vfs.merging``).
+        self.merges = merges
         #: The path each unsaved inode's copy is kept under in the recovery area.
         self._kept: dict[int, str] = {}
         #: Unsaved files whose content ``drain`` wrote to a folder the user named.
@@ -746,19 +736,19 @@ class Contents(ModelPart):
             if from_nothing and not result.created and result.replaced_hash:
                 # ``>>`` of a file another writer made meanwhile, or a file its writer
                 # found none at (``SaverBases.absent``): after their lines.
-                late = await self.merge_late(path, b"", ours, attrs, result)
+                late = await self.merges.merge_late(path, b"", ours, attrs, result)
                 if late is not None:
                     return late[0], late[1], True
             return text, result, False
         merged = await self._merge_others(node, buffer, path, text)
-        found = await self.commit_merged(node.doc_id, path, merged, attrs, ours)
+        found = await self.merges.commit_merged(node.doc_id, path, merged, attrs, ours)
         if found is not None:
             return found[0], found[1], True
         result = await self.lookups.commit_document(node.doc_id, path, text, attrs, node.updated_at)
         if result.conflict and result.replaced_hash is not None:
             own = await self._buffer_base(node.doc_id, path, buffer)
-            base = self.rebased(node.doc_id, path, own, ours)
-            late = await self.merge_late(path, base, ours, attrs, result)
+            base = self.merges.rebased(node.doc_id, path, own, ours)
+            late = await self.merges.merge_late(path, base, ours, attrs, result)
             if late is not None:
                 return late[0], late[1], True
         return text, result, False
@@ -890,7 +880,7 @@ class Contents(ModelPart):
             return  # the buffer holds that very version
         log.debug("%r written by process %d, based on what it read at %s", path, pid,
                   found.version)  # fmt: skip
-        data = self.bytes_of(found)
+        data = self.merges.bytes_of(found)
         buffer.base_digest = None
         if data is None and found.digest is not None:  # fetched by its hash if a merge needs it
             buffer.base, buffer.base_version = None, found.version
@@ -903,76 +893,12 @@ class Contents(ModelPart):
         buffer.base = data if len(data) <= MERGE_LIMIT else None
         buffer.base_version = found.version if found.data is None else None
 
-    def inferred_base(self, doc_id: UUID, path: str, ours: str) -> Base | None:
-        """The base of a save whose writer read nothing of the document (rsync's
-        temporary, written from a copy another process made; the shell's ``>`` after a
-        ``cat``): the longest content served here lately, or read or written by a process,
-        that the saved bytes extend (start with, up to a line's end), or None.  The saver
-        then only added lines to it, so another writer's lines since are merged, not
-        pushed out to a version.  The longest: a shorter one would take the lines both
-        have as the saver's, and write them twice.  No SQL: only bytes at hand."""
-        data = ours.encode("utf-8")
-        best: tuple[int, Base] | None = None
-        for base in self.bases.served_versions(doc_id) + self.bases.candidates(path, doc_id):
-            got = self.bytes_of(base)
-            if not got or len(got) >= len(data) or len(got) > MERGE_LIMIT:
-                continue  # the same bytes add nothing: a copy (``cp`` of a kept version)
-            if not data.startswith(got) or not (got.endswith(b"\n") or data[len(got)] == 0x0A):
-                continue
-            if best is None or len(got) > best[0]:
-                best = (len(got), base)
-        if best is None:
-            return None
-        newest = self._newest_served(doc_id)
-        if newest is not None and newest.startswith(data[: best[0]]):
-            added = set(data[best[0] :].splitlines())
-            if added <= set(newest[best[0] :].splitlines()):
-                # The bytes add nothing the row lacks: a copy of the row (``cp`` of a kept
-                # version, a restore), not lines added to an earlier content: no base.
-                return None
-        log.debug("%r: its writer's base inferred: %d bytes it extends", path, best[0])
-        return best[1]
-
-    def _newest_served(self, doc_id: UUID) -> bytes | None:
-        """The newest content of ``doc_id`` this mount served or wrote, if at hand."""
-        for base in self.bases.served_versions(doc_id):
-            data = self.bytes_of(base)
-            if data is not None:
-                return data
-        return None
-
-    def rebased(self, doc_id: UUID, path: str, own: bytes | None, ours: str) -> bytes | None:
-        """The base of a save whose writer read ``own`` (None: nothing known): ``own``,
-        unless the saved bytes do not extend it but do extend an earlier content some
-        process read here, which ``own`` extends too.  A sync tool reads the destination
-        only to compare it (rsync's basis file, rclone's checksum); its bytes come from a
-        copy made before: based on what it read, its save would delete the other writer's
-        lines since that copy."""
-        data = ours.encode("utf-8")
-        if own is not None and data.startswith(own):
-            return own
-        earlier = self.inferred_base(doc_id, path, ours)
-        found = self.bytes_of(earlier) if earlier is not None else None
-        if found is not None and (own is None or own.startswith(found)):
-            if own is not None:
-                log.debug("%r: the save extends an earlier content than its writer read: "
-                          "based on that", path)  # fmt: skip
-            return found
-        return own
-
-    def bytes_of(self, found: Base) -> bytes | None:
-        """The bytes of a process's base: kept with it, or in the content cache."""
-        if found.data is not None or found.doc_id is None:
-            return found.data
-        cached = self.cache.get(found.doc_id, found.version)
-        return cached if cached is not None else self.bases.retained(found.doc_id, found.version)
-
     def _adopt_removed_base(self, buffer: FileBuffer, found: Base, path: str, pid: int) -> None:
         """Process ``pid`` read another document at ``path``, removed or moved away since and
         this one made there (an append saved anew after another writer's removal): its save
         is based on the bytes it read, which no row of this document holds (a merge then
         always reads the row), or on today's rule if they are no longer at hand."""
-        data = self.bytes_of(found)
+        data = self.merges.bytes_of(found)
         if data is None or len(data) > MERGE_LIMIT:
             return
         log.debug("%r written by process %d, based on what it read of the document there "
@@ -993,159 +919,39 @@ class Contents(ModelPart):
         if base is None and buffer.base_digest is None:
             # Its writer read nothing (the shell's ``>`` after a ``cat``): the content its
             # bytes extend, if another writer changed the row since.
-            inferred = self.inferred_base(node.doc_id, path, ours)
+            inferred = self.merges.inferred_base(node.doc_id, path, ours)
             if inferred is None:
                 return None
             shown = inferred.version if inferred.data is None else None
             if shown == node.updated_at and not buffer.others_changed:
                 return None
-            data = self.bytes_of(inferred)
+            data = self.merges.bytes_of(inferred)
             if data is None:
                 return None
-            return await self.merge_with_row(node.doc_id, path, data, shown, ours)
+            return await self.merges.merge_with_row(node.doc_id, path, data, shown, ours)
         if buffer.base_version == node.updated_at and not buffer.others_changed:
             # No change heard of since its writer read the row: the row is ``base``.  Unless
             # the bytes come from an earlier content (a sync tool's copy), that is all.
-            rebased = self.rebased(node.doc_id, path, base, ours) if base is not None else None
+            rebased = (
+                self.merges.rebased(node.doc_id, path, base, ours) if base is not None else None
+            )
             if base is None or rebased is None or rebased is base:
                 return None
-            merged = self._merge_texts(path, rebased, base, ours)
+            merged = self.merges.merge_texts(path, rebased, base, ours)
             return RowMerge(merged, node.updated_at, base) if merged is not None else None
         if base is None and buffer.base_digest is not None:
-            base = await self.stored_base(node.doc_id, path, buffer.base_digest)
+            base = await self.merges.stored_base(node.doc_id, path, buffer.base_digest)
         if base is None:
             return None
-        rebased = self.rebased(node.doc_id, path, base, ours)
+        rebased = self.merges.rebased(node.doc_id, path, base, ours)
         version = buffer.base_version if rebased is base else None
-        return await self.merge_with_row(node.doc_id, path, rebased or base, version, ours)
-
-    async def stored_base(self, doc_id: UUID, path: str, digest: str) -> bytes | None:
-        """A base whose bytes no cache holds any more, from the row or its version rows
-        (by IronClaw's hash of it), or None (logged) if neither holds it."""
-        data = await self.lookups.run_db(self.store.content_by_hash, doc_id, digest)
-        if data is None or len(data) > MERGE_LIMIT:
-            log.info("%r: what its writer read is neither cached nor kept as a version; a "
-                     "change by another writer meanwhile is kept as a version, not merged",
-                     path)  # fmt: skip
-            return None
-        log.debug("%r: its writer's base fetched from the version rows", path)
-        return data
+        return await self.merges.merge_with_row(node.doc_id, path, rebased or base, version, ours)
 
     async def _buffer_base(self, doc_id: UUID, path: str, buffer: FileBuffer) -> bytes | None:
         """The bytes a buffer's writers started from, fetched by hash if need be."""
         if buffer.base is not None or buffer.base_digest is None:
             return buffer.base
-        return await self.stored_base(doc_id, path, buffer.base_digest)
-
-    async def merge_with_row(
-        self, doc_id: UUID, path: str, base_data: bytes, base_version: Any, ours: str
-    ) -> RowMerge | None:
-        """``ours`` merged with the row as it is now, based on ``base_data`` (the row at
-        ``base_version``, None: no row version holds it); None if there is nothing to
-        merge or the changes overlap."""
-        found = await self.lookups.run_db(self.store.read_content, doc_id)
-        if found is None or found.version == base_version:
-            return None
-        merged = self._merge_texts(path, base_data, found.data, ours)
-        return RowMerge(merged, found.version, found.data) if merged is not None else None
-
-    @staticmethod
-    def _merge_texts(path: str, base_data: bytes, theirs_data: bytes, ours: str) -> str | None:
-        """The three-way merge of a save (logged), or None: not text, too large, or the
-        changes overlap."""
-        try:
-            base, theirs = base_data.decode("utf-8"), theirs_data.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-        if len(theirs_data) > MERGE_LIMIT or len(ours) > MERGE_LIMIT:
-            log.info("%r: changed by another writer meanwhile; too large to merge (over %d "
-                     "bytes): the save wins, the other change is kept",
-                     path, MERGE_LIMIT)  # fmt: skip
-            return None
-        outcome = merge(base, theirs, ours)
-        if outcome.text is None:
-            lines = ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in outcome.overlaps)
-            log.warning("%r: this save and another writer's change overlap (lines %s of the "
-                        "save): the save wins, the other change is kept as a version", path,
-                        lines)  # fmt: skip
-            return None
-        log.info("%r: merged with another writer's change (%s)", path, outcome.how)
-        return outcome.text
-
-    async def _merge_replaced(
-        self, path: str, base_data: bytes | None, ours: str, attrs: FileAttrs,
-        result: CommitResult, *, keep: bool = False,
-    ) -> tuple[str, CommitResult] | None:  # fmt: skip
-        """The save landed over another writer's change the mount had not heard of yet
-        (the change feed is milliseconds behind): that change, kept as a version, is merged
-        in by a second write based on the save's own.  The merged text and that write's
-        result, or None (no base, the change not found, nothing to add, an overlap)."""
-        if base_data is None or result.replaced_hash is None or not mergeable(path):
-            return None
-        theirs = await self.lookups.run_db(self.store.content_by_hash, result.doc_id,
-                                   result.replaced_hash)  # fmt: skip
-        if theirs is None:
-            return None
-        merged = self._merge_texts(path, base_data, theirs, ours)
-        if merged is None or merged == ours:
-            return None
-        if keep:  # ``ours`` is the writer's own bytes (later rounds': a merge)
-            await self.lookups.safety_net.keep(path, ours, merged, "merged with another "
-                                               "writer's change that landed first")  # fmt: skip
-        again = await self._commit_guarded(result.doc_id, path, merged, result.updated_at, attrs)
-        return (merged, again) if again is not None else None
-
-    async def merge_late(
-        self, path: str, base_data: bytes | None, ours: str, attrs: FileAttrs,
-        result: CommitResult,
-    ) -> tuple[str, CommitResult] | None:  # fmt: skip
-        """``_merge_replaced``, again while yet another writer's change lands between a
-        merged write and the one before it (a file many writers append to), up to
-        ``LATE_MERGES`` rounds: each round is based on what the round before wrote."""
-        late = await self._merge_replaced(path, base_data, ours, attrs, result, keep=True)
-        rounds = 1
-        while late is not None and late[1].conflict and rounds < LATE_MERGES:
-            again = await self._merge_replaced(path, ours.encode("utf-8"), late[0], attrs,
-                                               late[1])  # fmt: skip
-            if again is None:
-                break
-            ours, late, rounds = late[0], again, rounds + 1
-        return late
-
-    async def commit_merged(
-        self, doc_id: UUID, path: str, merged: RowMerge | None, attrs: FileAttrs, ours: str
-    ) -> tuple[str, CommitResult] | None:
-        """Commit a merge (made against the row at ``merged.version``): the text stored
-        and the commit's result, or None if there is none or IronClaw's rules refuse it
-        (the other writer's lines may hold what a system-prompt file may not): the save
-        alone is then written, as without a merge.  Yet another writer's change landing
-        between the merge's read and its write (the agent every 20 ms) is merged in by
-        the late rounds (``merge_late``), based on the row the merge read."""
-        if merged is None:
-            return None
-        await self.lookups.safety_net.keep(path, ours, merged.text, "merged with another "
-                                           "writer's change")  # fmt: skip
-        result = await self._commit_guarded(doc_id, path, merged.text, merged.version, attrs)
-        if result is None:
-            return None
-        if result.conflict and result.replaced_hash is not None:
-            late = await self.merge_late(path, merged.theirs, merged.text, attrs, result)
-            if late is not None:
-                return late
-        return merged.text, result
-
-    async def _commit_guarded(
-        self, doc_id: UUID, path: str, text: str, version: Any, attrs: FileAttrs
-    ) -> CommitResult | None:
-        """A merged text written over the row at ``version``; None if IronClaw's rules
-        refuse it (logged)."""
-        try:
-            return await self.lookups.commit_document(doc_id, path, text, attrs, version)
-        except WriteRefused as exc:
-            log.warning("%r: the merge with another writer's change is refused (%s); this "
-                        "save alone is written, the other change is kept as a version",
-                        path, exc.reason)  # fmt: skip
-            return None
+        return await self.merges.stored_base(doc_id, path, buffer.base_digest)
 
     def _show_merged(
         self, node: FileNode, buffer: FileBuffer, generation: int, ours: str, merged: str,

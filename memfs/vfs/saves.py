@@ -43,7 +43,8 @@ from memfs.merge import MERGE_LIMIT, mergeable
 from memfs.scratch import TENTATIVE_GRACE, Kind
 from memfs.tree import DirNode, FileNode, Node, to_ns
 from memfs.vfs.base import Lookups, ModelPart, log
-from memfs.vfs.content import Contents, RowMerge
+from memfs.vfs.content import Contents
+from memfs.vfs.merging import Merges, RowMerge
 from memfs.vfs.replacing import Replacements
 from memfs.vfs.save_tables import Base
 
@@ -65,10 +66,14 @@ def _as_text(data: bytes, what: str) -> str:
 class SavePatterns(ModelPart):
     """What a save by rename, by a renamed-away original or by a tentative name makes."""
 
-    def __init__(self, lookups: Lookups, contents: Contents, replacing: Replacements) -> None:
+    def __init__(
+        self, lookups: Lookups, contents: Contents, replacing: Replacements, merges: Merges
+    ) -> None:
         super().__init__(lookups)
         #: Buffers and commits: a renamed file's pending changes go first.
         self.contents = contents
+        #: Every decision between a save and another writer's change.
+        self.merges = merges
         #: The rows a save puts something else in the place of.
         self.replacing = replacing
 
@@ -243,7 +248,7 @@ class SavePatterns(ModelPart):
         if doc_id is not None and shown is not None and self.bases.tracks(doc_id):
             self.bases.superseded(doc_id, shown, self.cache.get(doc_id, shown))
         found = (
-            await self.contents.commit_merged(doc_id, new_path, merged, attrs, ours)
+            await self.merges.commit_merged(doc_id, new_path, merged, attrs, ours)
             if doc_id
             else None
         )
@@ -257,7 +262,7 @@ class SavePatterns(ModelPart):
             result = await self.lookups.commit_document(doc_id, new_path, text, attrs, expected)
             if based is not None and result.conflict and result.replaced_hash is not None:
                 base_data = await self._base_bytes(result.doc_id, new_path, based)
-                late = await self.contents.merge_late(new_path, base_data, ours, attrs, result)
+                late = await self.merges.merge_late(new_path, base_data, ours, attrs, result)
                 if late is not None:
                     (text, result), merged = late, RowMerge(late[0], None, data)
                     data = text.encode("utf-8")
@@ -301,32 +306,32 @@ class SavePatterns(ModelPart):
             return None
         if base.doc_id is None:
             log.debug("%r: renamed over by process %d, which found no file there", path, pid)
-            return await self.contents.merge_with_row(doc_id, path, b"", None, ours)
+            return await self.merges.merge_with_row(doc_id, path, b"", None, ours)
         if base.data is None and base.version == shown:
             return None  # the mount has heard of no change since that read
         data = await self._base_bytes(doc_id, path, base)
         if data is None or len(data) > MERGE_LIMIT:
             return None
         shown = base.version if base.data is None else None
-        return await self.contents.merge_with_row(doc_id, path, data, shown, ours)
+        return await self.merges.merge_with_row(doc_id, path, data, shown, ours)
 
     def _base_for(self, path: str, pid: int, doc_id: UUID, ours: str) -> Base | None:
         """What process ``pid`` read or wrote of ``path``; if it read nothing (rsync writes
         from a copy another process made), the content it extends (``inferred_base``)."""
         base = self.bases.base(path, pid)
         if base is None:
-            return self.contents.inferred_base(doc_id, path, ours)
-        own = self.contents.bytes_of(base) if base.doc_id == doc_id else None
+            return self.merges.inferred_base(doc_id, path, ours)
+        own = self.merges.bytes_of(base) if base.doc_id == doc_id else None
         if own is None:
             return base
-        rebased = self.contents.rebased(doc_id, path, own, ours)
+        rebased = self.merges.rebased(doc_id, path, own, ours)
         return base if rebased is own or rebased is None else Base(doc_id, None, rebased)
         # Its bytes do not extend what it read: a sync tool reads the destination only to
         # compare (rsync's basis file), its bytes come from a copy made earlier.  If they
         # are an earlier content here plus lines at the end, that content is the base.
-        earlier = self.contents.inferred_base(doc_id, path, ours)
+        earlier = self.merges.inferred_base(doc_id, path, ours)
         if earlier is not None:
-            data = self.contents.bytes_of(earlier)
+            data = self.merges.bytes_of(earlier)
             if data is not None and own.startswith(data):
                 log.debug("%r: process %d's bytes extend an earlier content than it read: "
                           "based on that", path, pid)  # fmt: skip
@@ -339,7 +344,7 @@ class SavePatterns(ModelPart):
         if data is None:
             data = self.bases.retained(doc_id, base.version)
         if data is None and base.digest is not None:
-            data = await self.contents.stored_base(doc_id, path, base.digest)
+            data = await self.merges.stored_base(doc_id, path, base.digest)
         return data
 
     def _scratch_text(self, node: FileNode, what: str) -> tuple[bytes, str]:
@@ -472,7 +477,7 @@ class SavePatterns(ModelPart):
         elif merged is not None and result is not None and result.replaced_hash is not None:
             # Yet another change landed between the merge's read and the replace.
             assert text is not None
-            late = await self.contents.merge_late(new_path, merged[0].theirs, text, attrs,
+            late = await self.merges.merge_late(new_path, merged[0].theirs, text, attrs,
                                                   result)  # fmt: skip
             self.kernel.inode(source.ino)
             if late is not None:
@@ -490,7 +495,7 @@ class SavePatterns(ModelPart):
         based = self.bases.base(new_path, pid)
         ours = self.cache.get(source.doc_id, source.updated_at) if source.doc_id else None
         if based is None and ours is not None:
-            based = self.contents.inferred_base(replaced, new_path,
+            based = self.merges.inferred_base(replaced, new_path,
                                                 ours.decode("utf-8", "replace"))  # fmt: skip
         if based is not None and based.data is None:
             cached = self.cache.get(replaced, based.version)
@@ -520,7 +525,7 @@ class SavePatterns(ModelPart):
         except UnicodeDecodeError:
             return
         base_data = await self._base_bytes(result.doc_id, new_path, based)
-        late = await self.contents.merge_late(new_path, base_data, ours, attrs, result)
+        late = await self.merges.merge_late(new_path, base_data, ours, attrs, result)
         if late is not None:
             self._show_late(source, new_path, pid, late, ours_data)
 

@@ -115,6 +115,7 @@ def test_ironclaw_database_is_used_as_is(
     assert tables == {
         "meta", "directories", "file_attrs", "reindex_queue", "reborn_directories", "reborn_attrs",
         "tool_files", "deleted_documents", "path_history", "history_start", "empty_spells",
+        "saver_copies",
     }  # fmt: skip
 
 
