@@ -1,9 +1,10 @@
 """The history checker: proves from a history and the final rows that nothing acknowledged
 was lost (the rules are in docs/semantics/persistence.md, "What the history checker proves").
 
-1. Every acknowledged write's marker is a line of some document's current content or of a
-   version row, unless a removal that may have come after it (acknowledged or
-   indeterminate, not finished before the write began) removed the document, wherever
+1. Every acknowledged write's marker is a line of some document's current content, of a
+   version row or of a save the safety net kept as written, unless a removal that may
+   have come after it (acknowledged or indeterminate, not finished before the write
+   began) removed the document, wherever
    moves that may have come after it took the document (a folder move on another mount
    counts if it finished less than ``LATE_ELSEWHERE`` before the write began: that mount
    sends it with its next transaction, so the writing mount may still show the old
@@ -19,6 +20,8 @@ was lost (the rules are in docs/semantics/persistence.md, "What the history chec
 3. No path has two rows.
 4. No daemon exited before it was unmounted, and every unmount exited 0.
 5. No syscall answered EIO (the runs inject no fault: EIO would be the mount failing).
+6. With the race (``drive(race=True)``, ``race_live``): every acknowledged line of the
+   document only appended to is in its live content.
 
 A marker is searched in every document, not only the one it was written to: a document's
 content moves between rows when a file is renamed over another (the target keeps its id
@@ -47,6 +50,8 @@ class FinalState:
     duplicates: list[str] = field(default_factory=list)
     #: mount -> how its daemon ended ("exited 3 during the run", "umount exited 1").
     daemon_problems: dict[str, str] = field(default_factory=dict)
+    #: (path, content) of every save kept as written by the safety net (issue 54).
+    saver_copies: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _under(path: str, folder: str) -> bool:
@@ -198,6 +203,7 @@ def check(history: History, state: FinalState) -> list[str]:
     where_stored: list[tuple[str, str]] = [
         *((f"current {path}", text) for path, text in state.documents.items()),
         *((f"a version of {path}", text) for path, text in state.versions),
+        *((f"the kept copy of a save to {path}", text) for path, text in state.saver_copies),
     ]
     known = history.markers() | history.seed_lines
     for place, text in where_stored:
@@ -233,6 +239,20 @@ def _replaces(op: Op) -> bool:
     if op.kind in _REPLACING or op.writer == "sync":
         return True
     return op.kind == "save" and op.detail.split(":", maxsplit=1)[0] in _COPIES
+
+
+def race_live(history: History, state: FinalState, path: str) -> list[str]:
+    """The race's rule (issue 54): on a document every writer only appends to (the agent
+    every 20 ms by SQL, each saver kind adding one line), no two changes overlap, so every
+    acknowledged line is in its *live* content: not only a version, not only the safety
+    net's copy."""
+    live = set(_lines(state.documents.get(path, "")))
+    return [
+        f"not live in {path}: {op.describe()}"
+        for op in history.ops
+        if op.path == path and op.kind in WRITES and op.outcome == OK
+        and op.marker is not None and op.marker not in live
+    ]  # fmt: skip
 
 
 def not_merged(history: History, state: FinalState) -> list[str]:

@@ -717,10 +717,43 @@ class SharedLogWriter:
             writer.op_save(SHARED, self.rng.choice(SHARED_SAVERS))
 
 
+#: The race (issue 54): one document the agent appends to by SQL every ``RACE_PERIOD``
+#: seconds (on average) while the first mount saves it with every saver kind in turn, each
+#: adding a line.  Every change only appends, so every acknowledged line must be live
+#: (``check.race_live``).
+RACE = "race.md"
+RACE_PERIOD = 0.02
+
+
+class RaceWriter:
+    """Every saver kind in turn on ``RACE``, on the first mount."""
+
+    def __init__(self, run: Run, rng: random.Random) -> None:
+        self.rng = rng
+        self.name = "race"
+        self.writer = MountWriter(run, run.mounts[0], "race", rng)
+        self.kinds = list(SAVERS)
+        self.rng.shuffle(self.kinds)
+        self.done = 0
+
+    def step(self) -> None:
+        self.writer.op_save(RACE, self.kinds[self.done % len(self.kinds)])
+        self.done += 1
+
+
+def _race_agent(agent: Agent, stop: threading.Event, failures: list[str]) -> None:
+    """The agent's appends to ``RACE``, every ``RACE_PERIOD`` on average, until ``stop``."""
+    try:
+        while not stop.wait(agent.rng.uniform(RACE_PERIOD / 2, RACE_PERIOD * 1.5)):
+            agent.step("agent-append", RACE)
+    except BaseException as exc:
+        failures.append(f"race agent: {type(exc).__name__}: {exc}")
+
+
 def drive(
     run: Run, *, workers_per_mount: int, operations: int, agent_operations: int,
     seconds: float | None = None, deadline: float | None = None, shared_log: bool = False,
-    snapshots: int = 0, snapshot_folder: Path | None = None,
+    snapshots: int = 0, snapshot_folder: Path | None = None, race: int = 0,
 ) -> None:  # fmt: skip
     """Run every writer for its share of ``operations`` (all at once; with ``seconds``,
     until that much time has passed if sooner), then wait."""
@@ -740,7 +773,7 @@ def drive(
     sync_args = ["--database-url", run.url, "--user-id", mount.user_id, *mount.extra_args]
     sync = SyncWriter(run, random.Random(rng.randrange(1 << 30)), mount.env | run.env |
                       {"HOME": run.env["HOME"]}, sync_args)  # fmt: skip
-    share = max(1, operations // len(workers))
+    share = max(1, operations // len(workers)) if operations else 0  # 0: the race alone
     failures: list[str] = []
     gate = Gate()
     threads = [
@@ -749,13 +782,24 @@ def drive(
     threads.append(threading.Thread(
         target=_loop, args=(agent, agent_operations, 0.04, failures, until, gate)
     ))  # fmt: skip
-    passes = max(1, operations // 30)  # one sync pass per 30 operations of the mounts
+    passes = max(1, operations // 30) if operations else 0  # a pass per 30 operations
     threads.append(threading.Thread(target=_loop, args=(sync, passes, 0.2, failures, until, gate)))
     if shared_log:
         shared = SharedLogWriter(run, random.Random(rng.randrange(1 << 30)))
         threads.append(
             threading.Thread(target=_loop, args=(shared, share, 0.0, failures, until, gate))
         )
+    race_stop = threading.Event()
+    race_agent = None
+    if race:  # ``race`` saves of RACE, the agent appending to it meanwhile
+        (run.mounts[0].path() / RACE).write_text("# race\n")
+        run.history.seed_lines.add("# race")
+        racer = RaceWriter(run, random.Random(rng.randrange(1 << 30)))
+        race_agent = Agent(run, random.Random(rng.randrange(1 << 30)))
+        race_agent.name = "race-agent"
+        run.agents.append(race_agent)
+        threads.append(threading.Thread(target=_loop, args=(racer, race, 0.0, failures, until)))
+        threads.append(threading.Thread(target=_race_agent, args=(race_agent, race_stop, failures)))
     snapshotter = None
     if snapshots and snapshot_folder is not None:
         snapshotter = run.snapshotter = Snapshotter(
@@ -772,6 +816,8 @@ def drive(
             deadline = 120 + 2.0 * share if seconds is None else seconds + 120
         ends = time.monotonic() + deadline
         for thread in threads:
+            if race_agent is not None and thread is threads[-1]:
+                race_stop.set()  # the race's saves are done: its agent stops
             thread.join(timeout=max(0.0, ends - time.monotonic()))
         if snapshotter is not None:  # its last moment may never come (a writer ended early)
             snapshotter.stop.set()
@@ -837,7 +883,30 @@ def settle_and_unmount(run: Run) -> dict[str, str]:
 
 
 def final_state(run: Run, daemon_problems: dict[str, str]) -> FinalState:
-    """Read back every document, version row and duplicate of the workspace."""
+    """Read back every document, version row, duplicate and kept copy of a save."""
+    state = _final_rows(run, daemon_problems)
+    state.saver_copies = _saver_copies(run)
+    return state
+
+
+def _saver_copies(run: Run) -> list[tuple[str, str]]:
+    """The safety net's copies of saves as written (memfs's own storage, issue 54)."""
+    if run.url.startswith("sqlite:"):
+        kept = Path(run.url.removeprefix("sqlite:") + ".memfs-deleted")
+        if not kept.exists():
+            return []
+        with contextlib.closing(sqlite3.connect(f"file:{kept}?mode=ro", uri=True)) as conn:
+            try:
+                rows = conn.execute("SELECT path, content FROM saver_copies").fetchall()
+            except sqlite3.OperationalError:  # no copy was ever kept
+                return []
+        return [(path, bytes(data).decode("utf-8", "replace")) for path, data in rows]
+    with psycopg.connect(run.url, autocommit=True) as conn:
+        rows = conn.execute("SELECT path, content FROM memfs.saver_copies").fetchall()
+    return [(path, bytes(data).decode("utf-8", "replace")) for path, data in rows]
+
+
+def _final_rows(run: Run, daemon_problems: dict[str, str]) -> FinalState:
     if run.url.startswith("sqlite:"):
         return _libsql_state(run, daemon_problems)
     with psycopg.connect(run.url, autocommit=True) as conn:

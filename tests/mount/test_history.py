@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from tests.engines import LIBSQL, LIBSQL_LEGACY, Engine
+from tests.engines import ENGINES, LIBSQL, LIBSQL_LEGACY, Engine
 from tests.history import audit
-from tests.history.check import check, not_merged
-from tests.history.driver import Run, drive, final_state, settle_and_unmount
+from tests.history.check import check, not_merged, race_live
+from tests.history.driver import RACE, Run, drive, final_state, settle_and_unmount
 from tests.history.snapshots import compare, settle
 from tests.savers import client_env, missing_programs
 
@@ -51,7 +51,7 @@ SNAPSHOTS = int(os.environ.get("MEMFS_HISTORY_SNAPSHOTS", "1"))
 def run_history(
     engine: Engine, database_url: str, mount_factory: Any, work_dir: Path, seed: int,
     operations: int, plant: str | None = None, deadline: float | None = None,
-    shared_log: bool = False,
+    shared_log: bool = False, race: int = 0,
 ) -> tuple[Run, list[str]]:  # fmt: skip
     """One checked run: two mounts (with ``plant``, a fault planted in their daemons)."""
     missing = missing_programs()
@@ -73,7 +73,8 @@ def run_history(
     snapshots.mkdir(parents=True, exist_ok=True)
     drive(run, workers_per_mount=WORKERS, operations=operations,
           agent_operations=operations // 4, deadline=deadline, shared_log=shared_log,
-          snapshots=SNAPSHOTS if plant is None else 0, snapshot_folder=snapshots)  # fmt: skip
+          snapshots=SNAPSHOTS if plant is None and not race else 0,
+          snapshot_folder=snapshots, race=race)  # fmt: skip
     # Each copy made at a moment is what .at/<that moment>/ shows (issue 33).
     taken = run.snapshotter.taken if run.snapshotter else []
     if taken:
@@ -130,6 +131,48 @@ def fail_with_evidence(run: Run, database_url: str, violations: list[str], summa
         + "\n".join(violations[:40])
         + f"\n{summary}\n{logs}"
     )
+
+
+#: The race (issue 54): saves of one document, every saver kind in turn, while the agent
+#: appends to it by SQL every 20 ms.  Seed 1 on every engine in CI;
+#: ``MEMFS_HISTORY_RACE_SAVES`` saves per run (two of each kind by default),
+#: ``MEMFS_HISTORY_RACE_OPS`` operations of the other writers beside it (0 by default:
+#: with the whole mix, 1-4 of the agent's lines end only in versions in every run: the
+#: sync writer's and the second mount's saves over it, issue 54 still open there).
+RACE_SEEDS = [int(s) for s in os.environ.get("MEMFS_HISTORY_RACE_SEEDS", "1").split(",")]
+RACE_SAVES = int(os.environ.get("MEMFS_HISTORY_RACE_SAVES", "26"))
+RACE_OPERATIONS = int(os.environ.get("MEMFS_HISTORY_RACE_OPS", "0"))
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("seed", RACE_SEEDS)
+@pytest.mark.parametrize("racing", ["legacy", "reborn", "libsql", "libsql-legacy"])
+def test_the_race_keeps_every_appended_line_live(
+    database_url: str,
+    mount_factory: Any,
+    work_dir: Path,
+    seed: int,
+    racing: str,
+    request: pytest.FixtureRequest,
+) -> None:
+    """Every save that reached the mount is in the current content, a version or the safety
+    net (rule 1); every line of the document only ever appended to is live (rule 6)."""
+    engine = next(e for e in (*ENGINES, LIBSQL, LIBSQL_LEGACY) if e.name == racing)
+    if racing != "legacy":
+        # Issue 54, open: on the Reborn layout and the legacy libSQL file, 1-2 of the
+        # agent's lines end only in versions (seed 1; IronClaw's own CAS append with its
+        # version rows, a second, idle mount), where tests/mount/test_save_race.py's agent
+        # finds none in 33 saves.  Legacy PostgreSQL: none.
+        why = "issue 54: the history race on the Reborn layout and the legacy libSQL file"
+        request.applymarker(pytest.mark.xfail(reason=why, strict=False))
+    engine.prepare(database_url)
+    run, violations = run_history(engine, database_url, mount_factory, work_dir, seed,
+                                  RACE_OPERATIONS, race=RACE_SAVES)  # fmt: skip
+    violations += race_live(run.history, final_state(run, {}), RACE)
+    summary = run.history.summary()
+    print(f"history race seed {seed} on {engine}: {summary}")
+    if violations:
+        fail_with_evidence(run, database_url, violations, summary)
 
 
 #: Seeds of the runs on IronClaw's libSQL files (two each in CI, without the shared file: a
