@@ -73,7 +73,8 @@ def test_real_saves_racing_an_sql_agent_lose_nothing_and_delete_nothing(
     engine: Engine, engine_mount: Mount, sql_conn: psycopg.Connection[Any], database_url: str,
     work_dir: Path, writer: str, mount_factory: Any, request: pytest.FixtureRequest,
 ) -> None:  # fmt: skip
-    if writer == "second mount" and engine.name != "legacy":
+    known_open = writer == "second mount" and engine.name != "legacy"
+    if known_open:
         # Issue 54, open: a save that lands over a change its mount has not heard of yet
         # is written, then the change merged back by a second write.  Between the two the
         # other mount's append sees what looks like a deletion of its own last line, and
@@ -113,7 +114,8 @@ def test_real_saves_racing_an_sql_agent_lose_nothing_and_delete_nothing(
     agent.start()
     chosen = os.environ.get("MEMFS_RACE_SAVERS")
     names = [n for n in SAVERS if chosen is None or n in chosen.split(",")]
-    saves = int(os.environ.get("MEMFS_RACE_SAVES", SAVES))
+    # A known open defect is shown with half the saves (CI's time goes to what must hold).
+    saves = int(os.environ.get("MEMFS_RACE_SAVES", SAVES // 2 if known_open else SAVES))
     order = [names[i % len(names)] for i in range(saves)]
     rng.shuffle(order)
     try:
