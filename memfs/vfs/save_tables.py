@@ -83,6 +83,8 @@ class SaverBases:
         #: budget, and the first to go when it is full.
         self._served: OrderedDict[tuple[UUID, Any], bytes] = OrderedDict()
         self._served_bytes = 0
+        #: The versions ``_served`` holds of each document, oldest first (no scan of all).
+        self._served_of: dict[UUID, list[Any]] = {}
 
     def saw(
         self,
@@ -207,22 +209,29 @@ class SaverBases:
 
     def served(self, doc_id: UUID, version: Any, data: bytes) -> None:
         """The mount served (or wrote) ``doc_id`` at ``version``: kept among its last
-        ``SERVED_KEPT`` contents."""
+        ``SERVED_KEPT`` contents (every cache put: no scan of the other documents')."""
         key = (doc_id, version)
         if key in self._served or version is None or len(data) > self._max_bytes // 8:
             return
-        mine = [k for k in self._served if k[0] == doc_id] if len(self._served) else []
-        for old in mine[: max(0, len(mine) - SERVED_KEPT + 1)]:
-            self._served_bytes -= len(self._served.pop(old))
+        mine = self._served_of.setdefault(doc_id, [])
+        while len(mine) >= SERVED_KEPT:
+            self._unserve((doc_id, mine[0]))
         self._served[key] = data
+        mine.append(version)
         self._served_bytes += len(data)
         while self._served and self._bytes + self._served_bytes > self._max_bytes:
-            _, gone = self._served.popitem(last=False)
-            self._served_bytes -= len(gone)
+            self._unserve(next(iter(self._served)))
+
+    def _unserve(self, key: tuple[UUID, Any]) -> None:
+        self._served_bytes -= len(self._served.pop(key))
+        mine = self._served_of[key[0]]
+        mine.remove(key[1])
+        if not mine:
+            del self._served_of[key[0]]
 
     def served_versions(self, doc_id: UUID) -> list[Base]:
         """The contents of ``doc_id`` served lately, as bases by version, newest first."""
-        return [Base(doc_id, k[1], None) for k in reversed(self._served) if k[0] == doc_id]
+        return [Base(doc_id, v, None) for v in reversed(self._served_of.get(doc_id, []))]
 
     def tracks(self, doc_id: UUID) -> bool:
         """Whether some process's base is a version of ``doc_id``."""
