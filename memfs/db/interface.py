@@ -20,7 +20,7 @@ from typing import Any, NamedTuple, Protocol
 from uuid import UUID
 
 from memfs.db.deferred import Change, Delete, DropDir, KeepDir, Moved, MoveDir
-from memfs.db.records import NO_ATTRS, CommitResult, FileAttrs
+from memfs.db.records import NO_ATTRS, CommitResult, FileAttrs, MergeWith
 from memfs.errors import WriteRefused
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "ExportRow",
     "FileAttrs",
     "KeepDir",
+    "MergeWith",
     "MoveDir",
     "Moved",
     "StoredDocument",
@@ -243,9 +244,13 @@ class DocumentStore(Protocol):
         *,
         index_now: bool = True,
         unconfigured: bool = False,
+        merge: MergeWith | None = None,
     ) -> CommitResult:
         """Save a document (create it when ``doc_id`` is None).  A row changed since
-        ``expected`` is kept (as a version, or a conflict copy) before this content wins."""
+        ``expected`` is kept (as a version, or a conflict copy) before this content wins;
+        with ``merge``, that row's bytes are first given to it, in the transaction with
+        the row locked, and a text it returns is written instead (``CommitResult.merged``)
+        as IronClaw writes any content over the row (the replaced one versioned)."""
 
     def commit_documents(
         self,

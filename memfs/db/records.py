@@ -4,11 +4,19 @@ shell (``memfs.db.deferred``), which name them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-__all__ = ["NO_ATTRS", "CommitResult", "FileAttrs"]
+__all__ = ["NO_ATTRS", "CommitResult", "FileAttrs", "MergeWith"]
+
+#: A save's merge with another writer's change, run by the engine inside the save's
+#: transaction with the row locked: given the row's bytes as they stand, the text to
+#: write instead of the save's (None: the save's own, the other change kept aside).  The
+#: rule is above the engines (``memfs.vfs.merging``); the engine only runs it where no
+#: third writer can land between the read it merges and the write.
+MergeWith = Callable[[bytes], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -44,3 +52,6 @@ class CommitResult:
     #: version the save was based on (None: none, or the same): when that was another
     #: writer's change the mount had not heard of, a merge can still fetch and fold it in.
     replaced_hash: str | None = None
+    #: The text written, where the save's ``merge`` made it (the row had changed since
+    #: ``expected``): the other writer's content is then in it, not kept aside.
+    merged: str | None = None

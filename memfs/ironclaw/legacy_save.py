@@ -19,11 +19,14 @@ the save was based on (``expected``), keeps that writer's content first.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
+from memfs.errors import WriteRefused
+from memfs.ironclaw.hashing import content_hash
 from memfs.ironclaw.write_rules import (
     DocumentMetadata,
     check_injection,
@@ -31,6 +34,8 @@ from memfs.ironclaw.write_rules import (
     effective_metadata,
     is_engine_runtime_path,
 )
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -100,3 +105,60 @@ def plan_save(
                     replaced_hash=row.stored_hash if held else None,
                     index=meta.indexed and not engine,
                     fills_empty=changed and row.stored_empty)  # fmt: skip
+
+
+def plan_merged(
+    path: str,
+    row: StoredRow,
+    folder: Mapping[str, Any] | None,
+    merge: Callable[[bytes], str | None],
+    theirs: bytes,
+) -> tuple[str, str, SavePlan] | None:
+    """A save's merge with ``theirs`` (the row's content, another writer's since the
+    save's base) and the plan of IronClaw's write of it over ``row``: the text, its hash
+    and the plan; None if there is no merge or IronClaw refuses the merged text (the other
+    writer's lines may hold what a system-prompt file may not): the save's own content is
+    then written, the other change kept aside."""
+    text = merge(theirs)
+    if text is None:
+        return None
+    new_hash = content_hash(text)
+    try:
+        return text, new_hash, plan_save(path, text, new_hash, row, folder, None)
+    except WriteRefused as exc:
+        log.warning("%r: the merge with another writer's change is refused (%s); this save "
+                    "alone is written, the other change is kept as a version",
+                    path, exc.reason)  # fmt: skip
+        return None
+
+
+class PlannedSave(NamedTuple):
+    """What a save writes (``plan_save_merging``): its content, that content's hash, the
+    plan, and whether the content is the save's merge with another writer's change."""
+
+    content: str
+    new_hash: str
+    plan: SavePlan
+    merged: bool
+
+
+def plan_save_merging(
+    path: str,
+    content: str,
+    new_hash: str,
+    row: StoredRow | None,
+    folder: Mapping[str, Any] | None,
+    expected: datetime | None,
+    merge: Callable[[bytes], str | None] | None,
+    theirs: Callable[[], bytes],
+) -> PlannedSave:
+    """``plan_save``, and where the row changed since ``expected`` and the save has a
+    ``merge``, the plan of its merge with the row's content (``theirs()``, read only
+    then) instead (``plan_merged``)."""
+    plan = plan_save(path, content, new_hash, row, folder, expected)
+    if plan.keep_other and merge is not None:
+        assert row is not None
+        found = plan_merged(path, row, folder, merge, theirs())
+        if found is not None:
+            return PlannedSave(*found, merged=True)
+    return PlannedSave(content, new_hash, plan, merged=False)

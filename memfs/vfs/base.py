@@ -37,7 +37,7 @@ from memfs.cache import ContentCache
 from memfs.db.calls import DatabaseCalls
 from memfs.db.capabilities import KeptHistory
 from memfs.db.deferred import Change, Moved, describe
-from memfs.db.interface import CommitResult, DocumentStore, FileAttrs
+from memfs.db.interface import CommitResult, DocumentStore, FileAttrs, MergeWith
 from memfs.db.scoped import folder_config_paths
 from memfs.errors import FsError
 from memfs.kernel import KernelNotifier, RecordingNotifier
@@ -469,15 +469,18 @@ class Lookups:
         text: str,
         attrs: FileAttrs,
         expected: Any = None,
+        merge: MergeWith | None = None,
     ) -> CommitResult:
-        """Commit one document's content; its chunks follow now or from the reindexer."""
+        """Commit one document's content; its chunks follow now or from the reindexer.
+        ``merge``: the save's merge with a change since ``expected``, run under the row
+        lock (``memfs.vfs.merging``)."""
         deferred = self.reindex_deferred()
         unconfigured = doc_id is None and not any(
             self.state.tree.resolve(config) is not None for config in folder_config_paths(path)
         )
         result = await self.run_db(
             self.store.commit_document, doc_id, path, text, attrs, expected,
-            index_now=not deferred, unconfigured=unconfigured,
+            index_now=not deferred, unconfigured=unconfigured, merge=merge,
         )  # fmt: skip
         if deferred:
             self.request_reindex(result.doc_id)  # IronClaw re-indexes every write

@@ -744,7 +744,17 @@ class Contents(ModelPart):
         found = await self.merges.commit_merged(node.doc_id, path, merged, attrs, ours)
         if found is not None:
             return found[0], found[1], True
-        result = await self.lookups.commit_document(node.doc_id, path, text, attrs, node.updated_at)
+        # The base for a change the mount has not heard of yet, merged under the row lock:
+        # a base known by hash alone is fetched only if the row did change (below).
+        by_hash = buffer.base is None and buffer.base_digest is not None
+        at_hand = None if by_hash else self.merges.rebased(node.doc_id, path, buffer.base, ours)
+        result = await self.lookups.commit_document(
+            node.doc_id, path, text, attrs, node.updated_at,
+            self.merges.merge_function(path, at_hand, ours),
+        )  # fmt: skip
+        locked = await self.merges.committed_merge(path, ours, result)
+        if locked is not None:
+            return locked[0], locked[1], True
         if result.conflict and result.replaced_hash is not None:
             own = await self._buffer_base(node.doc_id, path, buffer)
             base = self.merges.rebased(node.doc_id, path, own, ours)

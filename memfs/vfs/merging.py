@@ -17,11 +17,15 @@ this order (the lock order is ``memfs.vfs.base``'s; nothing here takes a lock):
    both sides' lines where they do not overlap; the save alone where they overlap, the
    other change kept as a version (``merge_texts``).  Whole values (JSON, ``.system/``,
    ``.config``) and sides over ``MERGE_LIMIT`` are never merged.
-3. **The write** of a merge is guarded on the version it was made against; yet another
-   change landing first is merged in by late rounds, each based on what the round before
-   read or wrote, up to ``LATE_MERGES`` (``commit_merged``, ``merge_late``).
-4. **The safety net**: before a save is stored as anything but its writer's bytes, those
-   bytes are kept in memfs's own storage (``memfs.vfs.safety_net``), listed as
+3. **The write** is guarded on the version its base was: a row changed since is merged
+   with the save inside the write's transaction, the row locked (``merge_function``, run
+   by the engine: ``CommitResult.merged``), so no reader ever sees the save without the
+   other writer's lines and no third writer lands between the merge's read and its
+   write.  Only a save whose base bytes are not at hand (known by hash alone) is written
+   first and merged after, by late rounds based on what the round before wrote, up to
+   ``LATE_MERGES`` (``merge_late``); each of those rounds is itself merged under the lock.
+4. **The safety net**: whenever a save is stored as anything but its writer's bytes,
+   those bytes are kept, before the save is acknowledged, in memfs's own storage (``memfs.vfs.safety_net``), listed as
    ``.versions/<file>/as-saved_*``.  The rule above may be wrong; the net is not a rule.
 
 What the buffers hold (their base, its version, whether another writer changed the row
@@ -35,7 +39,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar
 from uuid import UUID
 
-from memfs.db.interface import CommitResult, FileAttrs
+from memfs.db.interface import CommitResult, FileAttrs, MergeWith
 from memfs.errors import WriteRefused
 from memfs.merge import MERGE_LIMIT, merge, mergeable
 from memfs.vfs.base import Lookups, log
@@ -162,6 +166,32 @@ class Merges:
         merged = self.merge_texts(path, base_data, found.data, ours)
         return RowMerge(merged, found.version, found.data) if merged is not None else None
 
+    def merge_function(self, path: str, base_data: bytes | None, ours: str) -> MergeWith | None:
+        """The merge the engine runs under the row lock when the row changed since the
+        save's base (``base_data``: None, unknown, or the path never merged): ``ours``
+        merged with the row as it stands, read and written in one transaction, so no
+        third writer lands between (rule 3)."""
+        if base_data is None or not mergeable(path) or len(base_data) > MERGE_LIMIT:
+            return None
+
+        def merge_with_row(theirs: bytes) -> str | None:
+            return self.merge_texts(path, base_data, theirs, ours)
+
+        return merge_with_row
+
+    async def committed_merge(
+        self, path: str, ours: str, result: CommitResult
+    ) -> tuple[str, CommitResult] | None:
+        """A write whose engine merged it with another writer's change (``result.merged``):
+        the writer's bytes kept by the safety net (rule 4), and the text stored; None if the
+        engine wrote the save as it was."""
+        if result.merged is None:
+            return None
+        if result.merged != ours:
+            await self.lookups.safety_net.keep(path, ours, result.merged, "merged with "
+                                               "another writer's change")  # fmt: skip
+        return result.merged, result
+
     @staticmethod
     def merge_texts(path: str, base_data: bytes, theirs_data: bytes, ours: str) -> str | None:
         """The three-way merge of a save (logged), or None: not text, too large, or the
@@ -205,7 +235,10 @@ class Merges:
         if keep:  # ``ours`` is the writer's own bytes (later rounds': a merge)
             await self.lookups.safety_net.keep(path, ours, merged, "merged with another "
                                                "writer's change that landed first")  # fmt: skip
-        again = await self._commit_guarded(result.doc_id, path, merged, result.updated_at, attrs)
+        again = await self._commit_guarded(result.doc_id, path, merged, result.updated_at, attrs,
+                                           ours.encode("utf-8"))  # fmt: skip
+        if again is not None and again.merged is not None:
+            return again.merged, again
         return (merged, again) if again is not None else None
 
     async def merge_late(
@@ -241,9 +274,12 @@ class Merges:
             return None
         await self.lookups.safety_net.keep(path, ours, merged.text, "merged with another "
                                            "writer's change")  # fmt: skip
-        result = await self._commit_guarded(doc_id, path, merged.text, merged.version, attrs)
+        result = await self._commit_guarded(doc_id, path, merged.text, merged.version, attrs,
+                                            merged.theirs)  # fmt: skip
         if result is None:
             return None
+        if result.merged is not None:
+            return result.merged, result
         if result.conflict and result.replaced_hash is not None:
             late = await self.merge_late(path, merged.theirs, merged.text, attrs, result)
             if late is not None:
@@ -251,12 +287,15 @@ class Merges:
         return merged.text, result
 
     async def _commit_guarded(
-        self, doc_id: UUID, path: str, text: str, version: Any, attrs: FileAttrs
-    ) -> CommitResult | None:
-        """A merged text written over the row at ``version``; None if IronClaw's rules
-        refuse it (logged)."""
+        self, doc_id: UUID, path: str, text: str, version: Any, attrs: FileAttrs,
+        base: bytes | None,
+    ) -> CommitResult | None:  # fmt: skip
+        """A merged text written over the row at ``version`` (whose bytes are ``base``):
+        yet another change since is merged in under the row lock; None if IronClaw's
+        rules refuse the text (logged)."""
+        merge = self.merge_function(path, base, text)
         try:
-            return await self.lookups.commit_document(doc_id, path, text, attrs, version)
+            return await self.lookups.commit_document(doc_id, path, text, attrs, version, merge)
         except WriteRefused as exc:
             log.warning("%r: the merge with another writer's change is refused (%s); this "
                         "save alone is written, the other change is kept as a version",

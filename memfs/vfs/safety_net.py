@@ -2,8 +2,10 @@
 own storage whenever the content stored is not them.
 
 A merge (``memfs.merge``) chooses between two writers; a fault in its rule, or a base
-chosen wrongly, would write a content that lacks a line the saver typed.  So before a save
-is stored as anything but its own bytes, those bytes are kept (``KeptHistory``: memfs's
+chosen wrongly, would write a content that lacks a line the saver typed.  So whenever a
+save is stored as anything but its own bytes, those bytes are kept (before the write when
+the merge was made on a row read first, right after it when the engine merged under the
+row lock: in both, before the save is acknowledged to its writer) (``KeptHistory``: memfs's
 own table on PostgreSQL, memfs's own file beside IronClaw's libSQL file; never a row of
 IronClaw's) for as long as deletions are kept, and listed as
 ``.versions/<file>/as-saved_<n>_<when>``: a bad merge costs a ``cp``, not the words.
@@ -31,7 +33,7 @@ class SafetyNet:
         self.copies = 0
 
     async def keep(self, path: str, ours: str, stored: str, reason: str) -> None:
-        """``ours`` (what the writer saved at ``path``) is about to be stored as
+        """``ours`` (what the writer saved at ``path``) is, or is about to be, stored as
         ``stored``: keep ``ours`` unless they are the same.  A copy that cannot be kept
         is logged and the save goes on (it is the merge's input, not the save)."""
         if ours == stored or self.kept is None:

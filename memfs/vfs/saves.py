@@ -259,8 +259,16 @@ class SavePatterns(ModelPart):
             merged = None
             if based is not None:
                 expected = shown  # a change the mount has not heard of is told, merged below
-            result = await self.lookups.commit_document(doc_id, new_path, text, attrs, expected)
-            if based is not None and result.conflict and result.replaced_hash is not None:
+            at_hand = self.merges.bytes_of(based) if based is not None else None
+            result = await self.lookups.commit_document(
+                doc_id, new_path, text, attrs, expected,
+                self.merges.merge_function(new_path, at_hand, ours),
+            )  # fmt: skip
+            locked = await self.merges.committed_merge(new_path, ours, result)
+            if locked is not None:
+                text, merged = locked[0], RowMerge(locked[0], None, data)
+                data = text.encode("utf-8")
+            elif based is not None and result.conflict and result.replaced_hash is not None:
                 base_data = await self._base_bytes(result.doc_id, new_path, based)
                 late = await self.merges.merge_late(new_path, base_data, ours, attrs, result)
                 if late is not None:

@@ -12,6 +12,7 @@ import trio
 
 from memfs.config import Settings
 from memfs.db import open_database
+from memfs.db.kept_store import KeptStore, legacy_workspace
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.store import RebornStore
 from memfs.db.scoped import Scope
@@ -27,15 +28,20 @@ def engine(request: pytest.FixtureRequest, database_url: str) -> Engine:
 
 
 def filesystem_of(engine: Engine, database: Any) -> Filesystem:
+    """A model mount of the engine's workspace, with memfs's own storage beside it (the
+    safety net's copies), as a mount's assembly makes it."""
     if engine.name == "legacy":
         store: Any = database.store(Scope("default"))
+        kept: Any = KeptStore(database.pool, legacy_workspace("default", None))
     elif engine.name.startswith("libsql"):  # the file's workspace of user "default"
         settings = Settings(user_id="default")
         settings.given.add("user_id")
-        store = database.workspace(settings).documents
+        workspace = database.workspace(settings)
+        store, kept = workspace.documents, workspace.kept
     else:
-        store = RebornStore(database.pool, RebornScope("reborn-cli", "default", "reborn-cli-agent"))
-    return Filesystem(store, uid=1000, gid=1000)
+        scope = RebornScope("reborn-cli", "default", "reborn-cli-agent")
+        store, kept = RebornStore(database.pool, scope), KeptStore(database.pool, scope.prefix)
+    return Filesystem(store, uid=1000, gid=1000, kept=kept)
 
 
 @pytest.fixture

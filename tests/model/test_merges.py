@@ -204,16 +204,23 @@ async def test_a_save_over_a_change_the_mount_has_not_heard_of_yet_merges_it(
     engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
 ) -> None:
     """The change feed is milliseconds behind: the agent's append lands, then vim's save,
-    before the mount hears of it.  The save's guard finds the row changed: the agent's
-    content is kept as a version and merged in by a second write.  Then the same for a
-    rename save (``sed -i``) and an ``O_APPEND`` write."""
+    before the mount hears of it.  The save's guard finds the row changed and the engine
+    merges the save with it under the row lock: one write, never the save alone, and the
+    writer's own bytes go to the safety net, not to IronClaw's versions.  Then the same
+    for a rename save (``sed -i``) and an ``O_APPEND`` write."""
     fs, _ = two
     ino = await write_file(fs, ROOT_INODE, "MEMORY.md", b"frist\nsecond\n")
     await read_as(fs, ino, VIM)
     assert engine.agent_appends(sql_conn, "MEMORY.md", "agent 1\n")  # not heard of here
     await rewrite_as(fs, ino, VIM, b"first\nsecond\n")
     assert engine.contents(sql_conn) == {"MEMORY.md": "first\nsecond\nagent 1\n"}
-    assert "first\nsecond\n" in engine.versions(sql_conn, "MEMORY.md")  # vim's own save
+    versions = engine.versions(sql_conn, "MEMORY.md")
+    assert "first\nsecond\n" not in versions  # never stored alone: no reader saw it
+    assert "frist\nsecond\nagent 1\n" in versions  # the agent's, replaced by the merge
+    kept = fs.lookups.safety_net.kept
+    assert kept is not None
+    copies = [kept.saver_copy(copy.id) for copy in kept.saver_copies("MEMORY.md")]
+    assert b"first\nsecond\n" in copies  # vim's bytes as saved
 
     await read_as(fs, ino, SED)
     assert engine.agent_appends(sql_conn, "MEMORY.md", "agent 2\n")

@@ -36,6 +36,7 @@ from memfs.db.interface import (
     DocRow,
     ExportRow,
     FileAttrs,
+    MergeWith,
     StoredDocument,
     attrs_of,
 )
@@ -61,7 +62,7 @@ from memfs.db.scoped import (
 )
 from memfs.errors import WriteRefused
 from memfs.ironclaw.hashing import bytes_hash, content_hash
-from memfs.ironclaw.legacy_save import SavePlan, StoredRow, plan_save
+from memfs.ironclaw.legacy_save import SavePlan, StoredRow, plan_save, plan_save_merging
 from memfs.ironclaw.write_rules import (
     DocumentMetadata,
     is_engine_runtime_path,
@@ -88,6 +89,8 @@ class _PendingCommit:
     chunks: int = 0
     conflict: str | None = None
     replaced_hash: str | None = None
+    #: The text written where the save's ``merge`` made it.
+    merged: str | None = None
     #: What the row's metadata and folder were (remembered for one-round-trip saves).
     own: Any = None
     own_md5: str = EMPTY_METADATA_MD5
@@ -104,7 +107,7 @@ class _PendingCommit:
         versioned = self.version is not None and self.version.rowcount == 1
         return CommitResult(
             self.doc_id, updated_at, self.created, self.changed, self.chunks, versioned,
-            self.conflict, self.replaced_hash,
+            self.conflict, self.replaced_hash, self.merged,
         )  # fmt: skip
 
 
@@ -412,6 +415,7 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         *,
         index_now: bool = True,
         unconfigured: bool = False,
+        merge: MergeWith | None = None,
     ) -> CommitResult:
         """Write a document through, IronClaw-style, in one transaction.
 
@@ -430,6 +434,10 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         (another writer), its newer content is kept before it is overwritten: as a version
         where the versions table exists, otherwise as a ``<path>.conflict-<time>.md`` copy.
 
+        With ``merge``, a row changed since ``expected`` is merged with the save under the
+        row lock (``plan_merged``: a third round trip reads its content), and the merge is
+        written instead.
+
         One round trip when this store knows the row as the database has it
         (``_commit_in_one_round_trip``), else two: only the row lock's answer decides what
         follows.  ``unconfigured``: the caller sees no ``.config`` document above ``path``
@@ -447,10 +455,12 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         with self._transaction() as conn:
             self._tag(conn)
             pending = self._commit(
-                conn, doc_id, path, content, attrs, chunks, expected, new_hash=new_hash
-            )
+                conn, doc_id, path, content, attrs, chunks, expected, new_hash=new_hash,
+                merge=merge,
+            )  # fmt: skip
         result = pending.result()
-        self._learn(result, path, new_hash, pending)
+        stored = content_hash(pending.merged) if pending.merged is not None else new_hash
+        self._learn(result, path, stored, pending)
         return result
 
     def _learn(
@@ -691,6 +701,7 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         expected: datetime | None = None,
         *,
         new_hash: str | None = None,
+        merge: MergeWith | None = None,
     ) -> _PendingCommit:
         """Queue one document's statements; the caller's transaction end resolves them.
         ``new_hash`` is ``content_hash(content)`` if the caller has it already.
@@ -703,7 +714,13 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         new_hash = new_hash or content_hash(content)
         conflict = None
         pending, stored = self._read_for_save(conn, doc_id, path)
-        plan = plan_save(path, content, new_hash, stored, pending.folder, expected)
+        content, new_hash, plan, merged = plan_save_merging(
+            path, content, new_hash, stored, pending.folder, expected, merge,
+            lambda: self._stored_content(conn, pending.doc_id).encode("utf-8"),
+        )  # fmt: skip
+        if merged:
+            pending.merged = content
+            chunks = chunk_document(content, self.chunk_config) if chunks is not None else None
         pending.changed, pending.replaced_hash = plan.changed, plan.replaced_hash
         if plan.keep_other:
             assert stored is not None

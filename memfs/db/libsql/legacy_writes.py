@@ -49,7 +49,7 @@ from memfs.db.deferred import (
     MoveDir,
     PartsLog,
 )
-from memfs.db.interface import CommitResult, DocRow, FileAttrs, attrs_of
+from memfs.db.interface import CommitResult, DocRow, FileAttrs, MergeWith, attrs_of
 from memfs.db.kept_store import legacy_workspace
 from memfs.db.legacy_rename import LegacyRenameOver, Source
 from memfs.db.libsql.connection import MOVE_LIMIT, LibsqlFile
@@ -60,7 +60,7 @@ from memfs.db.limits import legacy_max_path
 from memfs.db.scoped import Scope, folder_config_paths
 from memfs.errors import WriteRefused
 from memfs.ironclaw.hashing import content_hash
-from memfs.ironclaw.legacy_save import StoredRow, plan_save
+from memfs.ironclaw.legacy_save import StoredRow, plan_save_merging
 from memfs.ironclaw.write_rules import (
     DocumentMetadata,
     effective_metadata,
@@ -264,13 +264,16 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore, LegacyRenameOver):
         *,
         index_now: bool = True,
         unconfigured: bool = False,
+        merge: MergeWith | None = None,
     ) -> CommitResult:
         """IronClaw v1.0's write of ``path``, re-chunked in the same transaction; a row
         changed since ``expected`` keeps the other writer's content first (a version, or
-        a conflict copy on a file without versions)."""
+        a conflict copy on a file without versions), or with ``merge`` is merged with the
+        save inside the transaction (``plan_merged``)."""
         with self._transaction() as conn:
-            result = self._commit(conn, doc_id, path, content, attrs, expected)
-        self._remember(result.doc_id, result.updated_at, content_hash(content))
+            result = self._commit(conn, doc_id, path, content, attrs, expected, merge)
+        written = result.merged if result.merged is not None else content
+        self._remember(result.doc_id, result.updated_at, content_hash(written))
         return result
 
     def _send_save(
@@ -290,6 +293,7 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore, LegacyRenameOver):
         content: str,
         attrs: FileAttrs,
         expected: datetime | None,
+        merge: MergeWith | None = None,
     ) -> CommitResult:
         """One document's save in the caller's transaction (``plan_save`` decides)."""
         new_hash = content_hash(content)
@@ -301,7 +305,11 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore, LegacyRenameOver):
         if row is not None:
             stored = StoredRow(content_hash(row.content), row.content == "", row.metadata,
                                folder, row.token)  # fmt: skip
-        plan = plan_save(path, content, new_hash, stored, folder, expected)
+        theirs = row.content if row is not None else ""
+        content, new_hash, plan, merged = plan_save_merging(
+            path, content, new_hash, stored, folder, expected, merge,
+            lambda: theirs.encode("utf-8"),
+        )  # fmt: skip
         target = row.id if row is not None else uuid.uuid4()
         conflict = None
         versioned = False
@@ -335,7 +343,8 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore, LegacyRenameOver):
         after = self._state(conn, target)
         assert after is not None
         return CommitResult(target, after, plan.created, plan.changed, chunks, versioned,
-                            conflict, plan.replaced_hash)  # fmt: skip
+                            conflict, plan.replaced_hash,
+                            content if merged else None)  # fmt: skip
 
     def _keep_other(self, conn: Any, row: _Row, meta: DocumentMetadata) -> str:
         """Another writer changed the row since the mount read it: keep their content."""

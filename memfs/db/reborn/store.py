@@ -51,6 +51,7 @@ from memfs.db.interface import (
     ExportRow,
     FileAttrs,
     ImportOutcome,
+    MergeWith,
     PastVersion,
     StoredDocument,
     attrs_of,
@@ -404,13 +405,15 @@ class RebornStore(DeferringStore):
         *,
         index_now: bool = True,
         unconfigured: bool = False,
+        merge: MergeWith | None = None,
     ) -> CommitResult:
         """IronClaw's overwrite of ``path`` (reborn.md §4.2); a row changed since ``expected`` keeps
-        the other writer's content as a version before this content replaces it."""
+        the other writer's content as a version before this content replaces it, or with
+        ``merge`` is merged with it under the row lock (``CommitResult.merged``)."""
         data = content.encode("utf-8")
         try:
             with self._transaction() as conn:
-                finish = self._write_entry(conn, path, data, attrs, expected)
+                finish = self._write_entry(conn, path, data, attrs, expected, merge=merge)
         except self.rows.error as exc:
             if not self.rows.is_unique_violation(exc):
                 raise
@@ -420,7 +423,7 @@ class RebornStore(DeferringStore):
             log.info("%r was created by another writer while this save was on its way; "
                      "saving over it, their content kept", path)  # fmt: skip
             with self._transaction() as conn:
-                finish = self._write_entry(conn, path, data, attrs, expected)
+                finish = self._write_entry(conn, path, data, attrs, expected, merge=merge)
         result = finish()
         self._moved_to(result.doc_id, path)
         return result
@@ -442,6 +445,7 @@ class RebornStore(DeferringStore):
         expected: datetime | None,
         *,
         version_unchanged: bool = False,
+        merge: MergeWith | None = None,
     ) -> Callable[[], CommitResult]:
         """Send one document's save (its reads are answered here, its writes are not):
         the answer is read, once the transaction is committed, by calling the result.
@@ -458,6 +462,7 @@ class RebornStore(DeferringStore):
         text = data.decode("utf-8")
         self._refuse_content(relative, text, meta)
         # The writes go together with the COMMIT; their answers are read after it.
+        merged: str | None = None
         conflict = None
         replaced: str | None = None  # the hash of another writer's content it replaces
         version: Answer | None = None
@@ -469,7 +474,10 @@ class RebornStore(DeferringStore):
             if unwritable is not None:
                 log.warning("%r is stored, but IronClaw's agent %s", relative, unwritable)
         else:
-            other_changed = expected is not None and current.updated_at != expected
+            merged = self._merged(relative, current, data, expected, merge, meta)
+            if merged is not None:
+                text, data = merged, merged.encode("utf-8")
+            other_changed = merged is None and expected not in (None, current.updated_at)
             if current.contents and current.contents != data and (other_changed or not expected):
                 replaced = layout.content_hash(current.contents)  # not hashed on a plain save
             versioned = (
@@ -502,9 +510,32 @@ class RebornStore(DeferringStore):
                 versioned,
                 kept,
                 replaced,
+                merged,
             )
 
         return finish
+
+    def _merged(
+        self, relative: str, current: _Row, data: bytes, expected: datetime | None,
+        merge: MergeWith | None, meta: DocumentMetadata,
+    ) -> str | None:  # fmt: skip
+        """A save (``data``) merged with another writer's content (``merge``), under the
+        row lock, where the row changed since ``expected``; None if it did not, there is
+        no merge, or IronClaw's rules refuse the merged text (logged): the save's own
+        content is written, the other kept as a version."""
+        if merge is None or expected in (None, current.updated_at) or current.contents == data:
+            return None
+        text = merge(current.contents)
+        if text is None:
+            return None
+        try:
+            self._refuse_content(relative, text, meta)
+        except WriteRefused as exc:
+            log.warning("%r: the merge with another writer's change is refused (%s); this "
+                        "save alone is written, the other change is kept as a version",
+                        relative, exc.reason)  # fmt: skip
+            return None
+        return text
 
     @staticmethod
     def _refuse_path(relative: str) -> None:
