@@ -143,6 +143,22 @@ class Engine:
         """path -> content of ``user``'s documents."""
         return {path: text for path, (_, text) in self.rows(conn, user).items()}
 
+    def paths_holding(self, conn: psycopg.Connection[Any], needle: str) -> list[str]:
+        """Every row of IronClaw's store, of any kind (documents, sidecars, entries that
+        are no document), whose content holds ``needle``: where a save's text went."""
+        if self.layout == "legacy":
+            found = conn.execute(
+                "SELECT path FROM memory_documents WHERE strpos(content, %s) > 0 ORDER BY path",
+                (needle,),
+            ).fetchall()
+        else:
+            found = conn.execute(
+                "SELECT path FROM root_filesystem_entries "
+                "WHERE position(convert_to(%s, 'UTF8') IN contents) > 0 ORDER BY path",
+                (needle,),
+            ).fetchall()
+        return [row[0] for row in found]
+
     def agent_writes(
         self, conn: psycopg.Connection[Any], url: str, docs: dict[str, str], user: str = "default"
     ) -> None:
@@ -460,6 +476,15 @@ class LibsqlEngine(Engine):
                 found[relative] = (created, bytes(contents).decode())
         return found
 
+    def paths_holding(self, conn: psycopg.Connection[Any], needle: str) -> list[str]:
+        with sqlite3.connect(self._current) as db:
+            found = db.execute(
+                "SELECT path FROM root_filesystem_entries "
+                "WHERE instr(contents, CAST(? AS BLOB)) > 0 ORDER BY path",
+                (needle,),
+            ).fetchall()
+        return [row[0] for row in found]
+
     def tool_file_paths(self, conn: psycopg.Connection[Any]) -> list[str]:
         """Kept in memfs's own file beside IronClaw's (``<file>.memfs``), never in IronClaw's."""
         with sqlite3.connect(self._current + ".memfs") as db:
@@ -663,6 +688,11 @@ class LibsqlLegacyEngine(Engine):
         from tests.ironclaw_libsql import libsql_statements
 
         return libsql_statements(Path(self._current), *statements)
+
+    def paths_holding(self, conn: psycopg.Connection[Any], needle: str) -> list[str]:
+        found = self._read("SELECT path FROM memory_documents WHERE instr(content, ?) > 0 "
+                           "ORDER BY path", needle)  # fmt: skip
+        return [row[0] for row in found]
 
     def row_state(self, conn: psycopg.Connection[Any], path: str) -> tuple[Any, ...]:
         found = self._read("SELECT content, updated_at FROM memory_documents WHERE path = ?", path)

@@ -25,8 +25,9 @@ this order (the lock order is ``memfs.vfs.base``'s; nothing here takes a lock):
    first and merged after, by late rounds based on what the round before wrote, up to
    ``LATE_MERGES`` (``merge_late``); each of those rounds is itself merged under the lock.
 4. **The safety net**: whenever a save is stored as anything but its writer's bytes,
-   those bytes are kept, before the save is acknowledged, in memfs's own storage (``memfs.vfs.safety_net``), listed as
-   ``.versions/<file>/as-saved_*``.  The rule above may be wrong; the net is not a rule.
+   those bytes are kept, before the save is acknowledged, in memfs's own storage
+   (``memfs.vfs.safety_net``), listed as ``.versions/<file>/as-saved_*``.  The rule
+   above may be wrong; the net is not a rule.
 
 What the buffers hold (their base, its version, whether another writer changed the row
 while open) stays with ``Contents``, which asks here; ``SavePatterns`` asks here for the

@@ -71,18 +71,8 @@ def mount_appends(other: Path, stop: threading.Event, rng: random.Random, done: 
 @pytest.mark.parametrize("writer", ["agent", "second mount"])
 def test_real_saves_racing_an_sql_agent_lose_nothing_and_delete_nothing(
     engine: Engine, engine_mount: Mount, sql_conn: psycopg.Connection[Any], database_url: str,
-    work_dir: Path, writer: str, mount_factory: Any, request: pytest.FixtureRequest,
+    work_dir: Path, writer: str, mount_factory: Any,
 ) -> None:  # fmt: skip
-    known_open = writer == "second mount" and engine.name != "legacy"
-    if known_open:
-        # Issue 54, open: a save that lands over a change its mount has not heard of yet
-        # is written, then the change merged back by a second write.  Between the two the
-        # other mount's append sees what looks like a deletion of its own last line, and
-        # its merge overlaps: 6-9 of 33 saves' lines end only in versions (none lost
-        # outright) on the Reborn layout, 1 of 33 on the legacy libSQL file; on legacy
-        # PostgreSQL none in 4 of 4 runs.  A fix merges inside the guarded transaction.
-        why = "issue 54: mount against mount (all but legacy PostgreSQL)"
-        request.applymarker(pytest.mark.xfail(reason=why, strict=False))
     mounted = engine_mount
     missing = missing_programs()
     if missing:
@@ -114,8 +104,7 @@ def test_real_saves_racing_an_sql_agent_lose_nothing_and_delete_nothing(
     agent.start()
     chosen = os.environ.get("MEMFS_RACE_SAVERS")
     names = [n for n in SAVERS if chosen is None or n in chosen.split(",")]
-    # A known open defect is shown with half the saves (CI's time goes to what must hold).
-    saves = int(os.environ.get("MEMFS_RACE_SAVES", SAVES // 2 if known_open else SAVES))
+    saves = int(os.environ.get("MEMFS_RACE_SAVES", SAVES))
     order = [names[i % len(names)] for i in range(saves)]
     rng.shuffle(order)
     try:
@@ -127,13 +116,9 @@ def test_real_saves_racing_an_sql_agent_lose_nothing_and_delete_nothing(
                 f"after {name} (seed {seed}): {engine.contents(sql_conn)}\n{mounted.log()[-5000:]}"
             )  # one row, the same one
             # The other writer only appends, so a finished save's line is in the content
-            # now; a moment later if the other is a mount whose append met this save
-            # before it heard of it (its save lands, then merges this one back: two writes).
+            # now, whoever wrote last: a save over a change its mount had not heard of is
+            # merged under the row lock, never stored alone (a second mount's append too).
             content = engine.contents(sql_conn)["doc.md"]
-            deadline = time.monotonic() + (5.0 if writer == "second mount" else 0.0)
-            while line not in content and time.monotonic() < deadline:
-                time.sleep(0.02)
-                content = engine.contents(sql_conn)["doc.md"]
             if line not in content and not late:
                 late.append(f"{name}'s save is not in the content (seed {seed}): {content!r}")
     finally:
@@ -164,3 +149,28 @@ def test_real_saves_racing_an_sql_agent_lose_nothing_and_delete_nothing(
     )
     documents = sorted(engine.contents(sql_conn))
     assert documents == ["doc.md"], f"only doc.md should exist (versions keep changes): {documents}"
+    # No editor's scratch file (vim's swap, a backup, a temporary) became a row of any
+    # kind in IronClaw's store: the saves' text is in doc.md's rows alone.
+    strays = [p for p in engine.paths_holding(sql_conn, "human ") if not _of_doc(p)]
+    assert not strays, f"seed {seed}: saves' text in rows that are not doc.md's: {strays}"
+    # The mounts show the row (issue 54 saw a mounted file differ from it 2 s after).
+    for view in [mnt] + ([second.path()] if second is not None else []):
+        shown = _settled(view / "doc.md", content)
+        assert shown == content, f"seed {seed}: {view} shows {shown!r}, the row {content!r}"
+
+
+def _of_doc(path: str) -> bool:
+    """Whether an IronClaw row is doc.md's: the document, its versions, chunks, metadata."""
+    name = path.rsplit("/", 1)[-1] if path.endswith("doc.md") else path
+    return name == "doc.md" or any(f"doc.md.{side}/" in path for side in ("versions", "chunks"))
+
+
+def _settled(file: Path, content: str) -> str:
+    """What ``file`` shows once it shows ``content``, or after 3 s (the change feed and a
+    poll both come within that)."""
+    deadline = time.monotonic() + 3.0
+    shown = file.read_text()
+    while shown != content and time.monotonic() < deadline:
+        time.sleep(0.05)
+        shown = file.read_text()
+    return shown

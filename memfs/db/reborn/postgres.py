@@ -27,8 +27,22 @@ GUARD_FAILED = "MF001"
 #: Rows at P or below it (bytewise ranges: '/' is 0x2F, '0' is 0x30), as IronClaw selects.
 AT_OR_BELOW = "(path = %(p)s OR (path >= %(p)s || '/' AND path < %(p)s || '0'))"
 BELOW = "(path >= %(p)s || '/' AND path < %(p)s || '0')"
+
+
+def token(alias: str = "") -> str:
+    """SQL of a row's version token (``memfs.db.libsql.row_times``' rule on this engine):
+    ``updated_at`` to the millisecond plus ``version % 1000`` microseconds.  IronClaw's
+    compare-and-swap key is ``version``; a writer that leaves ``updated_at`` as it was
+    (two writes within one tick, a raw UPDATE) still changes the token, so a guard on it
+    holds on the version too."""
+    t = f"{alias}." if alias else ""
+    return (f"(date_trunc('milliseconds', {t}updated_at) "
+            f"+ mod({t}version, 1000) * interval '1 microsecond')")  # fmt: skip
+
+
+TOKEN = token()
 _DOCUMENT_COLUMNS = (
-    "SELECT e.path, octet_length(e.contents), e.created_at, e.updated_at, a.mode, a.mtime_ns "
+    f"SELECT e.path, octet_length(e.contents), e.created_at, {token('e')}, a.mode, a.mtime_ns "
     f"FROM {TABLE} e LEFT JOIN memfs.reborn_attrs a "
     "  ON a.path = e.path AND a.set_against = e.updated_at "
 )
@@ -118,7 +132,7 @@ class PostgresRows:
         self, conn: Any, folder: str, after: str, limit: int
     ) -> list[tuple[str, Any]]:
         return conn.execute(  # type: ignore[no-any-return]
-            f"SELECT path, updated_at FROM {TABLE} WHERE path >= %(p)s || '/' "
+            f"SELECT path, {TOKEN} FROM {TABLE} WHERE path >= %(p)s || '/' "
             "AND path < %(p)s || '0' AND path > %(after)s AND NOT is_dir "
             "AND kind = 'memory_document' ORDER BY path LIMIT %(limit)s",
             {"p": folder, "after": after, "limit": limit},
@@ -134,7 +148,7 @@ class PostgresRows:
 
     def versions(self, conn: Any, prefix: str) -> list[tuple[str, Any]]:
         return conn.execute(  # type: ignore[no-any-return]
-            f"SELECT path, updated_at FROM {TABLE} WHERE path >= %(p)s || '/' "
+            f"SELECT path, {TOKEN} FROM {TABLE} WHERE path >= %(p)s || '/' "
             "AND path < %(p)s || '0' AND NOT is_dir AND kind = 'memory_document'",
             {"p": prefix},
         ).fetchall()
@@ -157,7 +171,7 @@ class PostgresRows:
 
     def contents(self, conn: Any, paths: Sequence[str]) -> list[tuple[str, bytes, Any]]:
         rows = conn.execute(
-            f"SELECT path, contents, updated_at FROM {TABLE} "
+            f"SELECT path, contents, {TOKEN} FROM {TABLE} "
             "WHERE path = ANY(%(paths)s) AND NOT is_dir AND kind = 'memory_document'",
             {"paths": list(paths)},
             binary=True,
@@ -188,7 +202,7 @@ class PostgresRows:
 
     def lock_row(self, conn: Any, path: str) -> Answer:
         return conn.execute(  # type: ignore[no-any-return]
-            f"SELECT contents, version, updated_at, is_dir, kind FROM {TABLE} "
+            f"SELECT contents, version, {TOKEN}, is_dir, kind FROM {TABLE} "
             "WHERE path = %(p)s FOR UPDATE",
             {"p": path},
             binary=True,
@@ -227,7 +241,7 @@ class PostgresRows:
 
     def lock_documents(self, conn: Any, paths: Sequence[str]) -> Answer:
         return conn.execute(  # type: ignore[no-any-return]
-            f"SELECT path, updated_at FROM {TABLE} WHERE path = ANY(%s) "
+            f"SELECT path, {TOKEN} FROM {TABLE} WHERE path = ANY(%s) "
             "AND kind = 'memory_document' AND NOT is_dir ORDER BY path FOR UPDATE",
             (list(paths),),
         )
@@ -239,13 +253,13 @@ class PostgresRows:
             "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("memfs-dir\n" + new,)
         )
         return conn.execute(  # type: ignore[no-any-return]
-            f"WITH locked AS (SELECT path, updated_at FROM {TABLE} WHERE "
+            f"WITH locked AS (SELECT path, {TOKEN} AS token FROM {TABLE} WHERE "
             "  path >= %(old)s || '/' AND path < %(old)s || '0' AND kind = 'memory_document' "
             "  AND NOT is_dir ORDER BY path FOR UPDATE) "
             f"SELECT EXISTS (SELECT 1 FROM {TABLE} WHERE {AT_OR_BELOW}) "
             "  OR EXISTS (SELECT 1 FROM memfs.reborn_directories WHERE "
             "    (path = %(p)s AND path IS DISTINCT FROM %(replaced)s) OR "
-            "    (path >= %(p)s || '/' AND path < %(p)s || '0')), l.path, l.updated_at "
+            "    (path >= %(p)s || '/' AND path < %(p)s || '0')), l.path, l.token "
             "FROM (SELECT 1) AS one LEFT JOIN locked l ON true",
             {"p": new, "old": old, "replaced": replaced},
         ).fetchall()
@@ -290,7 +304,7 @@ class PostgresRows:
         return conn.execute(  # type: ignore[no-any-return]
             f"INSERT INTO {TABLE} (path, contents, content_type, kind, indexed, version) "
             "VALUES (%(p)s, %(data)s, %(type)s, %(kind)s, %(indexed)s::jsonb, %(v)s) "
-            "RETURNING updated_at",
+            f"RETURNING {TOKEN}",
             {"p": record.path, "data": record.contents, "type": record.content_type,
              "kind": record.kind, "indexed": record.indexed, "v": record.version},
             prepare=True,
@@ -313,8 +327,8 @@ class PostgresRows:
             "  kind = %(kind)s, indexed = %(indexed)s::jsonb, version = version + 1, "
             "  updated_at = now() "
             "WHERE path = %(path)s AND NOT is_dir AND version = %(v)s "
-            f"  AND NOT EXISTS (SELECT 1 FROM {TABLE} WHERE {BELOW}) RETURNING updated_at) "
-            "SELECT (SELECT updated_at FROM u), "
+            f"  AND NOT EXISTS (SELECT 1 FROM {TABLE} WHERE {BELOW}) RETURNING {TOKEN} AS token) "
+            "SELECT (SELECT token FROM u), "
             "  memfs.expect(EXISTS (SELECT 1 FROM u), 'path (it has rows below it) ' || %(path)s)",
             {"path": record.path, "p": below, "data": record.contents,
              "type": record.content_type, "kind": record.kind, "indexed": record.indexed,
@@ -390,7 +404,7 @@ class PostgresRows:
             "  AND t.kind = 'memory_document_version' "
             f"  AND EXISTS (SELECT 1 FROM {TABLE} s WHERE s.path = %(sd)s "
             "    AND s.kind = 'memory_document' "
-            "    AND (%(seen)s::timestamptz IS NULL OR s.updated_at = %(seen)s))",
+            f"    AND (%(seen)s::timestamptz IS NULL OR {token('s')} = %(seen)s))",
             {"sv": source.versions, "sd": source.doc, "tv": target, "rel": relative,
              "seen": seen},
         )  # fmt: skip
@@ -410,7 +424,7 @@ class PostgresRows:
             "  '[]'::jsonb), 'mount' "
             f"FROM (SELECT contents, created_at, updated_at FROM {TABLE} WHERE path = %(doc)s "
             "  AND kind = 'memory_document' AND NOT is_dir "
-            "  AND (%(seen)s::timestamptz IS NULL OR updated_at = %(seen)s) FOR UPDATE) AS d",
+            f"  AND (%(seen)s::timestamptz IS NULL OR {TOKEN} = %(seen)s) FOR UPDATE) AS d",
             {**family._asdict(), "seen": seen, **keep._asdict()},
             prepare=True,
         )
@@ -419,7 +433,7 @@ class PostgresRows:
         return conn.execute(  # type: ignore[no-any-return]
             "WITH gone AS ("
             f"  DELETE FROM {TABLE} WHERE path = %(doc)s AND kind = 'memory_document' "
-            "  AND NOT is_dir AND (%(seen)s::timestamptz IS NULL OR updated_at = %(seen)s) "
+            f"  AND NOT is_dir AND (%(seen)s::timestamptz IS NULL OR {TOKEN} = %(seen)s) "
             "  RETURNING path), "
             "sidecars AS ("
             f"  DELETE FROM {TABLE} WHERE EXISTS (SELECT 1 FROM gone) AND (path = %(meta)s "
@@ -456,7 +470,7 @@ class PostgresRows:
         """Five statements whatever the number of documents.
 
         Attributes follow the documents, and a move is not an edit: each keeps its mtime
-        (its client's, or its ``updated_at`` before the move) and its valid mode, trusted
+        (its client's, or its version token's time before the move) and its valid mode, trusted
         against the moved row's ``updated_at`` (``now()``, the transaction's, as the
         document's UPDATE sets it).  Attributes a document deleted behind the mount left at
         a new path (IronClaw's delete does not know them) are stale and go."""
@@ -471,7 +485,7 @@ class PostgresRows:
             "SELECT m.new, CASE WHEN a.set_against = e.updated_at THEN a.mode END, "
             "  CASE WHEN a.set_against = e.updated_at AND a.mtime_ns IS NOT NULL "
             "    THEN a.mtime_ns "
-            "    ELSE (extract(epoch FROM e.updated_at) * 1000000000)::bigint END, now() "
+            f"    ELSE (extract(epoch FROM {token('e')}) * 1000000000)::bigint END, now() "
             "FROM unnest(%(olds)s::text[], %(news)s::text[]) AS m(old, new) "
             f"JOIN {TABLE} e ON e.path = m.old AND e.kind = 'memory_document' "
             "LEFT JOIN memfs.reborn_attrs a ON a.path = m.old "
@@ -499,7 +513,8 @@ class PostgresRows:
         moved = conn.execute(
             f"UPDATE {TABLE} t SET path = m.new, version = t.version + 1, updated_at = now() "
             "FROM unnest(%(olds)s::text[], %(news)s::text[]) AS m(old, new) "
-            "WHERE t.path = m.old AND t.kind = 'memory_document' RETURNING t.path, t.updated_at",
+            "WHERE t.path = m.old AND t.kind = 'memory_document' "
+            f"RETURNING t.path, {token('t')}",
             pairs,
         )
         return moved  # type: ignore[no-any-return]

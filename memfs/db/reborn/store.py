@@ -3,9 +3,12 @@
 Documents are ``memory_document`` rows of ``root_filesystem_entries`` under the scope's
 prefix (``layout``), keyed by path; the model keys documents by id, so the store gives
 each path an id (a UUID derived from the path when first seen) and keeps it across renames
-made here.  The version token the model compares is the row's ``updated_at`` (IronClaw sets
-it on every update); the compare-and-swap the database sees is on ``version``, as
-IronClaw's own updates are (docs/ironclaw/reborn.md §4.1, requirement 7).
+made here.  The version token the model compares is the row's ``updated_at`` to the
+millisecond plus ``version % 1000`` microseconds, on both engines (``postgres.token``,
+``memfs.db.libsql.row_times``): IronClaw's compare-and-swap key is ``version``, and a
+writer that leaves ``updated_at`` as it was still changes the token; the compare-and-swap
+the database sees is on ``version``, as IronClaw's own updates are
+(docs/ironclaw/reborn.md §4.1, requirement 7).
 
 Every write follows IronClaw v1.3's memory write (docs/ironclaw/reborn.md §4.2): the document
 row updated with ``version = version + 1`` (or inserted at version 1 if nothing lies at or
