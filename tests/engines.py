@@ -324,6 +324,27 @@ class Engine:
             > 0
         )
 
+    def agent_rewrites_in_one_tick(
+        self, conn: psycopg.Connection[Any], path: str, text: str
+    ) -> None:
+        """Another writer's ``text`` at ``path`` that leaves ``updated_at`` as it was: two
+        writes within one tick of the clock (legacy: the trigger that sets it is held off
+        for the statement; Reborn: IronClaw's ``version + 1`` alone)."""
+        if self.name == "legacy":
+            with conn.transaction():
+                conn.execute("ALTER TABLE memory_documents DISABLE TRIGGER "
+                             "update_memory_documents_updated_at")  # fmt: skip
+                conn.execute("UPDATE memory_documents SET content = %s WHERE user_id = "
+                             "'default' AND path = %s", (text, path))  # fmt: skip
+                conn.execute("ALTER TABLE memory_documents ENABLE TRIGGER "
+                             "update_memory_documents_updated_at")  # fmt: skip
+            return
+        conn.execute(
+            "UPDATE root_filesystem_entries SET contents = %s, version = version + 1 "
+            "WHERE path = %s AND kind = 'memory_document'",
+            (text.encode(), f"{reborn_prefix('default')}/{path}"),
+        )
+
     def agent_overwrites(self, conn: psycopg.Connection[Any], path: str, text: str) -> None:
         """The agent replaces ``path``'s content, keeping the old one as IronClaw does (the
         next version number, its hash; chunks left to the next reindex)."""
@@ -612,6 +633,15 @@ class LibsqlEngine(Engine):
             > 0
         )
 
+    def agent_rewrites_in_one_tick(
+        self, conn: psycopg.Connection[Any], path: str, text: str
+    ) -> None:
+        self._put(
+            "UPDATE root_filesystem_entries SET contents = CAST(? AS BLOB), version = version + 1 "
+            "WHERE path = ? AND kind = 'memory_document'",
+            (text.encode(), f"{reborn_prefix('default')}/{path}"),
+        )
+
     def agent_writes(
         self, conn: psycopg.Connection[Any], url: str, docs: dict[str, str], user: str = "default"
     ) -> None:
@@ -779,6 +809,26 @@ class LibsqlLegacyEngine(Engine):
         return self._put(
             f"UPDATE memory_documents SET content = content || ?{when} WHERE user_id = "
             "'default' AND agent_id IS NULL AND path = ?", (line, path)) > 0  # fmt: skip
+
+    def agent_rewrites_in_one_tick(
+        self, conn: psycopg.Connection[Any], path: str, text: str
+    ) -> None:
+        """IronClaw's trigger sets ``updated_at`` when an UPDATE leaves it: it is held off
+        for the statement (dropped and made again in the same transaction)."""
+        db = sqlite3.connect(self._current, isolation_level=None, timeout=5.0)
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            (trigger,) = db.execute(
+                "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND "
+                "name = 'update_memory_documents_updated_at'"
+            ).fetchone()
+            db.execute("DROP TRIGGER update_memory_documents_updated_at")
+            db.execute("UPDATE memory_documents SET content = ? WHERE user_id = 'default' "
+                       "AND agent_id IS NULL AND path = ?", (text, path))  # fmt: skip
+            db.execute(trigger)
+            db.execute("COMMIT")
+        finally:
+            db.close()
 
     def agent_overwrites(self, conn: psycopg.Connection[Any], path: str, text: str) -> None:
         (old,) = self._read("SELECT id, content FROM memory_documents WHERE user_id = 'default' "

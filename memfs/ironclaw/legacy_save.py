@@ -49,6 +49,10 @@ class StoredRow:
     own: Mapping[str, Any] | None
     folder: Mapping[str, Any] | None
     updated_at: datetime
+    #: The row's content is not the one the saving mount knew at ``updated_at``: another
+    #: writer's, although the version token is the same (two writes within one tick of
+    #: the clock: a millisecond in the libSQL file).
+    unseen_change: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,7 @@ def plan_save(
     if changed and not engine:
         check_schema(path, content, meta.schema)
     held = changed and not row.stored_empty
-    other = expected is not None and row.updated_at != expected
+    other = expected is not None and (row.updated_at != expected or row.unseen_change)
     return SavePlan(created=False, changed=changed, meta=meta, write=changed,
                     version=held and not engine, keep_other=held and other,
                     replaced_hash=row.stored_hash if held else None,

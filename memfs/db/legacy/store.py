@@ -714,6 +714,7 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         new_hash = new_hash or content_hash(content)
         conflict = None
         pending, stored = self._read_for_save(conn, doc_id, path)
+        stored = self._unseen(pending.doc_id, stored, expected)
         content, new_hash, plan, merged = plan_save_merging(
             path, content, new_hash, stored, pending.folder, expected, merge,
             lambda: self._stored_content(conn, pending.doc_id).encode("utf-8"),
@@ -764,6 +765,19 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         if not (pending.created and attrs.empty):  # a new row has no attributes to clear
             self._write_attrs(conn, pending.doc_id, attrs)
         return pending
+
+    def _unseen(
+        self, doc_id: UUID, stored: StoredRow | None, expected: datetime | None
+    ) -> StoredRow | None:
+        """``stored``, marked changed by another writer if its content is not what this
+        store knew at ``expected`` although its ``updated_at`` is (two transactions that
+        began within one microsecond)."""
+        if stored is None or expected is None or stored.updated_at != expected:
+            return stored
+        known = self.known.row(doc_id)
+        if known is None or known.updated_at != expected or known.stored_hash == stored.stored_hash:
+            return stored
+        return dataclasses.replace(stored, unseen_change=True)
 
     def _read_for_save(
         self, conn: Conn, doc_id: UUID | None, path: str

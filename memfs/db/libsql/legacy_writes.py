@@ -303,8 +303,9 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore, LegacyRenameOver):
         folder = self._folder(conn, path)
         stored = None
         if row is not None:
+            unseen = expected is not None and not self._as_shown(row, expected)
             stored = StoredRow(content_hash(row.content), row.content == "", row.metadata,
-                               folder, row.token)  # fmt: skip
+                               folder, row.token, unseen)  # fmt: skip
         theirs = row.content if row is not None else ""
         content, new_hash, plan, merged = plan_save_merging(
             path, content, new_hash, stored, folder, expected, merge,
