@@ -271,9 +271,11 @@ class DocumentStore(Protocol):
         index_now: bool = False,
         expected: datetime | None = None,
         source_at: datetime | None = None,
+        merge: MergeWith | None = None,
     ) -> CommitResult | None:
         """A document renamed over another: the target row takes the source's content
-        (``content``, or the source row's), then the source row is deleted."""
+        (``content``, or the source row's), then the source row is deleted.  A target
+        changed since ``expected`` is merged with it by ``merge``, as ``commit_document``."""
 
     def rename_document(
         self,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from uuid import UUID
 
-from memfs.db.interface import CommitResult, FileAttrs
+from memfs.db.interface import CommitResult, FileAttrs, MergeWith
 from memfs.tree import DirNode, FileNode, Node
 from memfs.vfs.base import ModelPart, log
 
@@ -79,6 +79,7 @@ class Replacements(ModelPart):
         seen: datetime | None,
         source_seen: datetime | None = None,
         merged_text: str | None = None,
+        merge: MergeWith | None = None,
     ) -> CommitResult | None:
         """``rename`` of a document over another: IronClaw's write of the target path with
         the source's content, then its delete of the source, in one transaction.  The target
@@ -89,7 +90,9 @@ class Replacements(ModelPart):
         last showed it): the row is deleted only at that version, so another writer's
         change to it meanwhile is kept.  ``text`` None, the stored content moves, read
         under the row's lock.  ``merged_text``: ``text`` is a merge with another writer's
-        change, not the source's bytes (the caches then hold the merge)."""
+        change, not the source's bytes (the caches then hold the merge).  ``merge``: a
+        target changed since ``seen`` is merged under the row lock (``memfs.vfs.merging``;
+        ``CommitResult.merged`` is then the text stored)."""
         attrs = FileAttrs(source.custom_mode, source.client_mtime_ns or source.mtime_ns)
         source_at = source_seen
         if text is None and source.doc_id == source_id:
@@ -99,16 +102,8 @@ class Replacements(ModelPart):
         result = await self.lookups.run_db(
             self.store.replace_document, source_id, replaced, new_path, text, attrs, keep,
             index_now=not self.lookups.reindex_deferred(), expected=seen, source_at=source_at,
+            merge=merge,
         )  # fmt: skip
-        if result is not None:
-            self.lookups.count_commit(result)
-        if result is not None and result.conflict:
-            log.warning(
-                "%r changed in the database after this mount last showed it; the other "
-                "change is kept as %s and the renamed file is the current content",
-                new_path,
-                result.conflict,
-            )
         self.lookups.request_reindex(replaced)
         self.cache.drop(replaced)
         if result is None:
@@ -116,6 +111,16 @@ class Replacements(ModelPart):
                 "%s vanished from the database during rename", self.lookups.describe_node(source)
             )
             return None
+        self.lookups.count_commit(result)
+        if result.merged is not None:
+            merged_text = result.merged
+        if result.conflict:
+            log.warning(
+                "%r changed in the database after this mount last showed it; the other "
+                "change is kept as %s and the renamed file is the current content",
+                new_path,
+                result.conflict,
+            )
         data = self.cache.get(source_id, source.updated_at) if source.doc_id else None
         if merged_text is not None:
             data = merged_text.encode("utf-8")  # the row is the merge, not the source's bytes

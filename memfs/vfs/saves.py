@@ -36,7 +36,7 @@ from datetime import datetime
 from uuid import UUID
 
 from memfs.buffers import FileBuffer, ScratchBuffer
-from memfs.db.interface import CommitResult, FileAttrs
+from memfs.db.interface import CommitResult, FileAttrs, MergeWith
 from memfs.errors import DatabaseUnavailable, FsError
 from memfs.ironclaw.hashing import bytes_hash
 from memfs.merge import MERGE_LIMIT, mergeable
@@ -476,10 +476,17 @@ class SavePatterns(ModelPart):
                 new_path, merged[1].decode("utf-8", "replace"), text,
                 "renamed over a document another writer changed: merged",
             )  # fmt: skip
+        merge = self._renamer_merge(new_path, replaced, based, renamed)
         result = await self.replacing.replace_document(
-            source, source.doc_id, replaced, new_path, text, keep, seen, source_seen, text
-        )
-        if merged is not None and result is not None and not result.conflict:
+            source, source.doc_id, replaced, new_path, text, keep, seen, source_seen, text,
+            merge,
+        )  # fmt: skip
+        if result is not None and result.merged is not None and renamed is not None:
+            # The target changed unheard of: merged under the row lock (rule 3).
+            locked = await self.merges.committed_merge(new_path, renamed.decode("utf-8"), result)
+            assert locked is not None
+            self._show_late(source, new_path, pid, locked, renamed)
+        elif merged is not None and result is not None and not result.conflict:
             self.bases.saw(new_path, pid, result.doc_id, None, merged[1])
             self.kernel.inode(source.ino)  # it cached the saver's bytes, not the merge
         elif merged is not None and result is not None and result.replaced_hash is not None:
@@ -493,6 +500,19 @@ class SavePatterns(ModelPart):
         elif based is not None and based.doc_id == replaced and result is not None:
             await self._merge_after_replace(source, new_path, pid, based, result, attrs,
                                             renamed)  # fmt: skip
+
+    def _renamer_merge(
+        self, new_path: str, replaced: UUID, based: Base | None, renamed: bytes | None
+    ) -> MergeWith | None:
+        """The merge under the row lock of a document renamed over ``replaced`` by a
+        process based on ``based``, its bytes ``renamed`` (None: not at hand)."""
+        if based is None or based.doc_id != replaced or renamed is None:
+            return None
+        try:
+            ours = renamed.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        return self.merges.merge_function(new_path, self.merges.bytes_of(based), ours)
 
     def _renamer_base(
         self, source: FileNode, replaced: UUID, new_path: str, pid: int

@@ -346,9 +346,10 @@ async def test_a_document_renamed_over_a_change_not_heard_of_yet_merges_it(
     engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
 ) -> None:
     """The same rename, before the mount has heard of the agent's append (Reborn mounts
-    poll once a second): the rename's guard finds the change, keeps it as a version, and
-    a second write merges it back (the shared file of ``MEMFS_HISTORY_SHARED=1`` runs
-    kept such lines only as versions on Reborn, 8 of 8 seeds)."""
+    poll once a second): the rename's guard finds the change and the engine merges it
+    under the row lock, one write (the shared file of ``MEMFS_HISTORY_SHARED=1`` runs kept
+    such lines only as versions on Reborn, 8 of 8 seeds, when a second write merged it
+    back): the renamer's bytes alone are never a row's content, only the safety net's."""
     fs, _ = two
     ino = await write_file(fs, ROOT_INODE, "MEMORY.md", b"frist\nsecond\n")
     await read_as(fs, ino, SED)
@@ -356,6 +357,11 @@ async def test_a_document_renamed_over_a_change_not_heard_of_yet_merges_it(
     assert engine.agent_appends(sql_conn, "MEMORY.md", "agent fact\n")  # not heard of
     await fs.rename(ROOT_INODE, ".MEMORY.md.new", ROOT_INODE, "MEMORY.md", pid=SED)
     assert engine.contents(sql_conn) == {"MEMORY.md": "first\nsecond\nagent fact\n"}
+    assert "first\nsecond\n" not in engine.versions(sql_conn, "MEMORY.md")
+    kept = fs.lookups.safety_net.kept
+    assert kept is not None
+    copies = [kept.saver_copy(copy.id) for copy in kept.saver_copies("MEMORY.md")]
+    assert copies == [b"first\nsecond\n"]
     shown = fs.state.tree.resolve("MEMORY.md")
     assert shown is not None
     assert fs.getattr(shown.ino).size == len(b"first\nsecond\nagent fact\n")

@@ -1062,6 +1062,7 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         index_now: bool = False,
         expected: datetime | None = None,
         source_at: datetime | None = None,
+        merge: MergeWith | None = None,
     ) -> CommitResult | None:
         """A document renamed over another: IronClaw's write of ``path`` (the row
         ``target_id``), then IronClaw's delete of the source, with memfs's history rules
@@ -1096,11 +1097,12 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
             chunks = chunk_document(text, self.chunk_config) if index_now else None
             pending = self._rename_over(
                 conn, Source(source_id, source_at), target_id, text,
-                lambda: self._commit(conn, target_id, path, text, attrs, chunks, expected),
+                lambda: self._commit(conn, target_id, path, text, attrs, chunks, expected,
+                                     merge=merge),
             )  # fmt: skip
             self._keep_directories(conn, keep_dirs)
         result = pending.result()
-        self._learn(result, path, content_hash(content), pending)
+        self._learn(result, path, content_hash(pending.merged or content), pending)
         return result
 
     def _version_if_kept(self, conn: Conn, target_id: UUID, content: str) -> None:

@@ -595,6 +595,7 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore, LegacyRenameOver):
         index_now: bool = False,
         expected: datetime | None = None,
         source_at: datetime | None = None,
+        merge: MergeWith | None = None,
     ) -> CommitResult | None:
         """A document renamed over another: IronClaw's write of ``path``, then IronClaw's
         delete of the source, with memfs's history rules between (``LegacyRenameOver``).
@@ -608,10 +609,10 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore, LegacyRenameOver):
             text = content
             result = self._rename_over(
                 conn, Source(source_id, source_at), target_id, text,
-                lambda: self._commit(conn, target_id, path, text, attrs, expected),
+                lambda: self._commit(conn, target_id, path, text, attrs, expected, merge),
             )  # fmt: skip
             self._keep_directories(conn, keep_dirs)
-        self._remember(result.doc_id, result.updated_at, content_hash(text))
+        self._remember(result.doc_id, result.updated_at, content_hash(result.merged or text))
         return result
 
     def _keeps_versions(self) -> bool:

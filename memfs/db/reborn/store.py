@@ -1139,9 +1139,11 @@ class RebornStore(DeferringStore):
         index_now: bool = False,
         expected: datetime | None = None,
         source_at: datetime | None = None,
+        merge: MergeWith | None = None,
     ) -> CommitResult | None:
         """A document renamed over another: the target takes the source's content as an
-        overwrite (its versions keep the replaced content), then the source goes."""
+        overwrite (its versions keep the replaced content), then the source goes; a
+        target changed since ``expected`` is merged with it by ``merge``."""
         source = self.path_of(source_id)
         if source is None:
             return None
@@ -1153,7 +1155,8 @@ class RebornStore(DeferringStore):
                     return None
                 content = data.decode("utf-8")
             finish = self._write_entry(conn, path, content.encode("utf-8"), attrs, expected,
-                                  version_unchanged=source != path)  # fmt: skip
+                                       version_unchanged=source != path,
+                                       merge=merge)  # fmt: skip
             source_gone: Callable[[], bool | None] = lambda: None  # noqa: E731
             if source != path:  # (never the row just written, whatever the ids say)
                 # Kept with its own versions before they go to the target.
