@@ -167,9 +167,12 @@ def test_an_overlapping_concurrent_change_is_kept_as_a_version(
     assert "overlap" in mounted.log()
 
 
-def test_concurrent_change_without_versions_becomes_a_conflict_copy(
+def test_concurrent_change_without_versions_merges_or_becomes_a_conflict_copy(
     database_url: str, sql_conn: psycopg.Connection[Any], mount_factory: Any
 ) -> None:
+    """No versions table: another writer's change that does not overlap the save is merged
+    in under the row lock (both edits live, the saver's bytes in the safety net); one that
+    overlaps it is kept as a conflict copy beside the document, the save the content."""
     apply_ironclaw_migrations(database_url, with_versions=False)
     mount = mount_factory(database_url)
     target = mount.path("MEMORY.md")
@@ -179,10 +182,21 @@ def test_concurrent_change_without_versions_becomes_a_conflict_copy(
         sql_conn.execute("UPDATE memory_documents SET content = 'line one, the agent''s\n'")
         handle.write("person line\n")
     rows = dict(sql_conn.execute("SELECT path, content FROM memory_documents").fetchall())
-    assert rows.pop("MEMORY.md") == "line 1\nperson line\n"
+    assert rows == {"MEMORY.md": "line one, the agent's\nperson line\n"}
+    kept = sql_conn.execute("SELECT content FROM memfs.saver_copies").fetchall()
+    assert kept == [(b"line 1\nperson line\n",)]
+
+    with open(target, "r+") as handle:
+        handle.read()
+        sql_conn.execute("UPDATE memory_documents SET content = 'the agent''s only line\n'")
+        handle.seek(0)
+        handle.write("the person's only line\n")
+        handle.truncate()
+    rows = dict(sql_conn.execute("SELECT path, content FROM memory_documents").fetchall())
+    assert rows.pop("MEMORY.md") == "the person's only line\n"
     [(copy, content)] = rows.items()
     assert re.fullmatch(r"MEMORY\.conflict-\d{8}T\d{6}Z\.md", copy), copy
-    assert content == "line one, the agent's\n"
+    assert content == "the agent's only line\n"
     eventually((mount.path() / copy).exists, 3.0)
 
 

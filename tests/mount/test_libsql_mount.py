@@ -500,7 +500,9 @@ def test_an_rm_rf_cut_short_by_sigkill_is_finished_by_the_next_mount(
     eventually(lambda: bool(noted()) and len(left()) < 40, "a noted batch's first part", 15)
     mount.kill()  # SIGKILL, between two parts of that batch
     unfinished = {p for p in noted() if p.startswith("big/")}
-    assert unfinished and unfinished <= left(), "the daemon was not stopped between parts"
+    # Stopped between parts: some of the batch still to remove.  (A part may have committed
+    # just before the kill, its note not yet cleared: finishing it again is harmless.)
+    assert unfinished & left(), "the daemon was not stopped between parts"
     again = mount_factory(f"sqlite:{db}", env=env)
     shown = (
         {f"big/{p.name}" for p in again.path("big").iterdir()}

@@ -202,7 +202,13 @@ def test_migrate_copies_every_version_resumes_and_mounts_the_same_tree(
         "SELECT updated_at FROM memory_documents WHERE path = 'MEMORY.md' AND agent_id IS NULL "
         "AND user_id = 'default'"
     ).fetchone() or (None,)
-    assert (mnt / "MEMORY.md").stat().st_mtime_ns == int(updated.timestamp() * 1e6) * 1000
+    (version,) = sql_conn.execute(
+        "SELECT version FROM root_filesystem_entries WHERE path = %s", (f"{TARGET}/MEMORY.md",)
+    ).fetchone() or (None,)
+    # The file's time is the row's version token: updated_at to the millisecond plus
+    # version % 1000 microseconds (memfs.db.reborn.postgres.token), updated_at the legacy one.
+    millis = int(updated.timestamp() * 1e6) // 1000
+    assert (mnt / "MEMORY.md").stat().st_mtime_ns == (millis * 1000 + version % 1000) * 1000
     assert left["MEMORY.md.versions/2"]["contents"]  # and the versions keep their own times
     assert sql_conn.execute(
         "SELECT created_at FROM root_filesystem_entries WHERE path = %s",

@@ -238,8 +238,9 @@ def test_os_replace_over_a_document_another_writer_just_changed_keeps_and_logs_i
     database_url: str, sql_conn: psycopg.Connection[Any], mount_factory: Any
 ) -> None:
     """The concurrency half of an atomic save: the agent appended after this mount last
-    showed the file; the rename-over keeps the agent's content as a version, says so, and
-    (the process read the file) merges the agent's line back by a second write."""
+    showed the file; the rename-over merges the agent's line in under the row lock (one
+    write, the renamer's bytes alone never the row), IronClaw keeps the agent's content
+    as a version, and the renamer's exact bytes go to the safety net, logged."""
     mount = mount_factory(database_url, extra_args=["--no-trigger"])  # sees it in ~1 s
     mnt = mount.path()
     (mnt / "notes.md").write_text("first\n")
@@ -252,5 +253,7 @@ def test_os_replace_over_a_document_another_writer_just_changed_keeps_and_logs_i
         ("first\nagent\nmine\n",)
     ]
     assert "first\nagent\n" in versions(sql_conn, "notes.md")
-    assert "'notes.md' changed in the database after this mount last showed it" in mount.log()
     assert "'notes.md': merged with another writer's change" in mount.log()
+    assert "'notes.md': this save as written is kept (.versions/notes.md/as-saved_" in mount.log()
+    kept = sql_conn.execute("SELECT content FROM memfs.saver_copies").fetchall()
+    assert kept == [(b"first\nmine\n",)]
