@@ -141,7 +141,8 @@ def search_scope(path: Path, scope: str) -> str:
         )
         conn.execute(
             f"CREATE TRIGGER IF NOT EXISTS {name}_ad AFTER DELETE ON root_filesystem_entries "
-            f"WHEN {when % ('old', 'old')} BEGIN DELETE FROM {name}_fts WHERE path = old.path; END"
+            f"WHEN old.is_dir = 0 AND {when % ('old', 'old')} BEGIN DELETE FROM {name}_fts "
+            "WHERE path = old.path; END"
         )
         conn.execute(
             f"INSERT INTO {name}_fts(path, content) SELECT path, "

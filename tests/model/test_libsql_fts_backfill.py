@@ -101,6 +101,12 @@ def test_the_first_search_makes_ironclaws_index_in_short_transactions(
     assert LibsqlSearchStore(opened, SCOPE, read_only=False).search(["tea3"], 10)
     assert index_state(db) == index_state(reference)
     assert opened.commits - commits >= 3, "the backfill was not split into transactions"
+    # IronClaw's three triggers each fire only for a non-directory row below the scope:
+    # the delete trigger's WHEN tests old.is_dir too (the schema text, not just the effect).
+    triggers = index_state(db)[2]
+    assert len(triggers) == 3
+    for row, trigger in zip(("old", "new", "new"), triggers, strict=True):
+        assert f" WHEN {row}.is_dir = 0 AND ({row}.path = '{S}' OR " in trigger, trigger
 
 
 def ironclaw_write(conn: sqlite3.Connection, rng: random.Random, latest: str | None) -> None:

@@ -121,6 +121,29 @@ def test_search_is_ironclaw_v1_0_s_on_libsql(database: LibsqlDatabase) -> None:
     ]
 
 
+def test_equal_ranks_keep_ironclaw_s_order_not_the_path_s(tmp_path: Path) -> None:
+    """Chunks of equal bm25 come in the order FTS5's ``ORDER BY rank`` gives them, as
+    IronClaw's own query returns them, not sorted by path."""
+    db = legacy_ironclaw_db(tmp_path / "ironclaw.db")
+    for name in ("m", "c", "x", "a", "q", "b"):  # the same text: equal ranks
+        legacy_write(db, f"{name}.md", "the same oolong line\n")
+    with sqlite3.connect(db) as conn:
+        ironclaw = [path for (path,) in conn.execute(
+            "SELECT d.path FROM memory_chunks_fts f JOIN memory_chunks c ON c._rowid = f.rowid "
+            "JOIN memory_documents d ON d.id = c.document_id WHERE d.user_id = 'default' "
+            "AND d.agent_id IS NULL AND memory_chunks_fts MATCH ? ORDER BY rank LIMIT 50",
+            ('"oolong"',),
+        )]  # fmt: skip
+    assert ironclaw != sorted(ironclaw), "the ranks did not tie: the test proves nothing"
+    opened = open_libsql(db)
+    try:
+        ranking = opened.workspace(Settings()).ranking
+        assert isinstance(ranking, HybridRanking)
+        assert [h.path for h in ranking.store.search_fts("oolong", 50)] == ironclaw
+    finally:
+        opened.close()
+
+
 def test_every_write_is_refused_naming_the_file(file: Path) -> None:
     before = file.read_bytes()
     database = open_libsql(file, read_only=True)

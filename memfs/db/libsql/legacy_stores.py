@@ -374,7 +374,7 @@ class LegacyLibsqlSearchStore:
         self, query: str, limit: int, users: Sequence[str] | None = None
     ) -> list[ChunkHit]:
         """IronClaw's MATCH of every token (``fts5_query``) ranked by FTS5's ``rank``
-        (bm25); ties by path and chunk index (IronClaw leaves them unordered)."""
+        (bm25); equal ranks in the order FTS5 gives them, as IronClaw's own query does."""
         match = fts5_query(query)
         if match is None:
             return []
@@ -385,7 +385,7 @@ class LegacyLibsqlSearchStore:
             "FROM memory_chunks_fts f JOIN memory_chunks c ON c._rowid = f.rowid "
             "JOIN memory_documents d ON d.id = c.document_id "
             "WHERE d.user_id IN (SELECT value FROM json_each(:users)) AND d.agent_id IS :agent "
-            "AND memory_chunks_fts MATCH :q ORDER BY f.rank, d.path, c.chunk_index LIMIT :limit",
+            "AND memory_chunks_fts MATCH :q ORDER BY f.rank LIMIT :limit",
             params,
         ).fetchall())  # fmt: skip
         return [ChunkHit(UUID(i), UUID(d), p, n, text, u) for i, d, p, n, text, u in rows]

@@ -264,7 +264,8 @@ class LibsqlSearchStore:
         )
         conn.execute(
             f"CREATE TRIGGER IF NOT EXISTS {name}_ad AFTER DELETE ON {TABLE} "
-            f"WHEN {when % ('old', 'old')} BEGIN DELETE FROM {name}_fts WHERE path = old.path; END"
+            f"WHEN old.is_dir = 0 AND {when % ('old', 'old')} BEGIN DELETE FROM {name}_fts "
+            "WHERE path = old.path; END"
         )
         return Backfill(f"{name}_fts", scope).start(conn, fresh=existed is None)
 
