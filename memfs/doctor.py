@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from memfs.config import Settings
-from memfs.db import Database, open_database
+from memfs.db import Database, open_database, open_for_writing
 from memfs.db.health import WorkspaceHealth
 from memfs.db.schema import MEMFS_SCHEMA_VERSION
 from memfs.mountpoint import FSTYPE, mount_at
@@ -227,7 +227,7 @@ class Doctor:
 
 
 def doctor(settings: Settings, *, repair: bool) -> Report:
-    database = open_database(settings, read_only=not repair)
+    database = open_for_writing(settings) if repair else open_database(settings, read_only=True)
     try:
         return Doctor(settings, database, repair).run()
     finally:

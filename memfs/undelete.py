@@ -12,7 +12,7 @@ undeletes every kept document below it that is not there now."""
 from __future__ import annotations
 
 from memfs.config import Settings
-from memfs.db import open_database
+from memfs.db import open_database, open_for_writing
 from memfs.db.capabilities import Deletion, KeptHistory
 from memfs.db.interface import FileAttrs
 from memfs.errors import EXIT_FAILED, CommandError
@@ -67,7 +67,7 @@ def undelete(settings: Settings, path: str, to: str | None = None) -> Report:
     """Write back the last kept content of ``path`` (or of every kept document below the
     folder ``path``), at ``to`` if given."""
     report = Report(f"undelete {path}")
-    database = open_database(settings)
+    database = open_for_writing(settings)
     try:
         workspace = database.workspace(settings)
         kept = _kept(workspace.kept)

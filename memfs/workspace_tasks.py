@@ -29,6 +29,7 @@ from memfs.db import (
     Database,
     FileAttrs,
     open_database,
+    open_for_writing,
 )
 from memfs.db.interface import DocRow, DocumentStore, StoredDocument
 from memfs.embeddings.config import EmbeddingSettings
@@ -114,8 +115,9 @@ class Workspace:
     """The settings' workspace in whichever layout is live: the database, its documents
     (the storage interface, written as a mount writes) and whole-document look-ups."""
 
-    def __init__(self, settings: Settings) -> None:
-        self.database = open_database(settings)
+    def __init__(self, settings: Settings, *, writing: bool = True) -> None:
+        # A command that writes is refused at once by a database that must not be written.
+        self.database = open_for_writing(settings) if writing else open_database(settings)
         self.store: DocumentStore = self.database.documents(settings)
 
     def find(self, path: str) -> StoredDocument | None:
@@ -449,7 +451,7 @@ def daily_log(settings: Settings, text: str, tz_offset_minutes: int | None = Non
 def list_versions(settings: Settings, path: str) -> Report:
     """The versions kept of ``path``, oldest first, then its current content."""
     report = Report(f"versions {path}")
-    workspace = Workspace(settings)
+    workspace = Workspace(settings, writing=False)
     try:
         store = workspace.database.version_store(settings)
         current = workspace.find(path)
@@ -661,7 +663,7 @@ def import_tree(
         raise FileNotFoundError(f"{source} is not a directory")
     report = Report("import (dry run: nothing written)" if dry_run else "import")
     rules = ScratchRules()
-    database = open_database(settings, read_only=dry_run)
+    database = open_database(settings, read_only=True) if dry_run else open_for_writing(settings)
     try:
         store = database.documents(settings)
         existing_ids: dict[str, UUID] = {}

@@ -17,11 +17,11 @@ def arguments(parser: Parser) -> None:
 def run(call: Invocation) -> int:
     import psycopg
 
-    from memfs.db import open_database
+    from memfs.db import open_for_writing
 
     settings = call.settings()
     check_embedded(settings)
-    database = open_database(settings)
+    database = open_for_writing(settings)
     try:
         if not settings.no_trigger:
             try:

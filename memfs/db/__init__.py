@@ -91,6 +91,7 @@ __all__ = [
     "file_read_only_reason",
     "legacy_scope",
     "open_database",
+    "open_for_writing",
     "reborn_scope",
     "wake_on_commits",
 ]
@@ -478,6 +479,18 @@ def _check_server_version(version: int) -> None:
         raise DatabaseError(
             f"the server runs PostgreSQL {shown}: memfs needs PostgreSQL 13 or later"
         )
+
+
+def open_for_writing(settings: Settings) -> Database:
+    """``open_database`` for a command that writes (import, restore, undelete, seed, ...):
+    a database that must not be written (IronClaw's file its owner made read-only, a
+    Turso replica) is refused in one line before anything is written."""
+    database = open_database(settings)
+    reason = database.read_only_reason()
+    if reason is not None:
+        database.close()
+        raise DatabaseError(f"{reason}; this command writes, so it did nothing")
+    return database
 
 
 def open_database(settings: Settings, *, read_only: bool = False) -> Database:

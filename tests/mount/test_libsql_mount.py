@@ -120,6 +120,54 @@ def test_real_programs_on_a_libsql_mount_leave_ironclaws_rows(db: Path, mount_fa
     assert not any(p.startswith("e/") for p in memory_rows(db))
 
 
+@pytest.mark.parametrize("layout", ["reborn", "legacy"])
+def test_a_file_its_owner_made_read_only_mounts_read_only_and_every_write_command_refuses(
+    layout: str, work_dir: Path, mount_factory: Any
+) -> None:
+    """Issue 55 item 3: as root, SQLite writes a file of mode 0444 all the same; the mode is
+    its owner's word.  The mount says read-only and refuses writes with EROFS, and each
+    command that writes refuses in one line, the file byte for byte as it was."""
+    folder = work_dir / f"ironclaw-{uuid.uuid4().hex[:8]}"
+    if layout == "reborn":
+        db = reborn_local_dev(folder / "reborn-local-dev.db")
+        put(db, "notes.md", "kept as it is\n")
+    else:
+        db = legacy_ironclaw_db(folder / "ironclaw.db")
+        legacy_write(db, "notes.md", "kept as it is\n")
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.chmod(0o444)
+    before = db.read_bytes()
+    mount = mount_factory(f"sqlite:{db}")
+    assert f"{db} is read-only (mode 0444, its owner's choice)" in mount.log()
+    assert mount.path("notes.md").read_text() == "kept as it is\n"
+    with pytest.raises(OSError) as refused:
+        mount.path("notes.md").write_text("changed\n")
+    assert refused.value.errno == errno.EROFS
+    with pytest.raises(OSError) as refused:
+        mount.path("new.md").write_text("new\n")
+    assert refused.value.errno == errno.EROFS
+    assert mount.umount() == 0
+    source = folder / "to-import"
+    source.mkdir()
+    (source / "imported.md").write_text("imported\n")
+    url = ["--database-url", f"sqlite:{db}"]
+    for command in (
+        ["import", str(source)],
+        ["restore", "notes.md", "1"],
+        ["undelete", "gone.md"],
+        ["log", "a line"],
+        ["reindex"],
+        ["doctor", "--repair"],
+    ):
+        done = subprocess.run([sys.executable, "-m", "memfs", *command, *url],
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+        assert done.returncode != 0 and done.stderr.count("\n") == 1, (command, done.stderr)
+        assert "internal error" not in done.stderr and "Traceback" not in done.stderr
+        assert f"{db} is read-only" in done.stderr, (command, done.stderr)
+    assert db.read_bytes() == before
+
+
 def test_the_agents_put_shows_on_the_mount_within_a_second_or_two(
     db: Path, mount_factory: Any
 ) -> None:

@@ -98,7 +98,7 @@ class LibsqlFile:
         *,
         read_only: bool = False,
         foreign_keys: bool = False,
-        attach: Mapping[str, Path] | None = None,
+        attach: Mapping[str, Path | str] | None = None,
         writer: EngineProcess | None = None,
     ) -> None:
         self.path = path

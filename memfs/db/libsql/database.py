@@ -19,6 +19,7 @@ import functools
 import logging
 import os
 import sqlite3
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -301,9 +302,27 @@ def file_read_only_reason(path: Path) -> str | None:
     """Why IronClaw's file at ``path`` would mount read-only (None: it would not, or it is
     no IronClaw file: opening it says why)."""
     try:
-        return _legacy_reason(path) if layout_of_file(path) == "legacy" else None
+        layout = layout_of_file(path)
     except NotIronClawFile:
         return None
+    return _mode_reason(path) or (_legacy_reason(path) if layout == "legacy" else None)
+
+
+def _mode_reason(path: Path) -> str | None:
+    """Why a file its owner made read-only, or this user may not write, mounts read-only.
+    SQLite run as root writes a file of mode 0444 all the same: the mode is IronClaw's
+    owner's word, so memfs reads it before SQLite's permission would."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        return None  # opening it says why
+    if not mode & 0o222:
+        return (f"{path} is read-only (mode {mode:04o}, its owner's choice): memfs mounts it "
+                f"read-only and writes nothing there (`chmod u+w {path}` to write)")  # fmt: skip
+    if not os.access(path, os.W_OK):
+        return (f"{path} is not writable by this user (mode {mode:04o}): memfs mounts it "
+                "read-only and writes nothing there")  # fmt: skip
+    return None
 
 
 def _has_vector_index(path: Path) -> bool:
@@ -358,7 +377,7 @@ def _open_libsql(path: Path, *, read_only: bool) -> LibsqlDatabase:
         raise DatabaseError(str(exc)) from None
     if layout is None:
         raise DatabaseError(f"{path}: not an IronClaw memory file")
-    forced = _legacy_reason(path) if layout == "legacy" else None
+    forced = _mode_reason(path) or (_legacy_reason(path) if layout == "legacy" else None)
     read_only = read_only or forced is not None
     writer = None
     if layout == "legacy" and not read_only and _has_vector_index(path):

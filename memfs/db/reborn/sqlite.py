@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import sqlite3
+import uuid
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -84,12 +85,16 @@ def open_file(
     """IronClaw's libSQL file with memfs's own file attached as ``memfs`` (created 0600 if
     missing, with ``OWN_SCHEMA`` and ``schema``); ``foreign_keys`` for the legacy layout,
     as IronClaw's engine has them; ``writer``: where its write transactions run."""
-    own = own_file(path)
-    if not own.exists() and not read_only:
-        os.close(os.open(own, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    own: Path | str = own_file(path)
+    made_here = not read_only
+    if not Path(own).exists():
+        if read_only:  # nothing is written beside a file opened read-only: an empty one
+            own, made_here = f"file:memfs-own-{uuid.uuid4().hex}?mode=memory&cache=shared", True
+        else:
+            os.close(os.open(own, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     opened = LibsqlFile(path, read_only=read_only, attach={"memfs": own},
                         foreign_keys=foreign_keys, writer=writer)  # fmt: skip
-    if not read_only:
+    if made_here:  # (the first connection stays open: the in-memory one lives as long)
         conn = opened.connection()
         for statement in (*OWN_SCHEMA, *schema):
             conn.execute(statement)
