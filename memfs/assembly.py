@@ -133,7 +133,7 @@ def assemble(
         server=redacted(database.url), layout=database.schema.describe(), watching=watching,
         ping=database.ping, counts=lambda: _status_counts(database, settings), calls=calls,
         stats=stats, recovery=recovery, reindexer=reindexer, embeddings=embeddings,
-        deferred=store.changes_queued,
+        deferred=store.changes_queued, lock_held_since=database.lock_held_since,
         provider=f"{embedder.provider.model} ({embedding_settings.provider})"
         if embedder is not None and embedding_settings is not None else None,
     )  # fmt: skip

@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -382,15 +383,47 @@ class MountOutcome:
     documents: int | None = None
 
 
+class _ReadinessPipe(logging.Handler):
+    """The daemon's end of the readiness pipe: until the answer, a log record marked
+    ``tell_user`` (a lock memfs waits for) also goes to the user's terminal as a note."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__(logging.INFO)
+        self._fd = fd
+        self._guard = threading.Lock()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "tell_user", False):
+            self._send({"note": record.getMessage()}, last=False)
+
+    def answer(self, payload: dict[str, object]) -> None:
+        self._send(payload, last=True)
+
+    def _send(self, payload: dict[str, object], *, last: bool) -> None:
+        with self._guard:
+            if self._fd < 0:
+                return
+            with contextlib.suppress(OSError):
+                os.write(self._fd, json.dumps(payload).encode() + b"\n")
+            if last:
+                os.close(self._fd)
+                self._fd = -1
+
+
 def mount_background(
-    settings: Settings, mountpoint: Path, log_file: Path, level: str = "info"
+    settings: Settings,
+    mountpoint: Path,
+    log_file: Path,
+    level: str = "info",
+    note: Callable[[str], None] = lambda line: None,
 ) -> MountOutcome:
     """Fork a daemon that mounts; return once the mount is live or has failed.
 
-    The daemon answers through a pipe with one JSON line: ``{"documents": n}`` when live,
-    ``{"error": line, "exit_code": n}`` when it failed, so the user sees the cause in one
-    line (the log keeps the details).  It detaches from the terminal and the launch
-    directory (cwd ``/``), so it holds no directory busy.
+    The daemon answers through a pipe with JSON lines: ``{"note": line}`` for what the
+    user should know while it starts (``note`` gets them: a lock it waits for), then one
+    ``{"documents": n}`` when live or ``{"error": line, "exit_code": n}`` when it failed,
+    so the user sees the cause in one line (the log keeps the details).  It detaches
+    from the terminal and the launch directory (cwd ``/``), so it holds no directory busy.
     """
 
     read_fd, write_fd = os.pipe()
@@ -409,38 +442,42 @@ def mount_background(
         os.close(fd)
         os.close(devnull)
         logs.configure(level, file=log_file)
-
-        def answer(payload: dict[str, object]) -> None:
-            nonlocal write_fd
-            if write_fd >= 0:
-                os.write(write_fd, json.dumps(payload).encode() + b"\n")
-                os.close(write_fd)
-                write_fd = -1
-
+        pipe = _ReadinessPipe(write_fd)
+        logging.getLogger().addHandler(pipe)
         code = EXIT_FAILED
         try:
-            code = serve(settings, mountpoint, on_ready=lambda n: answer({"documents": n}))
+            code = serve(settings, mountpoint, on_ready=lambda n: pipe.answer({"documents": n}))
         except BaseException as exc:
             code, line = describe_failure(exc)
             log.error("mount failed: %s", line)
             log.debug("details", exc_info=True)
-            answer({"error": line, "exit_code": code})
+            pipe.answer({"error": line, "exit_code": code})
         finally:
-            answer({"error": "the daemon ended before the mount was live", "exit_code": code})
+            pipe.answer({"error": "the daemon ended before the mount was live", "exit_code": code})
             logging.shutdown()
             os._exit(code)
     os.close(write_fd)
-    with os.fdopen(read_fd, "rb") as pipe:
-        reply = pipe.readline()
-    try:
-        payload = json.loads(reply)
-    except ValueError:
+    with os.fdopen(read_fd, "rb") as replies:
+        while True:
+            payload = _reply(replies.readline())
+            if payload is None or "note" not in payload:
+                break
+            note(str(payload["note"]))
+    if payload is None:
         os.waitpid(pid, 0)
         return MountOutcome("the daemon died before the mount was live", EXIT_FAILED)
     if "error" in payload:
         os.waitpid(pid, 0)
         return MountOutcome(str(payload["error"]), int(payload.get("exit_code", EXIT_FAILED)))
     return MountOutcome(documents=payload.get("documents"))
+
+
+def _reply(line: bytes) -> dict[str, Any] | None:
+    try:
+        payload = json.loads(line)
+    except ValueError:
+        return None
+    return payload if isinstance(payload, dict) else None
 
 
 def _in_memory_only(pidfile: Path, op: str, timeout: float) -> list[str] | None:

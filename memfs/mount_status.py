@@ -78,15 +78,25 @@ class MountStatus:
     deferred: Callable[[], int]
     #: The embedding provider and model in words (None: full-text search only).
     provider: str | None = None
+    #: Since when (wall time) another program holds the write lock memfs waits for
+    #: (IronClaw's libSQL file); None when nobody holds it or the store has no such lock.
+    lock_held_since: Callable[[], float | None] = lambda: None
 
     async def report(self, fs: MountView) -> dict[str, Any]:
         """The whole report as plain data (what ``.status.json`` holds)."""
         database: dict[str, Any] = {"server": self.server, "layout": self.layout}
         since = self.calls.unresponsive_since
+        held = self.lock_held_since()
         counts: dict[str, Any] | None = None
+        if held is not None:
+            database["write_lock"] = (
+                f"IronClaw (or another program) holds the file's write lock since "
+                f"{time.strftime('%H:%M:%S', time.localtime(held))} "
+                f"({time.time() - held:.0f}s); saves wait in memory and the recovery area"
+            )
         if since is not None:
             database["answering"] = False
-            database["error"] = (
+            database["error"] = database.get("write_lock") or (
                 f"not answering for {time.monotonic() - since:.0f}s; saves wait in memory "
                 "and the recovery area"
             )
@@ -189,6 +199,8 @@ def render_text(report: dict[str, Any]) -> str:
         line("round trip", f"{db['round_trip_ms']:.2f} ms")
     else:
         line("round trip", f"NOT ANSWERING: {db.get('error', 'unknown')}")
+    if db.get("answering") and "write_lock" in db:
+        line("write lock", f"WAITING: {db['write_lock']}")
     if "documents" in db:
         line("documents", f"{db['documents']} ({db['chunks']} chunks)")
     elif db.get("answering"):

@@ -76,7 +76,12 @@ def _mount_on(call: Invocation, settings: Settings) -> int:
     from memfs.daemon import mount_background
 
     log_file = settings.log_file or logs.log_file_for(mountpoint)
-    outcome = mount_background(settings, mountpoint, log_file, call.level)
+
+    def note(line: str) -> None:
+        sys.stderr.write(f"memfs: {line}\n")
+        sys.stderr.flush()
+
+    outcome = mount_background(settings, mountpoint, log_file, call.level, note=note)
     if outcome.error is not None:
         sys.stderr.write(f"memfs: {outcome.error} (log: {log_file})\n")
         return outcome.exit_code

@@ -206,6 +206,10 @@ class Database:
                                 has_sidecars=sidecars)  # fmt: skip
         return LegacyHealth(self.pool, legacy_scope(settings), has_sidecars=sidecars)
 
+    def lock_held_since(self) -> float | None:
+        """A server's locks are waited for inside its statements: none to report."""
+        return None
+
     def ping(self) -> None:
         """One round trip to the server (the call breaker's probe)."""
         with self.pool.connection() as conn:

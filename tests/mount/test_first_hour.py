@@ -633,3 +633,57 @@ def test_status_search_and_doctor_on_ironclaws_libsql_file(cli: Cli) -> None:
     assert search.returncode == 0, search.stderr
     doctor = cli("doctor", "--database-url", f"sqlite:{db}")
     assert doctor.returncode == 0 and "problem" not in doctor.stdout, doctor.stdout
+
+
+def _hold_write_lock(db: Path, seconds: float) -> subprocess.Popen[str]:
+    """IronClaw mid-transaction: another process holding the file's write lock."""
+    script = (
+        "import sqlite3, sys, time\n"
+        f"c = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
+        "c.execute('BEGIN IMMEDIATE')\n"
+        "print('held', flush=True)\n"
+        f"time.sleep({seconds})\n"
+        "c.execute('ROLLBACK')\n"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_a_mount_waits_for_the_lock_ironclaw_holds_saying_so_or_gives_up_in_one_line(
+    cli: Cli,
+) -> None:
+    """Issue 55 item 2: IronClaw holds its file in ``BEGIN IMMEDIATE`` while memfs mounts.
+    The user's terminal gets one line naming the file, what memfs waits for and since
+    when; the mount goes live once the lock is let go.  A lock held past the start's
+    patience ends in one line naming the file, never an internal error."""
+    from tests.ironclaw_libsql import reborn_local_dev
+
+    db = reborn_local_dev(cli.base / "ironclaw" / "reborn-local-dev.db")
+    target = cli.base / "memory"
+    holder = _hold_write_lock(db, 12.0)
+    try:
+        started = time.monotonic()
+        result = cli("mount", str(target), "--database-url", f"sqlite:{db}")
+        took = time.monotonic() - started
+    finally:
+        holder.wait(timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert took > 8.0  # it waited past one write's bound (BUSY_MS) for IronClaw's lock
+    waits = [line for line in result.stderr.splitlines() if "holds its write lock since" in line]
+    assert len(waits) == 1 and waits[0].startswith(f"memfs: {db}: "), result.stderr
+    (target / "after.md").write_text("saved once the lock was free\n")
+    assert cli("umount", str(target)).returncode == 0
+
+    holder = _hold_write_lock(db, 30.0)
+    try:
+        refused = cli("mount", str(target), "--database-url", f"sqlite:{db}",
+                      env={"MEMFS_LIBSQL_STARTUP_WAIT": "2"})  # fmt: skip
+    finally:
+        holder.kill()
+        holder.wait(timeout=60)
+    assert refused.returncode == EXIT_DATABASE, refused.stderr
+    last = refused.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"memfs: {db}: another program (IronClaw) holds its write lock"), last
+    assert "internal error" not in refused.stderr
+    assert mount_at(target) is None

@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -118,6 +119,38 @@ def test_real_programs_on_a_libsql_mount_leave_ironclaws_rows(db: Path, mount_fa
     mount.run("rm", "-rf", "e")
     mount.barrier()
     assert not any(p.startswith("e/") for p in memory_rows(db))
+
+
+def test_status_says_ironclaw_holds_the_write_lock_and_since_when(
+    db: Path, mount_factory: Any
+) -> None:
+    """Issue 55 item 2: while IronClaw holds its file's write lock, a save waits for it
+    (IronClaw's writers wait 5 s, memfs's 15 s) and ``.status`` says who holds what since
+    when, not "not answering for 0s"; once let go the save lands and the line is gone."""
+    from tests.mount.test_first_hour import _hold_write_lock
+
+    mount = mount_factory(f"sqlite:{db}")
+    (mount.path("held.md")).write_text("before\n")
+    holder = _hold_write_lock(db, 6.0)
+    saver = threading.Thread(target=lambda: mount.path("held.md").write_text("waited\n"))
+    seen: list[str] = []
+    try:
+        since = time.strftime("%H:%M")
+        saver.start()
+
+        def says_held() -> bool:
+            seen.append(mount.path(".status").read_text())
+            return "write lock" in seen[-1]
+
+        eventually(says_held, ".status naming the held lock", timeout=5.0)
+    finally:
+        saver.join(timeout=30)
+        holder.wait(timeout=30)
+    line = next(x for x in seen[-1].splitlines() if "write lock" in x)
+    assert "holds the file's write lock since" in line and since in line, line
+    assert "not answering for 0s" not in seen[-1]
+    assert memory_rows(db)["held.md"][0] == b"waited\n"
+    assert "write lock" not in mount.path(".status").read_text()
 
 
 @pytest.mark.parametrize("layout", ["reborn", "legacy"])

@@ -3,10 +3,12 @@ without changing them, and written beside a writer that holds the lock (a real p
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -172,6 +174,60 @@ def test_a_lock_held_past_the_bound_fails_the_write_and_changes_nothing(
     with sqlite3.connect(path) as conn:
         rows = {r[0] for r in conn.execute("SELECT path FROM root_filesystem_sequences")}
     assert rows == {"/held"}
+
+
+def test_a_lock_held_past_the_bound_names_the_file_in_the_users_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memfs.failures import describe_failure
+
+    monkeypatch.setattr(connection, "BUSY_MS", 100)
+    path = reborn_local_dev(tmp_path / "reborn-local-dev.db")
+    opened = LibsqlFile(path)
+    holder = _hold_lock(path, 3.0)
+    try:
+        with pytest.raises(sqlite3.OperationalError) as caught:
+            opened.wait_until_writable(patience=0.5)
+        assert opened.held_since is None  # nobody waits any more
+    finally:
+        holder.wait(timeout=30)
+        opened.close()
+    code, line = describe_failure(caught.value)
+    assert code != 0 and "internal error" not in line
+    assert line.startswith(f"{path}: another program (IronClaw) holds its write lock")
+
+
+def test_a_mount_waits_for_a_lock_longer_than_a_write_does_and_says_since_when(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A running IronClaw mid-transaction at memfs's start: one warning naming the file
+    and since when, ``held_since`` set while it waits (``.status`` says it), and the
+    start goes on once the lock is let go, past the bound of one write."""
+    monkeypatch.setattr(connection, "BUSY_MS", 100)
+    monkeypatch.setattr(connection, "LOCKED_FOR", 0.5)
+    path = reborn_local_dev(tmp_path / "reborn-local-dev.db")
+    opened = LibsqlFile(path)
+    seen: list[float | None] = []
+    holder = _hold_lock(path, 2.0)
+    watcher = threading.Thread(target=lambda: (time.sleep(1.0), seen.append(opened.held_since)))
+    watcher.start()
+    try:
+        before = time.time()
+        with caplog.at_level(logging.INFO, logger="memfs.db.libsql.connection"):
+            opened.wait_until_writable(patience=20.0)
+        waited = time.time() - before
+    finally:
+        holder.wait(timeout=30)
+        watcher.join(timeout=10)
+        opened.close()
+    assert 1.0 < waited < 10.0
+    assert seen and seen[0] is not None and before - 1 <= seen[0] <= before + 1
+    assert opened.held_since is None
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and str(path) in warnings[0].getMessage()
+    assert "holds its write lock since" in warnings[0].getMessage()
+    assert getattr(warnings[0], "tell_user", False)  # forwarded to the user's terminal
+    assert any("free again" in r.getMessage() for r in caplog.records)
 
 
 async def test_a_commit_by_another_process_wakes_the_poll(tmp_path: Path) -> None:

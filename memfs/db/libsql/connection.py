@@ -42,6 +42,11 @@ T = TypeVar("T")
 BUSY_MS = 5000
 #: How long a write keeps retrying ``database is locked`` before the operation fails.
 LOCKED_FOR = 15.0
+#: A wait for the write lock longer than this is another program's hold (``.status``).
+HELD_AFTER = 0.5
+#: How long a mount waits at its start for a lock another program holds (a running
+#: IronClaw mid-transaction), saying so once, before it gives up with one clear line.
+STARTUP_WAIT = float(os.environ.get("MEMFS_LIBSQL_STARTUP_WAIT", "60"))
 _BACKOFF_FIRST, _BACKOFF_MOST = 0.01, 0.5
 #: Documents one transaction removes or moves at most (a larger ``rm -rf`` or folder
 #: ``mv`` goes in parts): on the Reborn file 256 moved documents with their sidecars hold
@@ -116,6 +121,14 @@ class LibsqlFile:
         #: How long the last write transaction held the lock, in seconds (the pause
         #: between two parts of a large change is as long: ``DeferringStore``).
         self.last_hold = 0.0
+        #: Lock waits under way, by token: the wall time each began (a ``BEGIN
+        #: IMMEDIATE`` in progress, or a retry after ``database is locked``).
+        self._waits: dict[int, float] = {}
+        self._tokens = itertools.count(1)
+        #: Retries waiting now (the first one logs), and transactions memfs holds now
+        #: (then a wait is for memfs's own, not another program's).
+        self._retrying_now = 0
+        self._holding = 0
         self._counter = itertools.count(1)
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
@@ -169,18 +182,90 @@ class LibsqlFile:
 
         return self._retrying(attempt)
 
-    def _retrying(self, attempt: Callable[[], T]) -> T:
-        deadline = time.monotonic() + LOCKED_FOR
+    def wait_until_writable(self, patience: float | None = None) -> None:
+        """Wait up to ``patience`` seconds until this process may take the write lock (a
+        ``BEGIN IMMEDIATE`` rolled back at once): a mount's first writes then meet no
+        lock a running IronClaw holds for longer than one transaction."""
+        if self.read_only:
+            return
+
+        def probe() -> None:
+            conn = self.connection()
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
+
+        token = self._wait_began(time.time())
+        try:
+            self._retrying(probe, STARTUP_WAIT if patience is None else patience)
+        finally:
+            self._wait_ended(token)
+
+    def _retrying(self, attempt: Callable[[], T], patience: float | None = None) -> T:
+        began = time.time()
+        deadline = time.monotonic() + (LOCKED_FOR if patience is None else patience)
         pause = _BACKOFF_FIRST
-        while True:
-            try:
-                return attempt()
-            except sqlite3.OperationalError as exc:
-                if not _locked(exc) or time.monotonic() + pause > deadline:
-                    raise
-                log.debug("%s is locked by another writer; retrying in %.2f s", self.path, pause)
-                time.sleep(pause * (0.5 + random.random()))
-                pause = min(pause * 2, _BACKOFF_MOST)
+        waited: int | None = None
+        try:
+            while True:
+                try:
+                    result = attempt()
+                except sqlite3.OperationalError as exc:
+                    if not _locked(exc) or time.monotonic() + pause > deadline:
+                        exc.memfs_path = self.path  # type: ignore[attr-defined]  # the CLI's line
+                        raise
+                    if waited is None:
+                        waited = self._begin_wait(began, deadline)
+                    time.sleep(pause * (0.5 + random.random()))
+                    pause = min(pause * 2, _BACKOFF_MOST)
+                    continue
+                if waited is not None:
+                    log.info("%s: the write lock is free again after %.1f s; memfs goes on",
+                             self.path, time.time() - began)  # fmt: skip
+                return result
+        finally:
+            if waited is not None:
+                self._end_wait(waited)
+
+    @property
+    def held_since(self) -> float | None:
+        """Wall time since which another program (IronClaw) holds the write lock memfs
+        waits for; None when no wait is longer than ``HELD_AFTER`` or memfs holds it."""
+        now = time.time()
+        with self._lock:
+            if self._holding:
+                return None
+            long = [began for began in self._waits.values() if now - began >= HELD_AFTER]
+        return min(long) if long else None
+
+    def _wait_began(self, began: float) -> int:
+        token = next(self._tokens)
+        with self._lock:
+            self._waits[token] = began
+        return token
+
+    def _wait_ended(self, token: int) -> None:
+        with self._lock:
+            self._waits.pop(token, None)
+
+    def _begin_wait(self, began: float, deadline: float) -> int:
+        with self._lock:
+            self._retrying_now += 1
+            first = self._retrying_now == 1
+        if first:
+            log.warning(
+                "%s: another program (IronClaw?) holds its write lock since %s; memfs "
+                "waits up to %.0f s more for it to let go",
+                self.path,
+                time.strftime("%H:%M:%S", time.localtime(began)),
+                max(0.0, deadline - time.monotonic()),
+                extra={"tell_user": True},
+            )
+        return self._wait_began(began)
+
+    def _end_wait(self, token: int) -> None:
+        with self._lock:
+            self._retrying_now -= 1
+        self._wait_ended(token)
 
     def transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
         """One ``BEGIN IMMEDIATE`` transaction on this thread's connection; its BEGIN is
@@ -199,21 +284,30 @@ class LibsqlFile:
     def _in_transaction(
         self, conn: sqlite3.Connection, *, retry_begin: bool
     ) -> Iterator[sqlite3.Connection]:
-        if retry_begin:
-            self._retrying(lambda: conn.execute("BEGIN IMMEDIATE"))
-        else:
-            conn.execute("BEGIN IMMEDIATE")
+        token = self._wait_began(time.time())  # BEGIN IMMEDIATE waits for the lock only
+        try:
+            if retry_begin:
+                self._retrying(lambda: conn.execute("BEGIN IMMEDIATE"))
+            else:
+                conn.execute("BEGIN IMMEDIATE")
+        finally:
+            self._wait_ended(token)
         began = time.monotonic()
+        with self._lock:
+            self._holding += 1
         try:
             yield conn
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
-            self.last_hold = time.monotonic() - began
             raise
-        conn.execute("COMMIT")
-        self.last_hold = time.monotonic() - began
-        self.commits = next(self._counter)  # atomic, unlike +=
+        else:
+            conn.execute("COMMIT")
+            self.commits = next(self._counter)  # atomic, unlike +=
+        finally:
+            self.last_hold = time.monotonic() - began
+            with self._lock:
+                self._holding -= 1
 
     def close(self) -> None:
         if self.writer is not None:

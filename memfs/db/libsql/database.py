@@ -153,6 +153,10 @@ class LibsqlDatabase:
         ).fetchone())  # fmt: skip
         return RebornHealth(store, has_sidecars=own is not None)
 
+    def lock_held_since(self) -> float | None:
+        """Since when another program holds the file's write lock memfs waits for."""
+        return self.file.held_since
+
     def ping(self) -> None:
         self.file.read(lambda c: c.execute("SELECT 1").fetchone())
 
@@ -251,6 +255,7 @@ class LibsqlDatabase:
         return LibsqlVersionStore(self.file, _scope(settings))
 
     def workspace(self, settings: Settings, origin: str | None = None) -> Workspace:
+        self.file.wait_until_writable()  # a running IronClaw mid-transaction: wait, say so
         if self.layout == "legacy":
             return self._legacy_workspace(settings, origin)
         scope = _scope(settings)
