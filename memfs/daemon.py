@@ -32,7 +32,7 @@ from memfs import logs, systemd
 from memfs.assembly import assemble
 from memfs.config import Settings, default_log_dir
 from memfs.control import Handler, ask, serve_control, socket_for
-from memfs.db import open_database, wake_on_commits
+from memfs.db import open_database, reborn_scope, wake_on_commits
 from memfs.db.embedded import restart_embedded, server_running
 from memfs.embeddings import EmbeddingSettings
 from memfs.errors import EXIT_FAILED, MountError
@@ -105,7 +105,7 @@ ATTR_TIMEOUT = 3600.0
 
 
 def serve(
-    settings: Settings, mountpoint: Path, on_ready: Callable[[int], None] | None = None
+    settings: Settings, mountpoint: Path, on_ready: Callable[[int, str], None] | None = None
 ) -> int:
     """Mount and serve until unmounted or signalled; return a process exit code."""
     map_large_buffers()
@@ -131,11 +131,17 @@ def serve(
         attr_timeout = settings.attr_timeout
         if attr_timeout is None:
             attr_timeout = ATTR_TIMEOUT
+        watched = database.watched_file
         watching = (
             "change feed (LISTEN/NOTIFY trigger)" if use_feed
+            else f"a watch on {watched.name} and its -wal: other writers' commits show within "
+            "about 50 ms (a poll every second as well)" if watched is not None
             else f"polling every second ({by_design or 'no change feed here'})"
         )  # fmt: skip
-        if by_design is not None:
+        if by_design is not None and watched is not None:
+            log.info("%s: watching %s and its -wal for other writers' commits", by_design,
+                     watched)  # fmt: skip
+        elif by_design is not None:
             log.info("%s: polling for other writers every second", by_design)
         elif use_feed:
             log.info("watching other writers through the change-feed trigger")
@@ -227,10 +233,11 @@ def serve(
                     f"{os.getpid()}\n{mountpoint}\n{settings.database_identity()}\n"
                     f"{settings.user_id}\n{logs.current_log_file()}\n".encode(),
                 )
-                log.info("mounted workspace %r at %s", settings.user_id, mountpoint)
+                owner = reborn_scope(settings).user_id if database.reborn else settings.user_id
+                log.info("mounted workspace %r at %s", owner, mountpoint)
                 if on_ready is not None:
-                    on_ready(len(fs.state.tree.docs))
-                systemd.notify(f"READY=1\nSTATUS=memory of {settings.user_id!r} at {mountpoint}")
+                    on_ready(len(fs.state.tree.docs), owner)
+                systemd.notify(f"READY=1\nSTATUS=memory of {owner!r} at {mountpoint}")
                 unmounted = False
                 notifier.start()
                 try:
@@ -381,6 +388,8 @@ class MountOutcome:
     exit_code: int = 0
     #: Documents in the workspace when it went live (for the empty-workspace hint).
     documents: int | None = None
+    #: Whose memory it is, as the layout names it (Reborn's default user: ``reborn-cli``).
+    user: str | None = None
 
 
 class _ReadinessPipe(logging.Handler):
@@ -446,7 +455,10 @@ def mount_background(
         logging.getLogger().addHandler(pipe)
         code = EXIT_FAILED
         try:
-            code = serve(settings, mountpoint, on_ready=lambda n: pipe.answer({"documents": n}))
+            code = serve(
+                settings, mountpoint,
+                on_ready=lambda n, owner: pipe.answer({"documents": n, "user": owner}),
+            )  # fmt: skip
         except BaseException as exc:
             code, line = describe_failure(exc)
             log.error("mount failed: %s", line)
@@ -469,7 +481,7 @@ def mount_background(
     if "error" in payload:
         os.waitpid(pid, 0)
         return MountOutcome(str(payload["error"]), int(payload.get("exit_code", EXIT_FAILED)))
-    return MountOutcome(documents=payload.get("documents"))
+    return MountOutcome(documents=payload.get("documents"), user=payload.get("user"))
 
 
 def _reply(line: bytes) -> dict[str, Any] | None:

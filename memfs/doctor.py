@@ -65,8 +65,11 @@ class Doctor:
         self._found(check, "repaired", f"{detail}; {done}")
 
     def run(self) -> Report:
-        self.report.details = {"database": self.database.schema.describe(),
-                               "repair": self.repair}  # fmt: skip
+        self.report.details = {
+            "database": self.database.schema.describe(),
+            "mode": "checked and mended what it could" if self.repair
+            else "checked only (`memfs doctor --repair` mends what it can)",
+        }  # fmt: skip
         for check in (self.schema, self.change_feed, self.pgvector, self.indexes,
                       self.duplicates, self.chunks, self.orphans, self.queues, self.embedded,
                       self.pid_files, self.recovery):  # fmt: skip

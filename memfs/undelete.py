@@ -15,7 +15,8 @@ from memfs.config import Settings
 from memfs.db import open_database, open_for_writing
 from memfs.db.capabilities import Deletion, KeptHistory
 from memfs.db.interface import FileAttrs
-from memfs.errors import EXIT_FAILED, CommandError
+from memfs.errors import EXIT_FAILED, EXIT_USAGE, CommandError
+from memfs.paths import loadable_path, normalize_path
 from memfs.workspace_tasks import Report
 
 
@@ -67,6 +68,12 @@ def undelete(settings: Settings, path: str, to: str | None = None) -> Report:
     """Write back the last kept content of ``path`` (or of every kept document below the
     folder ``path``), at ``to`` if given."""
     report = Report(f"undelete {path}")
+    if to is not None and not loadable_path(normalize_path(to)):
+        raise CommandError(
+            f"--to {to!r}: no mount could show a document there (.search, .versions, .at, "
+            ".recent, .status and .prompt are memfs's own names): give a plain path",
+            EXIT_USAGE,
+        )
     database = open_for_writing(settings)
     try:
         workspace = database.workspace(settings)

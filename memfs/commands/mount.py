@@ -85,7 +85,8 @@ def _mount_on(call: Invocation, settings: Settings) -> int:
     if outcome.error is not None:
         sys.stderr.write(f"memfs: {outcome.error} (log: {log_file})\n")
         return outcome.exit_code
-    print(f"memfs: mounted workspace {settings.user_id!r} at {mountpoint} (log: {log_file})")
+    user = outcome.user or settings.user_id
+    print(f"memfs: mounted workspace {user!r} at {mountpoint} (log: {log_file})")
     if outcome.documents == 0:
         print(
             "memfs: the workspace is empty: create files in it, `memfs import DIR` brings a "

@@ -8,7 +8,7 @@ from pathlib import Path
 from memfs.commands.arguments import Parser, database_flags, json_flag
 from memfs.commands.base import Command, Invocation
 from memfs.commands.common import ask_mount
-from memfs.errors import EXIT_OK, MountError
+from memfs.errors import EXIT_OK, EXIT_USAGE, MountError
 
 
 def arguments(parser: Parser) -> None:
@@ -23,7 +23,12 @@ def run(call: Invocation) -> int:
         return _mount_report(call)
     from memfs import workspace_tasks
 
-    workspace_tasks.print_status(workspace_tasks.status(call.settings()), call.args.json)
+    report = workspace_tasks.status(call.settings())
+    workspace_tasks.print_status(report, call.args.json)
+    refused = report.get("settings", {}).get("error")
+    if refused is not None:  # IronClaw would not start with it: neither do mount nor search
+        sys.stderr.write(f"memfs: {refused['value']} (a mount and a search stop here)\n")
+        return EXIT_USAGE
     return EXIT_OK
 
 

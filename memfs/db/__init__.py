@@ -283,8 +283,24 @@ class Database:
                 "embeddings_pending": pending}  # fmt: skip
 
     def read_only_reason(self) -> str | None:
-        """Why this database mounts read-only whatever was asked (None: it need not)."""
-        return None
+        """Why this database mounts read-only whatever was asked (None: it need not): a
+        role that may only read the memory table would take saves it can never commit
+        (kept in memory, then promised to a ``recover --restore`` that cannot work)."""
+        table = "root_filesystem_entries" if self.reborn else "memory_documents"
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                "SELECT current_user, to_regclass(%(t)s) IS NULL OR ("
+                "has_table_privilege(to_regclass(%(t)s), 'INSERT') AND "
+                "has_table_privilege(to_regclass(%(t)s), 'UPDATE') AND "
+                "has_table_privilege(to_regclass(%(t)s), 'DELETE'))",
+                {"t": table},
+            ).fetchone()
+        if row is None or row[1]:
+            return None
+        return (
+            f"the role {row[0]!r} may not write {table} (no INSERT, UPDATE or DELETE): "
+            "memfs can only read it here (grant them to write through memfs)"
+        )
 
     def seed_refusal(self) -> str | None:
         """Why ``memfs seed`` writes no starter files here (None: it may)."""

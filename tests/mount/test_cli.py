@@ -141,15 +141,19 @@ def test_sizes_take_suffixes(database_url: str, work_dir: Path) -> None:
     [
         ({"EMBEDDING_ENABLED": "true", "EMBEDDING_DIMENSION": "abc"}, ["EMBEDDING_DIMENSION"]),
         ({"SEARCH_RRF_K": "many"}, ["SEARCH_RRF_K"]),
+        ({"EMBEDDING_ENABLED": "yes"}, ["EMBEDDING_ENABLED", "'yes'"]),
     ],
 )
 def test_bad_ironclaw_settings(
     database_url: str, work_dir: Path, env: dict[str, str], needles: list[str]
 ) -> None:
+    """A value IronClaw refuses stops search and status with exit 2 and one line, as the
+    docs promise (status prints its report first: the line is its only stderr)."""
     run(work_dir, "init", "--database-url", database_url)
-    result = run(work_dir, "search", "deploy", "--database-url", database_url, env=env)
-    assert result.returncode == EXIT_USAGE
-    one_clear_line(result, *needles)
+    for command in (["search", "deploy"], ["status"]):
+        result = run(work_dir, *command, "--database-url", database_url, env=env)
+        assert result.returncode == EXIT_USAGE, (command, result.stderr)
+        one_clear_line(result, *needles)
 
 
 def test_unknown_embedding_provider_says_what_ironclaw_does_with_it(

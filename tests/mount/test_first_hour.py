@@ -564,6 +564,7 @@ def test_memfs_mount_finds_ironclaws_local_dev_memory(cli: Cli) -> None:
     result = cli("mount", str(target))
     assert result.returncode == 0, result.stderr
     assert f"IronClaw's memory in {db}" in result.stdout
+    assert "mounted workspace 'reborn-cli'" in result.stdout  # Reborn's user, not 'default'
     (target / "MEMORY.md").write_text("The user likes green tea.\n")
     with sqlite3.connect(db) as conn:
         (contents,) = conn.execute(
@@ -674,6 +675,9 @@ def test_a_mount_waits_for_the_lock_ironclaw_holds_saying_so_or_gives_up_in_one_
     assert len(waits) == 1 and waits[0].startswith(f"memfs: {db}: "), result.stderr
     (target / "after.md").write_text("saved once the lock was free\n")
     assert cli("umount", str(target)).returncode == 0
+    doctor = cli("doctor", "--database-url", f"sqlite:{db}")  # after a mount: no "not yet"
+    assert "not created yet" not in doctor.stdout and "repair: False" not in doctor.stdout
+    assert "memfs schema" in doctor.stdout and "checked only" in doctor.stdout, doctor.stdout
 
     holder = _hold_write_lock(db, 30.0)
     try:

@@ -150,7 +150,10 @@ def test_status_says_ironclaw_holds_the_write_lock_and_since_when(
     assert "holds the file's write lock since" in line and since in line, line
     assert "not answering for 0s" not in seen[-1]
     assert memory_rows(db)["held.md"][0] == b"waited\n"
-    assert "write lock" not in mount.path(".status").read_text()
+    status = mount.path(".status").read_text()
+    assert "write lock" not in status
+    watching = next(x for x in status.splitlines() if x.startswith("other writers:"))
+    assert f"a watch on {db.name} and its -wal" in watching, watching  # what really runs
 
 
 @pytest.mark.parametrize("layout", ["reborn", "legacy"])

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,7 @@ import psycopg
 import pytest
 
 from tests.engines import ENGINES, Engine
-from tests.mounting import Mount
+from tests.mounting import Mount, memfs_env
 
 pytestmark = pytest.mark.mount
 
@@ -62,6 +64,7 @@ def test_read_only_mount_refuses_every_change(
 @pytest.mark.parametrize("engine", ENGINES, ids=str)
 def test_a_select_only_role_mounts_read_only(
     engine: Engine,
+    work_dir: Path,
     database_url: str,
     sql_conn: psycopg.Connection[Any],
     mount_factory: Any,
@@ -89,6 +92,22 @@ def test_a_select_only_role_mounts_read_only(
             (reader.path() / "MEMORY.md").write_text("changed")
         assert refused.value.errno == errno.EROFS
         reader.stop()
+        # Not asked for --read-only: the role cannot write, so the mount says so and
+        # refuses each write at once, rather than keeping saves it can never commit.
+        unasked = mount_factory(reader_url, name="unasked")
+        assert f"the role {role!r} may not write" in unasked.log()
+        written = subprocess.run(
+            [sys.executable, "-m", "memfs", "log", "a line", "--database-url", reader_url],
+            capture_output=True, text=True, timeout=60, check=False,
+            env=memfs_env(work_dir / "runtime"),
+        )  # fmt: skip
+        assert written.returncode != 0 and "may not write" in written.stderr
+        assert len(written.stderr.strip().splitlines()) == 1, written.stderr
+        with pytest.raises(OSError) as refused:
+            (unasked.path() / "MEMORY.md").write_text("changed")
+        assert refused.value.errno == errno.EROFS
+        assert (unasked.path() / "MEMORY.md").read_text() == "remember this\n"
+        unasked.stop()
     finally:
         sql_conn.execute(f"DROP OWNED BY {role}")
         sql_conn.execute(f"DROP ROLE {role}")

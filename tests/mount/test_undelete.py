@@ -78,6 +78,10 @@ def test_deleted_documents_are_kept_and_put_back(
     assert again.returncode != 0 and "Traceback" not in again.stderr
     assert len(again.stderr.strip().splitlines()) == 1 and "holds a document" in again.stderr
 
+    for nowhere in (".search/x.md", "/.versions/a.md", ".at/x.md"):  # no mount shows these
+        refused = memfs(work_dir, url, "undelete", "notes/a.md", "--to", nowhere)
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1 and "--to" in refused.stderr
     moved = memfs(work_dir, url, "undelete", "notes/a.md", "--to", "notes/a-again.md")
     assert moved.returncode == 0, moved.stderr
     eventually(lambda: mount.path("notes/a-again.md").exists(), "a-again.md")

@@ -53,6 +53,7 @@ from memfs.db.reborn.health import RebornHealth
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.sqlite import SqliteRows, open_file, own_file
 from memfs.db.reborn.store import RebornStore
+from memfs.db.schema import MEMFS_SCHEMA_VERSION
 from memfs.db.scoped import Scope
 from memfs.db.sqlite_errors import explain
 from memfs.db.workspace import FullTextRanking, HybridRanking, Workspace
@@ -137,7 +138,9 @@ class LibsqlDatabase:
         return {"file": str(self.path.resolve())}
 
     def memfs_schema_version(self) -> int | None:
-        return None
+        """memfs's own file beside IronClaw's (``<file>.memfs``): every writable open
+        makes its tables as this memfs has them, so it is current once it exists."""
+        return MEMFS_SCHEMA_VERSION if own_file(self.path).exists() else None
 
     def extension_version(self, name: str) -> str | None:
         return None
