@@ -41,9 +41,15 @@ from memfs.feed import ChangeListener
 from memfs.fuse_ops import MemfsOperations, fsname_for, mount_options
 from memfs.kernel import FuseNotifier
 from memfs.memory import map_large_buffers
-from memfs.mountpoint import is_mounted, mount_at, pidfile_for
+from memfs.mountpoint import (
+    is_mounted,
+    mount_at,
+    pidfile_for,
+    resolved_mountpoint,
+    stopped_daemon,
+)
 from memfs.private import private_dir, write_private
-from memfs.processes import process_running
+from memfs.processes import process_running, process_stopped
 from memfs.recovery import RecoveryArea
 from memfs.search import SearchConfig
 from memfs.stats import MountStats
@@ -504,23 +510,32 @@ def _in_memory_only(pidfile: Path, op: str, timeout: float) -> list[str] | None:
 
 
 def unmount(
-    settings: Settings, mountpoint: Path, timeout: float = 60.0, *, force: bool = False
+    settings: Settings,
+    mountpoint: Path,
+    timeout: float = 60.0,
+    *,
+    force: bool = False,
+    lazy: bool = False,
 ) -> int:
     """Ask the daemon serving ``mountpoint`` to commit and unmount; wait for it.
 
     First the daemon saves what it can and says which files it would hold in memory only
     (neither the database nor the recovery area took them): then nothing is detached and
-    the answer is 1, naming them, unless ``force``."""
-    mountpoint = mountpoint.expanduser().absolute()
-    pidfile = pidfile_for(settings.runtime_dir, mountpoint.resolve())
+    the answer is 1, naming them, unless ``force``.  A stopped daemon (SIGSTOP) answers
+    nothing: said at once, and with ``force`` or ``lazy`` the mount is detached."""
+    deadline = time.monotonic() + timeout  # the whole command's, from its first step
+    mountpoint = resolved_mountpoint(mountpoint)
+    pidfile = pidfile_for(settings.runtime_dir, mountpoint)
     pid = None
     with contextlib.suppress(FileNotFoundError, ValueError):
         pid = int(pidfile.read_text(encoding="utf-8").split()[0])
     if pid is not None and not process_running(pid):
         pid = None
+    if pid is not None and process_stopped(pid):
+        return _detach_stopped(pid, mountpoint, timeout, detach=force or lazy)
     if pid is not None:
         unkept = _in_memory_only(pidfile, "force-unmount" if force else "prepare-unmount",
-                                 timeout)  # fmt: skip
+                                 max(0.5, deadline - time.monotonic()))  # fmt: skip
         if unkept and not force:
             sys.stderr.write(
                 f"memfs: not unmounted: {len(unkept)} file(s) are in the daemon's memory "
@@ -547,7 +562,6 @@ def unmount(
             ["fusermount3", "-u", str(mountpoint)], check=False, timeout=timeout
         )
         return result.returncode
-    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not process_running(pid):
             break
@@ -579,6 +593,33 @@ def unmount(
         sys.stderr.write(f"memfs: {mountpoint} is still mounted\n")
         return 1
     return code
+
+
+def _detach_stopped(pid: int, mountpoint: Path, timeout: float, *, detach: bool) -> int:
+    """A stopped daemon: without ``detach``, one line and nothing done; with it, the mount
+    is detached lazily (nothing inside waits on the daemon any more) and the daemon is
+    asked to end, which it does, saving what it holds, once continued."""
+    if not detach:
+        sys.stderr.write(f"memfs: not unmounted: {stopped_daemon(pid, mountpoint)}\n")
+        return 1
+    try:
+        done = subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], check=False,
+                              timeout=timeout, capture_output=True, text=True)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        sys.stderr.write(f"memfs: fusermount3 did not detach {mountpoint} in {timeout:.0f}s\n")
+        return 1
+    if done.returncode != 0:
+        sys.stderr.write(f"memfs: fusermount3 could not detach {mountpoint}: "
+                         f"{done.stderr.strip()}\n")  # fmt: skip
+        return 1
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)  # delivered when it is continued
+    sys.stderr.write(
+        f"memfs: detached {mountpoint}; its daemon (pid {pid}) is stopped and ends once "
+        f"continued (`kill -CONT {pid}`), saving what it holds or keeping it for "
+        "`memfs recover`\n"
+    )
+    return 0
 
 
 def _return_freed_memory() -> None:

@@ -73,6 +73,26 @@ def containing_memfs_mount(path: Path) -> MountEntry | None:
     return best
 
 
+def resolved_mountpoint(mountpoint: Path) -> Path:
+    """``mountpoint`` with its parent's symlinks resolved, never a look at the mount point
+    itself: a stat of a mount whose daemon is stopped (SIGSTOP) waits for as long as it
+    is, so the tools meant to free it must not make one."""
+    absolute = Path(os.path.abspath(mountpoint.expanduser()))
+    candidate = absolute.parent.resolve() / absolute.name
+    if mount_at(candidate) is not None or mount_at(absolute) is not None:
+        return candidate if mount_at(candidate) is not None else absolute
+    return absolute.resolve()  # not a mount: a stat cannot wait here
+
+
+def stopped_daemon(pid: int, mountpoint: Path) -> str:
+    """The line for a daemon that is stopped (SIGSTOP, a debugger): it answers nothing."""
+    return (
+        f"the daemon serving {mountpoint} (pid {pid}) is stopped (SIGSTOP or a debugger) and "
+        f"answers nothing: `kill -CONT {pid}` resumes it; `memfs umount --lazy {mountpoint}` "
+        "detaches the mount now (the daemon then ends, saving what it holds, once continued)"
+    )
+
+
 def pidfile_for(runtime_dir: Path, mountpoint: Path) -> Path:
     digest = hashlib.sha256(str(mountpoint).encode()).hexdigest()[:16]
     return runtime_dir / f"mount-{digest}.pid"

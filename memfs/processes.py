@@ -17,6 +17,16 @@ def process_running(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def process_stopped(pid: int) -> bool:
+    """True while ``pid`` is stopped (SIGSTOP, a debugger): it answers nothing until it
+    is continued, and a signal sent to end it waits too."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat_line.rpartition(")")[2].split()[0] in ("T", "t")
+
+
 def command_line(pid: int) -> bytes:
     """The process's command line (NUL-separated), or b"" if it is gone."""
     try:

@@ -38,7 +38,7 @@ from memfs.ironclaw.settings import ConfigError, resolve_embeddings, resolve_sea
 from memfs.local_tree import SILENT, Passed, memory_files, read_regular
 from memfs.mountpoint import FSTYPE, mount_at
 from memfs.paths import loadable_path
-from memfs.processes import process_running
+from memfs.processes import process_running, process_stopped
 from memfs.scratch import ScratchRules
 from memfs.seeds import BOOTSTRAP, FRESH_MARKERS, SEEDS
 from memfs.tree import to_ns
@@ -179,6 +179,8 @@ def mounts_of(settings: Settings) -> list[dict[str, str]]:
         if daemon.running and not mounted:
             continue  # starting, or a detached daemon still saving: not a mount
         state = "mounted" if daemon.running else ("daemon gone" if mounted else "daemon died")
+        if daemon.running and process_stopped(daemon.pid):
+            state = "daemon stopped (SIGSTOP): answers nothing until `kill -CONT`"
         found.append({"mountpoint": daemon.mountpoint, "user_id": daemon.user_id,
                       "pid": str(daemon.pid), "state": state})  # fmt: skip
     return found
@@ -324,7 +326,11 @@ def print_status(info: dict[str, Any], as_json: bool) -> None:
     print(f"mounts:             {mounts or 'none'}")
     for gone in (m for m in info["mounts"] if m["state"] != "mounted"):
         where = f"{gone['mountpoint']} (user {gone['user_id']!r}): its daemon (pid {gone['pid']})"
-        if gone["state"] == "daemon gone":
+        if gone["state"].startswith("daemon stopped"):
+            print(f"daemon stopped:     {where} is stopped (SIGSTOP) and answers nothing: "
+                  f"`kill -CONT {gone['pid']}` resumes it, `memfs umount --lazy "
+                  f"{gone['mountpoint']}` detaches the mount")  # fmt: skip
+        elif gone["state"] == "daemon gone":
             print(f"mount without daemon: {where} is gone; `memfs umount "
                   f"{gone['mountpoint']}` releases it, `memfs recover` lists what it could "
                   "not save")  # fmt: skip

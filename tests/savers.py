@@ -31,8 +31,11 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], answers: bytes | None =
     except subprocess.TimeoutExpired as exc:  # what it last said: the question it waits on
         said = (exc.stdout or b"")[-600:] + b" | " + (exc.stderr or b"")[-600:]
         raise AssertionError(f"{cmd} did not finish in {TIMEOUT:.0f}s: {said!r}") from None
-    if done.returncode != 0:
-        raise AssertionError(f"{cmd} exited {done.returncode}: {done.stderr.decode()[-2000:]}")
+    if done.returncode != 0:  # what it said on its screen too (vim's errors go there)
+        shown = done.stdout.decode(errors="replace")[-1500:]
+        raise AssertionError(
+            f"{cmd} exited {done.returncode}: {done.stderr.decode()[-1000:]} | screen: {shown!r}"
+        )
 
 
 def _vim(backupcopy: str) -> Saver:

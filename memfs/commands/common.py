@@ -4,6 +4,7 @@ the embedded server's presence, a question to a running mount, a path typed by t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -64,13 +65,18 @@ def check_embedded(settings: Settings) -> None:
 def ask_mount(given: Path, request: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
     """One request to the daemon serving the mount at ``given`` (its control socket)."""
     from memfs.control import ask, socket_for
-    from memfs.mountpoint import mount_at, pidfile_for
+    from memfs.mountpoint import mount_at, pidfile_for, resolved_mountpoint, stopped_daemon
+    from memfs.processes import process_stopped
 
     settings = Settings.from_env()
-    mountpoint = given.expanduser().absolute()
+    mountpoint = resolved_mountpoint(given)
     if mount_at(mountpoint) is None:
         raise MountError(f"{mountpoint} is not mounted (`memfs status` lists the mounts)")
-    pidfile = pidfile_for(settings.runtime_dir, mountpoint.resolve())
+    pidfile = pidfile_for(settings.runtime_dir, mountpoint)
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        pid = int(pidfile.read_text(encoding="utf-8").split()[0])
+        if process_stopped(pid):
+            raise MountError(stopped_daemon(pid, mountpoint))
     try:
         reply = ask(socket_for(pidfile), request, timeout)
     except (OSError, ValueError) as exc:

@@ -23,23 +23,23 @@ def arguments(parser: Parser) -> None:
 
 
 def run(call: Invocation) -> int:
-    from memfs.mountpoint import busy_users, mount_at, pidfile_for
+    from memfs.mountpoint import busy_users, mount_at, pidfile_for, resolved_mountpoint
     from memfs.processes import process_running
 
     args = call.args
     settings = Settings.from_env()
-    mountpoint = args.mountpoint.expanduser().absolute()
+    mountpoint = resolved_mountpoint(args.mountpoint)
     entry = mount_at(mountpoint)
     if entry is None:  # said at once, before loading the daemon's modules
         try:
-            pidfile = pidfile_for(settings.runtime_dir, mountpoint.resolve())
+            pidfile = pidfile_for(settings.runtime_dir, mountpoint)
             lingering = process_running(int(pidfile.read_text(encoding="utf-8").split()[0]))
         except (OSError, ValueError, IndexError):
             lingering = False
         if not lingering:
             raise MountError(f"{mountpoint} is not mounted")
     if entry is not None and entry.fstype == "fuse.memfs" and not args.lazy:
-        busy = busy_users(mountpoint.resolve())
+        busy = busy_users(mountpoint)
         if busy:
             raise MountError(
                 f"{mountpoint} is busy: {'; '.join(busy[:5])}"
@@ -49,7 +49,8 @@ def run(call: Invocation) -> int:
             )
     from memfs.daemon import unmount
 
-    return unmount(settings, args.mountpoint, timeout=args.timeout, force=args.force)
+    return unmount(settings, mountpoint, timeout=args.timeout, force=args.force,
+                   lazy=args.lazy)  # fmt: skip
 
 
 COMMAND = Command(

@@ -691,3 +691,50 @@ def test_a_mount_waits_for_the_lock_ironclaw_holds_saying_so_or_gives_up_in_one_
     assert last.startswith(f"memfs: {db}: another program (IronClaw) holds its write lock"), last
     assert "internal error" not in refused.stderr
     assert mount_at(target) is None
+
+
+def test_a_stopped_daemon_is_said_at_once_and_a_lazy_umount_frees_its_mount(cli: Cli) -> None:
+    """Issue 55 item 9: a daemon under SIGSTOP answers nothing, and a stat of its mount
+    waits for as long as it is stopped.  ``umount --timeout 5`` and ``status MNT`` say so
+    within their time and do nothing; ``umount --lazy`` detaches the mount; once the daemon
+    is continued it ends by itself, and what it had saved stays saved."""
+    from tests.ironclaw_libsql import reborn_local_dev
+
+    db = reborn_local_dev(cli.base / "ironclaw" / "reborn-local-dev.db")
+    url = f"sqlite:{db}"
+    target = cli.base / "memory"
+    assert cli("mount", str(target), "--database-url", url).returncode == 0
+    (target / "kept.md").write_text("saved before the stop\n")
+    listed = json.loads(cli("status", "--json", "--database-url", url).stdout)
+    pid = int(next(m["pid"] for m in listed["items"] if m["mountpoint"] == str(target)))
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        refused = cli("umount", "--timeout", "5", str(target))
+        assert time.monotonic() - started < 10.0
+        assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1
+        assert "is stopped" in refused.stderr and f"kill -CONT {pid}" in refused.stderr
+        assert mount_at(target) is not None  # nothing done
+        started = time.monotonic()
+        status = cli("status", str(target))
+        assert time.monotonic() - started < 10.0
+        assert status.returncode != 0 and "is stopped" in status.stderr, status.stderr
+        listed = json.loads(cli("status", "--json", "--database-url", url).stdout)
+        states = [m["state"] for m in listed["items"] if m["mountpoint"] == str(target)]
+        assert states and "stopped" in states[0], listed
+        started = time.monotonic()
+        lazy = cli("umount", "--lazy", str(target))
+        assert time.monotonic() - started < 10.0
+        assert lazy.returncode == 0 and "detached" in lazy.stderr, lazy.stderr
+        assert mount_at(target) is None
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    deadline = time.monotonic() + 30
+    while process_running(pid):
+        assert time.monotonic() < deadline, "the continued daemon did not end"
+        time.sleep(0.1)
+    with sqlite3.connect(db) as conn:
+        (contents,) = conn.execute(
+            "SELECT contents FROM root_filesystem_entries WHERE path LIKE '%/kept.md'"
+        ).fetchone()
+    assert bytes(contents) == b"saved before the stop\n"
