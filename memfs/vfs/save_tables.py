@@ -239,18 +239,24 @@ class SaverBases:
 
     def superseded(self, doc_id: UUID, version: Any, data: bytes | None) -> None:
         """Row ``doc_id`` leaves ``version`` (``data``: its bytes, None if not at hand):
-        the bases at that version keep the bytes, or their hash, or are forgotten."""
+        the bases at that version keep the bytes, or their hash, or are forgotten.
+
+        Each base is changed where it stands (a dead process's base does not become the
+        newest), and only then do the oldest go past the byte budget: the live writer's
+        base, the newest, keeps its bytes."""
         if data is None:
             data = self._retained.get((doc_id, version))
         for key in list(self._by_doc.get(doc_id, ())):
-            base = self._bases[key]
-            if base.data is None and base.version == version:
-                if data is None and base.digest is None:
-                    self._drop(key)
-                elif data is None:
-                    continue
-                else:
-                    self._put(key, base._replace(data=data))
+            base = self._bases.get(key)
+            if base is None or base.data is not None or base.version != version:
+                continue
+            if data is None and base.digest is None:
+                self._drop(key)
+            elif data is not None:
+                self._bases[key] = base._replace(data=data)  # keeps its place in the order
+                self._bytes += len(data)
+        while self._bytes > self._max_bytes and self._bases:
+            self._drop(next(iter(self._bases)))
 
     def candidates(self, path: str, doc_id: UUID) -> list[Base]:
         """Every process's base of ``doc_id`` at ``path``, newest first (an unknown base

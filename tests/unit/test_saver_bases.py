@@ -70,3 +70,21 @@ def test_emacs_locking_after_its_compare_read_undoes_that_read() -> None:
     bases.editing("c.md", SHELL)
     read = bases.base("b.md", SHELL)
     assert read is not None and read.doc_id == DOC
+
+
+def test_bases_given_their_bytes_past_the_budget_never_break_the_save() -> None:
+    """The save race's vim at 200 saves (a 230 KB document, a new process each save):
+    the bytes given to every base at the version a commit leaves went past the byte
+    budget midway, the oldest base was let go inside the loop, and the loop's next look
+    raised KeyError, answering the saver's fsync with EIO (vim's "E667: Fsync failed")
+    after the commit had landed.  Now the bases past the budget go, oldest first, the
+    newest stay with their bytes, and the budget holds."""
+    data = b"x" * 1000
+    bases = SaverBases(max_bytes=5 * len(data))
+    for pid in range(1, 20):  # each a process of its own: a thread key and a process key
+        bases.read("doc.md", pid, DOC, "v1")
+    bases.superseded(DOC, "v1", data)  # raised KeyError
+    kept = [pid for pid in range(1, 20) if bases.base("doc.md", pid) is not None]
+    assert kept and all(bases.base("doc.md", pid).data == data for pid in kept)  # type: ignore[union-attr]
+    assert 19 in kept  # the newest reader keeps its base
+    assert bases._bytes <= 5 * len(data)
