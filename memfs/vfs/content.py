@@ -7,6 +7,7 @@ committed and lives as long as the file does.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import logging
@@ -28,6 +29,12 @@ from memfs.vfs.extensions import RootFile
 from memfs.vfs.merging import Merges, RowMerge
 from memfs.vfs.save_tables import Base
 from memfs.vfs.state import CONTENDED_SECONDS, Buffer, Handle
+
+#: The largest document a mount saves (EFBIG at the write that would pass it; the bytes
+#: received are kept in the recovery area).  Every engine commits a document of this size,
+#: chunks and full-text index included, well within a call's deadline (12 s); IronClaw's
+#: own memory documents are kilobytes.  ``MEMFS_MAX_DOCUMENT_BYTES`` changes it.
+DOCUMENT_MAX_BYTES = int(os.environ.get("MEMFS_MAX_DOCUMENT_BYTES", str(8 << 20)))
 
 #: Read-ahead on a cold open: at most this many neighbours, and this many bytes.
 READ_AHEAD_DOCUMENTS = 512
@@ -364,6 +371,8 @@ class Contents(ModelPart):
         node = handle.node
         if handle.append:
             offset = len(handle.buffer)
+        if offset + len(data) > DOCUMENT_MAX_BYTES and self._is_document(node):
+            await self._refuse_too_large(handle, offset + len(data))
         try:
             written = handle.buffer.write(offset, data)
         except FsError as exc:
@@ -375,6 +384,31 @@ class Contents(ModelPart):
         node.mtime_ns = node.ctime_ns = self.clock()
         self.state.served.pop(node.ino, None)  # written here: this content is the one to read
         return written
+
+    @staticmethod
+    def _is_document(node: FileNode) -> bool:
+        """A file whose content becomes a row (a scratch or tool-folder file is scratch)."""
+        return not node.scratch
+
+    async def _refuse_too_large(self, handle: Handle, size: int) -> None:
+        """EFBIG for a write past ``DOCUMENT_MAX_BYTES``, before it is made: the bytes
+        received so far go to the recovery area, the database keeps its content, and the
+        handle fails from now on (no prefix is ever saved as the document)."""
+        node = handle.node
+        exc = FsError(
+            errno.EFBIG,
+            f"a document may hold at most {DOCUMENT_MAX_BYTES} bytes "
+            f"(MEMFS_MAX_DOCUMENT_BYTES); this write would make it {size}",
+        )
+        received = handle.buffer.snapshot() if isinstance(handle.buffer, FileBuffer) else None
+        if self.recovery is not None and received and node.parent is not None:
+            with contextlib.suppress(OSError):
+                stored = self.recovery.keep(self.state.tree.path_of(node), received, exc.reason)
+                log.error("%s: the %d bytes written before the refusal are kept in %s",
+                          self.lookups.describe_node(node), len(received), stored)  # fmt: skip
+        handle.failed = exc
+        await self._reject(node, exc)
+        raise exc
 
     async def flush(self, fh: int) -> None:
         """Commit at close(2) so errors reach the caller.
@@ -642,6 +676,10 @@ class Contents(ModelPart):
         changes = (size, mode, mtime_ns) != (None, None, None)
         if changes:
             self.lookups.refuse_if_read_only()
+        if (size is not None and size > DOCUMENT_MAX_BYTES and type(node) is FileNode
+                and self._is_document(node)):  # fmt: skip
+            raise FsError(errno.EFBIG, f"a document may hold at most {DOCUMENT_MAX_BYTES} "
+                          "bytes (MEMFS_MAX_DOCUMENT_BYTES)")  # fmt: skip
         if mtime_ns is not None and not -(2**63) <= mtime_ns < 2**63:
             raise FsError(
                 errno.EINVAL,
