@@ -40,8 +40,13 @@ def describe_failure(exc: BaseException) -> tuple[int, str]:
     from memfs.embeddings.config import EmbeddingConfigError
     from memfs.search.config import SearchConfigError
 
-    if isinstance(exc, (SearchConfigError, EmbeddingConfigError)):
-        return EXIT_USAGE, str(exc)
+    from memfs.db.libsql.connection import NotIronClawFile
+    from memfs.db.libsql.files import NoIronClawFile
+
+    if isinstance(exc, (SearchConfigError, EmbeddingConfigError, NoIronClawFile)):
+        return EXIT_USAGE, str(exc)  # IronClaw's configuration names no usable file
+    if isinstance(exc, NotIronClawFile):
+        return EXIT_DATABASE, str(exc)
     if isinstance(exc, (SchemaError, Refused)):
         return EXIT_DATABASE, str(exc)
     if isinstance(exc, FsError) and exc.errno == errno.EROFS:

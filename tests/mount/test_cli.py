@@ -119,6 +119,7 @@ def test_log_level_is_accepted_after_the_command(work_dir: Path, database_url: s
         ({"MEMFS_AGENT_ID": "x:y"}, ["MEMFS_AGENT_ID", "UUID"]),
         ({"MEMFS_LOG_LEVEL": "loud"}, ["MEMFS_LOG_LEVEL", "debug"]),
         ({"DATABASE_URL": "garbage"}, ["--database-url", "not a PostgreSQL URL"]),
+        ({"IRONCLAW_REBORN_HOME": "relative/home"}, ["IRONCLAW_REBORN_HOME", "absolute"]),
     ],
 )
 def test_bad_environment_values(work_dir: Path, env: dict[str, str], needles: list[str]) -> None:
@@ -127,6 +128,16 @@ def test_bad_environment_values(work_dir: Path, env: dict[str, str], needles: li
         assert result.returncode == EXIT_USAGE, (args, result.stderr)
         one_clear_line(result, *needles)
     assert not (work_dir / "never-mounted").exists()
+
+
+def test_a_broken_ironclaw_config_is_one_line(work_dir: Path) -> None:
+    """IronClaw's ``config.toml`` that TOML cannot read: one line naming it, exit 2."""
+    home = work_dir / "broken-reborn-home"
+    home.mkdir(exist_ok=True)
+    (home / "config.toml").write_text("[boot\nprofile = \n")
+    result = run(work_dir, "status", env={"IRONCLAW_REBORN_HOME": str(home)})
+    assert result.returncode == EXIT_USAGE, result.stderr
+    one_clear_line(result, str(home / "config.toml"), "profile")
 
 
 def test_sizes_take_suffixes(database_url: str, work_dir: Path) -> None:
