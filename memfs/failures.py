@@ -37,11 +37,10 @@ def describe_failure(exc: BaseException) -> tuple[int, str]:
 
     import psycopg
 
-    from memfs.embeddings.config import EmbeddingConfigError
-    from memfs.search.config import SearchConfigError
-
     from memfs.db.libsql.connection import NotIronClawFile
     from memfs.db.libsql.files import NoIronClawFile
+    from memfs.embeddings.config import EmbeddingConfigError
+    from memfs.search.config import SearchConfigError
 
     if isinstance(exc, (SearchConfigError, EmbeddingConfigError, NoIronClawFile)):
         return EXIT_USAGE, str(exc)  # IronClaw's configuration names no usable file
