@@ -474,7 +474,11 @@ class Contents(ModelPart):
             return
         node = handle.node
         try:
-            await self.commit(node)
+            # A reader's close commits nothing a writer still holds open (nano's in-place
+            # rewrite, half written): that writer's close commits it whole.  With no
+            # writer left it retries what a close could not save.
+            if handle.writable or not self.state.open_for_writing(node):
+                await self.commit(node)
         except FsError as exc:
             if exc.errno != errno.EILSEQ and not isinstance(exc, WriteRefused):
                 self._keep_unsaved(node, exc.reason)

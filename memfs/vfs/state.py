@@ -160,7 +160,7 @@ class MountState:
 
     def open_for_writing(self, node: FileNode) -> bool:
         """Whether a descriptor of ``node`` is open for writing here (a scan of the open
-        files: for other writers' events, never per operation)."""
+        files, a handful: for other writers' events and a reader's close)."""
         return any(h.node is node and h.writable for h in self.handles.values())
 
     def mark_contended(self, *paths: str) -> None:

@@ -23,6 +23,7 @@ from memfs.errors import FsError
 from memfs.kernel import RecordingNotifier
 from memfs.tree import ROOT_INODE
 from memfs.vfs import Filesystem, ToolFolders
+from memfs.vfs.content import DOCUMENT_MAX_BYTES
 from memfs.vfs.tool_folders import TOOL_FILE_MAX_BYTES
 
 
@@ -146,7 +147,7 @@ async def test_the_facades_hook_refuses_a_tool_file_past_its_bound_before_the_wr
     two: tuple[Filesystem, Filesystem],
 ) -> None:
     """A write or a truncation that would take a tool-folder file past the bound is EFBIG
-    and changes nothing; a document of any size is not the hook's."""
+    and changes nothing; a document is bound by its own limit, not the hook's."""
     fs, _ = two
     folder = await fs.mkdir(ROOT_INODE, ".obsidian", 0o755)
     ino = await write(fs, folder.ino, "app.json", b"{}")
@@ -159,9 +160,12 @@ async def test_the_facades_hook_refuses_a_tool_file_past_its_bound_before_the_wr
     assert truncated.value.errno == errno.EFBIG
     await fs.release(fh)
     assert content(fs, ".obsidian/app.json") == b"{}"
-    big = b"y" * (TOOL_FILE_MAX_BYTES + 1)
+    big = b"y\n" * (DOCUMENT_MAX_BYTES // 2)  # a document's own bound, not the hook's
     await write(fs, ROOT_INODE, "big.md", big)
     assert len(big) == fs.state.tree.get_file(fs.state.tree.resolve("big.md").ino).size
+    with pytest.raises(FsError) as document:
+        await write(fs, ROOT_INODE, "bigger.md", big + b"y\n")
+    assert document.value.errno == errno.EFBIG and "document" in document.value.reason
 
 
 async def test_a_document_moved_into_a_tool_folder_leaves_memory_once_kept_there(
