@@ -453,6 +453,8 @@ class Contents(ModelPart):
         handle = self._handle(fh)
         if handle.failed is not None:
             raise handle.failed
+        if not handle.writable and self.state.open_for_writing(handle.node):
+            return  # as at a reader's close: a writer's half-written buffer is not a save
         await self._commit_or_keep(handle.node)
 
     async def _commit_or_keep(self, node: FileNode) -> None:

@@ -722,7 +722,7 @@ async def test_a_readers_close_never_commits_what_a_writer_is_still_writing(
     """nano rewrites a file in place (O_TRUNC, then 4 KiB writes); a reader that opens and
     closes it meanwhile (grep, an indexer, the race test's checker) released its handle
     and that release committed the writer's half-written buffer, merged as if it were a
-    save: the race lost 1,573 agent lines to versions at 200 nano saves.  A reader's close
+    save: the race lost 1,573 agent lines to versions at 200 nano saves.  A reader's close or fsync
     commits nothing while a writer holds the file; the writer's close commits it whole."""
     fs, _ = two
     whole = b"".join(b"line %d of the note\n" % i for i in range(600))
@@ -731,6 +731,7 @@ async def test_a_readers_close_never_commits_what_a_writer_is_still_writing(
     await fs.write(writer, 0, whole[:4096])  # nano's first block
     reader, _ = await fs.open(ino, os.O_RDONLY, pid=4343)
     await fs.read(reader, 0, 4096)
+    await fs.fsync(reader)
     await fs.release(reader)
     assert engine.contents(sql_conn) == {"notes.md": whole.decode()}  # not the half
     await fs.write(writer, 4096, whole[4096:] + b"one more\n")
