@@ -600,3 +600,54 @@ def test_an_rm_rf_cut_short_by_sigkill_is_finished_by_the_next_mount(
     with sqlite3.connect(kept_file) as conn:
         kept = conn.execute("SELECT count(DISTINCT path) FROM deleted_documents").fetchone()[0]
     assert kept == 40 - len(left())
+
+
+def test_a_file_on_a_read_only_filesystem_is_read_as_it_is_and_mounts_read_only(
+    work_dir: Path, mount_factory: Any
+) -> None:
+    """Issue 55 item 10: IronClaw's WAL file on a read-only filesystem (a backup disk, a
+    read-only bind mount) could not be opened at all (SQLite makes the -shm beside it):
+    status, search, doctor and mount ended in 'unable to open database file'.  Nothing can
+    change the file there, so it is read immutable: the read commands answer, the mount is
+    read-only and says why, and each command that writes refuses in one line."""
+    from tests.mounting import memfs_env
+
+    folder = work_dir / f"ro-{uuid.uuid4().hex[:8]}"
+    source = reborn_local_dev(folder / "source" / "reborn-local-dev.db")
+    put(source, "notes.md", "kept as it is\n")
+    view = folder / "view"
+    view.mkdir()
+    bound = subprocess.run(["mount", "--bind", str(source.parent), str(view)],
+                           capture_output=True, timeout=30, check=False)  # fmt: skip
+    if bound.returncode != 0:
+        pytest.skip(f"a read-only bind mount needs root: {bound.stderr!r}")
+    try:
+        ro = subprocess.run(["mount", "-o", "remount,ro,bind", str(view)],
+                            capture_output=True, timeout=30, check=False)  # fmt: skip
+        assert ro.returncode == 0, ro.stderr
+        db = view / "reborn-local-dev.db"
+        url = ["--database-url", f"sqlite:{db}", "--user-id", "default"]
+
+        def memfs(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([sys.executable, "-m", "memfs", *args, *url],
+                                  capture_output=True, text=True, timeout=60, check=False,
+                                  env=memfs_env(work_dir / "runtime"))  # fmt: skip
+
+        for command in (["status"], ["search", "kept"], ["doctor"]):
+            done = memfs(*command)  # doctor finds the chunks IronClaw's put leaves to it
+            assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
+            assert "unable to open" not in done.stderr and "internal error" not in done.stderr
+        assert "documents:          1" in memfs("status").stdout  # read, not just opened
+        for command in (["log", "a line"], ["doctor", "--repair"]):
+            done = memfs(*command)
+            assert done.returncode != 0 and done.stderr.count("\n") == 1, done.stderr
+            assert "read-only filesystem" in done.stderr and "Traceback" not in done.stderr
+        mount = mount_factory(f"sqlite:{db}")
+        assert "is on a read-only filesystem" in mount.log()
+        assert mount.path("notes.md").read_text() == "kept as it is\n"
+        with pytest.raises(OSError) as refused:
+            mount.path("new.md").write_text("new\n")
+        assert refused.value.errno == errno.EROFS
+        assert mount.umount() == 0
+    finally:
+        subprocess.run(["umount", str(view)], capture_output=True, timeout=30, check=False)

@@ -66,6 +66,27 @@ def blob(value: Any) -> bytes:
     return value.encode("utf-8") if isinstance(value, str) else bytes(value)
 
 
+def on_read_only_filesystem(path: Path) -> bool:
+    """Whether ``path`` lies on a filesystem mounted read-only (nothing writes it there)."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def sqlite_uri(path: Path, *, read_only: bool) -> str:
+    """The URI a connection to ``path`` opens.  A file on a read-only filesystem is opened
+    ``immutable``: nothing can change it there (IronClaw cannot write it either), and
+    SQLite could not read a WAL file there otherwise (it needs to make the ``-shm``).
+    Not if its ``-wal`` holds changes: an immutable file is read without them, so it is
+    opened as usual (SQLite reads the ``-wal`` if the ``-shm`` is there too, and says
+    it cannot open the file if not)."""
+    wal = path.with_name(path.name + "-wal")
+    if read_only and on_read_only_filesystem(path) and not (wal.exists() and wal.stat().st_size):
+        return f"file:{path}?mode=ro&immutable=1"
+    return f"file:{path}?mode={'ro' if read_only else 'rw'}"
+
+
 def _locked(exc: sqlite3.Error) -> bool:
     text = str(exc).lower()
     return "database is locked" in text or "database table is locked" in text
@@ -145,7 +166,7 @@ class LibsqlFile:
         """This thread's connection (autocommit: transactions are explicit)."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            uri = f"file:{self.path}?mode={'ro' if self.read_only else 'rw'}"
+            uri = sqlite_uri(self.path, read_only=self.read_only)
             try:
                 conn = sqlite3.connect(uri, uri=True, isolation_level=None,
                                        check_same_thread=False, timeout=BUSY_MS / 1000)  # fmt: skip

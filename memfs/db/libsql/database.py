@@ -30,7 +30,12 @@ from memfs.db.capabilities import MigrationSource, legacy_described, reborn_desc
 from memfs.db.health import WorkspaceHealth
 from memfs.db.interface import DocumentStore, VersionStore
 from memfs.db.kept_store import legacy_workspace
-from memfs.db.libsql.connection import LibsqlFile, NotIronClawFile
+from memfs.db.libsql.connection import (
+    LibsqlFile,
+    NotIronClawFile,
+    on_read_only_filesystem,
+    sqlite_uri,
+)
 from memfs.db.libsql.engine_process import EngineProcess, libsql_available
 from memfs.db.libsql.files import layout_of_file, turso_primary
 from memfs.db.libsql.kept import LEGACY_UNDONE, DeletedFile, LibsqlKeptStore
@@ -324,6 +329,9 @@ def _mode_reason(path: Path) -> str | None:
         mode = stat.S_IMODE(path.stat().st_mode)
     except OSError:
         return None  # opening it says why
+    if on_read_only_filesystem(path):
+        return (f"{path} is on a read-only filesystem: memfs mounts it read-only and reads "
+                "it as it is (IronClaw cannot write it there either)")  # fmt: skip
     if not mode & 0o222:
         return (f"{path} is read-only (mode {mode:04o}, its owner's choice): memfs mounts it "
                 f"read-only and writes nothing there (`chmod u+w {path}` to write)")  # fmt: skip
@@ -334,7 +342,7 @@ def _mode_reason(path: Path) -> str | None:
 
 
 def _has_vector_index(path: Path) -> bool:
-    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+    with contextlib.closing(sqlite3.connect(sqlite_uri(path, read_only=True), uri=True)) as conn:
         found = conn.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?", (VECTOR_INDEX,)
         ).fetchone()

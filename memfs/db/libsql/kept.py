@@ -27,7 +27,7 @@ from typing import Any
 
 from memfs.db.capabilities import Deletion, EmptySpell, KeptDocument, Move, SaverCopy
 from memfs.db.kept_store import past_versions
-from memfs.db.libsql.connection import LibsqlFile, blob
+from memfs.db.libsql.connection import LibsqlFile, blob, sqlite_uri
 from memfs.db.libsql.row_times import NOW, TABLE, parse_time
 from memfs.db.reborn.rows import Family, KeepAs
 
@@ -78,9 +78,8 @@ class DeletedFile:
                 return None
             with contextlib.suppress(FileExistsError):
                 os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        mode = "ro" if self.read_only else "rw"
         conn = sqlite3.connect(
-            f"file:{self.path}?mode={mode}", uri=True, isolation_level=None,
+            sqlite_uri(self.path, read_only=self.read_only), uri=True, isolation_level=None,
             check_same_thread=False, timeout=15.0,
         )  # fmt: skip
         if not self.read_only:
