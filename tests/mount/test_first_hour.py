@@ -738,3 +738,31 @@ def test_a_stopped_daemon_is_said_at_once_and_a_lazy_umount_frees_its_mount(cli:
             "SELECT contents FROM root_filesystem_entries WHERE path LIKE '%/kept.md'"
         ).fetchone()
     assert bytes(contents) == b"saved before the stop\n"
+
+
+def test_a_write_command_under_ironclaws_lock_says_it_waits_and_gives_up_in_bound(
+    cli: Cli,
+) -> None:
+    """Every lock wait is bounded and said: ``memfs log`` while IronClaw holds its file's
+    write lock says what it waits for, then gives up after the bound (15 s) in one line
+    naming the file; the file is as it was."""
+    from tests.ironclaw_libsql import reborn_local_dev
+
+    db = reborn_local_dev(cli.base / "ironclaw" / "reborn-local-dev.db")
+    holder = _hold_write_lock(db, 40.0)
+    try:
+        started = time.monotonic()
+        refused = cli("log", "a line", "--database-url", f"sqlite:{db}")
+        took = time.monotonic() - started
+    finally:
+        holder.kill()
+        holder.wait(timeout=60)
+    assert refused.returncode == EXIT_DATABASE, refused.stderr
+    assert took < 35.0  # bounded, not the whole of IronClaw's hold
+    lines = refused.stderr.strip().splitlines()
+    assert any("holds its write lock since" in line for line in lines[:-1]), lines
+    assert lines[-1].startswith(f"memfs: {db}: another program (IronClaw) holds its write lock")
+    with sqlite3.connect(db) as conn:
+        assert conn.execute(
+            "SELECT count(*) FROM root_filesystem_entries WHERE path LIKE '%/daily/%'"
+        ).fetchone() == (0,)
