@@ -51,14 +51,15 @@ def test_a_document_at_the_limit_lands_and_one_past_it_is_refused_alone(
     assert engine.contents(sql_conn)["big.md"].encode() == big
 
     (mnt / "kept.md").write_text("kept as it was\n")
+    fifty = markdown(50 * 1000 * 1000)  # the 50 MB document
     with pytest.raises(OSError) as refused, open(mnt / "kept.md", "wb") as out:
-        out.write(big + b"one line too many\n")
+        out.write(fifty)
     assert refused.value.errno == errno.EFBIG
     os.mkdir(mnt / "elsewhere")  # the mount goes on at once: nothing opened a breaker
     assert (mnt / "kept.md").read_text() == "kept as it was\n"
     assert engine.contents(sql_conn)["kept.md"] == "kept as it was\n"
     received = kept_files(mount)["kept.md"].encode()
-    assert received and big.startswith(received)  # what reached the mount, for recovery
+    assert received and fifty.startswith(received)  # what reached the mount, for recovery
     with pytest.raises(OSError) as grown:
         os.truncate(mnt / "kept.md", DOCUMENT_MAX_BYTES + 1)
     assert grown.value.errno == errno.EFBIG
