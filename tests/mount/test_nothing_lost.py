@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 from memfs.config import Settings
+from memfs.vfs.content import DOCUMENT_MAX_BYTES
 from tests.engines import Engine
 from tests.faults import DISK_FREED, DISK_FULL, disk_freed, disk_full, timed, write_file
 from tests.mounting import (
@@ -224,10 +225,10 @@ def test_a_large_document_costs_a_bounded_multiple_of_its_size(
 ) -> None:
     """The documented bound (SEMANTICS.md): saving an N-byte document raises the daemon's
     peak RSS by at most 10 N (measured: 8.3 N for 20 MB with the mmap threshold fixed,
-    9.2-11.4 N without it; before issue 13, 16 N)."""
-    size_mb = 20
+    9.2-11.4 N without it; before issue 13, 16 N).  At the document limit (8 MiB) now."""
+    size_mb = DOCUMENT_MAX_BYTES // (1024 * 1024)
     line = "word " * 19 + "end\n"
-    text = line * (size_mb * 1024 * 1024 // len(line))
+    text = line * ((DOCUMENT_MAX_BYTES - len("tail\n")) // len(line))
     pid = mounted.proc.pid
     start = _memory_mb(pid)["VmRSS"]
     big = mounted.path() / "big.md"
