@@ -37,8 +37,7 @@ def describe_failure(exc: BaseException) -> tuple[int, str]:
 
     import psycopg
 
-    from memfs.db.libsql.connection import NotIronClawFile
-    from memfs.db.libsql.files import NoIronClawFile
+    from memfs.db import NoIronClawFile, NotIronClawFile
     from memfs.embeddings.config import EmbeddingConfigError
     from memfs.search.config import SearchConfigError
 

@@ -37,8 +37,10 @@ from memfs.db.legacy.statistics import PlannerStatistics
 from memfs.db.legacy.store import MetaStore
 from memfs.db.legacy.version_store import LegacyVersionStore
 from memfs.db.legacy.whole_documents import WholeDocumentStore
+from memfs.db.libsql.connection import NotIronClawFile
 from memfs.db.libsql.database import file_read_only_reason, open_libsql
 from memfs.db.libsql.discovery import choose_database
+from memfs.db.libsql.files import NoIronClawFile
 from memfs.db.libsql.target import LibsqlTarget
 from memfs.db.libsql.watch import wake_on_commits
 from memfs.db.reborn.health import RebornHealth
@@ -76,6 +78,8 @@ __all__ = [
     "HybridRanking",
     "LibsqlTarget",
     "MetaStore",
+    "NoIronClawFile",
+    "NotIronClawFile",
     "PlannerStatistics",
     "Ranking",
     "RebornScope",
