@@ -78,9 +78,9 @@ def resolved_mountpoint(mountpoint: Path) -> Path:
     itself: a stat of a mount whose daemon is stopped (SIGSTOP) waits for as long as it
     is, so the tools meant to free it must not make one."""
     absolute = Path(os.path.abspath(mountpoint.expanduser()))
-    candidate = absolute.parent.resolve() / absolute.name
-    if mount_at(candidate) is not None or mount_at(absolute) is not None:
-        return candidate if mount_at(candidate) is not None else absolute
+    for candidate in (absolute.parent.resolve() / absolute.name, absolute):
+        if mount_at(candidate) is not None:
+            return candidate
     return absolute.resolve()  # not a mount: a stat cannot wait here
 
 

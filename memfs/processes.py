@@ -7,24 +7,25 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-def process_running(pid: int) -> bool:
-    """True while ``pid`` runs; a zombie (exited, not yet reaped by its parent) is not running."""
+def _state(pid: int) -> str | None:
+    """The process's state letter in ``/proc/PID/stat`` (None: no such process)."""
     try:
         stat_line = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
     except (FileNotFoundError, ProcessLookupError):
-        return False
-    state = stat_line.rpartition(")")[2].split()[0]
-    return state not in ("Z", "X")
+        return None
+    return stat_line.rpartition(")")[2].split()[0]
+
+
+def process_running(pid: int) -> bool:
+    """True while ``pid`` runs; a zombie (exited, not yet reaped by its parent) is not running."""
+    state = _state(pid)
+    return state is not None and state not in ("Z", "X")
 
 
 def process_stopped(pid: int) -> bool:
     """True while ``pid`` is stopped (SIGSTOP, a debugger): it answers nothing until it
     is continued, and a signal sent to end it waits too."""
-    try:
-        stat_line = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat_line.rpartition(")")[2].split()[0] in ("T", "t")
+    return _state(pid) in ("T", "t")
 
 
 def command_line(pid: int) -> bytes:

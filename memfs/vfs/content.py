@@ -371,7 +371,7 @@ class Contents(ModelPart):
         node = handle.node
         if handle.append:
             offset = len(handle.buffer)
-        if offset + len(data) > DOCUMENT_MAX_BYTES and self._is_document(node):
+        if offset + len(data) > DOCUMENT_MAX_BYTES and not node.scratch:  # a document
             await self._refuse_too_large(handle, offset + len(data))
         try:
             written = handle.buffer.write(offset, data)
@@ -386,20 +386,21 @@ class Contents(ModelPart):
         return written
 
     @staticmethod
-    def _is_document(node: FileNode) -> bool:
-        """A file whose content becomes a row (a scratch or tool-folder file is scratch)."""
-        return not node.scratch
+    def _too_large(size: int) -> FsError:
+        """EFBIG for a document of ``size`` bytes (scratch and tool-folder files are not
+        documents: they are scratch)."""
+        return FsError(
+            errno.EFBIG,
+            f"a document may hold at most {DOCUMENT_MAX_BYTES} bytes "
+            f"(MEMFS_MAX_DOCUMENT_BYTES); this change would make it {size}",
+        )
 
     async def _refuse_too_large(self, handle: Handle, size: int) -> None:
         """EFBIG for a write past ``DOCUMENT_MAX_BYTES``, before it is made: the bytes
         received so far go to the recovery area, the database keeps its content, and the
         handle fails from now on (no prefix is ever saved as the document)."""
         node = handle.node
-        exc = FsError(
-            errno.EFBIG,
-            f"a document may hold at most {DOCUMENT_MAX_BYTES} bytes "
-            f"(MEMFS_MAX_DOCUMENT_BYTES); this write would make it {size}",
-        )
+        exc = self._too_large(size)
         received = handle.buffer.snapshot() if isinstance(handle.buffer, FileBuffer) else None
         if self.recovery is not None and received and node.parent is not None:
             with contextlib.suppress(OSError):
@@ -453,9 +454,21 @@ class Contents(ModelPart):
         handle = self._handle(fh)
         if handle.failed is not None:
             raise handle.failed
-        if not handle.writable and self.state.open_for_writing(handle.node):
+        if self._held_by_a_writer(handle):
             return  # as at a reader's close: a writer's half-written buffer is not a save
         await self._commit_or_keep(handle.node)
+
+    def _held_by_a_writer(self, handle: Handle) -> bool:
+        """A reader's close or fsync commits nothing a writer still holds open (nano's
+        in-place rewrite, half written): that writer's close commits it whole; with no
+        writer left it retries what a close could not save.  The open handles are looked
+        through only when there is a change to commit (a clean close is most closes)."""
+        if handle.writable:
+            return False
+        buffer = self.state.buffers.get(handle.node.ino)
+        if not isinstance(buffer, FileBuffer) or not buffer.dirty:
+            return False
+        return self.state.open_for_writing(handle.node)
 
     async def _commit_or_keep(self, node: FileNode) -> None:
         """Commit for close(2) or fsync(2); if the database does not take it, the content is
@@ -476,10 +489,7 @@ class Contents(ModelPart):
             return
         node = handle.node
         try:
-            # A reader's close commits nothing a writer still holds open (nano's in-place
-            # rewrite, half written): that writer's close commits it whole.  With no
-            # writer left it retries what a close could not save.
-            if handle.writable or not self.state.open_for_writing(node):
+            if not self._held_by_a_writer(handle):
                 await self.commit(node)
         except FsError as exc:
             if exc.errno != errno.EILSEQ and not isinstance(exc, WriteRefused):
@@ -682,10 +692,9 @@ class Contents(ModelPart):
         changes = (size, mode, mtime_ns) != (None, None, None)
         if changes:
             self.lookups.refuse_if_read_only()
-        if (size is not None and size > DOCUMENT_MAX_BYTES and type(node) is FileNode
-                and self._is_document(node)):  # fmt: skip
-            raise FsError(errno.EFBIG, f"a document may hold at most {DOCUMENT_MAX_BYTES} "
-                          "bytes (MEMFS_MAX_DOCUMENT_BYTES)")  # fmt: skip
+        if size is not None and size > DOCUMENT_MAX_BYTES and type(node) is FileNode \
+                and not node.scratch:  # fmt: skip
+            raise self._too_large(size)
         if mtime_ns is not None and not -(2**63) <= mtime_ns < 2**63:
             raise FsError(
                 errno.EINVAL,
