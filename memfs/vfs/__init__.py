@@ -37,6 +37,8 @@ from memfs.tree import FileNode, Node
 from memfs.vfs.at_dir import AtTree
 from memfs.vfs.base import Attributes, Lookups, ReindexRequests, StatFs
 from memfs.vfs.coherence import OtherWriters
+from memfs.vfs.commits import Commits
+from memfs.vfs.committed import CommittedContent
 from memfs.vfs.content import Contents
 from memfs.vfs.extensions import SyntheticTree
 from memfs.vfs.hooks import Done, OperationHook, ToolFolderHook
@@ -52,7 +54,9 @@ from memfs.vfs.search_dir import SearchTree
 from memfs.vfs.state import Handle, MountState
 from memfs.vfs.status_file import StatusFiles
 from memfs.vfs.tool_folders import ToolFolders
+from memfs.vfs.unsaved import UnsavedFiles
 from memfs.vfs.versions_dir import VersionsTree
+from memfs.vfs.writer_bases import WriterBases
 
 __all__ = [
     "AtTree",
@@ -93,14 +97,22 @@ class Filesystem:
         #: Every decision between a save and another writer's change: the base, the rule,
         #: the merged write and the safety net (``memfs.vfs.merging``).
         merges = Merges(self.lookups)
-        #: Open files, buffers, reads, writes and commits.
-        self.contents = Contents(self.lookups, merges)
+        lookups = self.lookups
+        #: The rows' bytes, through the content cache.
+        self.committed = CommittedContent(lookups, lookups.state, lookups.cache, lookups.kernel)
+        #: The save path: IronClaw's write, the merge, the safety net, what is kept unsaved.
+        unsaved = UnsavedFiles(lookups, lookups.state, lookups.recovery)
+        self.commits = Commits(lookups, merges, self.committed, unsaved)
+        #: What each writer's save is based on (rule 1 of ``memfs.vfs.merging``).
+        writer_bases = WriterBases(lookups.state, lookups.cache, lookups.bases, merges)
+        #: Open files, buffers, reads and writes.
+        self.contents = Contents(lookups, self.commits, self.committed, writer_bases)
         #: The rows a rename or a save puts something else in the place of.
-        replacing = Replacements(self.lookups)
+        replacing = Replacements(lookups)
         #: Editors' saves: renamed-away originals, temporaries, tentative names.
-        self.patterns = SavePatterns(self.lookups, self.contents, replacing, merges)
+        self.patterns = SavePatterns(lookups, self.commits, writer_bases, replacing, merges)
         #: Names: creating, removing, renaming, the scratch overlay, tool folders' sync.
-        self.names = Names(self.lookups, self.contents, replacing, self.patterns)
+        self.names = Names(lookups, self.contents, self.commits, replacing, self.patterns)
         #: Heard after the operations that can change a tool folder (``hooks``).
         self.hooks: tuple[OperationHook, ...] = ()
         if self.lookups.tools is not None:
@@ -138,16 +150,16 @@ class Filesystem:
         await self.lookups.flush_changes()
 
     async def commit_all(self) -> None:
-        await self.contents.commit_all()
+        await self.commits.commit_all()
 
     def unkept(self) -> list[str]:
-        return self.contents.unkept()
+        return self.commits.unsaved.unkept()
 
     def kept_copy(self, ino: int) -> str | None:
-        return self.contents.kept_copy(ino)
+        return self.commits.unsaved.kept_copy(ino)
 
     def drain(self, folder: Path) -> tuple[list[str], list[str]]:
-        return self.contents.drain(folder)
+        return self.commits.unsaved.drain(folder)
 
     def describe_node(self, node: Node) -> str:
         return self.lookups.describe_node(node)

@@ -35,7 +35,7 @@ class OtherWriters:
         #: The shared services and lookups; the commits and the names are asked for
         #: another writer's content read under a save, and for tool folders' changes.
         self.lookups = fs.lookups
-        self.contents = fs.contents
+        self.committed = fs.committed
         self.names = fs.names
         #: Other writers' changes applied so far.
         self.external_changes = 0
@@ -294,9 +294,7 @@ class OtherWriters:
             # replace them (no await between the two), or a reader meanwhile would be told
             # a size its reads do not fill (the kernel pads the page with NUL bytes).
             try:
-                fresh = FileBuffer.of_row(
-                    await self.contents.committed_bytes(node), node.updated_at
-                )
+                fresh = FileBuffer.of_row(await self.committed.read(node), node.updated_at)
             except FsError:
                 fresh = FileBuffer(b"")
             if fs.state.has_changes(node):
@@ -308,7 +306,7 @@ class OtherWriters:
                     now.others_changed = True
                 fs.kernel.attributes(node.ino)
                 return
-            self.contents.take_others_content(node, fresh)
+            fs.state.take_others_content(node, fresh)
             node.size = len(fresh)
         else:
             fs.state.buffers.pop(node.ino, None)

@@ -35,7 +35,7 @@ class Maintenance:
         #: Tentative files promoted, tool folders written, saves retried.
         self.names = fs.names
         self.patterns = fs.patterns
-        self.contents = fs.contents
+        self.commits = fs.commits
         self.lookups = fs.lookups
         self.calls = calls
         #: Deleted documents and moves memfs keeps, and how long: purged past that (None:
@@ -90,7 +90,7 @@ class Maintenance:
         lookups = self.lookups
         for node in list(lookups.state.unsaved.values()):
             try:
-                await self.contents.commit(node)
+                await self.commits.commit(node)
             except FsError as exc:
                 log.debug("still cannot save %s: %s", lookups.describe_node(node), exc.reason)
                 return

@@ -25,6 +25,7 @@ from memfs.paths import check_new_name
 from memfs.scratch import REFUSED_NAMES, Kind
 from memfs.tree import SYNTHETIC, DirNode, FileNode, Node
 from memfs.vfs.base import Lookups, ModelPart, log
+from memfs.vfs.commits import Commits
 from memfs.vfs.content import Contents
 from memfs.vfs.replacing import Replacements
 from memfs.vfs.saves import SavePatterns
@@ -39,12 +40,15 @@ class Names(ModelPart):
         self,
         lookups: Lookups,
         contents: Contents,
+        commits: Commits,
         replacing: Replacements,
         patterns: SavePatterns,
     ) -> None:
         super().__init__(lookups)
-        #: Buffers and commits (``memfs.vfs.content``): a rename commits what it moves.
+        #: Open files (``memfs.vfs.content``): a create opens what it makes.
         self.contents = contents
+        #: The save path (``memfs.vfs.commits``): a rename commits what it moves.
+        self.commits = commits
         #: The rows a rename puts something else in the place of (``memfs.vfs.replacing``).
         self.replacing = replacing
         #: Editors' saves: what a create or a rename through a scratch name makes
@@ -208,7 +212,7 @@ class Names(ModelPart):
                 self.cache.drop(node.doc_id)
             if keep:
                 parent.explicit = True
-            self.contents.saved(node)
+            self.commits.unsaved.saved(node)
             self.state.tree.detach(node)
             self.lookups.touch_dir(parent)
             self.lookups.drop_if_freed(node.ino)
@@ -441,7 +445,7 @@ class Names(ModelPart):
         for node in list(self.state.tree.iter_files(source)):
             if node.scratch:
                 continue
-            data = await self.contents.content_now(node)
+            data = await self.commits.content_now(node)
             if node.doc_id is not None:
                 self.leaving_memory.append(
                     Delete(node.doc_id, node.updated_at, self.state.tree.path_of(node))
@@ -449,7 +453,7 @@ class Names(ModelPart):
                 self.cache.drop(node.doc_id)
                 self.state.tree.unbind_document(node)
             node.scratch = True
-            self.contents.saved(node)
+            self.commits.unsaved.saved(node)
             self.state.set_buffer(node, ScratchBuffer(self.spill, data))
         folders: list[DirNode] = [source]
         while folders:
@@ -516,7 +520,7 @@ class Names(ModelPart):
         Returns what could not be saved: each is in the recovery area (``memfs recover``).
         """
         await self.patterns.promote_all()
-        await self.contents.commit_all()
+        await self.commits.commit_all()
         try:
             await self.lookups.flush_changes()
         except FsError as exc:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from memfs.vfs.base import Lookups
+from memfs.vfs.commits import Commits
+from memfs.vfs.committed import CommittedContent
 from memfs.vfs.content import Contents
 from memfs.vfs.namespace import Names
 from memfs.vfs.saves import SavePatterns
@@ -20,6 +22,12 @@ class ModelParts(Protocol):
 
     @property
     def contents(self) -> Contents: ...
+
+    @property
+    def commits(self) -> Commits: ...
+
+    @property
+    def committed(self) -> CommittedContent: ...
 
     @property
     def names(self) -> Names: ...

@@ -43,10 +43,11 @@ from memfs.merge import MERGE_LIMIT, mergeable
 from memfs.scratch import TENTATIVE_GRACE, Kind
 from memfs.tree import DirNode, FileNode, Node, to_ns
 from memfs.vfs.base import Lookups, ModelPart, log
-from memfs.vfs.content import Contents
+from memfs.vfs.commits import Commits
 from memfs.vfs.merging import Merges, RowMerge
 from memfs.vfs.replacing import Replacements
 from memfs.vfs.save_tables import Base
+from memfs.vfs.writer_bases import WriterBases
 
 #: The prefix of emacs's lock file of a file it edits (``.#name``, a symbolic link).
 EMACS_LOCK = ".#"
@@ -67,11 +68,18 @@ class SavePatterns(ModelPart):
     """What a save by rename, by a renamed-away original or by a tentative name makes."""
 
     def __init__(
-        self, lookups: Lookups, contents: Contents, replacing: Replacements, merges: Merges
+        self,
+        lookups: Lookups,
+        commits: Commits,
+        writer_bases: WriterBases,
+        replacing: Replacements,
+        merges: Merges,
     ) -> None:
         super().__init__(lookups)
-        #: Buffers and commits: a renamed file's pending changes go first.
-        self.contents = contents
+        #: The save path: a renamed file's pending changes go first.
+        self.commits = commits
+        #: A new file's base: what its process read there.
+        self.writer_bases = writer_bases
         #: Every decision between a save and another writer's change.
         self.merges = merges
         #: The rows a save puts something else in the place of.
@@ -93,9 +101,9 @@ class SavePatterns(ModelPart):
         if claimed is not None:
             node.doc_id, node.updated_at = claimed
             log.debug("%r takes over the row of its renamed-away original", path)
-            self.contents.adopt_saver_base(buffer, claimed[0], path, pid)
+            self.writer_bases.adopt(buffer, claimed[0], path, pid)
         else:  # its process may have found no file here: another writer's may be new
-            self.contents.adopt_saver_base(buffer, None, path, pid)
+            self.writer_bases.adopt(buffer, None, path, pid)
 
     def renamed(self, source: FileNode, kind: Kind) -> None:
         """A file took a new name: watched while that name is tentative, else not."""
@@ -137,7 +145,7 @@ class SavePatterns(ModelPart):
                 "leave memory; pick a name that is not an editor or sync-tool pattern",
             )
         assert isinstance(source, FileNode)
-        data = await self.contents.content_now(source)
+        data = await self.commits.content_now(source)
         await self.replacing.replace_target(target)
         if source.doc_id is not None:
             self.saves.detach(self.state.tree.path_of(source), source)
@@ -147,7 +155,7 @@ class SavePatterns(ModelPart):
                 self.lookups.describe_node(source),
             )
         source.scratch = True
-        self.contents.saved(source)
+        self.commits.unsaved.saved(source)
         self.state.set_buffer(source, ScratchBuffer(self.spill, data))
 
     async def scratch_to_document(
@@ -375,7 +383,7 @@ class SavePatterns(ModelPart):
         self.state.set_buffer(node, FileBuffer.of_row(data, result.updated_at))
         node.kernel_version = None
         self.saves.untrack(node.ino)
-        self.contents.saved(node)
+        self.commits.unsaved.saved(node)
 
     async def _commit_scratch_dir(
         self, source: DirNode, new_path: str, target: Node | None
@@ -436,7 +444,7 @@ class SavePatterns(ModelPart):
                     result = await self.lookups.commit_document(None, path, text, attrs)
                 except DatabaseUnavailable as exc:
                     self.saves.postpone(ino, moment)  # tried again later
-                    self.contents.keep_copy(node, data, exc.reason)
+                    self.commits.unsaved.keep_copy(node, data, exc.reason)
                     raise
                 self._become_document(node, result, data)
                 promoted += 1
@@ -462,7 +470,7 @@ class SavePatterns(ModelPart):
         source's pending changes first, then IronClaw's write of the target and delete of
         the source, merged with a change of the target the renaming process did not read."""
         assert source.doc_id is not None
-        await self.contents.commit(source)  # pending changes first: the rename carries them
+        await self.commits.commit(source)  # pending changes first: the rename carries them
         merged = await self._merge_renamed(source, replaced, new_path, pid, seen)
         text, source_seen = None, None
         if merged is not None:
@@ -574,7 +582,7 @@ class SavePatterns(ModelPart):
         if buffer is None:
             source.size = len(data)  # read from the cache at the merged version
         elif isinstance(buffer, FileBuffer) and not buffer.dirty:
-            self.contents.take_others_content(source, FileBuffer.of_row(data, merged.updated_at))
+            self.state.take_others_content(source, FileBuffer.of_row(data, merged.updated_at))
             source.size = len(data)
         source.kernel_version = None
         self.kernel.attributes(source.ino)
@@ -591,4 +599,6 @@ class SavePatterns(ModelPart):
                 node = self.state.tree.inodes.get(ino)
                 buffer = self.state.buffers.get(ino)
                 if isinstance(node, FileNode) and isinstance(buffer, ScratchBuffer):
-                    self.contents.keep_copy(node, buffer.snapshot(), f"unmount: {exc.reason}")
+                    self.commits.unsaved.keep_copy(
+                        node, buffer.snapshot(), f"unmount: {exc.reason}"
+                    )

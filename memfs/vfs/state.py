@@ -127,6 +127,21 @@ class MountState:
         if isinstance(old, ScratchBuffer) and old is not buffer:
             old.release()
 
+    def take_others_content(self, node: FileNode, buffer: Buffer) -> None:
+        """Another writer's content replaces the content of a file open here.  Reads keep
+        the old bytes until the kernel is next told the file's attributes (``served``):
+        a read it sent with the old size must not be answered with bytes of another."""
+        old = self.buffers.get(node.ino)
+        if old is not None:
+            self.served.setdefault(node.ino, old)
+        self.set_buffer(node, buffer)
+
+    def drop_idle_buffer(self, node: FileNode) -> None:
+        buffer = self.buffers.get(node.ino)
+        if isinstance(buffer, FileBuffer) and node.open_count == 0 and not buffer.dirty:
+            del self.buffers[node.ino]
+            self.served.pop(node.ino, None)
+
     def forget_freed(self, ino: int) -> bool:
         """Forget the buffers of an inode the tree released; whether it was released."""
         if ino in self.tree.inodes:

@@ -1,0 +1,383 @@
+"""The save path: a dirty buffer written through to the database, in one place.
+
+Flush, fsync, close, a truncate by path, a rename carrying pending changes and unmount
+all save through ``Commits.commit``: IronClaw's write (``Lookups.commit_document``), merged
+with another writer's change where the merge owner (``memfs.vfs.merging``) finds one,
+its writer's bytes kept by the safety net whenever what is stored is not them, and the
+content kept (``memfs.vfs.unsaved``) when the database does not take it.
+
+Lock order (``memfs.vfs.state``): the namespace lock first, then the buffer's.
+"""
+
+from __future__ import annotations
+
+import errno
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from memfs.buffers import FileBuffer
+from memfs.cache import ContentCache
+from memfs.db.interface import CommitResult, FileAttrs
+from memfs.errors import FsError, WriteRefused
+from memfs.ironclaw.hashing import bytes_hash
+from memfs.kernel import KernelNotifier
+from memfs.merge import MERGE_LIMIT, mergeable
+from memfs.tree import FileNode, to_ns
+from memfs.vfs.base import Lookups, log
+from memfs.vfs.committed import CommittedContent
+from memfs.vfs.merging import Merges, RowMerge
+from memfs.vfs.save_tables import SaverBases
+from memfs.vfs.state import MountState
+from memfs.vfs.unsaved import UnsavedFiles
+
+
+@dataclass(frozen=True, slots=True)
+class Saving:
+    """One save on its way: the file, its buffer, where it goes and what its writer wrote
+    (``ours``, of the buffer's ``generation``); ``final``: no descriptor writes after it."""
+
+    node: FileNode
+    buffer: FileBuffer
+    path: str
+    ours: str
+    generation: int
+    final: bool
+
+
+class Commits:
+    """Commit a document's buffer; drop content that cannot be stored."""
+
+    def __init__(
+        self,
+        lookups: Lookups,
+        merges: Merges,
+        committed: CommittedContent,
+        unsaved: UnsavedFiles,
+    ) -> None:
+        #: IronClaw's write of a document, and names for log lines.
+        self.lookups = lookups
+        #: Every decision between a save and another writer's change.
+        self.merges = merges
+        #: The row's bytes, to show again after a refusal.
+        self.committed = committed
+        #: Where content the database did not take is kept.
+        self.unsaved = unsaved
+        self.state: MountState = lookups.state
+        self.cache: ContentCache = lookups.cache
+        self.bases: SaverBases = lookups.bases
+        self.kernel: KernelNotifier = lookups.kernel
+
+    async def commit_or_keep(self, node: FileNode) -> None:
+        """Commit for close(2) or fsync(2); if the database does not take it, the content is
+        on local disk before the caller hears EIO (release, which comes later and
+        asynchronously, would retry and keep it too late for a caller that looks).  Content
+        refused leaves the buffer as it is (the descriptor may go on writing) until the
+        last close."""
+        try:
+            await self.commit(node, final=False)
+        except FsError as exc:
+            if exc.errno != errno.EILSEQ and not isinstance(exc, WriteRefused):
+                self.unsaved.keep(node, exc.reason)
+            raise
+
+    async def commit(self, node: FileNode, *, final: bool = True) -> None:
+        """Write a dirty document through to the database (flush, fsync, close, unmount).
+
+        Content the database refuses is dropped (``_reject``) when ``final``; otherwise
+        (flush, fsync: descriptors may still write) the buffer is kept unchanged for the
+        next commit.  A file with no row yet (new, or unbound by another writer's delete)
+        is placed by its path, under the namespace lock, taken before the buffer's (the
+        lock order of ``memfs.vfs.base``; a rename holding it may call this)."""
+        while True:
+            buffer = self.state.buffers.get(node.ino)
+            if not isinstance(buffer, FileBuffer) or not buffer.dirty or node.scratch:
+                return
+            if node.doc_id is None and not self.state.holding_ns_lock():
+                async with self.state.ns_lock:  # then the buffer's, in this call
+                    await self.commit(node, final=final)
+                return
+            async with buffer.lock:
+                if node.doc_id is None and not self.state.holding_ns_lock():
+                    continue  # unbound while this waited: the locks again, in order
+                await self._commit_locked(node, buffer, final)
+                return
+
+    async def content_now(self, node: FileNode) -> bytes:
+        """The file's content as it stands, its pending changes committed first (a file
+        about to leave memory or take a scratch name)."""
+        await self.commit(node)
+        buffer = self.state.buffers.get(node.ino)
+        if buffer is not None:
+            return buffer.snapshot()
+        if node.doc_id is not None:
+            return await self.committed.read(node)
+        return b""
+
+    async def _commit_locked(self, node: FileNode, buffer: FileBuffer, final: bool) -> None:
+        """``commit``'s work, under the buffer's lock (and the namespace lock if the file
+        has no row)."""
+        if not buffer.dirty:
+            return
+        if node.parent is None:
+            buffer.dirty = False  # unlinked while open: nothing to keep
+            self.unsaved.saved(node)
+            return
+        try:
+            text, generation = buffer.commit_text()
+        except FsError as exc:
+            await self._refuse_content(node, exc, final)
+            raise
+        attrs = FileAttrs(node.custom_mode, node.client_mtime_ns)
+        path = self.state.tree.path_of(node)
+        ours = text
+        try:
+            text, result, merged = await self._save_text(node, buffer, path, text, attrs)
+        except WriteRefused as exc:
+            await self._refuse_content(node, exc, final)
+            raise
+        self._adopt_result(node, path, result)
+        save = Saving(node, buffer, path, ours, generation, final)
+        if merged and not result.conflict:
+            # The writer's base is what it wrote: no row holds it (the row is the merge).
+            self.bases.saw(path, buffer.writer, result.doc_id, None, ours.encode("utf-8"))
+            self._show_merged(save, text, result.updated_at)
+            buffer.mark_clean(generation)
+            if not buffer.dirty:
+                self.unsaved.saved(node)
+            log.debug("committed %r (%s): merged, previous content versioned", path,
+                      result.doc_id)  # fmt: skip
+            return
+        del text
+        self._saved_as_written(save, result)
+
+    async def _save_text(
+        self, node: FileNode, buffer: FileBuffer, path: str, text: str, attrs: FileAttrs
+    ) -> tuple[str, CommitResult, bool]:
+        """IronClaw's write of ``text`` at ``path``, merged with another writer's change
+        the buffer's writer had not seen (``memfs.merge``) where it can be.  The text
+        stored, the commit's result, and whether the text is such a merge."""
+        ours = text
+        if node.doc_id is None:  # the namespace lock is held (``commit``)
+            result = await self.lookups.commit_document(None, path, text, attrs)
+            from_nothing = buffer.appends_only or buffer.absent_path == path
+            if from_nothing and not result.created and result.replaced_hash:
+                # ``>>`` of a file another writer made meanwhile, or a file its writer
+                # found none at (``SaverBases.absent``): after their lines.
+                late = await self.merges.merge_late(path, b"", ours, attrs, result)
+                if late is not None:
+                    return late[0], late[1], True
+            return text, result, False
+        merged = await self._merge_others(node, buffer, path, text)
+        found = await self.merges.commit_merged(node.doc_id, path, merged, attrs, ours)
+        if found is not None:
+            return found[0], found[1], True
+        # The base for a change the mount has not heard of yet, merged under the row lock:
+        # a base known by hash alone is fetched only if the row did change (below).
+        by_hash = buffer.base is None and buffer.base_digest is not None
+        at_hand = None if by_hash else self.merges.rebased(node.doc_id, path, buffer.base, ours)
+        result = await self.lookups.commit_document(
+            node.doc_id, path, text, attrs, node.updated_at,
+            self.merges.merge_function(path, at_hand, ours),
+        )  # fmt: skip
+        locked = await self.merges.committed_merge(path, ours, result)
+        if locked is not None:
+            return locked[0], locked[1], True
+        if result.conflict and result.replaced_hash is not None:
+            own = await self._buffer_base(node.doc_id, path, buffer)
+            base = self.merges.rebased(node.doc_id, path, own, ours)
+            late = await self.merges.merge_late(path, base, ours, attrs, result)
+            if late is not None:
+                return late[0], late[1], True
+        return text, result, False
+
+    def _adopt_result(self, node: FileNode, path: str, result: CommitResult) -> None:
+        """The file is the row the commit left (another writer's change kept aside)."""
+        if result.conflict:
+            log.warning(
+                "%r changed in the database after it was opened here; the other change "
+                "is kept as %s and this save is the current content",
+                path,
+                result.conflict,
+            )
+        if node.parent is not None:
+            self.state.tree.bind_document(node, result.doc_id)
+        else:
+            node.doc_id = result.doc_id
+        if result.changed and node.updated_at is not None and self.bases.tracks(result.doc_id):
+            self.bases.superseded(result.doc_id, node.updated_at,
+                                  self.cache.get(result.doc_id, node.updated_at))  # fmt: skip
+        node.updated_at = result.updated_at
+
+    def _saved_as_written(self, save: Saving, result: CommitResult) -> None:
+        """The row holds the writer's bytes (``ours``): they are its base, the cache's entry
+        and what the kernel holds; the buffer is clean unless written since."""
+        node, buffer, path, generation = save.node, save.buffer, save.path, save.generation
+        # One copy of the committed bytes serves as the writers' base and the cache entry.
+        same = buffer.generation == generation
+        committed = buffer.snapshot() if same else save.ours.encode("utf-8")
+        buffer.base = committed if len(committed) <= MERGE_LIMIT else None
+        buffer.base_version, buffer.base_digest = result.updated_at, None
+        buffer.others_changed, buffer.unshown_merge = False, None
+        self.bases.saw(path, buffer.writer, result.doc_id, result.updated_at,
+                       digest=bytes_hash(committed) if buffer.writer > 0 else None)  # fmt: skip
+        if same and self.cache.accepts(len(committed)):
+            self.cache.put(result.doc_id, result.updated_at, committed)
+        else:
+            self.cache.drop(result.doc_id)
+        node.kernel_version = result.updated_at
+        if node.client_mtime_ns is None and result.changed:
+            node.mtime_ns = node.ctime_ns = to_ns(result.updated_at)
+        buffer.mark_clean(generation)
+        if not buffer.dirty:
+            self.unsaved.saved(node)
+        log.debug(
+            "committed %r (%s): %s%s",
+            path,
+            result.doc_id,
+            "created" if result.created else ("updated" if result.changed else "unchanged"),
+            ", previous content versioned" if result.versioned else "",
+        )
+
+    @staticmethod
+    def _base_of(text: str) -> bytes | None:
+        data = text.encode("utf-8")
+        return data if len(data) <= MERGE_LIMIT else None
+
+    async def _merge_others(
+        self, node: FileNode, buffer: FileBuffer, path: str, ours: str
+    ) -> RowMerge | None:
+        """Another writer changed the row since this buffer's writers read it: the save
+        merged with their change (``memfs.merge``) and the version merged with, or None
+        (nothing to merge, the base unknown, or the changes overlap): the save is then
+        made on today's rule, the other change kept as a version.  A round trip only when
+        the change feed (or a poll) told of such a change, or after an earlier merge."""
+        base = buffer.base
+        if not mergeable(path) or node.doc_id is None:
+            return None
+        if base is None and buffer.base_digest is None:
+            # Its writer read nothing (the shell's ``>`` after a ``cat``): the content its
+            # bytes extend, if another writer changed the row since.
+            inferred = self.merges.inferred_base(node.doc_id, path, ours)
+            if inferred is None:
+                return None
+            shown = inferred.version if inferred.data is None else None
+            if shown == node.updated_at and not buffer.others_changed:
+                return None
+            data = self.merges.bytes_of(inferred)
+            if data is None:
+                return None
+            return await self.merges.merge_with_row(node.doc_id, path, data, shown, ours)
+        if buffer.base_version == node.updated_at and not buffer.others_changed:
+            # No change heard of since its writer read the row: the row is ``base``.  Unless
+            # the bytes come from an earlier content (a sync tool's copy), that is all.
+            rebased = (
+                self.merges.rebased(node.doc_id, path, base, ours) if base is not None else None
+            )
+            if base is None or rebased is None or rebased is base:
+                return None
+            merged = self.merges.merge_texts(path, rebased, base, ours)
+            return RowMerge(merged, node.updated_at, base) if merged is not None else None
+        if base is None and buffer.base_digest is not None:
+            base = await self.merges.stored_base(node.doc_id, path, buffer.base_digest)
+        if base is None:
+            return None
+        rebased = self.merges.rebased(node.doc_id, path, base, ours)
+        version = buffer.base_version if rebased is base else None
+        return await self.merges.merge_with_row(node.doc_id, path, rebased or base, version, ours)
+
+    async def _buffer_base(self, doc_id: UUID, path: str, buffer: FileBuffer) -> bytes | None:
+        """The bytes a buffer's writers started from, fetched by hash if need be."""
+        if buffer.base is not None or buffer.base_digest is None:
+            return buffer.base
+        return await self.merges.stored_base(doc_id, path, buffer.base_digest)
+
+    def _show_merged(self, save: Saving, merged: str, version: Any) -> None:
+        """After a merged save: the mount shows the merged row once no descriptor writes
+        to the file any more; until then its writers keep their own bytes, which the next
+        save merges again (their base is what they wrote, no row holds it)."""
+        node, buffer = save.node, save.buffer
+        data = merged.encode("utf-8")
+        if node.doc_id is not None and self.cache.accepts(len(data)):
+            self.cache.put(node.doc_id, version, data)
+        if (
+            save.final
+            and buffer.generation == save.generation
+            and not self.state.open_for_writing(node)
+        ):
+            shown = FileBuffer.of_row(data, version)
+            self.state.take_others_content(node, shown)
+            node.size = len(data)
+        else:
+            buffer.base, buffer.base_version = self._base_of(save.ours), None
+            buffer.base_digest = None
+            buffer.unshown_merge = version
+        buffer.others_changed = False
+        node.kernel_version = None
+        self.kernel.attributes(node.ino)
+        self.kernel.inode(node.ino)
+
+    async def _refuse_content(self, node: FileNode, exc: FsError, final: bool) -> None:
+        if final:
+            await self.reject(node, exc)
+        else:
+            log.error("not saving %s: %s; the database keeps its previous content (the file "
+                      "shows what was written until its last close)",
+                      self.lookups.describe_node(node), exc.reason)  # fmt: skip
+
+    async def reject(self, node: FileNode, exc: FsError) -> None:
+        """Content that cannot be stored: drop every uncommitted change of the file.
+
+        The database keeps its previous content and the mount shows that content again; a
+        file that never reached the database disappears.  The caller reports ``exc``.
+        """
+        what = self.lookups.describe_node(node)
+        log.error("not saving %s: %s; the database keeps its previous content", what, exc.reason)
+        buffer = self.state.buffers.pop(node.ino, None)
+        if isinstance(buffer, FileBuffer):
+            buffer.dirty = False
+        self.unsaved.saved(node)
+        if node.doc_id is None:
+            # Never reached the database: the file disappears rather than exist empty, and
+            # the kernel forgets its cached entry (or later writes would reach a dead inode).
+            # Its open handles fail from now on, and until the kernel's entry is gone a
+            # stat through the old name gets ESTALE (looked up again: ENOENT).
+            for handle in self.state.handles.values():
+                if handle.node is node and handle.failed is None:
+                    handle.failed = exc
+            async with self.state.ns_locked():
+                parent = node.parent
+                if parent is not None:
+                    name = node.name
+                    self.state.tree.detach(node)
+                    self.kernel.entry(parent.ino, name)
+            return
+        # Back to the committed content, so the mount shows what the database holds.
+        try:
+            data = await self.committed.read(node)
+        except FsError:
+            data = b""
+        node.size = len(data)
+        restored = FileBuffer.of_row(data, node.updated_at)
+        for handle in self.state.handles.values():
+            if handle.node is node:
+                handle.buffer, handle.unloaded = restored, False
+        if node.open_count > 0:
+            self.state.buffers[node.ino] = restored
+        node.kernel_version = None
+
+    async def commit_all(self) -> None:
+        """Commit every dirty buffer (at unmount); what fails is kept for recovery."""
+        nodes = {h.node.ino: h.node for h in self.state.handles.values()}
+        nodes.update(self.state.unsaved)
+        for ino, buffer in list(self.state.buffers.items()):
+            if buffer.dirty and ino in self.state.tree.inodes:
+                node = self.state.tree.inodes[ino]
+                if isinstance(node, FileNode):
+                    nodes[ino] = node
+        for node in nodes.values():
+            try:
+                await self.commit(node)
+            except FsError as exc:
+                if exc.errno != errno.EILSEQ and not isinstance(exc, WriteRefused):
+                    self.unsaved.keep(node, f"could not save at unmount: {exc.reason}")
