@@ -35,13 +35,14 @@ import trio
 from memfs.db.interface import DocumentStore
 from memfs.tree import FileNode, Node
 from memfs.vfs.at_dir import AtTree
-from memfs.vfs.base import Attributes, Lookups, ReindexRequests, StatFs
+from memfs.vfs.base import Attributes, Lookups, ModelOptions, ReindexRequests, StatFs
 from memfs.vfs.coherence import OtherWriters
 from memfs.vfs.commits import Commits
 from memfs.vfs.committed import CommittedContent
 from memfs.vfs.content import Contents
 from memfs.vfs.extensions import SyntheticTree
 from memfs.vfs.hooks import Done, OperationHook, ToolFolderHook
+from memfs.vfs.listings import Listings
 from memfs.vfs.maintenance import Maintenance
 from memfs.vfs.merging import Merges
 from memfs.vfs.namespace import Names
@@ -93,11 +94,13 @@ class Filesystem:
 
     def __init__(self, store: DocumentStore, **options: Any) -> None:
         #: The shared services, database access, attributes, lookups and listings.
-        self.lookups = Lookups(store, **options)
+        self.lookups = Lookups(store, ModelOptions(**options))
         #: Every decision between a save and another writer's change: the base, the rule,
         #: the merged write and the safety net (``memfs.vfs.merging``).
         merges = Merges(self.lookups)
         lookups = self.lookups
+        #: Directory listings, and which the kernel may keep.
+        self.listings = Listings(lookups, lookups.state, lookups.kernel)
         #: The rows' bytes, through the content cache.
         self.committed = CommittedContent(lookups, lookups.state, lookups.cache, lookups.kernel)
         #: The save path: IronClaw's write, the merge, the safety net, what is kept unsaved.
@@ -144,10 +147,10 @@ class Filesystem:
     async def send_changes(
         self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        await self.lookups.send_changes(task_status=task_status)
+        await self.lookups.db.send_changes(task_status=task_status)
 
     async def flush_changes(self) -> None:
-        await self.lookups.flush_changes()
+        await self.lookups.db.flush_changes()
 
     async def commit_all(self) -> None:
         await self.commits.commit_all()
@@ -191,22 +194,22 @@ class Filesystem:
         return self.lookups.volatile_name(node)
 
     async def prepare_listing(self, ino: int) -> None:
-        await self.lookups.prepare_listing(ino)
+        await self.listings.prepare_listing(ino)
 
     def opendir(self, ino: int, *, kernel_caches: bool = False) -> int:
-        return self.lookups.opendir(ino, kernel_caches=kernel_caches)
+        return self.listings.opendir(ino, kernel_caches=kernel_caches)
 
     def listing_cached(self, fh: int) -> bool:
-        return self.lookups.listing_cached(fh)
+        return self.listings.listing_cached(fh)
 
     def listing_kept(self, fh: int) -> bool:
-        return self.lookups.listing_kept(fh)
+        return self.listings.listing_kept(fh)
 
     def readdir(self, fh: int, start: int) -> Iterator[tuple[int, str, Node]]:
-        return self.lookups.readdir(fh, start)
+        return self.listings.readdir(fh, start)
 
     def releasedir(self, fh: int) -> None:
-        self.lookups.releasedir(fh)
+        self.listings.releasedir(fh)
 
     # -- content -------------------------------------------------------------------------
 

@@ -1,21 +1,13 @@
 """The model's shared services and its read-only operations: ``Lookups``.
 
 The model is parts over one ``MountState``, each given what it uses by its constructor:
-``Lookups`` here (the services, database access, lookups, attributes, listings), and over
-it ``content.Contents``, ``replacing.Replacements``, ``saves.SavePatterns`` and
-``namespace.Names`` (each a ``ModelPart``: the services' references named once).
+``Lookups`` here (the services, lookups and attributes), and over
+it ``listings.Listings``, ``commits.Commits``, ``content.Contents``,
+``replacing.Replacements``, ``saves.SavePatterns`` and
+``namespace.Names`` (each naming in its constructor the services it uses).
 ``memfs.vfs.Filesystem`` is the façade over them that FUSE's adapter calls.
 
-Concurrency: trio runs one request handler at a time between ``await`` points, so tree
-updates need no locks.  Operations that change the namespace and await the database hold
-``ns_lock`` so the tree and the rows change together; a document's content commits are
-serialised by its buffer's lock.
-
-Lock order: ``ns_lock`` first, then a buffer's lock, never the other way round.  A commit
-of a file without a row (new, or unbound by another writer's delete) needs both: it takes
-the namespace lock before the buffer's, or runs inside a rename that holds it already
-(``holding_ns_lock``).  The other writers' changes (``coherence``) and a deletion ``open``
-discovers are applied under ``ns_lock`` too.
+Ownership, concurrency and the lock order are written at the top of ``memfs.vfs.state``.
 """
 
 from __future__ import annotations
@@ -25,18 +17,16 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from uuid import UUID
-
-import trio
 
 from memfs.buffers import FileBuffer, ScratchSpill
 from memfs.cache import ContentCache
 from memfs.db.calls import DatabaseCalls
 from memfs.db.capabilities import KeptHistory
-from memfs.db.deferred import Change, Moved, describe
+from memfs.db.deferred import Moved
 from memfs.db.interface import CommitResult, DocumentStore, FileAttrs, MergeWith
 from memfs.db.scoped import folder_config_paths
 from memfs.errors import FsError
@@ -60,9 +50,10 @@ from memfs.vfs.extensions import RootFile, SyntheticTree
 
 if TYPE_CHECKING:
     from memfs.vfs.tool_folders import ToolFolders
+from memfs.vfs.database_access import DatabaseAccess
 from memfs.vfs.safety_net import SafetyNet
 from memfs.vfs.save_tables import BASES_SHARE, EditorSaves, SaverBases
-from memfs.vfs.state import DirHandle, MountState
+from memfs.vfs.state import MountState
 
 log = logging.getLogger("memfs.vfs")
 
@@ -100,10 +91,6 @@ class StatFs:
     name_max: int
 
 
-#: The bound of a read of the whole workspace no request waits on (``run_db_scan``).
-SCAN_DEADLINE = 120.0
-
-
 class ReindexRequests(Protocol):
     """The background re-chunking the model hands its saves to (``memfs.reindex``)."""
 
@@ -125,64 +112,64 @@ def refuse_stale(node: FileNode) -> None:
     raise FsError(errno.ESTALE, f"inode {node.ino} was removed; the kernel looks again")
 
 
+@dataclass(frozen=True, slots=True)
+class ModelOptions:
+    """How a mount's model is made: ``Filesystem``'s keyword arguments, each described where
+    ``Lookups`` keeps it (None or empty: a default of its own, or none)."""
+
+    uid: int | None = None
+    gid: int | None = None
+    umask: int = 0
+    calls: DatabaseCalls | None = None
+    recovery: RecoveryArea | None = None
+    cache_bytes: int = 64 * 1024 * 1024
+    rules: ScratchRules | None = None
+    spill: ScratchSpill | None = None
+    clock: Callable[[], int] = time.time_ns
+    monotonic: Callable[[], float] = time.monotonic
+    read_only: bool = False
+    kernel: KernelNotifier | None = None
+    reindexer: ReindexRequests | None = None
+    extensions: Sequence[SyntheticTree] = ()
+    on_changed: Callable[[UUID], None] | None = None
+    tools: ToolFolders | None = None
+    root_files: Sequence[RootFile] = ()
+    stats: MountStats | None = None
+    process_of: Callable[[int], int] = field(default=lambda thread: thread)
+    kept: KeptHistory | None = None
+
+
 class Lookups:
     """The services every part of the model shares (the mount's state, the store and the
     bounded calls into it, the content cache, the kernel's caches) and the operations that
     change no name and no content: lookups, attributes, listings, and database access with
     the background sender of deferred changes."""
 
-    def __init__(
-        self,
-        store: DocumentStore,
-        *,
-        uid: int | None = None,
-        gid: int | None = None,
-        umask: int = 0,
-        calls: DatabaseCalls | None = None,
-        recovery: RecoveryArea | None = None,
-        cache_bytes: int = 64 * 1024 * 1024,
-        rules: ScratchRules | None = None,
-        spill: ScratchSpill | None = None,
-        clock: Callable[[], int] = time.time_ns,
-        monotonic: Callable[[], float] = time.monotonic,
-        read_only: bool = False,
-        kernel: KernelNotifier | None = None,
-        reindexer: ReindexRequests | None = None,
-        extensions: Sequence[SyntheticTree] = (),
-        on_changed: Callable[[UUID], None] | None = None,
-        tools: ToolFolders | None = None,
-        root_files: Sequence[RootFile] = (),
-        stats: MountStats | None = None,
-        process_of: Callable[[int], int] = lambda thread: thread,
-        kept: KeptHistory | None = None,
-    ) -> None:
+    def __init__(self, store: DocumentStore, options: ModelOptions) -> None:
+        o = options
         self.store = store
         #: The mount's live statistics (commits by outcome, and what is watched there).
-        self.stats = stats
+        self.stats = o.stats
         #: Tool folders' files, kept in memfs's own schema (``memfs.vfs.tool_folders``).
-        self.tools = tools
-        #: Where a save's own bytes go when what is stored is not them (a merge): the
-        #: safety net under the merge rule, in ``kept``, memfs's own storage
-        #: (``memfs.vfs.safety_net``; None: a store without it keeps none).
-        self.safety_net = SafetyNet(kept, self.run_db)
+        self.tools = o.tools
         #: Files at the root found by lookup, never listed: ``.prompt``, the system prompt
         #: IronClaw assembles (``memfs.vfs.prompt_file``); ``.status`` and ``.status.json``,
         #: made anew at each open (``memfs.vfs.status_file``).
-        self.root_files = tuple(root_files)
+        self.root_files = tuple(o.root_files)
         #: The owner, group and masked-off permission bits every file is shown with
         #: (``--uid``, ``--gid``, ``--umask``); the stored modes are unmasked.
-        self.uid = os.getuid() if uid is None else uid
-        self.gid = os.getgid() if gid is None else gid
-        self.umask = umask
-        self.clock = clock
-        self.monotonic = monotonic
+        self.uid = os.getuid() if o.uid is None else o.uid
+        self.gid = os.getgid() if o.gid is None else o.gid
+        self.umask = o.umask
+        self.clock = o.clock
+        self.monotonic = o.monotonic
         #: Where kernel cache invalidations go (the daemon passes a FuseNotifier).
-        self.kernel: KernelNotifier = kernel or RecordingNotifier()
+        self.kernel: KernelNotifier = o.kernel or RecordingNotifier()
         #: The tree, the open files and their buffers, the listings the kernel holds, the
         #: unsaved files and the namespace lock: one owner (``memfs.vfs.state``).
-        self.state = MountState(clock(), self.kernel, monotonic)
+        self.state = MountState(o.clock(), self.kernel, o.monotonic)
         #: What each process last read or wrote of each document: its next save's base.
-        self.bases = SaverBases(max_bytes=cache_bytes // BASES_SHARE, process_of=process_of)
+        self.bases = SaverBases(max_bytes=o.cache_bytes // BASES_SHARE, process_of=o.process_of)
         #: ``cache_bytes`` is the whole budget for content held in memory: a quarter of it
         #: for the bytes of merge bases no row version holds (``SaverBases``), the rest for
         #: the cache of document contents.  An entry leaving the cache (replaced, dropped,
@@ -190,126 +177,36 @@ class Lookups:
         #: hash alone while its bytes were at hand (legacy IronClaw keeps no version of
         #: the agent's own UPDATEs: the hash would find nothing).
         self.cache = ContentCache(
-            cache_bytes - cache_bytes // BASES_SHARE,
+            o.cache_bytes - o.cache_bytes // BASES_SHARE,
             on_leave=self.bases.retain,
             on_put=self.bases.served,
         )
         #: Every database call goes through this: worker threads, a deadline, a breaker.
-        self.calls = calls or DatabaseCalls()
-        self.rules = rules or ScratchRules()
-        self.spill = spill or ScratchSpill(Path(f"/var/tmp/memfs-scratch-{os.getpid()}"))
+        self.calls = o.calls or DatabaseCalls()
+        self.rules = o.rules or ScratchRules()
+        self.spill = o.spill or ScratchSpill(Path(f"/var/tmp/memfs-scratch-{os.getpid()}"))
         #: Where unsaved content is copied on local disk (``memfs.recovery``).
-        self.recovery = recovery
+        self.recovery = o.recovery
         #: Renamed-away originals and tentative files (``memfs.vfs.save_tables``; the
         #: protocol that keeps them: ``memfs.vfs.saves``).
-        self.saves = EditorSaves(monotonic, self._shows)
+        self.saves = EditorSaves(o.monotonic, self._shows)
         #: Synthetic trees at the mount root (``.search``, ``.scopes``), made at ``load``,
         #: by the inode of their directory; listings of the root leave those out.
-        self._extensions = list(extensions)
+        self._extensions = list(o.extensions)
         self.synthetic_roots: dict[int, SyntheticTree] = {}
         #: A read-only mount refuses every change with EROFS.
-        self.read_only = read_only
+        self.read_only = o.read_only
         #: Told each document id whose content changed (the embedding worker).
-        self.on_changed = on_changed
+        self.on_changed = o.on_changed
         #: Re-chunks committed documents in the background (the daemon runs one).  While it
         #: runs, commits leave their chunks to it; otherwise they replace them themselves.
-        self.reindexer = reindexer
-        #: Set when a namespace change is left for the background sender (``send_changes``,
-        #: ``db.deferred``); without one running, each change is sent at once.
-        self._changes_waiting = trio.Event()
-        self._sending_changes = False
-        #: Set when the database no longer matches the tree (a deferred change was skipped
-        #: or refused): ``OtherWriters.resync_when_diverged`` reloads it.
-        self._diverged = trio.Event()
-
-    # -- database access -----------------------------------------------------------------
-
-    async def run_db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run a blocking store call in a worker thread, bounded (see ``db.calls``).
-
-        A directory rename not sent yet (or not taken in) is settled first: every call of
-        the mount then sees the moved rows at their new paths and versions."""
-        return await self._run_db(self.calls, fn, *args, **kwargs)
-
-    async def run_db_scan(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """``run_db`` for a read of the whole workspace no request waits on (a poll's
-        look at every document): bounded by ``SCAN_DEADLINE``, not the requests' bound.
-        At 100,000 documents in IronClaw's libSQL file such a read is over a second of
-        Python in the daemon, and many times that while requests keep its threads busy:
-        it must not count as a database that stopped answering (EIO for every request)."""
-        return await self._run_db(self.calls.with_deadline(SCAN_DEADLINE), fn, *args, **kwargs)
-
-    async def _run_db(self, run: Any, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        if self.store.moving():
-            await self.flush_changes()
-        try:
-            return await run(fn, *args, **kwargs)  # type: ignore[no-any-return]
-        finally:
-            self._adopt_skipped()
-            if self._sending_changes and self.store.changes_waiting():
-                self._changes_waiting.set()  # e.g. a refused batch put back: send it
-
-    def diverge(self) -> None:
-        """Tell ``until_diverged`` the tree no longer matches the database."""
-        self._diverged.set()
-
-    async def until_diverged(self) -> None:
-        """Wait until the tree no longer matches the database (a deferred change was not
-        made), then reset: the next divergence wakes the next wait."""
-        await self._diverged.wait()
-        self._diverged = trio.Event()
-
-    async def flush_changes(self) -> None:
-        """Send the deferred changes now, wait for any already on their way, and take in
-        what directory moves answered (a barrier: ``fsyncdir``, unmount)."""
-        await self.calls(self.store.flush_changes)
-        self._adopt_moves()
-
-    def deferring(self) -> bool:
-        """Whether namespace changes may ride on the next transaction (``db.deferred``):
-        only with the background sender running (a model driven directly sends each
-        change now) and while the database answers (so a failure reaches the caller)."""
-        return self._sending_changes and self.calls.unresponsive_since is None
-
-    def defer(self, *changes: Change) -> None:
-        self.store.defer(*changes)
-        self._changes_waiting.set()
-
-    async def send_changes(
-        self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
-    ) -> None:
-        """Background task: send deferred changes as soon as they wait, one batch at a time
-        (those that pile up during a round trip go together in the next)."""
-        self._sending_changes = True
-        task_status.started()
-        try:
-            while True:
-                await self._changes_waiting.wait()
-                self._changes_waiting = trio.Event()
-                try:
-                    await self.flush_changes()
-                except FsError as exc:
-                    log.warning(
-                        "sending removals and moves failed (%s); retrying in 1s", exc.reason
-                    )
-                    await trio.sleep(1.0)
-                    self._changes_waiting.set()
-        finally:
-            self._sending_changes = False
-
-    def _adopt_moves(self) -> None:
-        """Documents moved by a sent directory rename: their rows' new versions; and the
-        deferred changes the database did not make (the tree is reloaded)."""
-        self.adopt_moved(self.store.take_moved())
-        self._adopt_skipped()
-
-    def _adopt_skipped(self) -> None:
-        skipped = self.store.take_skipped()
-        for change, reason in skipped:
-            log.warning("the %s was not made: %s; showing the database's state again",
-                        describe(change), reason)  # fmt: skip
-        if skipped:
-            self.diverge()
+        self.reindexer = o.reindexer
+        #: Bounded calls into the store, and the sender of deferred changes.
+        self.db = DatabaseAccess(store, self.calls, self.adopt_moved)
+        #: Where a save's own bytes go when what is stored is not them (a merge): the
+        #: safety net under the merge rule, in ``kept``, memfs's own storage
+        #: (``memfs.vfs.safety_net``; None: a store without it keeps none).
+        self.safety_net = SafetyNet(o.kept, self.db.run_db)
 
     def adopt_moved(self, moved: dict[UUID, Moved]) -> None:
         """Each moved document's new row version; the mtime shown stays (a rename is not
@@ -343,8 +240,8 @@ class Lookups:
 
     async def load(self) -> None:
         """Load every path and attribute of the workspace into the tree (no content)."""
-        docs = await self.run_db(self.store.load_documents)
-        dirs = await self.run_db(self.store.load_directories)
+        docs = await self.db.run_db(self.store.load_documents)
+        dirs = await self.db.run_db(self.store.load_directories)
         skipped = 0
 
         def shown() -> Iterator[StoredDocument]:
@@ -478,7 +375,7 @@ class Lookups:
         unconfigured = doc_id is None and not any(
             self.state.tree.resolve(config) is not None for config in folder_config_paths(path)
         )
-        result = await self.run_db(
+        result = await self.db.run_db(
             self.store.commit_document, doc_id, path, text, attrs, expected,
             index_now=not deferred, unconfigured=unconfigured, merge=merge,
         )  # fmt: skip
@@ -641,12 +538,12 @@ class Lookups:
             return special
         if isinstance(parent, SyntheticDir) and name not in (".", ".."):
             existing = parent.children.get(name)
-            extension = self._extension_of(parent)
+            extension = self.extension_of(parent)
             # A name it does not hold yet, or one it decides anew at each lookup.
             if extension is not None and (existing is None or extension.volatile(existing)):
                 # What it derives from the database sees this mount's removals and moves,
                 # also those on their way (a thread hop when none are).
-                await self.flush_changes()
+                await self.db.flush_changes()
                 made = await extension.make_entry(self.state.tree, parent, name)
                 if made is not None:
                     made.lookups += 1
@@ -696,7 +593,7 @@ class Lookups:
             return  # a removed folder
         self.bases.absent(f"{below}/{name}" if below else name, pid)
 
-    def _extension_of(self, node: Node) -> SyntheticTree | None:
+    def extension_of(self, node: Node) -> SyntheticTree | None:
         """The synthetic tree a node belongs to (None: the workspace's own)."""
         top: Node | None = node
         while top is not None and top.parent is not self.state.tree.root:
@@ -709,12 +606,12 @@ class Lookups:
             return True
         if not isinstance(node, SYNTHETIC):
             return False
-        extension = self._extension_of(node)
+        extension = self.extension_of(node)
         return extension is not None and extension.volatile(node)
 
     async def synthetic_content(self, node: ScopedFile) -> bytes:
         """A lazily read synthetic file's bytes, from the tree that made it."""
-        extension = self._extension_of(node)
+        extension = self.extension_of(node)
         return await extension.read(node) if extension is not None else b""
 
     def remember(self, node: Node) -> None:
@@ -772,131 +669,3 @@ class Lookups:
             files_free=STATFS_FILES - inodes,
             name_max=255,
         )
-
-    # -- directory listings --------------------------------------------------------------
-
-    async def prepare_listing(self, ino: int) -> None:
-        """A synthetic directory about to be listed is made first (``.recent``, ``.at``)."""
-        directory = self.state.tree.get_dir(ino)
-        if isinstance(directory, SyntheticDir):
-            extension = self._extension_of(directory)
-            if extension is not None:
-                await extension.before_listing(self.state.tree, directory)
-
-    def opendir(self, ino: int, *, kernel_caches: bool = False) -> int:
-        """A handle on directory ``ino``; the snapshot is taken by ``readdir`` at offset 0.
-
-        ``kernel_caches``: the kernel can keep listings across opens (``cache_readdir``);
-        it is let do so for the folders of the workspace, whose every change the tree
-        reports (``_listing_changed``), not for synthetic ones made anew at each listing.
-        """
-        directory = self.state.tree.get_dir(ino)
-        fh = self.state.new_fh()
-        if not kernel_caches or isinstance(directory, SyntheticDir):
-            self.state.dir_handles[fh] = DirHandle(ino, None)
-            return fh
-        entries = self._listing(directory)
-        kept = ino in self.state.kernel_listings
-        self.state.dir_handles[fh] = DirHandle(ino, entries, directory.generation, kept)
-        self.state.kernel_listings.add(ino)
-        return fh
-
-    def _listing(self, directory: DirNode) -> list[tuple[str, Node]]:
-        """The folder's listing as the kernel may hold it: taken again only after its names
-        changed (each such change drops the kernel's copy too)."""
-        kept = self.state.listings.get(directory.ino)
-        if kept is not None and kept[0] == directory.generation:
-            return kept[1]
-        entries = self._snapshot(directory.ino)  # may take displaced names out first
-        self.state.listings[directory.ino] = (directory.generation, entries)
-        return entries
-
-    def listing_cached(self, fh: int) -> bool:
-        """Whether the kernel may keep what handle ``fh`` lists after it is closed."""
-        handle = self.state.dir_handles.get(fh)
-        return handle is not None and handle.cached_from is not None
-
-    def listing_kept(self, fh: int) -> bool:
-        """Whether the kernel may serve handle ``fh`` the listing it already holds."""
-        handle = self.state.dir_handles.get(fh)
-        return handle is not None and handle.kept
-
-    def _snapshot(self, ino: int) -> list[tuple[str, Node]]:
-        directory = self.state.tree.get_dir(ino)
-        for child in [c for c in directory.children.values() if isinstance(c, FileNode)]:
-            self.drop_displaced(child)
-        listed = [
-            item for item in directory.children.items() if item[1].ino not in self.synthetic_roots
-        ]
-        return sorted(listed, key=lambda item: item[0])
-
-    def readdir(self, fh: int, start: int) -> Iterator[tuple[int, str, Node]]:
-        """Entries from position ``start`` of the handle's snapshot: (next_id, name, node).
-
-        Positions 0 and 1 are ``.`` and ``..``.  The snapshot is taken at offset 0 (at
-        ``opendir`` for a listing the kernel may cache, see ``DirHandle``), so a listing
-        never skips or repeats an entry while the directory changes.  Entries removed since
-        the snapshot are left out.  Lazy: the kernel reads a big directory in many small
-        batches, each starting where the last stopped, so each batch costs what it returns,
-        not the directory's size.
-        """
-        handle = self.state.dir_handles.get(fh)
-        if handle is None:
-            raise FsError(errno.EBADF)
-        directory = self.state.tree.get_dir(handle.ino)
-        if handle.cached_from is not None:
-            if start == 0:  # a rewind: the listing as the kernel will cache it now
-                handle.entries = self._listing(directory)
-        elif start == 0 or handle.entries is None:
-            handle.entries = self._snapshot(handle.ino)
-        assert handle.entries is not None
-        return self._entries_from(directory, handle.entries, start)
-
-    @staticmethod
-    def _entries_from(
-        directory: DirNode, entries: list[tuple[str, Node]], start: int
-    ) -> Iterator[tuple[int, str, Node]]:
-        if start <= 0:
-            yield 1, ".", directory
-        if start <= 1:
-            yield 2, "..", directory.parent or directory
-        children = directory.children
-        for index in range(max(start, 2), len(entries) + 2):
-            name, node = entries[index - 2]
-            if children.get(name) is node:
-                yield index + 1, name, node
-
-    def releasedir(self, fh: int) -> None:
-        """A listing the kernel cached from a snapshot older than the directory goes: a
-        change made while the kernel was reading it was told to drop a cache it then
-        refilled from the older snapshot."""
-        handle = self.state.dir_handles.pop(fh, None)
-        if handle is None or handle.cached_from is None:
-            return
-        directory = self.state.tree.inodes.get(handle.ino)
-        if isinstance(directory, DirNode) and directory.generation != handle.cached_from:
-            self.state.kernel_listings.discard(handle.ino)
-            self.kernel.inode(handle.ino)
-
-
-class ModelPart:
-    """A part of the model over the lookups (``Contents``, ``Names``, ...): the services
-    each part uses are the lookups' own, one of each per mount, named here once."""
-
-    def __init__(self, lookups: Lookups) -> None:
-        #: Database access, attributes and lookups.
-        self.lookups = lookups
-        self.state = lookups.state
-        self.store = lookups.store
-        self.cache = lookups.cache
-        self.calls = lookups.calls
-        self.kernel = lookups.kernel
-        self.saves = lookups.saves
-        self.bases = lookups.bases
-        self.spill = lookups.spill
-        self.recovery = lookups.recovery
-        self.rules = lookups.rules
-        self.tools = lookups.tools
-        self.reindexer = lookups.reindexer
-        self.clock = lookups.clock
-        self.monotonic = lookups.monotonic

@@ -64,7 +64,7 @@ class OtherWriters:
         log.debug("change feed: %d document(s) changed", len(latest))
         live = [d for d, gone in latest.items() if not gone]
         before = self._shown(live)
-        rows = await fs.run_db(fs.store.document_rows, live) if live else {}
+        rows = await fs.db.run_db(fs.store.document_rows, live) if live else {}
         async with fs.state.ns_lock:
             await self._reread_changed_here(before, rows)
             for doc_id in latest:
@@ -81,7 +81,7 @@ class OtherWriters:
         so a change made after this point, even before the first poll, makes the first
         poll differ (one harmless extra resync at worst)."""
         fs = self.lookups
-        self._fingerprint = await fs.run_db(fs.store.fingerprint)
+        self._fingerprint = await fs.db.run_db(fs.store.fingerprint)
 
     async def resync(self) -> None:
         """Reload every path and attribute and reconcile (after a reconnect, or polling).
@@ -92,14 +92,14 @@ class OtherWriters:
         is the same either way (``_reconcile``)."""
         fs = self.lookups
         before = self._shown_all()
-        versions = await fs.run_db_scan(fs.store.document_versions)
+        versions = await fs.db.run_db_scan(fs.store.document_versions)
         if versions is None:
-            rows = await fs.run_db_scan(fs.store.load_documents)
+            rows = await fs.db.run_db_scan(fs.store.load_documents)
             present = {row.id for row in rows}
         else:
             present = {doc_id for doc_id, _, _ in versions}
             differ = [d for d, path, at in versions if before.get(d) != (at, path)]
-            found = await fs.run_db_scan(fs.store.document_rows, differ) if differ else {}
+            found = await fs.db.run_db_scan(fs.store.document_rows, differ) if differ else {}
             present.difference_update(d for d in differ if d not in found)  # gone meanwhile
             rows = sorted(found.values(), key=lambda row: row.updated_at, reverse=True)
             rows.sort(key=lambda row: row.path)
@@ -181,7 +181,7 @@ class OtherWriters:
         if not changed:
             return set()
         log.debug("re-reading %d row(s) changed here while they were read", len(changed))
-        fresh = await fs.run_db(fs.store.document_rows, changed)
+        fresh = await fs.db.run_db(fs.store.document_rows, changed)
         for doc_id in changed:
             rows.pop(doc_id, None)
         rows.update(fresh)
@@ -320,12 +320,12 @@ class OtherWriters:
         what the database holds."""
         fs = self.lookups
         while True:
-            await fs.until_diverged()
+            await fs.db.until_diverged()
             try:
                 await self.resync()
             except FsError as exc:
                 log.warning("reloading after a change that was not made failed: %s", exc)
-                fs.diverge()
+                fs.db.diverge()
                 await trio.sleep(1.0)
 
     async def poll_changes(self, interval: float = 1.0) -> None:
@@ -336,7 +336,7 @@ class OtherWriters:
         while True:
             took = 0.0
             try:
-                current = await fs.run_db(fs.store.fingerprint)
+                current = await fs.db.run_db(fs.store.fingerprint)
                 if current != last:  # None after a failed poll: resync, as the feed does
                     began = trio.current_time()
                     await self.resync()

@@ -88,7 +88,7 @@ class Commits:
         (flush, fsync: descriptors may still write) the buffer is kept unchanged for the
         next commit.  A file with no row yet (new, or unbound by another writer's delete)
         is placed by its path, under the namespace lock, taken before the buffer's (the
-        lock order of ``memfs.vfs.base``; a rename holding it may call this)."""
+        lock order of ``memfs.vfs.state``; a rename holding it may call this)."""
         while True:
             buffer = self.state.buffers.get(node.ino)
             if not isinstance(buffer, FileBuffer) or not buffer.dirty or node.scratch:

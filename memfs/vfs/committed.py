@@ -40,7 +40,9 @@ class CommittedContent:
             doc_id, shown = node.doc_id, node.updated_at
             neighbours = self._uncached_neighbours(node)
             near = self.state.tree.path_of(node) if node.parent is not None else None
-            rows = await self.lookups.run_db(self.store.read_contents, [doc_id, *neighbours], near)
+            rows = await self.lookups.db.run_db(
+                self.store.read_contents, [doc_id, *neighbours], near
+            )
             for other, (other_data, other_version) in rows.items():
                 # keyed by version, so never served stale
                 self.cache.put(other, other_version, other_data)

@@ -19,7 +19,7 @@ from memfs.buffers import FileBuffer, ScratchBuffer
 from memfs.db.interface import FileAttrs
 from memfs.errors import DocumentGone, FsError, WriteRefused
 from memfs.tree import SYNTHETIC, FileNode, Node, ScopedFile, SyntheticFile
-from memfs.vfs.base import Attributes, Lookups, ModelPart, log, refuse_stale
+from memfs.vfs.base import Attributes, Lookups, log, refuse_stale
 from memfs.vfs.commits import Commits
 from memfs.vfs.committed import CommittedContent
 from memfs.vfs.extensions import RootFile
@@ -33,7 +33,7 @@ from memfs.vfs.writer_bases import WriterBases
 DOCUMENT_MAX_BYTES = int(os.environ.get("MEMFS_MAX_DOCUMENT_BYTES", str(8 << 20)))
 
 
-class Contents(ModelPart):
+class Contents:
     """Open, read, write, truncate and commit."""
 
     def __init__(
@@ -43,7 +43,18 @@ class Contents(ModelPart):
         committed: CommittedContent,
         writer_bases: WriterBases,
     ) -> None:
-        super().__init__(lookups)
+        #: The shared services: lookups, attributes, database access.
+        self.lookups = lookups
+        self.state = lookups.state
+        self.store = lookups.store
+        self.cache = lookups.cache
+        self.kernel = lookups.kernel
+        self.saves = lookups.saves
+        self.bases = lookups.bases
+        self.spill = lookups.spill
+        self.recovery = lookups.recovery
+        self.clock = lookups.clock
+        self.monotonic = lookups.monotonic
         #: The save path: flush, fsync and release commit through it.
         self.commits = commits
         #: The rows' bytes a buffer is loaded with.
@@ -489,7 +500,7 @@ class Contents(ModelPart):
             pending = self.state.buffers.get(node.ino)
             if pending is None or not pending.dirty:
                 attrs = FileAttrs(node.custom_mode, node.client_mtime_ns)
-                await self.lookups.run_db(self.store.set_attrs, node.doc_id, attrs)
+                await self.lookups.db.run_db(self.store.set_attrs, node.doc_id, attrs)
             # else: the pending commit persists them with the new content.
         return self.lookups.attributes(node)
 

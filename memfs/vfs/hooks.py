@@ -100,7 +100,7 @@ class ToolFolderHook:
         doc_id = source.origin_doc_id
         lookups = self.lookups
         # Only as this mount showed the row: another writer's change meanwhile stays.
-        await lookups.run_db(lookups.store.delete_document, doc_id, [], source.updated_at)
+        await lookups.db.run_db(lookups.store.delete_document, doc_id, [], source.updated_at)
         lookups.cache.drop(doc_id)
         lookups.saves.release(source)
         log.info("%s moved into a tool folder: kept there, no longer memory",

@@ -3,7 +3,7 @@
 A save lands over a row another writer may have changed since the saver started.  What the
 live document then holds is decided here, for every save path (a plain close, a temporary
 renamed into place, a rename over a document, ``>>``, tool folders), by these rules, in
-this order (the lock order is ``memfs.vfs.base``'s; nothing here takes a lock):
+this order (the lock order is ``memfs.vfs.state``'s; nothing here takes a lock):
 
 1. **The base** is what the writer started from: what its process read last (its first
    read since it last wrote: ``SaverBases``), its bytes kept while any base is at that
@@ -77,7 +77,7 @@ class Merges:
 
     async def run_db(self, fn: Callable[..., T], *args: Any) -> T:
         """A bounded database call (``Lookups.run_db``)."""
-        return await self.lookups.run_db(fn, *args)
+        return await self.lookups.db.run_db(fn, *args)
 
     def inferred_base(self, doc_id: UUID, path: str, ours: str) -> Base | None:
         """The base of a save whose writer read nothing of the document (rsync's

@@ -24,7 +24,7 @@ from memfs.errors import FsError
 from memfs.paths import check_new_name
 from memfs.scratch import REFUSED_NAMES, Kind
 from memfs.tree import SYNTHETIC, DirNode, FileNode, Node
-from memfs.vfs.base import Lookups, ModelPart, log
+from memfs.vfs.base import Lookups, log
 from memfs.vfs.commits import Commits
 from memfs.vfs.content import Contents
 from memfs.vfs.replacing import Replacements
@@ -33,7 +33,7 @@ from memfs.vfs.saves import SavePatterns
 #: How emacs names the lock file of ``x`` it edits (a symbolic link).
 
 
-class Names(ModelPart):
+class Names:
     """Operations that add, remove or move names."""
 
     def __init__(
@@ -44,7 +44,17 @@ class Names(ModelPart):
         replacing: Replacements,
         patterns: SavePatterns,
     ) -> None:
-        super().__init__(lookups)
+        #: The shared services: lookups, attributes, database access.
+        self.lookups = lookups
+        self.state = lookups.state
+        self.store = lookups.store
+        self.cache = lookups.cache
+        self.spill = lookups.spill
+        self.recovery = lookups.recovery
+        self.rules = lookups.rules
+        self.tools = lookups.tools
+        self.reindexer = lookups.reindexer
+        self.clock = lookups.clock
         #: Open files (``memfs.vfs.content``): a create opens what it makes.
         self.contents = contents
         #: The save path (``memfs.vfs.commits``): a rename commits what it moves.
@@ -98,10 +108,10 @@ class Names(ModelPart):
             kind = self.lookups.kind(parent, name, is_dir=True)
             if kind is Kind.DOCUMENT:
                 self.lookups.check_storable(path)
-            if kind is Kind.DOCUMENT and self.lookups.deferring():
-                self.lookups.defer(KeepDir(path))
+            if kind is Kind.DOCUMENT and self.lookups.db.deferring():
+                self.lookups.db.defer(KeepDir(path))
             elif kind is Kind.DOCUMENT:
-                await self.lookups.run_db(self.store.create_directory, path)
+                await self.lookups.db.run_db(self.store.create_directory, path)
             node = self.state.tree.new_dir(name, mode, self.clock())
             node.explicit = kind is Kind.DOCUMENT
             node.scratch = kind is not Kind.DOCUMENT
@@ -223,25 +233,25 @@ class Names(ModelPart):
         shows (``mv a b; rm b/x`` in one burst skipped the ``rm`` as another writer's
         change).  A round trip only in that case."""
         if self.store.moving():
-            await self.lookups.flush_changes()
+            await self.lookups.db.flush_changes()
 
     async def _delete_later(
         self, removal: Delete | None, keep: list[str], drop_dir: str | None = None
     ) -> None:
         """Leave a document's delete (or an ``rmdir``) for the next transaction: ``rm -rf``
         then costs a round trip per batch, not per entry."""
-        if self.lookups.deferring():
+        if self.lookups.db.deferring():
             changes: list[Change] = [] if removal is None else [removal]
             changes += [DropDir(drop_dir)] if drop_dir is not None else []
-            self.lookups.defer(*changes, *(KeepDir(path) for path in keep))
+            self.lookups.db.defer(*changes, *(KeepDir(path) for path in keep))
         elif removal is not None:
-            await self.lookups.run_db(
+            await self.lookups.db.run_db(
                 self.store.delete_document, removal.doc_id, keep, removal.seen
             )
         elif drop_dir is not None:
-            await self.lookups.run_db(self.store.delete_directory, drop_dir, keep)
+            await self.lookups.db.run_db(self.store.delete_directory, drop_dir, keep)
         else:
-            await self.lookups.run_db(self.store.create_directory, keep[0])
+            await self.lookups.db.run_db(self.store.create_directory, keep[0])
 
     @staticmethod
     def _longest_below(node: Node) -> int:
@@ -386,13 +396,13 @@ class Names(ModelPart):
             # Not committed yet: its first commit adopts the row at the new path (so a
             # write-temp-then-rename save keeps the target document's identity).
             if keep:
-                await self.lookups.run_db(self.store.create_directory, keep[0])
+                await self.lookups.db.run_db(self.store.create_directory, keep[0])
             return
         attrs = FileAttrs(source.custom_mode, source.mtime_ns)
         if replaced is not None and replaced != source.doc_id:
             await self.patterns.rename_file_over(source, replaced, new_path, keep, seen, pid, attrs)
             return
-        moved = await self.lookups.run_db(
+        moved = await self.lookups.db.run_db(
             self.store.rename_document, source.doc_id, new_path, replaced, attrs, keep,
             self.state.tree.path_of(source), replaced_seen=seen,
         )  # fmt: skip
@@ -411,15 +421,17 @@ class Names(ModelPart):
     ) -> None:
         old_path = self.state.tree.path_of(source)
         replaced = self.state.tree.path_of(target) if isinstance(target, DirNode) else None
-        if self.lookups.deferring():
+        if self.lookups.db.deferring():
             # The paths of every document below are rewritten with the next transaction;
             # each moved file takes its row's new version from the answer (_adopt_moves),
             # and no other call of this mount reaches the database before it has (run_db).
-            self.lookups.defer(MoveDir(old_path, new_path, replaced), *(KeepDir(p) for p in keep))
+            self.lookups.db.defer(
+                MoveDir(old_path, new_path, replaced), *(KeepDir(p) for p in keep)
+            )
             self.patterns.folder_moved(old_path, new_path)
             source.explicit = source.explicit or (isinstance(target, DirNode) and target.explicit)
             return
-        moved = await self.lookups.run_db(
+        moved = await self.lookups.db.run_db(
             self.store.rename_directory, old_path, new_path, replaced, keep
         )
         self.patterns.folder_moved(old_path, new_path)
@@ -522,7 +534,7 @@ class Names(ModelPart):
         await self.patterns.promote_all()
         await self.commits.commit_all()
         try:
-            await self.lookups.flush_changes()
+            await self.lookups.db.flush_changes()
         except FsError as exc:
             log.error("removals and moves were not sent at unmount: %s", exc.reason)
         if self.reindexer is not None:

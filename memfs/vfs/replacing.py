@@ -15,24 +15,33 @@ from uuid import UUID
 
 from memfs.db.interface import CommitResult, FileAttrs, MergeWith
 from memfs.tree import DirNode, FileNode, Node
-from memfs.vfs.base import ModelPart, log
+from memfs.vfs.base import Lookups, log
 
 
-class Replacements(ModelPart):
+class Replacements:
     """Rows replaced by a rename: the target's, or a renamed-away original's."""
+
+    def __init__(self, lookups: Lookups) -> None:
+        #: The shared services: lookups, attributes, database access.
+        self.lookups = lookups
+        self.state = lookups.state
+        self.store = lookups.store
+        self.cache = lookups.cache
+        self.saves = lookups.saves
+        self.clock = lookups.clock
 
     async def replace_target(self, target: Node | None) -> None:
         """The database side of a name being replaced by a rename."""
         if isinstance(target, FileNode):
             if not target.scratch and target.doc_id is not None:
-                await self.lookups.run_db(
+                await self.lookups.db.run_db(
                     self.store.delete_document, target.doc_id, [], target.updated_at
                 )
                 self.cache.drop(target.doc_id)
             else:
                 await self.delete_abandoned_origin(target)
         elif isinstance(target, DirNode) and target.explicit and not target.scratch:
-            await self.lookups.run_db(
+            await self.lookups.db.run_db(
                 self.store.delete_directory, self.state.tree.path_of(target), []
             )
 
@@ -57,7 +66,7 @@ class Replacements(ModelPart):
         )
         # Only as this mount showed it: another writer's save into the waiting row, not
         # seen here yet, keeps it (the change feed or the next poll shows it again).
-        deleted = await self.lookups.run_db(
+        deleted = await self.lookups.db.run_db(
             self.store.delete_document, node.origin_doc_id, [], node.updated_at
         )
         if not deleted:
@@ -99,7 +108,7 @@ class Replacements(ModelPart):
             cached = self.cache.get(source_id, source.updated_at)  # spares a round trip
             if cached is not None:
                 text, source_at = cached.decode("utf-8"), source.updated_at
-        result = await self.lookups.run_db(
+        result = await self.lookups.db.run_db(
             self.store.replace_document, source_id, replaced, new_path, text, attrs, keep,
             index_now=not self.lookups.reindex_deferred(), expected=seen, source_at=source_at,
             merge=merge,

@@ -42,7 +42,7 @@ from memfs.ironclaw.hashing import bytes_hash
 from memfs.merge import MERGE_LIMIT, mergeable
 from memfs.scratch import TENTATIVE_GRACE, Kind
 from memfs.tree import DirNode, FileNode, Node, to_ns
-from memfs.vfs.base import Lookups, ModelPart, log
+from memfs.vfs.base import Lookups, log
 from memfs.vfs.commits import Commits
 from memfs.vfs.merging import Merges, RowMerge
 from memfs.vfs.replacing import Replacements
@@ -64,7 +64,7 @@ def _as_text(data: bytes, what: str) -> str:
     return text
 
 
-class SavePatterns(ModelPart):
+class SavePatterns:
     """What a save by rename, by a renamed-away original or by a tentative name makes."""
 
     def __init__(
@@ -75,7 +75,17 @@ class SavePatterns(ModelPart):
         replacing: Replacements,
         merges: Merges,
     ) -> None:
-        super().__init__(lookups)
+        #: The shared services: lookups, attributes, database access.
+        self.lookups = lookups
+        self.state = lookups.state
+        self.store = lookups.store
+        self.cache = lookups.cache
+        self.kernel = lookups.kernel
+        self.saves = lookups.saves
+        self.bases = lookups.bases
+        self.spill = lookups.spill
+        self.rules = lookups.rules
+        self.monotonic = lookups.monotonic
         #: The save path: a renamed file's pending changes go first.
         self.commits = commits
         #: A new file's base: what its process read there.
@@ -226,7 +236,7 @@ class SavePatterns(ModelPart):
                 self._become_document(source, result, data)
                 return doc_id, True
             return None, False
-        moved = await self.lookups.run_db(
+        moved = await self.lookups.db.run_db(
             self.store.rename_document, doc_id, new_path,
             None if replaced == doc_id else replaced, attrs, [], replaced_seen=seen,
         )  # fmt: skip
@@ -299,7 +309,7 @@ class SavePatterns(ModelPart):
             return None
         data = self.cache.get(source.doc_id, source.updated_at)
         if data is None:
-            found = await self.lookups.run_db(self.store.read_content, source.doc_id)
+            found = await self.lookups.db.run_db(self.store.read_content, source.doc_id)
             if found is None or found.version != source.updated_at:
                 return None
             data = found.data
@@ -410,7 +420,7 @@ class SavePatterns(ModelPart):
             for node, path, _, text in files
         ]
         keep = [path for _, path in dirs]
-        results = await self.lookups.run_db(self.store.commit_documents, items, keep)
+        results = await self.lookups.db.run_db(self.store.commit_documents, items, keep)
         for directory, _ in dirs:
             directory.scratch = False
             directory.explicit = True

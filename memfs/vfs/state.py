@@ -1,10 +1,26 @@
 """The state of one mount between FUSE requests, with one owner (``MountState``).
 
-The model's operations (``memfs.vfs.base``, ``content``, ``namespace``) and its helpers
-(``coherence``, ``tool_folders``, ``maintenance``) read and change it; the methods here
-keep the invariants between its fields: a file's handles serve its current buffer, a
-freed inode leaves no buffer behind, a folder whose names change drops the listing the
-kernel holds of it.
+Ownership.  ``MountState`` alone holds the tree, the open handles and their buffers, the
+unsaved files, the listings the kernel holds and the namespace lock; the parts of the
+model (``base.Lookups``, ``content.Contents``, ``commits.Commits``, ``namespace.Names``,
+``saves.SavePatterns``, ``listings.Listings``) and the helpers around it (``coherence``,
+``tool_folders``, ``maintenance``) read and change it, and the methods here keep the
+invariants between its fields: a file's handles serve its current buffer, a freed inode
+leaves no buffer behind, a folder whose names change drops the listing the kernel holds
+of it.  What else a part keeps is its own: the unsaved copies (``unsaved.UnsavedFiles``),
+the saver bases (``save_tables.SaverBases``), the content cache (``memfs.cache``).
+
+Concurrency.  trio runs one request handler at a time between ``await`` points, so tree
+updates need no locks.  Operations that change the namespace and await the database hold
+``ns_lock``, so the tree and the rows change together; a document's content commits are
+serialised by its buffer's lock.
+
+Lock order: ``ns_lock`` first, then a buffer's lock, never the other way round.  A commit
+of a file without a row (new, or unbound by another writer's delete) needs both: it takes
+the namespace lock before the buffer's, or runs inside a rename that holds it already
+(``holding_ns_lock``).  The other writers' changes (``coherence``) and a deletion ``open``
+discovers are applied under ``ns_lock`` too.  Nothing holds a lock across a wait for
+anything but the database, whose calls are bounded (``memfs.db.calls``).
 """
 
 from __future__ import annotations

@@ -84,7 +84,7 @@ async def world(
 
 async def missing(fs: Filesystem) -> int:
     chunks = EmbeddingStore(fs.store.pool, fs.store.scope)  # type: ignore[attr-defined]
-    return (await fs.lookups.run_db(chunks.count_chunks))[1]
+    return (await fs.lookups.db.run_db(chunks.count_chunks))[1]
 
 
 async def test_fts_ranking_matches_ts_rank_cd_and_is_scoped(
@@ -185,13 +185,13 @@ async def test_embeddings_are_written_only_for_unchanged_chunks(
     embedder = Embedder(embedding_settings(server))
     chunks = database.embedding_store(Scope("default"))
     worker = EmbeddingWorker(chunks, embedder, fs.lookups.calls)
-    rows = await fs.lookups.run_db(chunks.chunks_missing_embeddings, None, 10, 32_000)
+    rows = await fs.lookups.db.run_db(chunks.chunks_missing_embeddings, None, 10, 32_000)
     vectors = await embedder.embed_many([t for _, t in rows])
     sql_conn.execute("UPDATE memory_chunks SET content = 'changed meanwhile'")
     from pgvector import Vector
 
     items = [(cid, text, Vector(v)) for (cid, text), v in zip(rows, vectors, strict=True) if v]
-    assert await fs.lookups.run_db(chunks.write_embeddings, items) == 0
+    assert await fs.lookups.db.run_db(chunks.write_embeddings, items) == 0
     assert await worker.drain(None) == 1
     await embedder.aclose()
 
