@@ -36,10 +36,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memfs.db.interface import FileAttrs
-from memfs.db.libsql.reborn_stores import LibsqlSearchStore
 from memfs.db.reborn import layout
 from memfs.db.reborn.layout import RebornScope
-from memfs.db.reborn.sqlite import SqliteRows, open_file
+from memfs.db.reborn.libsql.rows import SqliteRows, open_file
+from memfs.db.reborn.libsql.stores import LibsqlSearchStore
 from memfs.db.reborn.store import RebornStore
 from tests.ironclaw_libsql import reborn_local_dev
 

@@ -248,8 +248,8 @@ def poll_cost(engine: str, where: str) -> dict[str, float]:
     of the scope (every poll), every document's version (what a poll reads when the
     fingerprint moved, before the rows that differ), and the whole list (a mount's load)."""
     from memfs.db.libsql.connection import LibsqlFile
-    from memfs.db.reborn.postgres import PostgresRows
-    from memfs.db.reborn.sqlite import SqliteRows, open_file
+    from memfs.db.reborn.libsql.rows import SqliteRows, open_file
+    from memfs.db.reborn.postgres.rows import PostgresRows
 
     rows: Any
     conn: Any

@@ -28,15 +28,15 @@ from memfs.db.health import WorkspaceHealth
 from memfs.db.interface import CommitResult, DocRow, DocumentStore, FileAttrs, VersionStore
 from memfs.db.ironclaw_settings import onboarding_completed, read_ironclaw_settings
 from memfs.db.kept_store import KeptStore, legacy_workspace
-from memfs.db.legacy.embedding_store import EmbeddingStore
 from memfs.db.legacy.health import LegacyHealth
-from memfs.db.legacy.history_store import HistoryStore
-from memfs.db.legacy.reindex_store import ReindexStore
-from memfs.db.legacy.search_store import SearchStore
-from memfs.db.legacy.statistics import PlannerStatistics
-from memfs.db.legacy.store import MetaStore
-from memfs.db.legacy.version_store import LegacyVersionStore
-from memfs.db.legacy.whole_documents import WholeDocumentStore
+from memfs.db.legacy.postgres.embedding_store import EmbeddingStore
+from memfs.db.legacy.postgres.history_store import HistoryStore
+from memfs.db.legacy.postgres.reindex_store import ReindexStore
+from memfs.db.legacy.postgres.search_store import SearchStore
+from memfs.db.legacy.postgres.statistics import PlannerStatistics
+from memfs.db.legacy.postgres.store import MetaStore
+from memfs.db.legacy.postgres.version_store import LegacyVersionStore
+from memfs.db.legacy.postgres.whole_documents import WholeDocumentStore
 from memfs.db.libsql.connection import NotIronClawFile
 from memfs.db.libsql.database import file_read_only_reason, open_libsql
 from memfs.db.libsql.discovery import choose_database

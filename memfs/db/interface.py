@@ -3,9 +3,10 @@
 A workspace is a set of documents (UTF-8 text at slash-separated paths) plus directories
 kept empty.  The model asks in filesystem terms (load the tree, read content, commit a
 document, delete, rename a file or a folder, keep a directory, set attributes) and hears of
-other writers through the change-feed hooks.  ``memfs.db.legacy.store.MetaStore`` (IronClaw's
-``memory_documents``) is the first engine; an engine keeps IronClaw's write rules
-(versioning, indexing, conflict keeping) behind these calls.
+other writers through the change-feed hooks.  The engines stand in a grid, layout by
+database: ``memfs.db.legacy.{postgres,libsql}`` (IronClaw's ``memory_documents``) and
+``memfs.db.reborn.{postgres,libsql}`` (``root_filesystem_entries``); an engine keeps
+IronClaw's write rules (versioning, indexing, conflict keeping) behind these calls.
 
 Every method is synchronous and runs in a worker thread (``memfs.db.calls``); errors are
 ``memfs.errors`` types or driver errors the call runner turns into them.

@@ -22,7 +22,7 @@ from typing import Any
 
 
 def _no_version() -> None:
-    from memfs.db.legacy.store import MetaStore
+    from memfs.db.legacy.postgres.store import MetaStore
     from memfs.db.reborn.store import RebornStore
 
     MetaStore._maybe_save_version = lambda *args, **kwargs: None  # type: ignore[method-assign]
@@ -47,7 +47,7 @@ def _unconditional_delete() -> None:
 
 
 def _no_target_guard() -> None:
-    from memfs.db.legacy.store import MetaStore
+    from memfs.db.legacy.postgres.store import MetaStore
     from memfs.db.reborn.store import RebornStore
 
     legacy = MetaStore.rename_document

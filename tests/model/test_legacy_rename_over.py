@@ -1,5 +1,5 @@
 """A document renamed over another on the legacy layout, on both legacy engines (PostgreSQL
-and IronClaw's libSQL file, ``memfs.db.legacy_rename``): each of the steps is seen in the
+and IronClaw's libSQL file, ``memfs.db.legacy.rename_over``): each of the steps is seen in the
 rows, so one engine leaving one out fails here."""
 
 from __future__ import annotations

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from memfs.db.libsql import reborn_stores
 from memfs.db.libsql.connection import LibsqlFile
-from memfs.db.libsql.reborn_stores import Backfill, LibsqlSearchStore
 from memfs.db.reborn.layout import RebornScope
-from memfs.db.reborn.sqlite import open_file
+from memfs.db.reborn.libsql import stores as reborn_stores
+from memfs.db.reborn.libsql.rows import open_file
+from memfs.db.reborn.libsql.stores import Backfill, LibsqlSearchStore
 from memfs.errors import FsError
 from memfs.ironclaw.fts_names import sql_index_name
 from tests.ironclaw_libsql import reborn_local_dev, search_scope

@@ -24,8 +24,8 @@ import pytest
 from memfs.config import Settings
 from memfs.db import file_read_only_reason, open_libsql
 from memfs.db.interface import FileAttrs
+from memfs.db.legacy.libsql.stores import fts5_query
 from memfs.db.libsql.database import LibsqlDatabase
-from memfs.db.libsql.legacy_stores import fts5_query
 from memfs.db.workspace import HybridRanking
 from memfs.errors import FsError
 from tests.ironclaw_libsql import legacy_ironclaw_db, legacy_write

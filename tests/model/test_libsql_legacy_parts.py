@@ -21,9 +21,9 @@ from memfs.config import Settings
 from memfs.db import open_libsql
 from memfs.db.deferred import Delete, MoveDir
 from memfs.db.interface import FileAttrs
-from memfs.db.libsql import legacy_writes
+from memfs.db.legacy.libsql import writes as legacy_writes
+from memfs.db.legacy.libsql.writes import LegacyLibsqlWriter
 from memfs.db.libsql.database import LibsqlDatabase
-from memfs.db.libsql.legacy_writes import LegacyLibsqlWriter
 from tests.ironclaw_libsql import (
     legacy_ironclaw_db,
     legacy_vector_index,

@@ -28,8 +28,8 @@ import pytest
 from memfs.config import Settings
 from memfs.db import open_libsql
 from memfs.db.interface import FileAttrs
+from memfs.db.legacy.libsql.writes import LegacyLibsqlWriter
 from memfs.db.libsql.database import LibsqlDatabase
-from memfs.db.libsql.legacy_writes import LegacyLibsqlWriter
 from memfs.db.workspace import Workspace
 from memfs.errors import WriteRefused
 from tests.ironclaw_libsql import (

@@ -20,7 +20,7 @@ import pytest
 
 from memfs.db.interface import FileAttrs
 from memfs.db.reborn.layout import RebornScope
-from memfs.db.reborn.sqlite import SqliteRows, open_file, own_file
+from memfs.db.reborn.libsql.rows import SqliteRows, open_file, own_file
 from memfs.db.reborn.store import RebornStore
 from memfs.errors import WriteRefused
 from tests.ironclaw_libsql import reborn_local_dev, search_scope

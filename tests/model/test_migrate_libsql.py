@@ -17,7 +17,7 @@ from typing import Any
 
 from memfs.db.interface import FileAttrs
 from memfs.db.reborn.layout import RebornScope
-from memfs.db.reborn.sqlite import SqliteRows, open_file
+from memfs.db.reborn.libsql.rows import SqliteRows, open_file
 from memfs.db.reborn.store import RebornStore
 from tests.ironclaw_libsql import legacy_ironclaw_db, legacy_write, reborn_local_dev
 from tests.model.test_reborn_store import reborn_schema

@@ -12,7 +12,7 @@ import pytest
 from memfs.chunker import chunk_document
 from memfs.config import Settings
 from memfs.db import Database, FileAttrs, MetaStore, PlannerStatistics, Scope, open_database
-from memfs.db.legacy.store import content_hash
+from memfs.db.legacy.postgres.store import content_hash
 from tests.conftest import apply_ironclaw_migrations
 
 NO_ATTRS = FileAttrs()

@@ -206,7 +206,7 @@ def test_migrate_copies_every_version_resumes_and_mounts_the_same_tree(
         "SELECT version FROM root_filesystem_entries WHERE path = %s", (f"{TARGET}/MEMORY.md",)
     ).fetchone() or (None,)
     # The file's time is the row's version token: updated_at to the millisecond plus
-    # version % 1000 microseconds (memfs.db.reborn.postgres.token), updated_at the legacy one.
+    # version % 1000 microseconds (memfs.db.reborn.postgres.rows.token), updated_at the legacy one.
     millis = int(updated.timestamp() * 1e6) // 1000
     assert (mnt / "MEMORY.md").stat().st_mtime_ns == (millis * 1000 + version % 1000) * 1000
     assert left["MEMORY.md.versions/2"]["contents"]  # and the versions keep their own times

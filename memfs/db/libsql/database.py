@@ -2,9 +2,9 @@
 database (the same questions ``memfs.db.Database`` answers for PostgreSQL).
 
 The Reborn layout: its rows through ``RebornStore`` over ``SqliteRows``, versions,
-IronClaw v1.3's full-text search and tool folders from ``memfs.db.libsql.reborn_stores``.
+IronClaw v1.3's full-text search and tool folders from ``memfs.db.reborn.libsql.stores``.
 The legacy layout (IronClaw <= v1.0's ``memory_documents``): read by
-``memfs.db.libsql.legacy_stores``, written by ``memfs.db.libsql.legacy_writes`` (through
+``memfs.db.legacy.libsql.stores``, written by ``memfs.db.legacy.libsql.writes`` (through
 IronClaw's libSQL engine in a process of its own where IronClaw made its vector index);
 read-only where the file is a Turso replica or that engine is not installed.  IronClaw
 notifies nothing: mounts poll (a cheap fingerprint of the scope, recomputed only when
@@ -30,6 +30,16 @@ from memfs.db.capabilities import MigrationSource, legacy_described, reborn_desc
 from memfs.db.health import WorkspaceHealth
 from memfs.db.interface import DocumentStore, VersionStore
 from memfs.db.kept_store import legacy_workspace
+from memfs.db.legacy.libsql.stores import (
+    LegacyLibsqlHealth,
+    LegacyLibsqlHistoryStore,
+    LegacyLibsqlSearchStore,
+    LegacyLibsqlStore,
+    LegacyLibsqlVersionStore,
+    legacy_settings,
+)
+from memfs.db.legacy.libsql.writes import OWN_SCHEMA as LEGACY_SCHEMA
+from memfs.db.legacy.libsql.writes import LegacyLibsqlWriter
 from memfs.db.libsql.connection import (
     LibsqlFile,
     NotIronClawFile,
@@ -39,24 +49,14 @@ from memfs.db.libsql.connection import (
 from memfs.db.libsql.engine_process import EngineProcess, libsql_available
 from memfs.db.libsql.files import layout_of_file, turso_primary
 from memfs.db.libsql.kept import LEGACY_UNDONE, DeletedFile, LibsqlKeptStore
-from memfs.db.libsql.legacy_stores import (
-    LegacyLibsqlHealth,
-    LegacyLibsqlHistoryStore,
-    LegacyLibsqlSearchStore,
-    LegacyLibsqlStore,
-    LegacyLibsqlVersionStore,
-    legacy_settings,
-)
-from memfs.db.libsql.legacy_writes import OWN_SCHEMA as LEGACY_SCHEMA
-from memfs.db.libsql.legacy_writes import LegacyLibsqlWriter
-from memfs.db.libsql.reborn_stores import (
+from memfs.db.reborn.health import RebornHealth
+from memfs.db.reborn.layout import RebornScope
+from memfs.db.reborn.libsql.rows import SqliteRows, open_file, own_file
+from memfs.db.reborn.libsql.stores import (
     LibsqlSearchStore,
     LibsqlToolFileStore,
     LibsqlVersionStore,
 )
-from memfs.db.reborn.health import RebornHealth
-from memfs.db.reborn.layout import RebornScope
-from memfs.db.reborn.sqlite import SqliteRows, open_file, own_file
 from memfs.db.reborn.store import RebornStore
 from memfs.db.schema import MEMFS_SCHEMA_VERSION
 from memfs.db.scoped import Scope

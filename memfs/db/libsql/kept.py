@@ -231,7 +231,7 @@ REBORN_UNDONE = (
     "AND updated_at || '|' || version = ?"
 )
 #: The same in the legacy layout: a row's id and ``updated_at|byte length % 1000``
-#: (``memfs.db.libsql.legacy_writes``).
+#: (``memfs.db.legacy.libsql.writes``).
 LEGACY_UNDONE = (
     "SELECT 1 FROM memory_documents WHERE id = ? "
     "AND updated_at || '|' || (length(CAST(content AS BLOB)) % 1000) = ?"

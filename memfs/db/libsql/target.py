@@ -8,7 +8,7 @@ from pathlib import Path
 from memfs.db.libsql.connection import NotIronClawFile
 from memfs.db.libsql.files import layout_of_file
 from memfs.db.reborn.layout import RebornScope
-from memfs.db.reborn.sqlite import SqliteRows, open_file
+from memfs.db.reborn.libsql.rows import SqliteRows, open_file
 from memfs.db.reborn.store import RebornStore
 from memfs.db.reborn.target import ImportTarget
 from memfs.errors import DatabaseError

@@ -62,7 +62,7 @@ from memfs.db.interface import (
 from memfs.db.limits import reborn_max_path
 from memfs.db.reborn import layout
 from memfs.db.reborn.layout import RebornScope
-from memfs.db.reborn.postgres import PostgresRows
+from memfs.db.reborn.postgres.rows import PostgresRows
 from memfs.db.reborn.rows import Answer, Family, KeepAs, RebornRows, Record
 from memfs.errors import WriteRefused
 from memfs.ironclaw.write_rules import (

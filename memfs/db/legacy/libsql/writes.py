@@ -51,10 +51,10 @@ from memfs.db.deferred import (
 )
 from memfs.db.interface import CommitResult, DocRow, FileAttrs, MergeWith, attrs_of
 from memfs.db.kept_store import legacy_workspace
-from memfs.db.legacy_rename import LegacyRenameOver, Source
+from memfs.db.legacy.libsql.stores import LegacyLibsqlStore, json_object, legacy_token
+from memfs.db.legacy.rename_over import LegacyRenameOver, Source
 from memfs.db.libsql.connection import MOVE_LIMIT, LibsqlFile
 from memfs.db.libsql.kept import DeletedFile
-from memfs.db.libsql.legacy_stores import LegacyLibsqlStore, json_object, legacy_token
 from memfs.db.libsql.row_times import NOW, parse_time
 from memfs.db.limits import legacy_max_path
 from memfs.db.scoped import Scope, folder_config_paths

@@ -9,7 +9,7 @@ from uuid import UUID
 
 from memfs.chunker import DEFAULT_CONFIG, ChunkConfig
 from memfs.db.capabilities import ReindexBatch
-from memfs.db.legacy.chunks import CHUNK_LOCK, chunks_for, replace_chunks
+from memfs.db.legacy.postgres.chunks import CHUNK_LOCK, chunks_for, replace_chunks
 from memfs.db.scoped import (
     FOLDER_JOIN,
     QUEUED,

@@ -4,7 +4,7 @@
 The file holds ``memory_documents``, ``memory_chunks`` (with its FTS5 external-content
 table) and ``memory_document_versions``, with text ids and times.  Here: every document,
 its versions, ``.at/`` and IronClaw v1.0's full-text search; writes are
-``memfs.db.libsql.legacy_writes``'s.  ``LegacyLibsqlStore`` alone is a read-only mount's
+``memfs.db.legacy.libsql.writes``'s.  ``LegacyLibsqlStore`` alone is a read-only mount's
 store (a Turso replica, or a vector index with no libSQL engine here): it refuses every
 write with EROFS, whose reason names the file.
 

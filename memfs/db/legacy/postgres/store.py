@@ -41,10 +41,10 @@ from memfs.db.interface import (
     attrs_of,
 )
 from memfs.db.known import EMPTY_METADATA_MD5, KnownFolder, KnownRow, KnownRows
-from memfs.db.legacy.chunks import replace_chunks
-from memfs.db.legacy.reindex_store import ReindexStore
-from memfs.db.legacy.whole_documents import WholeDocumentStore
-from memfs.db.legacy_rename import LegacyRenameOver, Source
+from memfs.db.legacy.postgres.chunks import replace_chunks
+from memfs.db.legacy.postgres.reindex_store import ReindexStore
+from memfs.db.legacy.postgres.whole_documents import WholeDocumentStore
+from memfs.db.legacy.rename_over import LegacyRenameOver, Source
 from memfs.db.limits import legacy_max_path
 from memfs.db.schema import SchemaInfo
 from memfs.db.scoped import (

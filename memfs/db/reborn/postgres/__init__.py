@@ -1,0 +1,1 @@
+"""IronClaw's Reborn layout on PostgreSQL: the rows (``rows``) under ``RebornStore``."""
