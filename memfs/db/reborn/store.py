@@ -65,6 +65,7 @@ from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.postgres.rows import PostgresRows
 from memfs.db.reborn.rows import Answer, Family, KeepAs, RebornRows, Record
 from memfs.errors import WriteRefused
+from memfs.ironclaw.reborn_save import StoredEntry, plan_save
 from memfs.ironclaw.write_rules import (
     DocumentMetadata,
     check_schema,
@@ -466,53 +467,49 @@ class RebornStore(DeferringStore):
         self._refuse_content(relative, text, meta)
         # The writes go together with the COMMIT; their answers are read after it.
         merged: str | None = None
+        stored = None if current is None else StoredEntry(current.contents, current.updated_at)
+        if current is not None:
+            merged = self._merged(relative, current, data, expected, merge, meta)
+        plan = plan_save(
+            stored, data, expected, keeps_versions=meta.versioned,
+            merged=None if merged is None else merged.encode("utf-8"),
+            version_unchanged=version_unchanged,
+        )  # fmt: skip
+        if merged is not None:
+            text, data = merged, plan.data
         conflict = None
-        replaced: str | None = None  # the hash of another writer's content it replaces
         version: Answer | None = None
         if current is None:
             self._place_from(place, relative)
             written = self._insert_query(conn, relative, data)
-            created, versioned, other_changed = True, False, False
             unwritable = layout.agent_cannot_write(relative)
             if unwritable is not None:
                 log.warning("%r is stored, but IronClaw's agent %s", relative, unwritable)
         else:
-            merged = self._merged(relative, current, data, expected, merge, meta)
-            if merged is not None:
-                text, data = merged, merged.encode("utf-8")
-            other_changed = merged is None and expected not in (None, current.updated_at)
-            if current.contents and current.contents != data and (other_changed or not expected):
-                replaced = layout.content_hash(current.contents)  # not hashed on a plain save
-            versioned = (
-                bool(current.contents)
-                and (current.contents != data or version_unchanged)
-                and meta.versioned
-            )
-            if other_changed and not versioned and current.contents != data:
+            if plan.conflict_copy:
                 conflict = self._keep_as_copy(conn, relative, current.contents)
-            if not current.contents and data:  # IronClaw keeps no version of an empty one
+            if plan.fills_empty:  # IronClaw keeps no version of an empty one
                 self.rows.note_empty_spell(conn, self.scope.prefix, relative, current.updated_at)
             written = self._update_query(conn, full, data, current.version)
-            if versioned:
+            if plan.version:
                 version = self._version_query(conn, relative, current.contents)
-            created = False
         chunks = self._rebuild_chunks(conn, relative, text, meta.indexed)
         self._write_entry_attrs(conn, full, attrs, None)
 
         def finish() -> CommitResult:
             updated_at = self._written_at(written, full)
             kept = conflict
-            if version is not None and other_changed:
+            if version is not None and plan.other_changed:
                 kept = f"version {int(self._one(version)[0])}"
             return CommitResult(
                 self.id_of(relative),
                 updated_at,
-                created,
+                plan.created,
                 True,
                 chunks,
-                versioned,
+                plan.version,
                 kept,
-                replaced,
+                plan.replaced_hash,
                 merged,
             )
 
