@@ -12,6 +12,7 @@ dot reach the synthetic trees as on the mount (``.versions/a.md``, ``.search/q``
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import stat
 from dataclasses import dataclass
@@ -23,6 +24,11 @@ from memfs.vfs import Filesystem
 
 #: How much a read asks at a time (a document is at most ``DOCUMENT_MAX_BYTES``).
 READ_CHUNK = 1 << 20
+
+#: Writer ids of the front doors' sessions start above Linux's largest pid (``pid_max``,
+#: 4,194,304 on 64-bit): the merge's bases tell one session's reads from another's as
+#: they tell processes apart on the mount, and never take one for a process.
+FRONT_WRITERS = itertools.count(1 << 23)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,11 +60,12 @@ def split(path: str) -> list[str]:
 class PathOperations:
     """The workspace of one ``Filesystem``, addressed by path."""
 
-    def __init__(self, fs: Filesystem, *, pid: int = 0) -> None:
+    def __init__(self, fs: Filesystem, *, pid: int | None = None) -> None:
         #: The model every front shares (its rules, its state, its database).
         self.fs = fs
-        #: Whose saves these are, for the merge's bases (0: one unknown writer).
-        self.pid = pid
+        #: Whose reads and saves these are, for the merge's bases: a save is based on
+        #: what this session read last (by default a writer id of its own).
+        self.pid = next(FRONT_WRITERS) if pid is None else pid
 
     # -- finding names -------------------------------------------------------------------
 
@@ -176,7 +183,10 @@ class PathOperations:
     # -- names ---------------------------------------------------------------------------
 
     async def mkdir(self, path: str) -> Entry:
+        """A folder; EEXIST where any name is (as the kernel answers before asking)."""
         parent, name = await self._parent(path)
+        if await self._looked_up(parent, name) is not None:
+            raise FsError(errno.EEXIST, f"{path!r} exists")
         node = await self.fs.mkdir(parent.ino, name, 0o755)
         return self.entry(path, node)
 

@@ -54,6 +54,13 @@ class Workspace:
             await parts.fs.load()
             yield PathOperations(parts.fs)
 
+    @contextlib.asynccontextmanager
+    async def read_only(self) -> AsyncIterator[PathOperations]:
+        """A read-only workspace over the same database, loaded now."""
+        with opened(self.url, self.root / "ro", read_only=True) as (_, parts):
+            await parts.fs.load()
+            yield PathOperations(parts.fs)
+
     async def stored(self, path: str) -> bytes:
         async with self.fresh() as other:
             return await other.read(path)
@@ -70,7 +77,8 @@ class Workspace:
 
 @contextlib.contextmanager
 def opened(url: str, root: Path, **given: Any) -> Iterator[tuple[Database, MountParts]]:
-    settings = Settings(database_url=url, runtime_dir=root / "run", **given)
+    settings = Settings(database_url=url, runtime_dir=root / "run", user_id="default", **given)
+    settings.given.add("user_id")  # the user the engines' agent helpers write as
     database = open_database(settings)
     try:
         ironclaw = database.ironclaw_settings(settings.user_id)
@@ -90,11 +98,3 @@ async def ws(engine: Engine, database_url: str, tmp_path: Path) -> AsyncIterator
     with opened(url, tmp_path / "ws") as (_, parts):
         await parts.fs.load()
         yield Workspace(engine, url, parts, PathOperations(parts.fs), tmp_path)
-
-
-@pytest.fixture
-async def reader(ws: Workspace) -> AsyncIterator[PathOperations]:
-    """A read-only workspace over the same database."""
-    with opened(ws.url, ws.root / "ro", read_only=True) as (_, parts):
-        await parts.fs.load()
-        yield PathOperations(parts.fs)

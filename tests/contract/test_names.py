@@ -30,7 +30,7 @@ async def test_a_folder_stays_after_its_last_document_goes(ws: Workspace) -> Non
 
 async def test_a_rename_keeps_the_content_and_the_identity(ws: Workspace) -> None:
     await ws.ops.save("old.md", b"content\n")
-    doc = (await ws.ops.node("old.md"))
+    doc = await ws.ops.node("old.md")
     await ws.ops.move("old.md", "new.md")
     assert await ws.stored("new.md") == b"content\n"
     assert "old.md" not in await ws.stored_names()
