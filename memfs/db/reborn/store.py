@@ -29,7 +29,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -138,6 +138,13 @@ class RebornStore(DeferringStore):
         self._moved_checks = threading.local()
         self._ids: dict[str, UUID] = {}
         self._paths: dict[UUID, str] = {}
+        #: The old paths of documents a transaction under way moves, until it ends: a
+        #: read whose snapshot predates its commit finds the row at its old path, and
+        #: must name it by the id it keeps (a fresh id made the mount drop the file).
+        self._leaving: dict[str, UUID] = {}
+        #: One map per listing under way (``_naming_during``): the old paths of the
+        #: documents moves made while it read, which its rows may still show.
+        self._listings: list[dict[str, UUID]] = []
         #: Whether moves a stopped mount left half made were looked for (``_finish_moves``).
         self._moves_checked = False
 
@@ -150,7 +157,7 @@ class RebornStore(DeferringStore):
 
     def _id_locked(self, relative: str, full: str | None) -> UUID:
         """``id_of`` with the lock held (``full``: the row's path, if at hand)."""
-        found = self._ids.get(relative)
+        found = self._ids.get(relative) or self._leaving.get(relative)
         if found is None:
             found = path_id(full if full is not None else self.scope.row(relative))
             if found in self._paths:
@@ -181,6 +188,8 @@ class RebornStore(DeferringStore):
             before = self._paths.get(doc_id)
             undo = (doc_id, before, relative, self._ids.get(relative),
                     None if before is None else self._ids.get(before))  # fmt: skip
+            if before is not None:
+                self._leaving[before] = doc_id
         self._moved_to(doc_id, relative)
         self._pending_undo().append(undo)
 
@@ -191,6 +200,31 @@ class RebornStore(DeferringStore):
         if undo is None:
             undo = self._moved_checks.undo = []
         return undo
+
+    def _moves_ended(self) -> None:
+        """The transaction that made the pending moves ended: their old paths name
+        nothing any more."""
+        undo = self._pending_undo()
+        with self._lock:
+            for doc_id, before, _, _, _ in undo:
+                if before is not None and self._leaving.get(before) == doc_id:
+                    del self._leaving[before]
+                    for leaving in self._listings:
+                        leaving.setdefault(before, doc_id)
+        undo.clear()
+
+    @contextmanager
+    def _naming_during(self) -> Iterator[dict[str, UUID]]:
+        """For a listing's read: the old paths of the documents moved while it reads
+        (its snapshot may predate their moves' commits), to name its rows by."""
+        leaving: dict[str, UUID] = {}
+        with self._lock:
+            self._listings.append(leaving)
+        try:
+            yield leaving
+        finally:
+            with self._lock:
+                self._listings.remove(leaving)
 
     def _undo_moves(self) -> None:
         """The id changes of a rolled-back transaction's moves, undone newest first."""
@@ -208,7 +242,6 @@ class RebornStore(DeferringStore):
                     self._paths.pop(doc_id, None)
                 else:
                     self._paths[doc_id] = before
-        undo.clear()
 
     def _forget(self, doc_id: UUID) -> None:
         with self._lock:
@@ -258,10 +291,11 @@ class RebornStore(DeferringStore):
     def load_documents(self) -> list[DocRow]:
         """IronClaw's document list of the scope (reborn.md §3.3), with memfs's attributes."""
         self._finish_moves()
-        with self.deferred.deletions_during() as hidden, self._reading() as conn:
-            rows = self.rows.documents(conn, self.scope.prefix)
+        with self._naming_during() as leaving:
+            with self.deferred.deletions_during() as hidden, self._reading() as conn:
+                rows = self.rows.documents(conn, self.scope.prefix)
+            listed = self._listed_ids([row[0] for row in rows], leaving)
         found = []
-        listed = self._listed_ids([row[0] for row in rows])
         for row, doc_id in zip(rows, listed, strict=True):
             full, size, created, updated, mode, mtime_ns = row
             if doc_id is not None and doc_id not in hidden:
@@ -273,26 +307,32 @@ class RebornStore(DeferringStore):
         """(id, path, updated_at) of every document ``load_documents`` lists, read without
         sizes, creation times or attributes: a poll's first look (at 100,000 documents
         about half the whole list's cost)."""
-        with self.deferred.deletions_during() as hidden, self._reading() as conn:
-            rows = self.rows.versions(conn, self.scope.prefix)
-        listed = self._listed_ids([full for full, _ in rows])
+        with self._naming_during() as leaving:
+            with self.deferred.deletions_during() as hidden, self._reading() as conn:
+                rows = self.rows.versions(conn, self.scope.prefix)
+            listed = self._listed_ids([full for full, _ in rows], leaving)
         return [
             (doc_id, self._relative(full), updated)
             for (full, updated), doc_id in zip(rows, listed, strict=True)
             if doc_id is not None and doc_id not in hidden
         ]
 
-    def _listed_ids(self, fulls: Sequence[str]) -> list[UUID | None]:
+    def _listed_ids(self, fulls: Sequence[str], leaving: dict[str, UUID]) -> list[UUID | None]:
         """The id of each row IronClaw lists as a document (None for the others: sidecars,
-        paths it skips).  The lock is taken per slice of rows, not for the whole list:
-        other threads' saves need ids while a list of 100,000 is read."""
+        paths it skips); a row at a path a document left while the rows were read is that
+        document's (``leaving``).  The lock is taken per slice of rows, not for the whole
+        list: other threads' saves need ids while a list of 100,000 is read."""
         ids: list[UUID | None] = []
         for start in range(0, len(fulls), _ID_SLICE):
             with self._lock:
                 for full in fulls[start : start + _ID_SLICE]:
                     relative = self._relative(full)
-                    listed = layout.is_listed(relative)
-                    ids.append(self._id_locked(relative, full) if listed else None)
+                    if not layout.is_listed(relative):
+                        ids.append(None)
+                    elif relative in leaving and relative not in self._ids:
+                        ids.append(leaving[relative])
+                    else:
+                        ids.append(self._id_locked(relative, full))
         return ids
 
     def counts(self) -> tuple[int, int]:
@@ -931,13 +971,12 @@ class RebornStore(DeferringStore):
                 after = self._move_query(conn, [(relative, new_path)])
                 self._write_entry_attrs(conn, target, attrs, None)
                 self.rows.note_moves(conn, self.scope.prefix, [(relative, new_path)])
+                self._moved_in_transaction(doc_id, new_path)
             self._keep_directories(conn, keep_dirs)
         replaced_gone()
         if found is None or after is None:
             return None
-        moved = Moved(found[1], self._one(after)[1])
-        self._moved_to(doc_id, new_path)
-        return moved
+        return Moved(found[1], self._one(after)[1])
 
     def _locked_times(self, conn: Any, relatives: Sequence[str]) -> Answer:
         """The documents' rows locked, answering (path, updated_at) each (sent, not read)."""
@@ -984,8 +1023,9 @@ class RebornStore(DeferringStore):
         taken, checks[:] = list(checks), []
         if not committed:
             self._undo_moves()
+        self._moves_ended()
+        if not committed:
             return
-        self._pending_undo().clear()
         for relatives, metadata, chunked in taken:
             found = {self._relative(full): bytes(data) for full, data in metadata.fetchall()}
             has_chunks = {self._relative(full) for (full,) in chunked.fetchall()}
