@@ -56,7 +56,7 @@ def test_a_listing_during_renames_names_the_document_by_its_one_id(store: Reborn
             for turn in range(RENAMES):
                 old, new = ("a.md", "b.md") if turn % 2 == 0 else ("b.md", "a.md")
                 store.rename_document(doc_id, new, None, FileAttrs(), old_path=old)
-        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+        except BaseException as exc:  # reported by the main thread
             failures.append(exc)
         finally:
             done.set()
