@@ -34,7 +34,7 @@ from typing import Any
 from uuid import UUID
 
 from memfs.db import FileAttrs
-from memfs.db.interface import DocumentStore, WorkspaceScope
+from memfs.db.interface import DocumentStore, Rename, SaveOptions, WorkspaceScope
 from memfs.errors import EXIT_FAILED, EXIT_USAGE, CommandError
 from memfs.local_tree import SILENT, Passed, memory_files, read_regular
 from memfs.paths import loadable_path
@@ -261,7 +261,7 @@ class DirectorySync:
                 new = twins[0]
                 attrs = FileAttrs(None, local[new].mtime_ns)
                 if self.dry_run or (
-                    self.store.rename_document(remote[old][0], new, None, attrs, []) is not None
+                    self.store.rename_document(Rename(remote[old][0], new), attrs) is not None
                 ):
                     remote[new] = remote.pop(old)
                     state[new] = state.pop(old)
@@ -341,7 +341,7 @@ class DirectorySync:
             return {}
         attrs = FileAttrs(None, here.mtime_ns)
         result = self.store.commit_document(
-            doc_id, path, here.data.decode("utf-8"), attrs, expected
+            doc_id, path, here.data.decode("utf-8"), attrs, SaveOptions(expected=expected)
         )
         if result.conflict:
             log.warning("%s changed on both sides: kept the database's version as %s",

@@ -31,7 +31,7 @@ from memfs.db import (
     open_database,
     open_for_writing,
 )
-from memfs.db.interface import DocRow, DocumentStore, StoredDocument
+from memfs.db.interface import DocRow, DocumentStore, SaveOptions, StoredDocument
 from memfs.embeddings.config import EmbeddingSettings
 from memfs.errors import EXIT_FAILED, EXIT_OK, CommandError, Refused, WriteRefused
 from memfs.ironclaw.settings import ConfigError, resolve_embeddings, resolve_search
@@ -444,8 +444,9 @@ def daily_log(settings: Settings, text: str, tz_offset_minutes: int | None = Non
             content = existing.content
             joiner = "" if content == "" or content.endswith("\n") else "\n"
             store.commit_document(
-                existing.id, path, content + joiner + entry, FileAttrs(), existing.updated_at
-            )
+                existing.id, path, content + joiner + entry, FileAttrs(),
+                SaveOptions(expected=existing.updated_at),
+            )  # fmt: skip
     finally:
         workspace.close()
     return path
@@ -518,8 +519,9 @@ def restore_version(settings: Settings, path: str, number: int) -> Report:
                 EXIT_FAILED,
             )
         result = workspace.store.commit_document(
-            current.id, path, content.decode("utf-8"), FileAttrs(), current.updated_at
-        )
+            current.id, path, content.decode("utf-8"), FileAttrs(),
+            SaveOptions(expected=current.updated_at),
+        )  # fmt: skip
         report.add("restored")
         report.add("kept_as_version", int(result.versioned))
         report.items.append({"path": path, "from_version": what})

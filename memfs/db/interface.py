@@ -21,11 +21,22 @@ from typing import Any, NamedTuple, Protocol
 from uuid import UUID
 
 from memfs.db.deferred import Change, Delete, DropDir, KeepDir, Moved, MoveDir
-from memfs.db.records import NO_ATTRS, CommitResult, FileAttrs, MergeWith
+from memfs.db.records import (
+    NO_ATTRS,
+    PLAIN_SAVE,
+    CommitResult,
+    FileAttrs,
+    MergeWith,
+    Overwritten,
+    Rename,
+    Replacement,
+    SaveOptions,
+)
 from memfs.errors import WriteRefused
 
 __all__ = [
     "NO_ATTRS",
+    "PLAIN_SAVE",
     "Change",
     "CommitResult",
     "Content",
@@ -39,6 +50,10 @@ __all__ = [
     "MergeWith",
     "MoveDir",
     "Moved",
+    "Overwritten",
+    "Rename",
+    "Replacement",
+    "SaveOptions",
     "StoredDocument",
     "WorkspaceScope",
     "attrs_of",
@@ -241,17 +256,14 @@ class DocumentStore(Protocol):
         path: str,
         content: str,
         attrs: FileAttrs,
-        expected: datetime | None = None,
-        *,
-        index_now: bool = True,
-        unconfigured: bool = False,
-        merge: MergeWith | None = None,
+        how: SaveOptions = PLAIN_SAVE,
     ) -> CommitResult:
         """Save a document (create it when ``doc_id`` is None).  A row changed since
-        ``expected`` is kept (as a version, or a conflict copy) before this content wins;
-        with ``merge``, that row's bytes are first given to it, in the transaction with
-        the row locked, and a text it returns is written instead (``CommitResult.merged``)
-        as IronClaw writes any content over the row (the replaced one versioned)."""
+        ``how.expected`` is kept (as a version, or a conflict copy) before this content
+        wins; with ``how.merge``, that row's bytes are first given to it, in the
+        transaction with the row locked, and a text it returns is written instead
+        (``CommitResult.merged``) as IronClaw writes any content over the row (the
+        replaced one versioned)."""
 
     def commit_documents(
         self,
@@ -260,37 +272,21 @@ class DocumentStore(Protocol):
     ) -> list[CommitResult]:
         """Several saves in one transaction (a directory renamed into place)."""
 
-    def replace_document(
-        self,
-        source_id: UUID,
-        target_id: UUID,
-        path: str,
-        content: str | None,
-        attrs: FileAttrs,
-        keep_dirs: Sequence[str] = (),
-        *,
-        index_now: bool = False,
-        expected: datetime | None = None,
-        source_at: datetime | None = None,
-        merge: MergeWith | None = None,
-    ) -> CommitResult | None:
+    def replace_document(self, replacement: Replacement, how: SaveOptions) -> CommitResult | None:
         """A document renamed over another: the target row takes the source's content
-        (``content``, or the source row's), then the source row is deleted.  A target
-        changed since ``expected`` is merged with it by ``merge``, as ``commit_document``."""
+        (``replacement.content``, or the source row's), then the source row is deleted.
+        A target changed since ``how.expected`` is merged with it by ``how.merge``, as
+        ``commit_document``."""
 
     def rename_document(
         self,
-        doc_id: UUID,
-        new_path: str,
-        replaced: UUID | None,
+        rename: Rename,
         attrs: FileAttrs,
+        replaced: Overwritten | None = None,
         keep_dirs: Sequence[str] = (),
-        old_path: str | None = None,
-        *,
-        replaced_seen: datetime | None = None,
     ) -> Moved | None:
-        """Move a document (deleting ``replaced`` first, only at ``replaced_seen``, the
-        version the mount showed: else EEXIST, nothing done); None if it is gone."""
+        """Move a document (deleting ``replaced`` first, only at the version the mount
+        showed: else EEXIST, nothing done); None if it is gone."""
 
     def rename_directory(
         self,

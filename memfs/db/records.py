@@ -4,12 +4,26 @@ shell (``memfs.db.deferred``), which name them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from uuid import UUID
 
-__all__ = ["NO_ATTRS", "CommitResult", "FileAttrs", "MergeWith"]
+from memfs.ironclaw.hashing import content_hash
+
+__all__ = [
+    "NO_ATTRS",
+    "PLAIN_SAVE",
+    "CommitResult",
+    "FileAttrs",
+    "MergeWith",
+    "Overwritten",
+    "Rename",
+    "Replacement",
+    "SaveOptions",
+    "Write",
+]
 
 #: A save's merge with another writer's change, run by the engine inside the save's
 #: transaction with the row locked: given the row's bytes as they stand, the text to
@@ -34,6 +48,76 @@ class FileAttrs:
 #: The attributes of a document no client set (most of them): one shared value, so a
 #: mount's load of 100,000 rows makes none.
 NO_ATTRS = FileAttrs()
+
+
+@dataclass(frozen=True)
+class Write:
+    """What one save writes: its row (None: the row at ``path``, if any), its path and
+    its content."""
+
+    doc_id: UUID | None
+    path: str
+    content: str
+
+    @cached_property
+    def new_hash(self) -> str:
+        """IronClaw's hash of the content."""
+        return content_hash(self.content)
+
+
+@dataclass(frozen=True)
+class SaveOptions:
+    """How a save treats the row it finds (``DocumentStore.commit_document``)."""
+
+    #: The row version the content was based on (None: none, or a new document).  A row
+    #: changed since is kept (a version, or a conflict copy) before this content wins.
+    expected: datetime | None = None
+    #: Chunks written in the save's transaction (else queued for the indexer right after).
+    index_now: bool = True
+    #: The caller sees no ``.config`` above the path (a guess the server checks), so a
+    #: new document's first save in a folder can be one round trip.
+    unconfigured: bool = False
+    #: The merge with a row changed since ``expected``, run under the row lock.
+    merge: MergeWith | None = None
+
+
+#: A save with no options: based on nothing, indexed in its transaction.
+PLAIN_SAVE = SaveOptions()
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """A document renamed over another (``DocumentStore.replace_document``): the target
+    row takes the source's content, then the source row goes."""
+
+    source_id: UUID
+    target_id: UUID
+    path: str
+    #: The content to write (None: the source row's, as it stands).
+    content: str | None
+    attrs: FileAttrs = NO_ATTRS
+    keep_dirs: Sequence[str] = ()
+    #: The source row's version the mount showed: a source changed since stays.
+    source_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Rename:
+    """A document moved to ``new_path`` (``DocumentStore.rename_document``)."""
+
+    doc_id: UUID
+    new_path: str
+    #: Where the mount shows it now (None: wherever the row is).
+    old_path: str | None = None
+
+
+@dataclass(frozen=True)
+class Overwritten:
+    """The document a rename replaces, deleted only at ``seen``, the version the mount
+    showed (else EEXIST and nothing is done)."""
+
+    doc_id: UUID
+    seen: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ Ownership, concurrency and the lock order are written at the top of ``memfs.vfs.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import logging
 import os
@@ -19,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 from uuid import UUID
 
 from memfs.buffers import FileBuffer, ScratchSpill
@@ -27,7 +28,13 @@ from memfs.cache import ContentCache
 from memfs.db.calls import DatabaseCalls
 from memfs.db.capabilities import KeptHistory
 from memfs.db.deferred import Moved
-from memfs.db.interface import CommitResult, DocumentStore, FileAttrs, MergeWith
+from memfs.db.interface import (
+    PLAIN_SAVE,
+    CommitResult,
+    DocumentStore,
+    FileAttrs,
+    SaveOptions,
+)
 from memfs.db.scoped import folder_config_paths
 from memfs.errors import FsError
 from memfs.kernel import KernelNotifier, RecordingNotifier
@@ -365,20 +372,17 @@ class Lookups:
         path: str,
         text: str,
         attrs: FileAttrs,
-        expected: Any = None,
-        merge: MergeWith | None = None,
+        how: SaveOptions = PLAIN_SAVE,
     ) -> CommitResult:
         """Commit one document's content; its chunks follow now or from the reindexer.
-        ``merge``: the save's merge with a change since ``expected``, run under the row
-        lock (``memfs.vfs.merging``)."""
+        ``how.merge``: the save's merge with a change since ``how.expected``, run under
+        the row lock (``memfs.vfs.merging``)."""
         deferred = self.reindex_deferred()
         unconfigured = doc_id is None and not any(
             self.state.tree.resolve(config) is not None for config in folder_config_paths(path)
         )
-        result = await self.db.run_db(
-            self.store.commit_document, doc_id, path, text, attrs, expected,
-            index_now=not deferred, unconfigured=unconfigured, merge=merge,
-        )  # fmt: skip
+        how = dataclasses.replace(how, index_now=not deferred, unconfigured=unconfigured)
+        result = await self.db.run_db(self.store.commit_document, doc_id, path, text, attrs, how)
         if deferred:
             self.request_reindex(result.doc_id)  # IronClaw re-indexes every write
         elif result.changed:

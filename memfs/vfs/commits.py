@@ -18,7 +18,7 @@ from uuid import UUID
 
 from memfs.buffers import FileBuffer
 from memfs.cache import ContentCache
-from memfs.db.interface import CommitResult, FileAttrs
+from memfs.db.interface import CommitResult, FileAttrs, SaveOptions
 from memfs.errors import FsError, WriteRefused
 from memfs.ironclaw.hashing import bytes_hash
 from memfs.kernel import KernelNotifier
@@ -176,10 +176,10 @@ class Commits:
         # a base known by hash alone is fetched only if the row did change (below).
         by_hash = buffer.base is None and buffer.base_digest is not None
         at_hand = None if by_hash else self.merges.rebased(node.doc_id, path, buffer.base, ours)
+        merge = self.merges.merge_function(path, at_hand, ours)
         result = await self.lookups.commit_document(
-            node.doc_id, path, text, attrs, node.updated_at,
-            self.merges.merge_function(path, at_hand, ours),
-        )  # fmt: skip
+            node.doc_id, path, text, attrs, SaveOptions(expected=node.updated_at, merge=merge)
+        )
         locked = await self.merges.committed_merge(path, ours, result)
         if locked is not None:
             return locked[0], locked[1], True

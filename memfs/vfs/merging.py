@@ -40,7 +40,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar
 from uuid import UUID
 
-from memfs.db.interface import CommitResult, FileAttrs, MergeWith
+from memfs.db.interface import CommitResult, FileAttrs, MergeWith, SaveOptions
 from memfs.errors import WriteRefused
 from memfs.merge import MERGE_LIMIT, merge, mergeable
 from memfs.vfs.base import Lookups, log
@@ -296,7 +296,8 @@ class Merges:
         rules refuse the text (logged)."""
         merge = self.merge_function(path, base, text)
         try:
-            return await self.lookups.commit_document(doc_id, path, text, attrs, version, merge)
+            how = SaveOptions(expected=version, merge=merge)
+            return await self.lookups.commit_document(doc_id, path, text, attrs, how)
         except WriteRefused as exc:
             log.warning("%r: the merge with another writer's change is refused (%s); this "
                         "save alone is written, the other change is kept as a version",

@@ -19,7 +19,7 @@ import os
 
 from memfs.buffers import FileBuffer, ScratchBuffer
 from memfs.db.deferred import Change, Delete, DropDir, KeepDir, MoveDir
-from memfs.db.interface import FileAttrs
+from memfs.db.interface import FileAttrs, Overwritten, Rename
 from memfs.errors import FsError
 from memfs.paths import check_new_name
 from memfs.scratch import REFUSED_NAMES, Kind
@@ -402,10 +402,9 @@ class Names:
         if replaced is not None and replaced != source.doc_id:
             await self.patterns.rename_file_over(source, replaced, new_path, keep, seen, pid, attrs)
             return
-        moved = await self.lookups.db.run_db(
-            self.store.rename_document, source.doc_id, new_path, replaced, attrs, keep,
-            self.state.tree.path_of(source), replaced_seen=seen,
-        )  # fmt: skip
+        rename = Rename(source.doc_id, new_path, self.state.tree.path_of(source))
+        over = Overwritten(replaced, seen) if replaced is not None else None
+        moved = await self.lookups.db.run_db(self.store.rename_document, rename, attrs, over, keep)
         self.lookups.request_reindex(source.doc_id)
         if replaced is not None:
             self.cache.drop(replaced)

@@ -10,10 +10,9 @@ temporary renamed into place, an original renamed back over another) make them h
 
 from __future__ import annotations
 
-from datetime import datetime
-from uuid import UUID
+import dataclasses
 
-from memfs.db.interface import CommitResult, FileAttrs, MergeWith
+from memfs.db.interface import CommitResult, FileAttrs, Replacement, SaveOptions
 from memfs.tree import DirNode, FileNode, Node
 from memfs.vfs.base import Lookups, log
 
@@ -80,39 +79,33 @@ class Replacements:
     async def replace_document(
         self,
         source: FileNode,
-        source_id: UUID,
-        replaced: UUID,
-        new_path: str,
-        text: str | None,
-        keep: list[str],
-        seen: datetime | None,
-        source_seen: datetime | None = None,
+        over: Replacement,
+        how: SaveOptions,
         merged_text: str | None = None,
-        merge: MergeWith | None = None,
     ) -> CommitResult | None:
         """``rename`` of a document over another: IronClaw's write of the target path with
         the source's content, then its delete of the source, in one transaction.  The target
-        keeps its identity and history; the file now stands for the target's row.  ``seen``
-        is the target's version this mount last showed: if another writer changed it since,
-        that change is kept (as for any save) and logged.  ``text`` given, ``source_seen``
-        is the source row's version it stands for (a renamed-away original's, as this mount
-        last showed it): the row is deleted only at that version, so another writer's
-        change to it meanwhile is kept.  ``text`` None, the stored content moves, read
-        under the row's lock.  ``merged_text``: ``text`` is a merge with another writer's
-        change, not the source's bytes (the caches then hold the merge).  ``merge``: a
-        target changed since ``seen`` is merged under the row lock (``memfs.vfs.merging``;
-        ``CommitResult.merged`` is then the text stored)."""
-        attrs = FileAttrs(source.custom_mode, source.client_mtime_ns or source.mtime_ns)
-        source_at = source_seen
+        keeps its identity and history; the file now stands for the target's row.
+        ``how.expected`` is the target's version this mount last showed: if another writer
+        changed it since, that change is kept (as for any save) and logged.  Content given,
+        ``over.source_at`` is the source row's version it stands for (a renamed-away
+        original's, as this mount last showed it): the row is deleted only at that version,
+        so another writer's change to it meanwhile is kept.  Content None, the stored content
+        moves, read under the row's lock.  ``merged_text``: the content is a merge with
+        another writer's change, not the source's bytes (the caches then hold the merge).
+        ``how.merge``: a target changed since ``how.expected`` is merged under the row lock
+        (``memfs.vfs.merging``; ``CommitResult.merged`` is then the text stored).  The
+        attributes are the source file's."""
+        source_id, replaced, new_path = over.source_id, over.target_id, over.path
+        text, source_at = over.content, over.source_at
         if text is None and source.doc_id == source_id:
             cached = self.cache.get(source_id, source.updated_at)  # spares a round trip
             if cached is not None:
                 text, source_at = cached.decode("utf-8"), source.updated_at
-        result = await self.lookups.db.run_db(
-            self.store.replace_document, source_id, replaced, new_path, text, attrs, keep,
-            index_now=not self.lookups.reindex_deferred(), expected=seen, source_at=source_at,
-            merge=merge,
-        )  # fmt: skip
+        attrs = FileAttrs(source.custom_mode, source.client_mtime_ns or source.mtime_ns)
+        over = dataclasses.replace(over, content=text, attrs=attrs, source_at=source_at)
+        how = dataclasses.replace(how, index_now=not self.lookups.reindex_deferred())
+        result = await self.lookups.db.run_db(self.store.replace_document, over, how)
         self.lookups.request_reindex(replaced)
         self.cache.drop(replaced)
         if result is None:

@@ -36,7 +36,15 @@ from datetime import datetime
 from uuid import UUID
 
 from memfs.buffers import FileBuffer, ScratchBuffer
-from memfs.db.interface import CommitResult, FileAttrs, MergeWith
+from memfs.db.interface import (
+    CommitResult,
+    FileAttrs,
+    MergeWith,
+    Overwritten,
+    Rename,
+    Replacement,
+    SaveOptions,
+)
 from memfs.errors import DatabaseUnavailable, FsError
 from memfs.ironclaw.hashing import bytes_hash
 from memfs.merge import MERGE_LIMIT, mergeable
@@ -230,16 +238,18 @@ class SavePatterns:
             # A renamed-away document moved over another one: IronClaw's write of the
             # target with this content, then its delete of this row.
             result = await self.replacing.replace_document(
-                source, doc_id, replaced, new_path, text, [], seen, source.updated_at
+                source,
+                Replacement(doc_id, replaced, new_path, text, source_at=source.updated_at),
+                SaveOptions(expected=seen),
             )
             if result is not None:
                 self._become_document(source, result, data)
                 return doc_id, True
             return None, False
+        over = None if replaced in (None, doc_id) else Overwritten(replaced, seen)
         moved = await self.lookups.db.run_db(
-            self.store.rename_document, doc_id, new_path,
-            None if replaced == doc_id else replaced, attrs, [], replaced_seen=seen,
-        )  # fmt: skip
+            self.store.rename_document, Rename(doc_id, new_path), attrs, over
+        )
         self.lookups.request_reindex(doc_id)
         return (doc_id if moved is not None else None), False
 
@@ -278,10 +288,10 @@ class SavePatterns:
             if based is not None:
                 expected = shown  # a change the mount has not heard of is told, merged below
             at_hand = self.merges.bytes_of(based) if based is not None else None
+            merge = self.merges.merge_function(new_path, at_hand, ours)
             result = await self.lookups.commit_document(
-                doc_id, new_path, text, attrs, expected,
-                self.merges.merge_function(new_path, at_hand, ours),
-            )  # fmt: skip
+                doc_id, new_path, text, attrs, SaveOptions(expected=expected, merge=merge)
+            )
             locked = await self.merges.committed_merge(new_path, ours, result)
             if locked is not None:
                 text, merged = locked[0], RowMerge(locked[0], None, data)
@@ -496,8 +506,11 @@ class SavePatterns:
             )  # fmt: skip
         merge = self._renamer_merge(new_path, replaced, based, renamed)
         result = await self.replacing.replace_document(
-            source, source.doc_id, replaced, new_path, text, keep, seen, source_seen, text,
-            merge,
+            source,
+            Replacement(source.doc_id, replaced, new_path, text, keep_dirs=keep,
+                        source_at=source_seen),
+            SaveOptions(expected=seen, merge=merge),
+            text,
         )  # fmt: skip
         if result is not None and result.merged is not None and renamed is not None:
             # The target changed unheard of: merged under the row lock (rule 3).

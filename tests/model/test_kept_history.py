@@ -14,6 +14,7 @@ from memfs.config import Settings
 from memfs.db import open_database
 from memfs.db.capabilities import KeptHistory
 from memfs.db.interface import DocumentStore, FileAttrs
+from memfs.db.records import Rename, SaveOptions
 from tests.engines import ENGINES_WITH_LIBSQL, Engine
 
 
@@ -36,9 +37,11 @@ def test_a_deleted_document_is_kept_with_its_versions(stores: Any) -> None:
     assert kept.start() == started  # recorded once
     first = store.commit_document(None, "notes/a.md", "one\n", FileAttrs())
     second = store.commit_document(
-        first.doc_id, "notes/a.md", "two\n", FileAttrs(), first.updated_at
+        first.doc_id, "notes/a.md", "two\n", FileAttrs(), SaveOptions(expected=first.updated_at)
     )
-    store.commit_document(second.doc_id, "notes/a.md", "three\n", FileAttrs(), second.updated_at)
+    store.commit_document(
+        second.doc_id, "notes/a.md", "three\n", FileAttrs(), SaveOptions(expected=second.updated_at)
+    )
     assert kept.deletions() == []
     row = store.find_document("notes/a.md")
     assert store.delete_document(row.id, [], row.updated_at)
@@ -56,7 +59,13 @@ def test_a_deleted_document_is_kept_with_its_versions(stores: Any) -> None:
 def test_a_delete_whose_guard_fails_keeps_nothing(stores: Any) -> None:
     store, kept = stores
     made = store.commit_document(None, "b.md", "bee\n", FileAttrs())
-    store.commit_document(made.doc_id, "b.md", "changed by another\n", FileAttrs(), made.updated_at)
+    store.commit_document(
+        made.doc_id,
+        "b.md",
+        "changed by another\n",
+        FileAttrs(),
+        SaveOptions(expected=made.updated_at),
+    )
     assert not store.delete_document(made.doc_id, [], made.updated_at)  # seen: the old version
     assert kept.deletions() == []
     assert store.find_document("b.md") is not None
@@ -66,7 +75,7 @@ def test_moves_are_recorded_with_their_time(stores: Any) -> None:
     store, kept = stores
     before = datetime.now(UTC) - timedelta(seconds=5)
     made = store.commit_document(None, "x/one.md", "1\n", FileAttrs())
-    store.rename_document(made.doc_id, "x/two.md", None, FileAttrs(), [], "x/one.md")
+    store.rename_document(Rename(made.doc_id, "x/two.md", "x/one.md"), FileAttrs(), None)
     store.rename_directory("x", "y", None)
     moves = kept.moves(before)
     assert [(m.old_path, m.new_path, m.folder) for m in moves] == [

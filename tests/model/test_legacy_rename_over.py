@@ -13,6 +13,7 @@ import pytest
 from memfs.config import Settings
 from memfs.db import open_database
 from memfs.db.interface import FileAttrs
+from memfs.db.records import Replacement, SaveOptions
 from memfs.db.workspace import Workspace
 from tests.engines import ENGINES, LIBSQL_LEGACY, Engine
 
@@ -60,15 +61,33 @@ def test_the_steps_of_a_rename_over_another(
     after the mount read it is a version too; the source row is gone."""
     store = workspace.documents
     target = store.commit_document(None, "notes.md", "target one\n", FileAttrs())
-    target = store.commit_document(target.doc_id, "notes.md", "target two\n", FileAttrs(),
-                                   expected=target.updated_at)  # fmt: skip
+    target = store.commit_document(
+        target.doc_id,
+        "notes.md",
+        "target two\n",
+        FileAttrs(),
+        SaveOptions(expected=target.updated_at),
+    )
     source = store.commit_document(None, "draft.md", "source one\n", FileAttrs())
-    source = store.commit_document(source.doc_id, "draft.md", "source two\n", FileAttrs(),
-                                   expected=source.updated_at)  # fmt: skip
+    source = store.commit_document(
+        source.doc_id,
+        "draft.md",
+        "source two\n",
+        FileAttrs(),
+        SaveOptions(expected=source.updated_at),
+    )
     engine.agent_overwrites(conn, "draft.md", "the agent's change\n")  # after the mount read it
-    done = store.replace_document(source.doc_id, target.doc_id, "notes.md", "source two\n",
-                                  FileAttrs(), expected=target.updated_at,
-                                  source_at=source.updated_at)  # fmt: skip
+    done = store.replace_document(
+        Replacement(
+            source.doc_id,
+            target.doc_id,
+            "notes.md",
+            "source two\n",
+            FileAttrs(),
+            source_at=source.updated_at,
+        ),
+        SaveOptions(expected=target.updated_at, index_now=False),
+    )
     assert done is not None and done.doc_id == target.doc_id
     assert [r.path for r in store.load_documents()] == ["notes.md"]
     assert contents(workspace, "notes.md") == [
@@ -89,14 +108,24 @@ def test_a_rename_that_leaves_the_target_as_it_is_versions_it_once(
     store = workspace.documents
     target = store.commit_document(None, "notes.md", "same\n", FileAttrs())
     source = store.commit_document(None, "draft.md", "draft\n", FileAttrs())
-    source = store.commit_document(source.doc_id, "draft.md", "same\n", FileAttrs(),
-                                   expected=source.updated_at)  # fmt: skip
-    done = store.replace_document(source.doc_id, target.doc_id, "notes.md", "same\n",
-                                  FileAttrs(), expected=target.updated_at,
-                                  source_at=source.updated_at)  # fmt: skip
+    source = store.commit_document(
+        source.doc_id, "draft.md", "same\n", FileAttrs(), SaveOptions(expected=source.updated_at)
+    )
+    done = store.replace_document(
+        Replacement(
+            source.doc_id,
+            target.doc_id,
+            "notes.md",
+            "same\n",
+            FileAttrs(),
+            source_at=source.updated_at,
+        ),
+        SaveOptions(expected=target.updated_at, index_now=False),
+    )
     assert done is not None
     assert contents(workspace, "notes.md") == ["same\n", "draft\n"]
-    again = store.commit_document(target.doc_id, "notes.md", "newer\n", FileAttrs(),
-                                  expected=done.updated_at)  # fmt: skip
+    again = store.commit_document(
+        target.doc_id, "notes.md", "newer\n", FileAttrs(), SaveOptions(expected=done.updated_at)
+    )
     assert contents(workspace, "notes.md") == ["same\n", "draft\n", "same\n"]
     assert again.changed

@@ -30,6 +30,7 @@ from memfs.db import open_libsql
 from memfs.db.interface import FileAttrs
 from memfs.db.legacy.libsql.writes import LegacyLibsqlWriter
 from memfs.db.libsql.database import LibsqlDatabase
+from memfs.db.records import Overwritten, Rename, Replacement, SaveOptions
 from memfs.db.workspace import Workspace
 from memfs.errors import WriteRefused
 from tests.ironclaw_libsql import (
@@ -102,8 +103,13 @@ def test_a_save_leaves_ironclaw_s_rows(file: Path, workspace: Workspace) -> None
     IronClaw's hash and the user as ``changed_by``, the chunks 0..n-1 in the FTS table."""
     store = store_of(workspace)
     first = store.commit_document(None, "notes/a.md", "hello", FileAttrs())
-    second = store.commit_document(first.doc_id, "notes/a.md", "hello world\n", FileAttrs(),
-                                   expected=first.updated_at)  # fmt: skip
+    second = store.commit_document(
+        first.doc_id,
+        "notes/a.md",
+        "hello world\n",
+        FileAttrs(),
+        SaveOptions(expected=first.updated_at),
+    )
     assert first.created and second.versioned and not second.created
     assert second.replaced_hash == sha("hello")
     (doc,) = rows(file, "SELECT id, user_id, agent_id, content, metadata, created_at, updated_at, "
@@ -136,8 +142,13 @@ def test_unchanged_chunks_keep_ironclaw_s_embedding(file: Path, workspace: Works
     assert saved.chunks >= 2
     embed = "UPDATE memory_chunks SET embedding = vector32(?) WHERE document_id = ?"
     libsql_statements(file, (embed, ("[1,0,0,0]", str(saved.doc_id))))
-    store.commit_document(saved.doc_id, "long.md", text + "one more line\n", FileAttrs(),
-                          expected=saved.updated_at)  # fmt: skip
+    store.commit_document(
+        saved.doc_id,
+        "long.md",
+        text + "one more line\n",
+        FileAttrs(),
+        SaveOptions(expected=saved.updated_at),
+    )
     embedded = rows(file, "SELECT chunk_index, embedding IS NOT NULL FROM memory_chunks "
                     "WHERE document_id = ? ORDER BY chunk_index", str(saved.doc_id))  # fmt: skip
     assert embedded[0] == (0, 1) and embedded[-1] == (len(embedded) - 1, 0)
@@ -155,11 +166,13 @@ def test_renames_deletes_and_folders(file: Path, workspace: Workspace) -> None:
     for ``memfs undelete``."""
     store = store_of(workspace)
     a = store.commit_document(None, "notes/a.md", "one\n", FileAttrs(mode=0o600))
-    a2 = store.commit_document(a.doc_id, "notes/a.md", "two\n", FileAttrs(mode=0o600),
-                               expected=a.updated_at)  # fmt: skip
+    a2 = store.commit_document(
+        a.doc_id, "notes/a.md", "two\n", FileAttrs(mode=0o600), SaveOptions(expected=a.updated_at)
+    )
     store.create_directory("notes/empty")
-    moved = store.rename_document(a.doc_id, "notes/b.md", None, FileAttrs(mode=0o600),
-                                  old_path="notes/a.md")  # fmt: skip
+    moved = store.rename_document(
+        Rename(a.doc_id, "notes/b.md", "notes/a.md"), FileAttrs(mode=0o600)
+    )
     assert moved is not None and moved.before == a2.updated_at
     folder = store.rename_directory("notes", "kept", None)
     assert set(folder) == {a.doc_id}
@@ -193,8 +206,13 @@ def test_another_writer_s_change_is_kept(file: Path, workspace: Workspace) -> No
     store = store_of(workspace)
     (memory,) = store.load_documents()
     ironclaw_writes(file, "MEMORY.md", "The user likes oolong.\n")
-    saved = store.commit_document(memory.id, "MEMORY.md", "The user likes black tea.\n",
-                                  FileAttrs(), expected=memory.updated_at)  # fmt: skip
+    saved = store.commit_document(
+        memory.id,
+        "MEMORY.md",
+        "The user likes black tea.\n",
+        FileAttrs(),
+        SaveOptions(expected=memory.updated_at),
+    )
     assert saved.conflict == "version 2"
     versions = rows(file, "SELECT version, content FROM memory_document_versions ORDER BY 1")
     assert versions == [(1, "The user likes green tea.\n"), (2, "The user likes oolong.\n")]
@@ -208,10 +226,15 @@ def test_a_rename_over_another_carries_its_versions(file: Path, workspace: Works
     store = store_of(workspace)
     (memory,) = store.load_documents()
     tmp = store.commit_document(None, "MEMORY.md.tmp", "draft\n", FileAttrs())
-    tmp = store.commit_document(tmp.doc_id, "MEMORY.md.tmp", "final\n", FileAttrs(),
-                                expected=tmp.updated_at)  # fmt: skip
-    done = store.replace_document(tmp.doc_id, memory.id, "MEMORY.md", "final\n", FileAttrs(),
-                                  expected=memory.updated_at, source_at=tmp.updated_at)  # fmt: skip
+    tmp = store.commit_document(
+        tmp.doc_id, "MEMORY.md.tmp", "final\n", FileAttrs(), SaveOptions(expected=tmp.updated_at)
+    )
+    done = store.replace_document(
+        Replacement(
+            tmp.doc_id, memory.id, "MEMORY.md", "final\n", FileAttrs(), source_at=tmp.updated_at
+        ),
+        SaveOptions(expected=memory.updated_at, index_now=False),
+    )
     assert done is not None and done.doc_id == memory.id
     assert [r.path for r in store.load_documents()] == ["MEMORY.md"]
     versions = rows(file, "SELECT document_id, version, content FROM memory_document_versions "
@@ -326,7 +349,7 @@ def test_a_move_re_chunks_where_the_indexing_rules_differ(file: Path, workspace:
     assert saved.chunks == 0
     count = "SELECT count(*) FROM memory_chunks WHERE document_id = ?"
     assert rows(file, count, str(saved.doc_id)) == [(0,)]
-    store.rename_document(saved.doc_id, "loud/a.md", None, FileAttrs(), old_path="quiet/a.md")
+    store.rename_document(Rename(saved.doc_id, "loud/a.md", "quiet/a.md"), FileAttrs())
     assert rows(file, count, str(saved.doc_id)) == [(1,)]
     other = store.commit_document(None, "quiet/sub/b.md", "also hush\n", FileAttrs())
     assert rows(file, count, str(other.doc_id)) == [(0,)]
@@ -345,14 +368,15 @@ def test_renames_refused_or_over_another_and_attributes(file: Path, workspace: W
     a = store.commit_document(None, "a.md", "a\n", FileAttrs())
     ironclaw_writes(file, "b.md", "IronClaw's b\n")
     with pytest.raises(WriteRefused) as refused:
-        store.rename_document(a.doc_id, "b.md", None, FileAttrs(), old_path="a.md")
+        store.rename_document(Rename(a.doc_id, "b.md", "a.md"), FileAttrs())
     assert refused.value.errno == errno.EEXIST
     assert sorted(rows(file, "SELECT path FROM memory_documents")) == [
         ("MEMORY.md",), ("a.md",), ("b.md",)]  # fmt: skip
     shown = {r.path: r for r in store.load_documents()}
     b = shown["b.md"]
-    moved = store.rename_document(a.doc_id, "b.md", b.id, FileAttrs(), old_path="a.md",
-                                  replaced_seen=b.updated_at)  # fmt: skip
+    moved = store.rename_document(
+        Rename(a.doc_id, "b.md", "a.md"), FileAttrs(), Overwritten(b.id, b.updated_at)
+    )
     assert moved is not None
     assert rows(file, "SELECT path, content FROM memory_documents ORDER BY path") == [
         ("MEMORY.md", "The user likes green tea.\n"), ("b.md", "a\n")]  # fmt: skip
@@ -364,7 +388,10 @@ def test_renames_refused_or_over_another_and_attributes(file: Path, workspace: W
     store.create_directory("d")
     store.delete_directory("d", keep_dirs=["e"])
     assert store.load_directories() == ["e"]
-    again = store.replace_document(a.doc_id, memory.id, "MEMORY.md", None, FileAttrs())
+    again = store.replace_document(
+        Replacement(a.doc_id, memory.id, "MEMORY.md", None, FileAttrs()),
+        SaveOptions(index_now=False),
+    )
     assert again is not None and again.doc_id == memory.id
     assert rows(file, "SELECT path, content FROM memory_documents ORDER BY path") == [
         ("MEMORY.md", "a\n")]  # fmt: skip
@@ -391,8 +418,9 @@ def test_a_file_without_versions_keeps_a_conflict_copy(tmp_path: Path) -> None:
                 "strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?",
                 (str(memory.id),),
             )
-        saved = store.commit_document(memory.id, "MEMORY.md", "mine\n", FileAttrs(),
-                                      expected=memory.updated_at)  # fmt: skip
+        saved = store.commit_document(
+            memory.id, "MEMORY.md", "mine\n", FileAttrs(), SaveOptions(expected=memory.updated_at)
+        )
         assert saved.conflict is not None and saved.conflict.startswith("copy MEMORY.conflict-")
         found = dict(rows(db, "SELECT path, content FROM memory_documents"))
         assert found.pop("MEMORY.md") == "mine\n"

@@ -22,6 +22,7 @@ from memfs.db.interface import FileAttrs
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.libsql.rows import SqliteRows, open_file, own_file
 from memfs.db.reborn.store import RebornStore
+from memfs.db.records import Rename, Replacement, SaveOptions
 from memfs.errors import WriteRefused
 from tests.ironclaw_libsql import reborn_local_dev, search_scope
 
@@ -145,7 +146,7 @@ def test_ironclaws_full_text_triggers_follow_memfs_writes(store: RebornStore, db
             ))  # fmt: skip
 
     assert matches("tea") == ["MEMORY.md.chunks/0", "notes/a.md.chunks/0"]
-    moved = store.rename_document(store.id_of("notes/a.md"), "b.md", None, NO_ATTRS)
+    moved = store.rename_document(Rename(store.id_of("notes/a.md"), "b.md"), NO_ATTRS)
     assert moved is not None
     assert matches("tea") == ["MEMORY.md.chunks/0", "b.md.chunks/0"]
     assert store.delete_document(store.id_of("b.md"))
@@ -173,8 +174,10 @@ def test_a_file_renamed_over_another_keeps_both_histories(store: RebornStore, db
     store.commit_document(None, "a.md", "a2\n", NO_ATTRS)
     store.commit_document(None, "b.md", "b1\n", NO_ATTRS)
     store.commit_document(None, "b.md", "b2\n", NO_ATTRS)
-    result = store.replace_document(store.id_of("a.md"), store.id_of("b.md"), "b.md", None,
-                                    NO_ATTRS)  # fmt: skip
+    result = store.replace_document(
+        Replacement(store.id_of("a.md"), store.id_of("b.md"), "b.md", None, NO_ATTRS),
+        SaveOptions(index_now=False),
+    )
     assert result is not None
     found = rows(db)
     assert found["b.md"]["contents"] == b"a2\n"
@@ -194,8 +197,9 @@ def test_another_writers_change_is_kept_as_a_version(store: RebornStore, db: Pat
             "updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE path = ? AND version = 1",
             (b"agent\n", f"{S}/a.md"),
         )
-    result = store.commit_document(first.doc_id, "a.md", "mine, edited\n", NO_ATTRS,
-                                   first.updated_at)  # fmt: skip
+    result = store.commit_document(
+        first.doc_id, "a.md", "mine, edited\n", NO_ATTRS, SaveOptions(expected=first.updated_at)
+    )
     assert result.conflict == "version 1"
     assert result.replaced_hash is not None
     assert store.content_by_hash(first.doc_id, result.replaced_hash) == b"agent\n"
@@ -221,8 +225,9 @@ def test_contents_another_tool_wrote_as_text_read_and_are_saved_as_a_blob(
     assert kind == "text"
     content = store.read_content(first.doc_id)
     assert content is not None and content.data == b"mine\nagent\n"
-    store.commit_document(first.doc_id, "a.md", "mine\nagent\nmore\n", NO_ATTRS,
-                          content.version)  # fmt: skip
+    store.commit_document(
+        first.doc_id, "a.md", "mine\nagent\nmore\n", NO_ATTRS, SaveOptions(expected=content.version)
+    )
     assert rows(db)["a.md"]["contents"] == b"mine\nagent\nmore\n"  # a blob, checked there
 
 
@@ -264,7 +269,7 @@ def test_the_fingerprint_moves_with_every_change(store: RebornStore) -> None:
     created = store.fingerprint()
     store.commit_document(None, "a.md", "y\n", NO_ATTRS)
     updated = store.fingerprint()
-    store.rename_document(store.id_of("a.md"), "b.md", None, NO_ATTRS)
+    store.rename_document(Rename(store.id_of("a.md"), "b.md"), NO_ATTRS)
     moved = store.fingerprint()
     assert len({before, created, updated, moved}) == 4
 

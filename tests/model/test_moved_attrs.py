@@ -21,6 +21,7 @@ import pytest
 from memfs.config import Settings
 from memfs.db import open_database
 from memfs.db.interface import DocumentStore, FileAttrs
+from memfs.db.records import Rename
 from memfs.tree import to_ns
 from tests.engines import Engine
 from tests.model.conftest import filesystem_of
@@ -44,7 +45,7 @@ def test_a_rename_onto_a_path_whose_document_the_agent_deleted(
     engine.agent_deletes(sql_conn, "e/z.md")
     own = FileAttrs(0o640, 2_000_000_000)  # rsync's chmod and utime
     moving = store.commit_document(None, "x.md", "moved\n", own)
-    moved = store.rename_document(moving.doc_id, "e/z.md", None, own, (), "x.md")
+    moved = store.rename_document(Rename(moving.doc_id, "e/z.md", "x.md"), own, None)
     assert moved is not None
     rows = {row.path: row for row in store.load_documents()}
     assert set(rows) == {"e/z.md"}

@@ -23,6 +23,7 @@ from memfs.db.interface import FileAttrs
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.libsql.rows import SqliteRows, open_file
 from memfs.db.reborn.store import RebornStore
+from memfs.db.records import Rename, SaveOptions
 from tests.ironclaw_libsql import reborn_local_dev
 from tests.model.test_reborn_store import reborn_schema
 
@@ -47,7 +48,9 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RebornStor
 
 
 def test_a_listing_during_renames_names_the_document_by_its_one_id(store: RebornStore) -> None:
-    doc_id = store.commit_document(None, "a.md", "x\n", FileAttrs(), index_now=False).doc_id
+    doc_id = store.commit_document(
+        None, "a.md", "x\n", FileAttrs(), SaveOptions(index_now=False)
+    ).doc_id
     done = threading.Event()
     failures: list[BaseException] = []
 
@@ -55,7 +58,7 @@ def test_a_listing_during_renames_names_the_document_by_its_one_id(store: Reborn
         try:
             for turn in range(RENAMES):
                 old, new = ("a.md", "b.md") if turn % 2 == 0 else ("b.md", "a.md")
-                store.rename_document(doc_id, new, None, FileAttrs(), old_path=old)
+                store.rename_document(Rename(doc_id, new, old), FileAttrs())
         except BaseException as exc:  # reported by the main thread
             failures.append(exc)
         finally:

@@ -29,6 +29,7 @@ from memfs.db.interface import FileAttrs
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.search_store import RebornSearchStore
 from memfs.db.reborn.store import PATH_IDS, RebornStore, path_id
+from memfs.db.records import Rename, Replacement, SaveOptions
 from memfs.db.schema import MEMFS_SCHEMA_DDL
 from memfs.errors import WriteRefused
 from memfs.search.reborn import RebornSearch
@@ -125,7 +126,9 @@ def test_e1_to_e4_writes_leave_ironclaws_rows(
         "notes/a.md.chunks/0": chunk("hello", 0, "notes/a.md"),
     }
     doc_id = first.doc_id
-    store.commit_document(doc_id, "notes/a.md", "helloworld\n", NO_ATTRS, first.updated_at)  # E2
+    store.commit_document(
+        doc_id, "notes/a.md", "helloworld\n", NO_ATTRS, SaveOptions(expected=first.updated_at)
+    )  # E2
     after_e2 = rows(sql_conn)
     assert after_e2 == {
         "notes/a.md": document(b"helloworld\n", 2),
@@ -276,8 +279,9 @@ def test_another_writers_change_is_kept_as_a_version(
         "updated_at = now() WHERE path = %s AND version = 1",
         (A + "/doc.md",),
     )
-    result = store.commit_document(first.doc_id, "doc.md", "mine, later\n", NO_ATTRS,
-                                   first.updated_at)  # fmt: skip
+    result = store.commit_document(
+        first.doc_id, "doc.md", "mine, later\n", NO_ATTRS, SaveOptions(expected=first.updated_at)
+    )
     assert result.conflict == "version 1"
     left = rows(sql_conn)
     assert left["doc.md"] == document(b"mine, later\n", 3)
@@ -293,7 +297,7 @@ def test_delete_and_rename_carry_the_sidecars(
         "INSERT INTO root_filesystem_entries (path, contents, version) VALUES (%s, '{}', 1)",
         (A + "/a/x.md.meta",),
     )
-    moved = store.rename_document(first.doc_id, "b/y.md", None, NO_ATTRS)
+    moved = store.rename_document(Rename(first.doc_id, "b/y.md"), NO_ATTRS)
     assert moved is not None
     left = rows(sql_conn)
     assert sorted(left) == ["b/y.md", "b/y.md.chunks/0", "b/y.md.meta", "b/y.md.versions/1"]
@@ -356,10 +360,10 @@ def test_a_move_applies_the_destinations_indexing_rules(
     for name in ("p/1.md", "p/q/2.md"):
         store.commit_document(None, name, f"text of {name}", NO_ATTRS)
     assert _chunked(sql_conn) == ["notes/x.md", "p/1.md", "p/q/2.md"]
-    store.rename_document(x.doc_id, "private/x.md", None, NO_ATTRS)
+    store.rename_document(Rename(x.doc_id, "private/x.md"), NO_ATTRS)
     store.rename_directory("p", "private/p", None)
     assert _chunked(sql_conn) == []
-    store.rename_document(x.doc_id, "notes/x.md", None, NO_ATTRS)
+    store.rename_document(Rename(x.doc_id, "notes/x.md"), NO_ATTRS)
     store.rename_directory("private/p", "back/p", None)
     assert _chunked(sql_conn) == ["back/p/1.md", "back/p/q/2.md", "notes/x.md"]
     left = rows(sql_conn)
@@ -505,8 +509,12 @@ def test_a_rename_over_whose_source_changed_meanwhile_leaves_the_source_its_hist
         "updated_at = now() WHERE path = %s",
         (A + "/z.md",),
     )
-    store.replace_document(source.doc_id, target.doc_id, "x.md", "two\n", NO_ATTRS,
-                           source_at=seen.updated_at)  # fmt: skip
+    store.replace_document(
+        Replacement(
+            source.doc_id, target.doc_id, "x.md", "two\n", NO_ATTRS, source_at=seen.updated_at
+        ),
+        SaveOptions(index_now=False),
+    )
     left = rows(sql_conn)
     assert "z.md" in left, "the changed source stays"
     assert "z.md.versions/1" in left, "with its own versions"

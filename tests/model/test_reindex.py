@@ -12,6 +12,7 @@ import trio
 from memfs.chunker import chunk_document
 from memfs.db import Database, FileAttrs, Scope
 from memfs.db.calls import DatabaseCalls
+from memfs.db.records import SaveOptions
 from memfs.reindex import Reindexer
 from memfs.tree import ROOT_INODE
 from memfs.vfs import Filesystem
@@ -88,11 +89,15 @@ async def test_a_crashed_mounts_queue_is_finished_by_the_next(
 ) -> None:
     store = database.store(Scope("default"))
     # A mount committed content, then died before re-chunking.
-    first = store.commit_document(None, "x.md", "first text\n", FileAttrs(), index_now=False)
-    store.commit_document(first.doc_id, "x.md", LONG, FileAttrs(), index_now=False)
+    first = store.commit_document(
+        None, "x.md", "first text\n", FileAttrs(), SaveOptions(index_now=False)
+    )
+    store.commit_document(first.doc_id, "x.md", LONG, FileAttrs(), SaveOptions(index_now=False))
     assert chunks_of(sql_conn, "x.md") == [] and queued(sql_conn) == 1
     # An entry whose document IronClaw deleted meanwhile is dropped, not retried forever.
-    gone = store.commit_document(None, "gone.md", "bye\n", FileAttrs(), index_now=False)
+    gone = store.commit_document(
+        None, "gone.md", "bye\n", FileAttrs(), SaveOptions(index_now=False)
+    )
     sql_conn.execute("DELETE FROM memory_documents WHERE id = %s", (gone.doc_id,))
     reindexer = Reindexer(database.reindex_store(Scope("default")), DatabaseCalls(), lambda _: None)
     fs = Filesystem(store, uid=1000, gid=1000, reindexer=reindexer)
@@ -117,9 +122,11 @@ async def test_reindex_batch_honours_scope_and_skip_indexing(
         "UPDATE memory_documents SET metadata = '{\"skip_indexing\": true}' "
         "WHERE path = 'p/.config' AND user_id = 'alice'"
     )
-    mine.commit_document(None, "p/secret.md", "hidden words\n", FileAttrs(), index_now=False)
-    mine.commit_document(None, "open.md", "open words\n", FileAttrs(), index_now=False)
-    theirs.commit_document(None, "bob.md", "bob words\n", FileAttrs(), index_now=False)
+    mine.commit_document(
+        None, "p/secret.md", "hidden words\n", FileAttrs(), SaveOptions(index_now=False)
+    )
+    mine.commit_document(None, "open.md", "open words\n", FileAttrs(), SaveOptions(index_now=False))
+    theirs.commit_document(None, "bob.md", "bob words\n", FileAttrs(), SaveOptions(index_now=False))
     batch = database.reindex_store(Scope("alice")).reindex_queued()
     assert len(batch.done) == 2 and batch.waiting == 0
     assert chunks_of(sql_conn, "open.md", "alice") == ["open words\n"]
@@ -137,7 +144,9 @@ def test_reindex_never_waits_for_a_writer_nor_a_writer_for_it(
     """Chunks are written under a chunk lock of their own, not the document's row lock."""
     store = database.store(Scope("default"))
     indexer = database.reindex_store(Scope("default"))
-    result = store.commit_document(None, "held.md", "old\n", FileAttrs(), index_now=False)
+    result = store.commit_document(
+        None, "held.md", "old\n", FileAttrs(), SaveOptions(index_now=False)
+    )
     with psycopg.connect(database_url) as writer:
         writer.execute("SET lock_timeout = '1s'")
         writer.execute(  # a save in progress: row locked, content changed, not committed
@@ -148,7 +157,9 @@ def test_reindex_never_waits_for_a_writer_nor_a_writer_for_it(
         assert chunks_of(sql_conn, "held.md") == ["old\n"]  # the committed content's
         writer.rollback()
     # Another mount re-chunking the same document: this one leaves it and keeps the entry.
-    store.commit_document(result.doc_id, "held.md", "newer\n", FileAttrs(), index_now=False)
+    store.commit_document(
+        result.doc_id, "held.md", "newer\n", FileAttrs(), SaveOptions(index_now=False)
+    )
     with psycopg.connect(database_url) as other:
         other.execute(
             "SELECT pg_advisory_xact_lock(hashtextextended('memfs-chunks ' || %s::text, 0))",
@@ -165,7 +176,7 @@ def test_a_document_queued_again_while_being_chunked_stays_queued(
 ) -> None:
     store = database.store(Scope("default"))
     indexer = database.reindex_store(Scope("default"))
-    result = store.commit_document(None, "q.md", "one\n", FileAttrs(), index_now=False)
+    result = store.commit_document(None, "q.md", "one\n", FileAttrs(), SaveOptions(index_now=False))
     # A save that re-queues the document while its chunks are being written (a trigger on
     # the chunk insert stands in for the concurrent commit).
     sql_conn.execute(

@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from memfs.db import Database, FileAttrs, Scope
+from memfs.db.records import Rename
 
 pytestmark = pytest.mark.mount
 
@@ -34,6 +35,8 @@ def test_a_move_under_the_same_indexing_rules_keeps_the_chunks_and_queues_nothin
     assert len(moved) == 3
     doc = database.whole_documents(Scope("default")).find_document("archive/2026/p/0.md")
     assert doc is not None
-    store.rename_document(doc[0], "elsewhere/0.md", None, FileAttrs(), (), "archive/2026/p/0.md")
+    store.rename_document(
+        Rename(doc[0], "elsewhere/0.md", "archive/2026/p/0.md"), FileAttrs(), None
+    )
     assert sql_conn.execute("SELECT count(*) FROM memfs.reindex_queue").fetchone() == (0,)
     assert sorted(r[0] for r in sql_conn.execute("SELECT id FROM memory_chunks")) == chunk_ids

@@ -20,6 +20,7 @@ import pytest
 from memfs.config import Settings
 from memfs.db import open_database
 from memfs.db.interface import DocumentStore, FileAttrs
+from memfs.db.records import SaveOptions
 from tests.engines import Engine
 from tests.model.conftest import filesystem_of
 
@@ -45,7 +46,11 @@ def test_a_change_within_one_tick_is_merged_under_the_lock(
         return "ONE\ntwo\nthree\n"
 
     result = store.commit_document(
-        first.doc_id, "a.md", "one\ntwo\nthree\n", FileAttrs(), first.updated_at, merge=merge
+        first.doc_id,
+        "a.md",
+        "one\ntwo\nthree\n",
+        FileAttrs(),
+        SaveOptions(expected=first.updated_at, merge=merge),
     )
     assert given == [b"ONE\ntwo\n"]  # the row as it stood, read under the lock
     assert result.merged == "ONE\ntwo\nthree\n"
@@ -60,7 +65,11 @@ def test_a_change_within_one_tick_is_kept_when_not_merged(
     first = store.commit_document(None, "a.md", "one\ntwo\n", FileAttrs())
     engine.agent_rewrites_in_one_tick(sql_conn, "a.md", "ONE\ntwo\n")
     result = store.commit_document(
-        first.doc_id, "a.md", "one\nTWO\n", FileAttrs(), first.updated_at, merge=lambda _: None
+        first.doc_id,
+        "a.md",
+        "one\nTWO\n",
+        FileAttrs(),
+        SaveOptions(expected=first.updated_at, merge=lambda _: None),
     )
     assert result.merged is None
     assert result.conflict is not None  # told: the other writer's content is kept
@@ -77,7 +86,11 @@ def test_an_unchanged_row_never_calls_the_merge(
         raise AssertionError(f"no other writer, yet merged with {theirs!r}")
 
     result = store.commit_document(
-        first.doc_id, "a.md", "one\ntwo\n", FileAttrs(), first.updated_at, merge=merge
+        first.doc_id,
+        "a.md",
+        "one\ntwo\n",
+        FileAttrs(),
+        SaveOptions(expected=first.updated_at, merge=merge),
     )
     assert result.merged is None and result.conflict is None
     assert engine.contents(sql_conn)["a.md"] == "one\ntwo\n"

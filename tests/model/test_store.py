@@ -13,6 +13,7 @@ from memfs.chunker import chunk_document
 from memfs.config import Settings
 from memfs.db import Database, FileAttrs, MetaStore, PlannerStatistics, Scope, open_database
 from memfs.db.legacy.postgres.store import content_hash
+from memfs.db.records import Overwritten, Rename
 from tests.conftest import apply_ironclaw_migrations
 
 NO_ATTRS = FileAttrs()
@@ -163,7 +164,7 @@ def test_scopes_never_touch_other_users(
     mine = alice.commit_document(secret.doc_id, "secret.md", "alice", NO_ATTRS)
     assert mine.doc_id != secret.doc_id
     assert not alice.delete_document(secret.doc_id)
-    assert alice.rename_document(secret.doc_id, "stolen.md", None, NO_ATTRS) is None
+    assert alice.rename_document(Rename(secret.doc_id, "stolen.md"), NO_ATTRS) is None
     alice.rename_directory("", "x", None)  # a crafted empty prefix moves nothing of Bob's
     assert rows(sql_conn, "bob") == [("secret.md", "bob only")]
 
@@ -186,7 +187,9 @@ def test_rename_document_replaces_target(
 ) -> None:
     a = store.commit_document(None, "a.md", "A", NO_ATTRS)
     b = store.commit_document(None, "b.md", "B", NO_ATTRS)
-    store.rename_document(a.doc_id, "b.md", b.doc_id, FileAttrs(0o600, 123_000))
+    store.rename_document(
+        Rename(a.doc_id, "b.md"), FileAttrs(0o600, 123_000), Overwritten(b.doc_id)
+    )
     assert rows(sql_conn) == [("b.md", "A")]
     [doc] = store.load_documents()
     assert doc.id == a.doc_id and doc.attrs == FileAttrs(0o600, 123_000)

@@ -12,6 +12,7 @@ from psycopg.types.json import Jsonb
 
 from memfs.chunker import chunk_document
 from memfs.db import Database, FileAttrs, MetaStore, ReindexStore, Scope, WholeDocumentStore
+from memfs.db.records import SaveOptions
 from memfs.errors import WriteRefused
 
 NO_ATTRS = FileAttrs()
@@ -65,10 +66,10 @@ def test_unchanged_save_rebuilds_missing_chunks(
     insert(sql_conn, "sql.md", "inserted by SQL without chunks")
     row = WholeDocumentStore(store.pool, store.scope).find_document("sql.md")
     assert row is not None and chunk_count(sql_conn, "sql.md") == 0
-    result = store.commit_document(row[0], "sql.md", row[1], NO_ATTRS, row[2])
+    result = store.commit_document(row[0], "sql.md", row[1], NO_ATTRS, SaveOptions(expected=row[2]))
     assert not result.changed and chunk_count(sql_conn, "sql.md") == 1
     sql_conn.execute("UPDATE memory_chunks SET content = 'stale'")
-    store.commit_document(row[0], "sql.md", row[1], NO_ATTRS, index_now=False)
+    store.commit_document(row[0], "sql.md", row[1], NO_ATTRS, SaveOptions(index_now=False))
     assert sql_conn.execute("SELECT count(*) FROM memfs.reindex_queue").fetchone() == (1,)
     ReindexStore(store.pool, store.scope).reindex_queued()
     chunks = [r[0] for r in sql_conn.execute("SELECT content FROM memory_chunks")]
@@ -94,7 +95,7 @@ def test_engine_runtime_paths_are_never_chunked_or_versioned(
     )
     row = WholeDocumentStore(store.pool, store.scope).find_document(path)
     assert row is not None
-    store.commit_document(row[0], path, "new state", NO_ATTRS, row[2])
+    store.commit_document(row[0], path, "new state", NO_ATTRS, SaveOptions(expected=row[2]))
     store.commit_document(row[0], path, "newer state", NO_ATTRS)
     assert chunk_count(sql_conn, path) == 0 and version_count(sql_conn, path) == 0
 
@@ -116,10 +117,10 @@ def test_schema_in_metadata_refuses_invalid_json(
     assert row is not None
     for bad in ("42", "not json at all"):
         with pytest.raises(WriteRefused) as caught:
-            store.commit_document(row[0], path, bad, NO_ATTRS, row[2])
+            store.commit_document(row[0], path, bad, NO_ATTRS, SaveOptions(expected=row[2]))
         assert caught.value.errno == errno.EINVAL and path in caught.value.reason
     assert WholeDocumentStore(store.pool, store.scope).find_document(path)[1] == '"openai"'  # type: ignore[index]
-    store.commit_document(row[0], path, '"anthropic"', NO_ATTRS, row[2])
+    store.commit_document(row[0], path, '"anthropic"', NO_ATTRS, SaveOptions(expected=row[2]))
     assert WholeDocumentStore(store.pool, store.scope).find_document(path)[1] == '"anthropic"'  # type: ignore[index]
 
 

@@ -54,8 +54,11 @@ from memfs.db.interface import (
     ExportRow,
     FileAttrs,
     ImportOutcome,
-    MergeWith,
+    Overwritten,
     PastVersion,
+    Rename,
+    Replacement,
+    SaveOptions,
     StoredDocument,
     attrs_of,
 )
@@ -64,6 +67,7 @@ from memfs.db.reborn import layout
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.postgres.rows import PostgresRows
 from memfs.db.reborn.rows import Answer, Family, KeepAs, RebornRows, Record
+from memfs.db.records import PLAIN_SAVE, Write
 from memfs.errors import WriteRefused
 from memfs.ironclaw.reborn_save import StoredEntry, plan_save
 from memfs.ironclaw.write_rules import (
@@ -445,19 +449,16 @@ class RebornStore(DeferringStore):
         path: str,
         content: str,
         attrs: FileAttrs,
-        expected: datetime | None = None,
-        *,
-        index_now: bool = True,
-        unconfigured: bool = False,
-        merge: MergeWith | None = None,
+        how: SaveOptions = PLAIN_SAVE,
     ) -> CommitResult:
-        """IronClaw's overwrite of ``path`` (reborn.md §4.2); a row changed since ``expected`` keeps
-        the other writer's content as a version before this content replaces it, or with
-        ``merge`` is merged with it under the row lock (``CommitResult.merged``)."""
-        data = content.encode("utf-8")
+        """IronClaw's overwrite of ``path`` (reborn.md §4.2); a row changed since
+        ``how.expected`` keeps the other writer's content as a version before this content
+        replaces it, or with ``how.merge`` is merged with it under the row lock
+        (``CommitResult.merged``)."""
+        write = Write(doc_id, path, content)
         try:
             with self._transaction() as conn:
-                finish = self._write_entry(conn, path, data, attrs, expected, merge=merge)
+                finish = self._write_entry(conn, write, attrs, how)
         except self.rows.error as exc:
             if not self.rows.is_unique_violation(exc):
                 raise
@@ -467,7 +468,7 @@ class RebornStore(DeferringStore):
             log.info("%r was created by another writer while this save was on its way; "
                      "saving over it, their content kept", path)  # fmt: skip
             with self._transaction() as conn:
-                finish = self._write_entry(conn, path, data, attrs, expected, merge=merge)
+                finish = self._write_entry(conn, write, attrs, how)
         result = finish()
         self._moved_to(result.doc_id, path)
         return result
@@ -475,7 +476,7 @@ class RebornStore(DeferringStore):
     def _send_save(
         self, conn: Any, doc_id: UUID | None, path: str, content: str, attrs: FileAttrs
     ) -> Callable[[], CommitResult]:
-        return self._write_entry(conn, path, content.encode("utf-8"), attrs, None)
+        return self._write_entry(conn, Write(doc_id, path, content), attrs, PLAIN_SAVE)
 
     def _saved(self, result: CommitResult, path: str, content: str) -> None:
         self._moved_to(result.doc_id, path)
@@ -483,19 +484,18 @@ class RebornStore(DeferringStore):
     def _write_entry(
         self,
         conn: Any,
-        relative: str,
-        data: bytes,
+        write: Write,
         attrs: FileAttrs,
-        expected: datetime | None,
+        how: SaveOptions,
         *,
         version_unchanged: bool = False,
-        merge: MergeWith | None = None,
     ) -> Callable[[], CommitResult]:
         """Send one document's save (its reads are answered here, its writes are not):
         the answer is read, once the transaction is committed, by calling the result.
         ``version_unchanged``: the content it replaces is kept as a version even if it is
         the same (a rename over the document: its history up to then stays its own
         before the source's versions are carried after it)."""
+        relative, data, expected = write.path, write.content.encode("utf-8"), how.expected
         self._refuse_path(relative)
         full = self.scope.row(relative)
         # The reads go together (one round trip, with BEGIN): the row, locked; what its
@@ -503,13 +503,13 @@ class RebornStore(DeferringStore):
         lock, place = self.rows.lock_row(conn, full), self._place_query(conn, relative)
         meta = self._metadata_from(self._metadata_query(conn, relative), relative)
         current = self._locked_row(lock, full)
-        text = data.decode("utf-8")
+        text = write.content
         self._refuse_content(relative, text, meta)
         # The writes go together with the COMMIT; their answers are read after it.
         merged: str | None = None
         stored = None if current is None else StoredEntry(current.contents, current.updated_at)
         if current is not None:
-            merged = self._merged(relative, current, data, expected, merge, meta)
+            merged = self._merged(relative, current, data, how, meta)
         plan = plan_save(
             stored, data, expected, keeps_versions=meta.versioned,
             merged=None if merged is None else merged.encode("utf-8"),
@@ -556,13 +556,13 @@ class RebornStore(DeferringStore):
         return finish
 
     def _merged(
-        self, relative: str, current: _Row, data: bytes, expected: datetime | None,
-        merge: MergeWith | None, meta: DocumentMetadata,
-    ) -> str | None:  # fmt: skip
-        """A save (``data``) merged with another writer's content (``merge``), under the
-        row lock, where the row changed since ``expected``; None if it did not, there is
-        no merge, or IronClaw's rules refuse the merged text (logged): the save's own
-        content is written, the other kept as a version."""
+        self, relative: str, current: _Row, data: bytes, how: SaveOptions, meta: DocumentMetadata
+    ) -> str | None:
+        """A save (``data``) merged with another writer's content (``how.merge``), under
+        the row lock, where the row changed since ``how.expected``; None if it did not,
+        there is no merge, or IronClaw's rules refuse the merged text (logged): the save's
+        own content is written, the other kept as a version."""
+        merge, expected = how.merge, how.expected
         if merge is None or expected in (None, current.updated_at) or current.contents == data:
             return None
         text = merge(current.contents)
@@ -939,15 +939,12 @@ class RebornStore(DeferringStore):
 
     def rename_document(
         self,
-        doc_id: UUID,
-        new_path: str,
-        replaced: UUID | None,
+        rename: Rename,
         attrs: FileAttrs,
+        replaced: Overwritten | None = None,
         keep_dirs: Sequence[str] = (),
-        old_path: str | None = None,
-        *,
-        replaced_seen: datetime | None = None,
     ) -> Moved | None:
+        doc_id, new_path = rename.doc_id, rename.new_path
         self._refuse_path(new_path)
         relative = self.path_of(doc_id)
         if relative is None:
@@ -955,7 +952,7 @@ class RebornStore(DeferringStore):
         replaced_gone: Callable[[], bool | None] = lambda: None  # noqa: E731
         with self._transaction() as conn:
             if replaced is not None:
-                replaced_gone = self._delete(conn, replaced, replaced_seen)
+                replaced_gone = self._delete(conn, replaced.doc_id, replaced.seen)
             target = self.scope.row(new_path)
             taken = self.rows.taken(conn, target)
             before = self._locked_times(conn, [relative])
@@ -1164,23 +1161,12 @@ class RebornStore(DeferringStore):
                 self._moved_in_transaction(doc_id, new_rel)
         return moved
 
-    def replace_document(
-        self,
-        source_id: UUID,
-        target_id: UUID,
-        path: str,
-        content: str | None,
-        attrs: FileAttrs,
-        keep_dirs: Sequence[str] = (),
-        *,
-        index_now: bool = False,
-        expected: datetime | None = None,
-        source_at: datetime | None = None,
-        merge: MergeWith | None = None,
-    ) -> CommitResult | None:
+    def replace_document(self, replacement: Replacement, how: SaveOptions) -> CommitResult | None:
         """A document renamed over another: the target takes the source's content as an
         overwrite (its versions keep the replaced content), then the source goes; a
-        target changed since ``expected`` is merged with it by ``merge``."""
+        target changed since ``how.expected`` is merged with it by ``how.merge``."""
+        source_id, path, source_at = replacement.source_id, replacement.path, replacement.source_at
+        content = replacement.content
         source = self.path_of(source_id)
         if source is None:
             return None
@@ -1191,9 +1177,9 @@ class RebornStore(DeferringStore):
                 if data is None:
                     return None
                 content = data.decode("utf-8")
-            finish = self._write_entry(conn, path, content.encode("utf-8"), attrs, expected,
-                                       version_unchanged=source != path,
-                                       merge=merge)  # fmt: skip
+            finish = self._write_entry(conn, Write(replacement.target_id, path, content),
+                                       replacement.attrs, how,
+                                       version_unchanged=source != path)  # fmt: skip
             source_gone: Callable[[], bool | None] = lambda: None  # noqa: E731
             if source != path:  # (never the row just written, whatever the ids say)
                 # Kept with its own versions before they go to the target.
@@ -1201,7 +1187,7 @@ class RebornStore(DeferringStore):
                                       KeepAs(self.scope.prefix, source))  # fmt: skip
                 self._carry_entry_versions(conn, source, path, source_at)
                 source_gone = self._delete(conn, source_id, source_at, keep=False)
-            self._keep_directories(conn, keep_dirs)
+            self._keep_directories(conn, replacement.keep_dirs)
         if source_gone() is False:  # another writer changed it after the mount read it
             self.deferred.sent(ChangeBatch(), BatchOutcome(skipped=[(
                 Delete(source_id, source_at, source),

@@ -49,7 +49,16 @@ from memfs.db.deferred import (
     MoveDir,
     PartsLog,
 )
-from memfs.db.interface import CommitResult, DocRow, FileAttrs, MergeWith, attrs_of
+from memfs.db.interface import (
+    CommitResult,
+    DocRow,
+    FileAttrs,
+    Overwritten,
+    Rename,
+    Replacement,
+    SaveOptions,
+    attrs_of,
+)
 from memfs.db.kept_store import legacy_workspace
 from memfs.db.legacy.libsql.stores import LegacyLibsqlStore, json_object, legacy_token
 from memfs.db.legacy.rename_over import LegacyRenameOver, Source
@@ -57,6 +66,7 @@ from memfs.db.libsql.connection import MOVE_LIMIT, LibsqlFile
 from memfs.db.libsql.kept import DeletedFile
 from memfs.db.libsql.row_times import NOW, parse_time
 from memfs.db.limits import legacy_max_path
+from memfs.db.records import PLAIN_SAVE, Write
 from memfs.db.scoped import Scope, folder_config_paths
 from memfs.errors import WriteRefused
 from memfs.ironclaw.hashing import content_hash
@@ -260,18 +270,14 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore, LegacyRenameOver):
         path: str,
         content: str,
         attrs: FileAttrs,
-        expected: datetime | None = None,
-        *,
-        index_now: bool = True,
-        unconfigured: bool = False,
-        merge: MergeWith | None = None,
+        how: SaveOptions = PLAIN_SAVE,
     ) -> CommitResult:
         """IronClaw v1.0's write of ``path``, re-chunked in the same transaction; a row
-        changed since ``expected`` keeps the other writer's content first (a version, or
-        a conflict copy on a file without versions), or with ``merge`` is merged with the
-        save inside the transaction (``plan_merged``)."""
+        changed since ``how.expected`` keeps the other writer's content first (a version,
+        or a conflict copy on a file without versions), or with ``how.merge`` is merged
+        with the save inside the transaction (``plan_merged``)."""
         with self._transaction() as conn:
-            result = self._commit(conn, doc_id, path, content, attrs, expected, merge)
+            result = self._commit(conn, Write(doc_id, path, content), attrs, how)
         written = result.merged if result.merged is not None else content
         self._remember(result.doc_id, result.updated_at, content_hash(written))
         return result
@@ -279,24 +285,18 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore, LegacyRenameOver):
     def _send_save(
         self, conn: Any, doc_id: UUID | None, path: str, content: str, attrs: FileAttrs
     ) -> Callable[[], CommitResult]:
-        result = self._commit(conn, doc_id, path, content, attrs, None)
+        result = self._commit(conn, Write(doc_id, path, content), attrs)
         return lambda: result
 
     def _saved(self, result: CommitResult, path: str, content: str) -> None:
         self._remember(result.doc_id, result.updated_at, content_hash(content))
 
     def _commit(
-        self,
-        conn: Any,
-        doc_id: UUID | None,
-        path: str,
-        content: str,
-        attrs: FileAttrs,
-        expected: datetime | None,
-        merge: MergeWith | None = None,
+        self, conn: Any, write: Write, attrs: FileAttrs, how: SaveOptions = PLAIN_SAVE
     ) -> CommitResult:
         """One document's save in the caller's transaction (``plan_save`` decides)."""
-        new_hash = content_hash(content)
+        doc_id, path, content, new_hash = write.doc_id, write.path, write.content, write.new_hash
+        expected, merge = how.expected, how.merge
         row = self._row(conn, "id = ?", str(doc_id)) if doc_id is not None else None
         if row is None:
             row = self._row(conn, "path = ?", path)
@@ -357,7 +357,7 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore, LegacyRenameOver):
             ).fetchone()
             return f"version {number[0] if number else '?'}"
         copy = conflict_copy(row.path, datetime.now(UTC))
-        self._commit(conn, None, copy, row.content, FileAttrs(), None)
+        self._commit(conn, Write(None, copy, row.content), FileAttrs())
         return f"copy {copy}"
 
     def _save_version(
@@ -528,20 +528,18 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore, LegacyRenameOver):
 
     def rename_document(
         self,
-        doc_id: UUID,
-        new_path: str,
-        replaced: UUID | None,
+        rename: Rename,
         attrs: FileAttrs,
+        replaced: Overwritten | None = None,
         keep_dirs: Sequence[str] = (),
-        old_path: str | None = None,
-        *,
-        replaced_seen: datetime | None = None,
     ) -> Moved | None:
-        """Move a document to ``new_path`` (removing ``replaced`` first, only at
-        ``replaced_seen``); refused (EEXIST) when a row the mount did not show is there."""
+        """Move a document to ``rename.new_path`` (removing ``replaced`` first, only at the
+        version the mount showed); refused (EEXIST) when a row the mount did not show is
+        there."""
+        doc_id, new_path, old_path = rename.doc_id, rename.new_path, rename.old_path
         with self._transaction() as conn:
             if replaced is not None:
-                self._delete_rows(conn, [Delete(replaced, replaced_seen)])
+                self._delete_rows(conn, [Delete(replaced.doc_id, replaced.seen)])
             taken = conn.execute(
                 f"SELECT 1 FROM memory_documents WHERE {_Q} AND path = ? AND id <> ? LIMIT 1",
                 (*self._scope_params, new_path, str(doc_id)),
@@ -583,23 +581,12 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore, LegacyRenameOver):
                 [(self.workspace, old, new) for old, new in moves],
             )
 
-    def replace_document(
-        self,
-        source_id: UUID,
-        target_id: UUID,
-        path: str,
-        content: str | None,
-        attrs: FileAttrs,
-        keep_dirs: Sequence[str] = (),
-        *,
-        index_now: bool = False,
-        expected: datetime | None = None,
-        source_at: datetime | None = None,
-        merge: MergeWith | None = None,
-    ) -> CommitResult | None:
-        """A document renamed over another: IronClaw's write of ``path``, then IronClaw's
+    def replace_document(self, replacement: Replacement, how: SaveOptions) -> CommitResult | None:
+        """A document renamed over another: IronClaw's write of the path, then IronClaw's
         delete of the source, with memfs's history rules between (``LegacyRenameOver``).
         None if the source is gone."""
+        source_id, target_id, path = replacement.source_id, replacement.target_id, replacement.path
+        content, source_at = replacement.content, replacement.source_at
         with self._transaction() as conn:
             if content is None:
                 source = self._row(conn, "id = ?", str(source_id))
@@ -609,9 +596,9 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore, LegacyRenameOver):
             text = content
             result = self._rename_over(
                 conn, Source(source_id, source_at), target_id, text,
-                lambda: self._commit(conn, target_id, path, text, attrs, expected, merge),
+                lambda: self._commit(conn, Write(target_id, path, text), replacement.attrs, how),
             )  # fmt: skip
-            self._keep_directories(conn, keep_dirs)
+            self._keep_directories(conn, replacement.keep_dirs)
         self._remember(result.doc_id, result.updated_at, content_hash(result.merged or text))
         return result
 

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 import psycopg
@@ -36,7 +36,10 @@ from memfs.db.interface import (
     DocRow,
     ExportRow,
     FileAttrs,
-    MergeWith,
+    Overwritten,
+    Rename,
+    Replacement,
+    SaveOptions,
     StoredDocument,
     attrs_of,
 )
@@ -46,6 +49,7 @@ from memfs.db.legacy.postgres.reindex_store import ReindexStore
 from memfs.db.legacy.postgres.whole_documents import WholeDocumentStore
 from memfs.db.legacy.rename_over import LegacyRenameOver, Source
 from memfs.db.limits import legacy_max_path
+from memfs.db.records import PLAIN_SAVE, Write
 from memfs.db.schema import SchemaInfo
 from memfs.db.scoped import (
     ATTRS_JOIN,
@@ -71,6 +75,22 @@ from memfs.ironclaw.write_rules import (
 from memfs.paths import conflict_copy, escape_like
 
 log = logging.getLogger(__name__)
+
+
+class _Decided(NamedTuple):
+    """``plan_save``'s decision on the row (or the new document's folder) as known."""
+
+    known: KnownRow | None
+    folder: KnownFolder | None
+    plan: SavePlan
+
+
+class _Other(NamedTuple):
+    """Another writer's change to a row a save is about to overwrite, to keep first."""
+
+    doc_id: UUID
+    path: str
+    stored_hash: str
 
 
 @dataclass
@@ -411,11 +431,7 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         path: str,
         content: str,
         attrs: FileAttrs,
-        expected: datetime | None = None,
-        *,
-        index_now: bool = True,
-        unconfigured: bool = False,
-        merge: MergeWith | None = None,
+        how: SaveOptions = PLAIN_SAVE,
     ) -> CommitResult:
         """Write a document through, IronClaw-style, in one transaction.
 
@@ -444,22 +460,17 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         (a guess the server checks, as every known fact), so a new document's first save
         in a folder is one round trip too.
         """
-        new_hash = content_hash(content)
-        if not index_now and self.fast_saves:
-            fast = self._commit_in_one_round_trip(
-                doc_id, path, content, new_hash, attrs, expected, unconfigured=unconfigured
-            )
+        write = Write(doc_id, path, content)
+        if not how.index_now and self.fast_saves:
+            fast = self._commit_in_one_round_trip(write, attrs, how)
             if fast is not None:
                 return fast
-        chunks = chunk_document(content, self.chunk_config) if index_now else None
+        chunks = chunk_document(content, self.chunk_config) if how.index_now else None
         with self._transaction() as conn:
             self._tag(conn)
-            pending = self._commit(
-                conn, doc_id, path, content, attrs, chunks, expected, new_hash=new_hash,
-                merge=merge,
-            )  # fmt: skip
+            pending = self._commit(conn, write, attrs, chunks, how)
         result = pending.result()
-        stored = content_hash(pending.merged) if pending.merged is not None else new_hash
+        stored = content_hash(pending.merged) if pending.merged is not None else write.new_hash
         self._learn(result, path, stored, pending)
         return result
 
@@ -476,15 +487,10 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
 
     def _commit_in_one_round_trip(
         self,
-        doc_id: UUID | None,
-        path: str,
-        content: str,
-        new_hash: str,
+        write: Write,
         attrs: FileAttrs,
-        expected: datetime | None,
+        how: SaveOptions,
         replacing: tuple[UUID, datetime, Sequence[str]] | None = None,
-        *,
-        unconfigured: bool = False,
     ) -> CommitResult | None:
         """The save in one round trip, when this store knows the row (or, for a new
         document, its folder) as the database has it; None if it does not, or if the
@@ -498,24 +504,21 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         the row's path, version, content hash and metadata and its folder's ``.config``
         are exactly what the decisions were made on.
         """
-        decided = self._decide_on_known(doc_id, path, content, new_hash, expected, unconfigured)
+        decided = self._decide_on_known(write, how)
         if decided is None:
             return None
-        known, folder, plan = decided
-        pending = _PendingCommit(created=known is None)
+        doc_id = write.doc_id
+        pending = _PendingCommit(created=decided.known is None)
         try:
             with self._transaction() as conn:
                 self._tag(conn)
                 if replacing is not None:
-                    assert known is not None and doc_id is not None
-                    self._send_replacing(conn, pending, doc_id, path, content, known, plan,
-                                         replacing)  # fmt: skip
-                elif known is not None:
-                    assert doc_id is not None
-                    self._send_known_update(conn, pending, doc_id, path, content, known, plan)
+                    self._send_replacing(conn, pending, write, decided, replacing)
+                elif decided.known is not None:
+                    self._send_known_update(conn, pending, write, decided)
                 else:
-                    assert folder is not None
-                    self._send_known_insert(conn, pending, path, content, folder)
+                    assert decided.folder is not None
+                    self._send_known_insert(conn, pending, write, decided.folder)
                 conn.execute(
                     f"INSERT INTO memfs.reindex_queue (document_id) VALUES (%s) {REQUEUE}",
                     (pending.doc_id,),
@@ -533,21 +536,15 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
                 return None
             raise
         result = pending.result()
-        self._learn(result, path, new_hash, pending)
+        self._learn(result, write.path, write.new_hash, pending)
         return result
 
-    def _decide_on_known(
-        self,
-        doc_id: UUID | None,
-        path: str,
-        content: str,
-        new_hash: str,
-        expected: datetime | None,
-        unconfigured: bool,
-    ) -> tuple[KnownRow | None, KnownFolder | None, SavePlan] | None:
+    def _decide_on_known(self, write: Write, how: SaveOptions) -> _Decided | None:
         """``plan_save``'s decision on the row (or, for a new document, the folder) as this
         store knows it; None where the careful save must decide (nothing known, a row
-        changed since ``expected``, unchanged content, a refusal, an engine path)."""
+        changed since ``how.expected``, unchanged content, a refusal, an engine path)."""
+        doc_id, path, content, new_hash = write.doc_id, write.path, write.content, write.new_hash
+        expected, unconfigured = how.expected, how.unconfigured
         if is_engine_runtime_path(path):
             return None
         configs = folder_config_paths(path)
@@ -577,19 +574,15 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         # Sent on what is known: a changed content over an unchanged row (the guard fails
         # the transaction otherwise), so never another writer's content to keep first.
         assert plan.write and not plan.keep_other
-        return known, folder, plan
+        return _Decided(known, folder, plan)
 
     def _send_known_update(
-        self,
-        conn: Conn,
-        pending: _PendingCommit,
-        doc_id: UUID,
-        path: str,
-        content: str,
-        known: KnownRow,
-        plan: SavePlan,
+        self, conn: Conn, pending: _PendingCommit, write: Write, decided: _Decided
     ) -> None:
         """The update of a known row, behind the guard that it is still as known."""
+        known, plan = decided.known, decided.plan
+        doc_id, path, content = write.doc_id, write.path, write.content
+        assert known is not None and doc_id is not None
         pending.doc_id = doc_id
         pending.own, pending.own_md5 = known.own, known.own_md5
         pending.folder, pending.folder_md5 = known.folder, known.folder_md5
@@ -606,10 +599,11 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         )
 
     def _send_known_insert(
-        self, conn: Conn, pending: _PendingCommit, path: str, content: str, folder: KnownFolder
+        self, conn: Conn, pending: _PendingCommit, write: Write, folder: KnownFolder
     ) -> None:
         """The insert of a new document, behind the guard that its path is free and its
         folder's ``.config`` is as known."""
+        path, content = write.path, write.content
         pending.folder, pending.folder_md5 = folder.metadata, folder.md5
         self._lock_path(conn, path)
         conn.execute(
@@ -640,11 +634,8 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         self,
         conn: Conn,
         pending: _PendingCommit,
-        target_id: UUID,
-        path: str,
-        content: str,
-        known: KnownRow,
-        plan: SavePlan,
+        write: Write,
+        decided: _Decided,
         replacing: tuple[UUID, datetime, Sequence[str]],
     ) -> None:
         """``replace_document``'s steps (``LegacyRenameOver``) with the target's write
@@ -660,11 +651,12 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
             prepare=True,
         )
 
-        def write() -> _PendingCommit:
-            self._send_known_update(conn, pending, target_id, path, content, known, plan)
+        def update() -> _PendingCommit:
+            self._send_known_update(conn, pending, write, decided)
             return pending
 
-        self._rename_over(conn, Source(source_id, None), target_id, content, write)
+        assert write.doc_id is not None
+        self._rename_over(conn, Source(source_id, None), write.doc_id, write.content, update)
         self._keep_directories(conn, keep_dirs)
 
     def _expect_row(
@@ -688,30 +680,25 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         self, conn: Conn, doc_id: UUID | None, path: str, content: str, attrs: FileAttrs
     ) -> Callable[[], CommitResult]:
         chunks = chunk_document(content, self.chunk_config)
-        return self._commit(conn, doc_id, path, content, attrs, chunks).result
+        return self._commit(conn, Write(doc_id, path, content), attrs, chunks).result
 
     def _commit(
         self,
         conn: Conn,
-        doc_id: UUID | None,
-        path: str,
-        content: str,
+        write: Write,
         attrs: FileAttrs,
         chunks: list[str] | None,
-        expected: datetime | None = None,
-        *,
-        new_hash: str | None = None,
-        merge: MergeWith | None = None,
+        how: SaveOptions = PLAIN_SAVE,
     ) -> _PendingCommit:
         """Queue one document's statements; the caller's transaction end resolves them.
-        ``new_hash`` is ``content_hash(content)`` if the caller has it already.
 
         IronClaw's write (``memfs.ironclaw.legacy_save``): the row is locked and read,
         ``plan_save`` decides, and its plan is sent; an unchanged save changes no row but
         is re-indexed (chunks missing or stale are rebuilt).  A refused write raises
         ``WriteRefused`` and the transaction rolls back.
         """
-        new_hash = new_hash or content_hash(content)
+        doc_id, path, content, new_hash = write.doc_id, write.path, write.content, write.new_hash
+        expected, merge = how.expected, how.merge
         conflict = None
         pending, stored = self._read_for_save(conn, doc_id, path)
         stored = self._unseen(pending.doc_id, stored, expected)
@@ -726,7 +713,7 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         if plan.keep_other:
             assert stored is not None
             conflict = self._keep_concurrent_change(
-                conn, pending.doc_id, path, stored.stored_hash, plan.meta,
+                conn, _Other(pending.doc_id, path, stored.stored_hash), plan.meta,
                 index_now=chunks is not None,
             )  # fmt: skip
         if plan.version:
@@ -812,16 +799,10 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         return pending, StoredRow(stored_hash, stored_empty, own, folder, pending.updated_at)
 
     def _keep_concurrent_change(
-        self,
-        conn: Conn,
-        doc_id: UUID,
-        path: str,
-        newer_hash: str,
-        meta: DocumentMetadata,
-        *,
-        index_now: bool,
+        self, conn: Conn, other: _Other, meta: DocumentMetadata, *, index_now: bool
     ) -> str:
         """Someone else changed the row since we read it: keep their content too."""
+        doc_id, path, newer_hash = other
         if self.schema.has_versions:
             self._maybe_save_version(conn, doc_id, newer_hash, meta, force=True)
             row = conn.execute(
@@ -832,7 +813,7 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         copy = conflict_copy(path, datetime.now(UTC))
         newer = self._stored_content(conn, doc_id)
         chunks = chunk_document(newer, self.chunk_config) if index_now else None
-        self._commit(conn, None, copy, newer, FileAttrs(), chunks).result()
+        self._commit(conn, Write(None, copy, newer), FileAttrs(), chunks).result()
         return f"copy {copy}"
 
     def _lock_document(self, conn: Conn, where: str, **params: Any) -> tuple[Any, ...] | None:
@@ -968,25 +949,22 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
 
     def rename_document(
         self,
-        doc_id: UUID,
-        new_path: str,
-        replaced: UUID | None,
+        rename: Rename,
         attrs: FileAttrs,
+        replaced: Overwritten | None = None,
         keep_dirs: Sequence[str] = (),
-        old_path: str | None = None,
-        *,
-        replaced_seen: datetime | None = None,
     ) -> Moved | None:
-        """Move a document to ``new_path`` (deleting ``replaced`` first, only at
-        ``replaced_seen``); its versions before and after, or None if it is gone.
+        """Move a document to ``rename.new_path`` (deleting ``replaced`` first, only at the
+        version the mount showed); its versions before and after, or None if it is gone.
 
-        It is queued for re-chunking unless ``old_path`` is given and the indexing rules of
-        both places are the same (the chunks then stay right)."""
+        It is queued for re-chunking unless ``rename.old_path`` is given and the indexing
+        rules of both places are the same (the chunks then stay right)."""
+        doc_id, new_path, old_path = rename.doc_id, rename.new_path, rename.old_path
         try:
             with self._transaction() as conn:
                 self._tag(conn)
                 if replaced is not None:  # only as the mount showed it (else EEXIST below)
-                    self._delete_rows(conn, [Delete(replaced, replaced_seen)])
+                    self._delete_rows(conn, [Delete(replaced.doc_id, replaced.seen)])
                 # Another row may sit at the target path without this mount showing it (another
                 # writer just made it): never two rows at one path, and never delete a row the
                 # mount did not show.  The rename is refused (EEXIST); the feed shows the row.
@@ -1050,36 +1028,26 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
             (list(doc_ids),),
         )
 
-    def replace_document(
-        self,
-        source_id: UUID,
-        target_id: UUID,
-        path: str,
-        content: str | None,
-        attrs: FileAttrs,
-        keep_dirs: Sequence[str] = (),
-        *,
-        index_now: bool = False,
-        expected: datetime | None = None,
-        source_at: datetime | None = None,
-        merge: MergeWith | None = None,
-    ) -> CommitResult | None:
-        """A document renamed over another: IronClaw's write of ``path`` (the row
+    def replace_document(self, replacement: Replacement, how: SaveOptions) -> CommitResult | None:
+        """A document renamed over another: IronClaw's write of the path (the row
         ``target_id``), then IronClaw's delete of the source, with memfs's history rules
         between (``LegacyRenameOver``), in one transaction.  ``content`` None means the
-        source's stored content.  None if the source row is gone.  ``expected``
+        source's stored content.  None if the source row is gone.  ``how.expected``
         is the target version the caller last saw (a newer one is kept, as ``commit``).
 
         One round trip when the content is given, ``source_at`` (the source's version it
         came from) still holds and the target is known as ``commit_document``'s fast save
         needs; otherwise two or three.
         """
-        if content is not None and source_at is not None and not index_now and self.fast_saves:
+        source_id, target_id, path = replacement.source_id, replacement.target_id, replacement.path
+        content, attrs, source_at = replacement.content, replacement.attrs, replacement.source_at
+        keep_dirs = replacement.keep_dirs
+        fits_one = source_at is not None and not how.index_now and self.fast_saves
+        if content is not None and source_at is not None and fits_one:
             self.known.forget(source_id)
             fast = self._commit_in_one_round_trip(
-                target_id, path, content, content_hash(content), attrs, expected,
-                (source_id, source_at, keep_dirs),
-            )  # fmt: skip
+                Write(target_id, path, content), attrs, how, (source_id, source_at, keep_dirs)
+            )
             if fast is not None:
                 return fast
         with self._transaction() as conn:
@@ -1094,11 +1062,10 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
                     return None
                 content = str(row[0])
             text = content
-            chunks = chunk_document(text, self.chunk_config) if index_now else None
+            chunks = chunk_document(text, self.chunk_config) if how.index_now else None
             pending = self._rename_over(
                 conn, Source(source_id, source_at), target_id, text,
-                lambda: self._commit(conn, target_id, path, text, attrs, chunks, expected,
-                                     merge=merge),
+                lambda: self._commit(conn, Write(target_id, path, text), attrs, chunks, how),
             )  # fmt: skip
             self._keep_directories(conn, keep_dirs)
         result = pending.result()
