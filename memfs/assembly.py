@@ -20,6 +20,7 @@ from memfs.buffers import ScratchSpill
 from memfs.config import Settings, redacted
 from memfs.db import Database, DocumentStore
 from memfs.db.calls import DatabaseCalls
+from memfs.db.workspace import Workspace
 from memfs.embeddings import Embedder, EmbeddingSettings
 from memfs.embeddings.worker import EmbeddingWorker
 from memfs.kernel import KernelNotifier
@@ -69,80 +70,66 @@ class MountParts:
     embeddings: EmbeddingWorker | None
     #: What ``.status`` and ``memfs status MNT`` report.
     status: MountStatus
+    #: Whether the workspace writes (False: read-only, by choice or by the database).
+    writes: bool
+
+
+@dataclass(frozen=True)
+class Opened:
+    """An open database with the settings IronClaw keeps in it for this user: what a
+    workspace is assembled from (``memfs.serving.open_served`` opens it)."""
+
+    database: Database
+    search_config: SearchConfig
+    #: None: no embedding provider (search is full-text).
+    embedding_settings: EmbeddingSettings | None
+
+
+@dataclass(frozen=True)
+class _Workers:
+    """The background workers a workspace's writes feed."""
+
+    embedder: Embedder | None
+    embeddings: EmbeddingWorker | None
+    reindexer: Reindexer | None
+    #: Told of each document whose chunks changed (the embedding worker embeds them).
+    changed: Callable[[UUID], None]
 
 
 def assemble(
     settings: Settings,
-    database: Database,
+    opened: Opened,
     *,
-    search_config: SearchConfig,
-    embedding_settings: EmbeddingSettings | None,
     kernel: KernelNotifier,
     recovery: RecoveryArea,
     watching: str = "polling every second",
 ) -> MountParts:
-    """Build a mount's parts (call inside the trio run: the workers make trio objects).
+    """Build a workspace's parts (call inside the trio run: the workers make trio
+    objects).
 
     One path for every layout: the workspace's stores say what it has (``None`` where it
     has none: Reborn re-chunks within each save, keeps no vectors and shows no
     ``.prompt``), and each part is built only where its store exists."""
+    database = opened.database
     stats = MountStats()
     calls = DatabaseCalls(
         concurrency=settings.pool_size, deadline=settings.call_deadline, probe=database.ping,
         reconnect=database.pool.check, stats=stats,
     )  # fmt: skip
     workspace = database.workspace(settings, origin=uuid.uuid4().hex)
-    store = workspace.documents
-    background = calls.with_deadline(BACKGROUND_DEADLINE)
     writes = not settings.read_only
-    keeps_vectors = embedding_settings is not None and workspace.embeddings is not None
-    embedder = Embedder(embedding_settings) if keeps_vectors and embedding_settings else None
-    embeddings = (
-        EmbeddingWorker(workspace.embeddings, embedder, background)
-        if embedder is not None and workspace.embeddings is not None and writes
-        else None
-    )
-
-    def changed(doc_id: UUID) -> None:
-        """A document's chunks changed: the embedding worker embeds the new ones."""
-        if embeddings is not None:
-            embeddings.notify(doc_id)
-
-    reindexer = (
-        Reindexer(workspace.reindex, background, changed)
-        if workspace.reindex is not None and writes
-        else None
-    )
-    engine = search_engine(
-        workspace.ranking, calls, embedder=embedder, config=search_config,
-        read_scopes=settings.read_scopes,
-    )  # fmt: skip
-    settled = reindexer.settled if reindexer is not None else None
-    search = SearchTree(
-        engine, ttl=settings.search_ttl, deadline=settings.search_timeout, settled=settled
-    )
-    extensions: list[SyntheticTree] = [
-        search,
-        VersionsTree(workspace.versions, store, calls, workspace.kept),
-        RecentTree(store, workspace.versions, calls),
-        AtTree(store, workspace.versions, workspace.kept, calls),
-    ]
-    if workspace.readers:
-        extensions.append(ScopesTree(workspace.readers, calls))
+    workers = _workers(workspace, opened.embedding_settings, calls, writes=writes)
+    search = _search_tree(settings, opened.search_config, workspace, calls, workers)
     status = MountStatus(
         server=redacted(database.url), layout=database.schema.describe(), watching=watching,
         ping=database.ping, counts=lambda: _status_counts(database, settings), calls=calls,
-        stats=stats, recovery=recovery, reindexer=reindexer, embeddings=embeddings,
-        deferred=store.changes_queued, lock_held_since=database.lock_held_since,
-        provider=f"{embedder.provider.model} ({embedding_settings.provider})"
-        if embedder is not None and embedding_settings is not None else None,
+        stats=stats, recovery=recovery, reindexer=workers.reindexer,
+        embeddings=workers.embeddings, deferred=workspace.documents.changes_queued,
+        lock_held_since=database.lock_held_since,
+        provider=_provider(workers.embedder, opened.embedding_settings),
     )  # fmt: skip
-    prompt = None
-    if workspace.onboarded is not None:
-        lent = _lent_by(workspace.readers)
-        prompt = PromptFile(store, calls, onboarded=workspace.onboarded, shared=lent)
     fs = Filesystem(
-        store,
+        workspace.documents,
         calls=calls,
         recovery=recovery,
         cache_bytes=settings.cache_bytes,
@@ -153,31 +140,116 @@ def assemble(
         spill=ScratchSpill(settings.runtime_dir / f"scratch-{os.getpid()}"),
         read_only=settings.read_only,
         kernel=kernel,
-        reindexer=reindexer,
-        extensions=extensions,
-        on_changed=changed,
+        reindexer=workers.reindexer,
+        extensions=_extensions(workspace, calls, search),
+        on_changed=workers.changed,
         tools=ToolFolders(workspace.tool_files, calls),
-        root_files=[f for f in (prompt, StatusFiles(status, render_text)) if f is not None],
+        root_files=_root_files(workspace, calls, status),
         stats=stats,
         process_of=RecentProcesses(),
         kept=workspace.kept if writes else None,
     )
-    _watch(stats, fs, reindexer, embeddings)
-    kept = None  # a read-only mount purges nothing
+    _watch(stats, fs, workers.reindexer, workers.embeddings)
+    kept = None  # a read-only workspace purges nothing
     if writes and workspace.kept is not None:
         kept = (workspace.kept, timedelta(days=settings.keep_deleted_days))
     return MountParts(
-        store=store,
+        store=workspace.documents,
         stats=stats,
         calls=calls,
         fs=fs,
         writers=OtherWriters(fs),
         maintenance=Maintenance(fs, calls, workspace.statistics, kept=kept),
-        reindexer=reindexer,
-        embedder=embedder,
-        embeddings=embeddings,
+        reindexer=workers.reindexer,
+        embedder=workers.embedder,
+        embeddings=workers.embeddings,
         status=status,
+        writes=writes,
     )
+
+
+def _workers(
+    workspace: Workspace,
+    embedding_settings: EmbeddingSettings | None,
+    calls: DatabaseCalls,
+    *,
+    writes: bool,
+) -> _Workers:
+    """The re-chunking and embedding workers, where the store has them and writes."""
+    background = calls.with_deadline(BACKGROUND_DEADLINE)
+    keeps_vectors = embedding_settings is not None and workspace.embeddings is not None
+    embedder = Embedder(embedding_settings) if keeps_vectors and embedding_settings else None
+    embeddings = (
+        EmbeddingWorker(workspace.embeddings, embedder, background)
+        if embedder is not None and workspace.embeddings is not None and writes
+        else None
+    )
+
+    def changed(doc_id: UUID) -> None:
+        if embeddings is not None:
+            embeddings.notify(doc_id)
+
+    reindexer = None
+    if workspace.reindex is not None and writes:
+        reindexer = Reindexer(workspace.reindex, background, changed)
+    return _Workers(embedder, embeddings, reindexer, changed)
+
+
+def _search_tree(
+    settings: Settings,
+    config: SearchConfig,
+    workspace: Workspace,
+    calls: DatabaseCalls,
+    workers: _Workers,
+) -> SearchTree:
+    """``.search/``: IronClaw's ranking of the workspace's store, over the read scopes."""
+    engine = search_engine(
+        workspace.ranking, calls, embedder=workers.embedder, config=config,
+        read_scopes=settings.read_scopes,
+    )  # fmt: skip
+    settled = workers.reindexer.settled if workers.reindexer is not None else None
+    return SearchTree(
+        engine, ttl=settings.search_ttl, deadline=settings.search_timeout, settled=settled
+    )
+
+
+def _extensions(
+    workspace: Workspace, calls: DatabaseCalls, search: SearchTree
+) -> list[SyntheticTree]:
+    """The synthetic trees: ``.search``, ``.versions``, ``.recent``, ``.at`` and, with
+    read scopes, ``.scopes``."""
+    store = workspace.documents
+    extensions: list[SyntheticTree] = [
+        search,
+        VersionsTree(workspace.versions, store, calls, workspace.kept),
+        RecentTree(store, workspace.versions, calls),
+        AtTree(store, workspace.versions, workspace.kept, calls),
+    ]
+    if workspace.readers:
+        extensions.append(ScopesTree(workspace.readers, calls))
+    return extensions
+
+
+def _root_files(
+    workspace: Workspace, calls: DatabaseCalls, status: MountStatus
+) -> list[PromptFile | StatusFiles]:
+    """The root's generated files: ``.prompt`` (where the layout tells the agent one)
+    and ``.status``."""
+    files: list[PromptFile | StatusFiles] = []
+    if workspace.onboarded is not None:
+        lent = _lent_by(workspace.readers)
+        files.append(
+            PromptFile(workspace.documents, calls, onboarded=workspace.onboarded, shared=lent)
+        )
+    files.append(StatusFiles(status, render_text))
+    return files
+
+
+def _provider(embedder: Embedder | None, settings: EmbeddingSettings | None) -> str | None:
+    """The embedding provider ``.status`` names (None: none)."""
+    if embedder is None or settings is None:
+        return None
+    return f"{embedder.provider.model} ({settings.provider})"
 
 
 def _watch(

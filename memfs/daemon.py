@@ -12,7 +12,6 @@ import contextlib
 import ctypes
 import json
 import logging
-import math
 import os
 import shutil
 import signal
@@ -29,15 +28,12 @@ import pyfuse3
 import trio
 
 from memfs import logs, systemd
-from memfs.assembly import assemble
+from memfs.assembly import MountParts, Opened, assemble
 from memfs.config import Settings, default_log_dir
 from memfs.control import Handler, ask, serve_control, socket_for
-from memfs.db import open_database, reborn_scope, wake_on_commits
-from memfs.db.embedded import restart_embedded, server_running
-from memfs.embeddings import EmbeddingSettings
+from memfs.db import reborn_scope
 from memfs.errors import EXIT_FAILED, MountError
 from memfs.failures import describe_failure
-from memfs.feed import ChangeListener
 from memfs.fuse_ops import MemfsOperations, fsname_for, mount_options
 from memfs.kernel import FuseNotifier
 from memfs.memory import map_large_buffers
@@ -51,9 +47,9 @@ from memfs.mountpoint import (
 from memfs.private import private_dir, write_private
 from memfs.processes import process_running, process_stopped
 from memfs.recovery import RecoveryArea
-from memfs.search import SearchConfig
+from memfs.serving import choose_watching, open_served, run_workspace_tasks, start_listener
 from memfs.stats import MountStats
-from memfs.vfs import Filesystem, OtherWriters
+from memfs.vfs import Filesystem
 
 log = logging.getLogger(__name__)
 
@@ -74,33 +70,6 @@ async def _handle_signals(signals: AsyncIterator[int]) -> None:
         return
 
 
-async def _apply_changes(
-    writers: OtherWriters, receive: trio.MemoryReceiveChannel[dict[str, object]]
-) -> None:
-    """Apply change-feed events in order, as many at a time as have arrived; if a batch
-    cannot be applied, resync everything."""
-    async for event in receive:
-        batch = [event]
-        while len(batch) < FEED_BATCH:
-            try:
-                batch.append(receive.receive_nowait())
-            except trio.WouldBlock:
-                break
-        try:
-            await writers.apply_changes(batch)
-        except Exception as exc:  # a database hiccup or a bug: never lose the feed
-            log.warning("could not apply a change (%s); resynchronising", exc)
-            while True:
-                try:
-                    await writers.resync()
-                    break
-                except Exception as again:
-                    log.warning("resync failed (%s); retrying in 1s", again)
-                    await trio.sleep(1)
-
-
-#: Change-feed events applied together (one query for their rows).
-FEED_BATCH = 500
 #: Kernel entry/attribute cache lifetime.  Every change the mount hears of, from its change
 #: feed or from a poll, drops what the kernel holds of it at once (``memfs.vfs.coherence``),
 #: so a long lifetime shows nothing stale; a short one only sent the kernel back to the
@@ -115,186 +84,146 @@ def serve(
 ) -> int:
     """Mount and serve until unmounted or signalled; return a process exit code."""
     map_large_buffers()
-    database = open_database(settings)
-    forced = database.read_only_reason()
-    if forced is not None and not settings.read_only:
-        log.warning("%s", forced)
-        settings.read_only = True
-    try:
-        ironclaw_settings = database.ironclaw_settings(settings.user_id)
-        search_config = SearchConfig.resolve(ironclaw_settings)
-        embedding_settings = EmbeddingSettings.resolve(ironclaw_settings)
-    except Exception:
-        database.close()
-        raise
+    opened = open_served(settings)
     pidfile = pidfile_for(settings.runtime_dir, mountpoint)
     with contextlib.suppress(FileNotFoundError):
         result_file(pidfile).unlink()  # an earlier run's report nobody collected
     try:
-        by_design = database.polls_by_design(settings)
-        has_trigger = by_design is None and database.has_change_feed()
-        use_feed = not settings.no_trigger and has_trigger and database.listen_url is not None
-        attr_timeout = settings.attr_timeout
-        if attr_timeout is None:
-            attr_timeout = ATTR_TIMEOUT
-        watched = database.watched_file
-        watching = (
-            "change feed (LISTEN/NOTIFY trigger)" if use_feed
-            else f"a watch on {watched.name} and its -wal: other writers' commits show within "
-            "about 50 ms (a poll every second as well)" if watched is not None
-            else f"polling every second ({by_design or 'no change feed here'})"
-        )  # fmt: skip
-        if by_design is not None and watched is not None:
-            log.info("%s: watching %s and its -wal for other writers' commits", by_design,
-                     watched)  # fmt: skip
-        elif by_design is not None:
-            log.info("%s: polling for other writers every second", by_design)
-        elif use_feed:
-            log.info("watching other writers through the change-feed trigger")
-        elif has_trigger and not settings.no_trigger:
-            log.warning(
-                "the database URL is a transaction-mode pooler, where LISTEN cannot work: "
-                "polling for other writers' changes every second (--listen-url gives the "
-                "change feed a direct connection)"
-            )
-        else:
-            log.warning(
-                "no change-feed trigger on this database%s: polling for other writers' "
-                "changes every second (`memfs init` installs the trigger)",
-                " (--no-trigger)" if settings.no_trigger else "",
-            )
-        notifier = FuseNotifier()
         recovery = RecoveryArea(settings.recovery_dir)
         _offer_recovery(recovery)
-        kept: list[str] = []
-
-        async def run() -> int:
-            parts = assemble(
-                settings, database, search_config=search_config,
-                embedding_settings=embedding_settings, kernel=notifier, recovery=recovery,
-                watching=watching,
-            )  # fmt: skip
-            fs, store = parts.fs, parts.store
-            if parts.embedder is None:
-                log.info("no embedding provider (EMBEDDING_ENABLED is off): search is full-text")
-            send, receive = trio.open_memory_channel[dict[str, object]](math.inf)
-            log.debug("this mount's transactions are tagged memfs.origin=%s", store.origin)
-            listener = None
-            if use_feed:
-                # LISTEN before loading the tree: a change made between the load and the
-                # LISTEN would otherwise never be seen.  Events queue until the tree is ready.
-                assert database.listen_url is not None
-                listener = ChangeListener(
-                    database.listen_url, database.listen_kwargs, send.send_nowait,
-                    trio.lowlevel.current_trio_token(), origin=store.origin,
-                )  # fmt: skip
-                listener.start()
-                if not await trio.to_thread.run_sync(listener.connected.wait, 10.0):
-                    log.warning("the change feed is not connected yet; it resyncs when it is")
-            else:
-                await parts.writers.baseline()
-            await fs.load()
-            _return_freed_memory()
-            ops = MemfsOperations(fs, attr_timeout=attr_timeout, stats=parts.stats)
-            if settings.metrics is not None:
-                _serve_metrics(parts.stats, *settings.metrics)
-            control_path = socket_for(pidfile)
-
-            async def control(request: dict[str, Any]) -> dict[str, Any]:
-                """``memfs.control``'s requests, answered from this mount's state."""
-                op = request["op"]
-                if op == "prepare-unmount":
-                    await fs.commit_all()
-                    return {"kept": recovery.kept(), "unkept": fs.unkept()}
-                if op == "status":
-                    return {"kept": recovery.kept(), "unkept": fs.unkept()}
-                if op == "stats":
-                    return {"stats": parts.stats.snapshot()}
-                if op == "report":  # what .status shows
-                    return {"report": await parts.status.report(fs)}
-                if op == "drain":
-                    written, failed = fs.drain(Path(str(request["to"])))
-                    return {"written": written, "failed": failed, "unkept": fs.unkept()}
-                if op == "force-unmount":
-                    log.warning("unmount forced with %d file(s) in memory only: %s",
-                                len(fs.unkept()), ", ".join(fs.unkept()))  # fmt: skip
-                    pyfuse3.terminate()
-                    return {"unkept": fs.unkept()}
-                return {"error": f"unknown request {op!r}"}
-
-            with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
-                pyfuse3.init(
-                    ops,
-                    str(mountpoint),
-                    mount_options(
-                        fsname_for(settings.user_id),
-                        allow_other=settings.allow_other,
-                        debug=settings.debug_fuse,
-                        read_only=settings.read_only,
-                        extra=settings.fuse_options,
-                    ),
-                )
-                write_private(
-                    pidfile,
-                    f"{os.getpid()}\n{mountpoint}\n{settings.database_identity()}\n"
-                    f"{settings.user_id}\n{logs.current_log_file()}\n".encode(),
-                )
-                owner = reborn_scope(settings).user_id if database.reborn else settings.user_id
-                log.info("mounted workspace %r at %s", owner, mountpoint)
-                if on_ready is not None:
-                    on_ready(len(fs.state.tree.docs), owner)
-                systemd.notify(f"READY=1\nSTATUS=memory of {owner!r} at {mountpoint}")
-                unmounted = False
-                notifier.start()
-                try:
-                    async with trio.open_nursery() as nursery:
-                        nursery.start_soon(_handle_signals, signals)
-                        await nursery.start(serve_control, control_path, control)
-                        if database.embedded is not None:
-                            nursery.start_soon(_supervise_embedded, database.embedded)
-                        nursery.start_soon(parts.maintenance.run)
-                        if not settings.read_only:
-                            await nursery.start(fs.send_changes)
-                            nursery.start_soon(parts.writers.resync_when_diverged)
-                        if parts.reindexer is not None:
-                            await nursery.start(parts.reindexer.run)
-                        if listener is not None:
-                            nursery.start_soon(_apply_changes, parts.writers, receive)
-                        else:
-                            nursery.start_soon(parts.writers.poll_changes)
-                            if database.watched_file is not None:  # a libSQL file
-                                nursery.start_soon(wake_on_commits, database.watched_file,
-                                                   parts.writers.wake)  # fmt: skip
-                        if parts.embeddings is not None:
-                            nursery.start_soon(parts.embeddings.run)
-                        await pyfuse3.main()
-                        nursery.cancel_scope.cancel()
-                finally:
-                    if listener is not None:
-                        await trio.to_thread.run_sync(listener.stop)
-                    kept.extend(await fs.shutdown())
-                    pyfuse3.close(unmount=True)
-                    notifier.stop()
-                    unmounted = True
-                    if parts.embedder is not None:
-                        await parts.embedder.aclose()
-                    log.info("unmounted %s", mountpoint)
-                    await _linger_while_unkept(fs, control_path, control)
-                return 1 if kept or fs.unkept() or not unmounted else 0
-
-        code = trio.run(run)
-        if kept:
-            _report_unsaved(pidfile, recovery, kept)
+        mount = _Mount(settings, mountpoint, opened, recovery, on_ready)
+        code = trio.run(mount.run)
+        if mount.kept:
+            _report_unsaved(pidfile, recovery, mount.kept)
         return code
     finally:
         with contextlib.suppress(FileNotFoundError):
             pidfile.unlink()
         shutil.rmtree(settings.runtime_dir / f"scratch-{os.getpid()}", ignore_errors=True)
-        database.close()
+        opened.database.close()
 
 
-#: How often a mount on the embedded PostgreSQL checks that the server still runs.
-SUPERVISE_SECONDS = 1.0
+class _Mount:
+    """One FUSE mount's run: the workspace assembled (``memfs.serving``), the kernel's
+    mount, its control socket and its shutdown.  Built outside the trio run; ``run``
+    is the run."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        mountpoint: Path,
+        opened: Opened,
+        recovery: RecoveryArea,
+        on_ready: Callable[[int, str], None] | None,
+    ) -> None:
+        self.settings = settings
+        self.mountpoint = mountpoint
+        self.opened = opened
+        self.recovery = recovery
+        self.on_ready = on_ready
+        #: Where ``memfs status``, ``umount`` and the helper find this mount.
+        self.pidfile = pidfile_for(settings.runtime_dir, mountpoint)
+        self.control_path = socket_for(self.pidfile)
+        self.watching = choose_watching(settings, opened.database)
+        self.notifier = FuseNotifier()
+        #: The files the shutdown could not save (kept in the recovery area).
+        self.kept: list[str] = []
+
+    async def run(self) -> int:
+        settings = self.settings
+        parts = assemble(
+            settings, self.opened, kernel=self.notifier, recovery=self.recovery,
+            watching=self.watching.description,
+        )  # fmt: skip
+        if parts.embedder is None:
+            log.info("no embedding provider (EMBEDDING_ENABLED is off): search is full-text")
+        log.debug("this mount's transactions are tagged memfs.origin=%s", parts.store.origin)
+        listener, receive = await start_listener(self.opened.database, self.watching, parts)
+        await parts.fs.load()
+        _return_freed_memory()
+        attr_timeout = ATTR_TIMEOUT if settings.attr_timeout is None else settings.attr_timeout
+        ops = MemfsOperations(parts.fs, attr_timeout=attr_timeout, stats=parts.stats)
+        if settings.metrics is not None:
+            _serve_metrics(parts.stats, *settings.metrics)
+        control = _Control(parts, self.recovery)
+        with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
+            self._mount(ops, len(parts.fs.state.tree.docs))
+            unmounted = False
+            self.notifier.start()
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(_handle_signals, signals)
+                    await nursery.start(serve_control, self.control_path, control.answer)
+                    await run_workspace_tasks(nursery, self.opened, parts, listener, receive)
+                    await pyfuse3.main()
+                    nursery.cancel_scope.cancel()
+            finally:
+                if listener is not None:
+                    await trio.to_thread.run_sync(listener.stop)
+                self.kept.extend(await parts.fs.shutdown())
+                pyfuse3.close(unmount=True)
+                self.notifier.stop()
+                unmounted = True
+                if parts.embedder is not None:
+                    await parts.embedder.aclose()
+                log.info("unmounted %s", self.mountpoint)
+                await _linger_while_unkept(parts.fs, self.control_path, control.answer)
+            return 1 if self.kept or parts.fs.unkept() or not unmounted else 0
+
+    def _mount(self, ops: MemfsOperations, documents: int) -> None:
+        """Mount in the kernel, write the pid file, and say the mount is ready."""
+        settings = self.settings
+        pyfuse3.init(
+            ops,
+            str(self.mountpoint),
+            mount_options(
+                fsname_for(settings.user_id),
+                allow_other=settings.allow_other,
+                debug=settings.debug_fuse,
+                read_only=settings.read_only,
+                extra=settings.fuse_options,
+            ),
+        )
+        write_private(
+            self.pidfile,
+            f"{os.getpid()}\n{self.mountpoint}\n{settings.database_identity()}\n"
+            f"{settings.user_id}\n{logs.current_log_file()}\n".encode(),
+        )
+        database = self.opened.database
+        owner = reborn_scope(settings).user_id if database.reborn else settings.user_id
+        log.info("mounted workspace %r at %s", owner, self.mountpoint)
+        if self.on_ready is not None:
+            self.on_ready(documents, owner)
+        systemd.notify(f"READY=1\nSTATUS=memory of {owner!r} at {self.mountpoint}")
+
+
+class _Control:
+    """``memfs.control``'s requests, answered from one mount's state."""
+
+    def __init__(self, parts: MountParts, recovery: RecoveryArea) -> None:
+        self.parts = parts
+        self.recovery = recovery
+
+    async def answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        fs, op = self.parts.fs, request["op"]
+        if op == "prepare-unmount":
+            await fs.commit_all()
+            return {"kept": self.recovery.kept(), "unkept": fs.unkept()}
+        if op == "status":
+            return {"kept": self.recovery.kept(), "unkept": fs.unkept()}
+        if op == "stats":
+            return {"stats": self.parts.stats.snapshot()}
+        if op == "report":  # what .status shows
+            return {"report": await self.parts.status.report(fs)}
+        if op == "drain":
+            written, failed = fs.drain(Path(str(request["to"])))
+            return {"written": written, "failed": failed, "unkept": fs.unkept()}
+        if op == "force-unmount":
+            log.warning("unmount forced with %d file(s) in memory only: %s",
+                        len(fs.unkept()), ", ".join(fs.unkept()))  # fmt: skip
+            pyfuse3.terminate()
+            return {"unkept": fs.unkept()}
+        return {"error": f"unknown request {op!r}"}
 
 
 def _serve_metrics(stats: MountStats, host: str, port: int) -> None:
@@ -307,22 +236,6 @@ def _serve_metrics(stats: MountStats, host: str, port: int) -> None:
                   host, port, exc.strerror or exc)  # fmt: skip
         return
     log.info("serving statistics for Prometheus at http://%s:%d/metrics", host, port)
-
-
-async def _supervise_embedded(server: Any) -> None:
-    """Restart the embedded server if it stops (killed, crashed): the mounts that use it
-    are its supervisors, one at a time (``restart_embedded`` takes pgserver's lock), so
-    saves waiting on it go through within seconds instead of failing until some other
-    ``memfs`` command happens to start it."""
-    while True:
-        await trio.sleep(SUPERVISE_SECONDS)
-        if await trio.to_thread.run_sync(server_running, server):
-            continue
-        log.warning("the embedded PostgreSQL is not running: restarting it")
-        try:
-            await trio.to_thread.run_sync(restart_embedded, server)
-        except Exception as exc:  # keep supervising: the next round tries again
-            log.error("could not restart the embedded PostgreSQL: %s", exc)
 
 
 #: How often a detached daemon holding unsaved files tries the database and the recovery

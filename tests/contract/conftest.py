@@ -17,11 +17,10 @@ import trio
 
 from memfs.assembly import MountParts, assemble
 from memfs.config import Settings
-from memfs.db import Database, open_database
-from memfs.embeddings.config import EmbeddingSettings
+from memfs.db import Database
 from memfs.kernel import RecordingNotifier
 from memfs.recovery import RecoveryArea
-from memfs.search.config import SearchConfig
+from memfs.serving import open_served
 from memfs.vfs.by_path import PathOperations
 from tests.engines import ENGINES_WITH_LIBSQL, Engine
 
@@ -79,17 +78,14 @@ class Workspace:
 def opened(url: str, root: Path, **given: Any) -> Iterator[tuple[Database, MountParts]]:
     settings = Settings(database_url=url, runtime_dir=root / "run", user_id="default", **given)
     settings.given.add("user_id")  # the user the engines' agent helpers write as
-    database = open_database(settings)
+    served = open_served(settings)
     try:
-        ironclaw = database.ironclaw_settings(settings.user_id)
         parts = assemble(
-            settings, database, search_config=SearchConfig.resolve(ironclaw),
-            embedding_settings=EmbeddingSettings.resolve(ironclaw), kernel=RecordingNotifier(),
-            recovery=RecoveryArea(root / "recovery"),
-        )  # fmt: skip
-        yield database, parts
+            settings, served, kernel=RecordingNotifier(), recovery=RecoveryArea(root / "recovery")
+        )
+        yield served.database, parts
     finally:
-        database.close()
+        served.database.close()
 
 
 @pytest.fixture
