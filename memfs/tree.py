@@ -492,24 +492,13 @@ class Tree:
             node = child
         return node
 
-    def load_document(
-        self,
-        doc_id: UUID,
-        path: str,
-        size: int,
-        created_at: datetime,
-        updated_at: datetime,
-        mode: int | None,
-        mtime_ns: int | None,
-    ) -> FileNode | None:
+    def load_document(self, row: StoredDocument) -> FileNode | None:
         """Add a stored document; None (and a log line) if it cannot be shown."""
-        parent_path, _, name = path.rpartition("/")
-        parent = self.ensure_dir(parent_path, to_ns(updated_at))
+        parent_path, _, name = row[1].rpartition("/")
+        parent = self.ensure_dir(parent_path, to_ns(row[4]))
         if parent is None:
             return None
-        return self._load_into(
-            parent, name, (doc_id, path, size, created_at, updated_at, mode, mtime_ns)
-        )
+        return self._load_into(parent, name, row)
 
     def load_documents(self, rows: Iterable[StoredDocument]) -> None:
         """``load_document`` of every row of a workspace (a mount's load): each folder is

@@ -65,7 +65,6 @@ class DatabaseCalls:
         deadline: float = 12.0,
         probe: Callable[[], object] | None = None,
         reconnect: Callable[[], object] | None = None,
-        clock: Callable[[], float] = time.monotonic,
         stats: MountStats | None = None,
     ) -> None:
         self.limiter = trio.CapacityLimiter(concurrency)
@@ -76,7 +75,7 @@ class DatabaseCalls:
         #: Drops the pool's dead connections (a restarted server left them all dead), so
         #: the one retry after a lost connection gets a live one.
         self._reconnect = reconnect
-        self._clock = clock
+        self._clock: Callable[[], float] = time.monotonic
         #: When the server last failed to answer in time (None: it answers).
         self.unresponsive_since: float | None = None
         self._next_probe = 0.0

@@ -23,7 +23,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from memfs.errors import WriteRefused
 from memfs.ironclaw.hashing import content_hash
@@ -78,17 +78,36 @@ class SavePlan:
     fills_empty: bool = False
 
 
+class Incoming(Protocol):
+    """The save a plan is for: its path, its content and IronClaw's hash of it
+    (``memfs.db.records.Write`` is one)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def content(self) -> str: ...
+    @property
+    def new_hash(self) -> str: ...
+
+
+class Saving(NamedTuple):
+    """An ``Incoming`` save made here (a merge's text)."""
+
+    path: str
+    content: str
+    new_hash: str
+
+
 def plan_save(
-    path: str,
-    content: str,
-    new_hash: str,
+    incoming: Incoming,
     row: StoredRow | None,
     folder: Mapping[str, Any] | None,
     expected: datetime | None,
 ) -> SavePlan:
-    """The plan of a save of ``content`` (hash ``new_hash``) at ``path`` over ``row`` (None:
-    a new document under the folder metadata ``folder``), based on the row version
-    ``expected`` (None: no base).  Raises ``WriteRefused`` where IronClaw refuses it."""
+    """The plan of a save of ``incoming`` over ``row`` (None: a new document under the
+    folder metadata ``folder``), based on the row version ``expected`` (None: no base).
+    Raises ``WriteRefused`` where IronClaw refuses it."""
+    path, content, new_hash = incoming.path, incoming.content, incoming.new_hash
     check_injection(path, content)
     engine = is_engine_runtime_path(path)
     if row is None:
@@ -128,7 +147,7 @@ def plan_merged(
         return None
     new_hash = content_hash(text)
     try:
-        return text, new_hash, plan_save(path, text, new_hash, row, folder, None)
+        return text, new_hash, plan_save(Saving(path, text, new_hash), row, folder, None)
     except WriteRefused as exc:
         log.warning("%r: the merge with another writer's change is refused (%s); this save "
                     "alone is written, the other change is kept as a version",
@@ -146,23 +165,28 @@ class PlannedSave(NamedTuple):
     merged: bool
 
 
+class Merging(NamedTuple):
+    """A save's merge with another writer's change, and how to read that change's
+    bytes (only if the row did change)."""
+
+    merge: Callable[[bytes], str | None]
+    theirs: Callable[[], bytes]
+
+
 def plan_save_merging(
-    path: str,
-    content: str,
-    new_hash: str,
+    incoming: Incoming,
     row: StoredRow | None,
     folder: Mapping[str, Any] | None,
     expected: datetime | None,
-    merge: Callable[[bytes], str | None] | None,
-    theirs: Callable[[], bytes],
+    merging: Merging | None,
 ) -> PlannedSave:
     """``plan_save``, and where the row changed since ``expected`` and the save has a
-    ``merge``, the plan of its merge with the row's content (``theirs()``, read only
+    merge, the plan of its merge with the row's content (``merging.theirs()``, read only
     then) instead (``plan_merged``)."""
-    plan = plan_save(path, content, new_hash, row, folder, expected)
-    if plan.keep_other and merge is not None:
+    plan = plan_save(incoming, row, folder, expected)
+    if plan.keep_other and merging is not None:
         assert row is not None
-        found = plan_merged(path, row, folder, merge, theirs())
+        found = plan_merged(incoming.path, row, folder, merging.merge, merging.theirs())
         if found is not None:
             return PlannedSave(*found, merged=True)
-    return PlannedSave(content, new_hash, plan, merged=False)
+    return PlannedSave(incoming.content, incoming.new_hash, plan, merged=False)

@@ -8,7 +8,7 @@ The rule: a new entry is inserted (IronClaw's agent may not write every path: su
 entry is stored, and the refusal logged).  An existing entry takes the save's bytes, or
 their merge with another writer's change made under the row lock (``merged``).  The
 bytes it replaces are kept as a version when they were not empty, differ from the save
-(or the save is a rename over the document, ``version_unchanged``) and the document's
+(or the save is a rename over the document, ``Versions.ALWAYS``) and the document's
 metadata keeps versions.  When another writer changed the entry since the content the
 save was based on (``expected``) and no merge took their change in, their bytes are kept
 first: as that version, or, where no version is kept, as a conflict copy.  An entry that
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from enum import Enum
 
 from memfs.ironclaw.hashing import bytes_hash
 
@@ -51,14 +52,31 @@ class SavePlan:
     fills_empty: bool
 
 
+class Versions(Enum):
+    """Which replaced contents a save keeps as versions."""
+
+    #: None (the document's ``.meta`` says ``skip_versioning``).
+    NONE = "none"
+    #: Those the save changes.
+    OF_CHANGES = "of changes"
+    #: Even one the save leaves the same (a rename over the document: its history up to
+    #: then stays its own before the source's versions are carried after it).
+    ALWAYS = "always"
+
+    @classmethod
+    def kept(cls, keeps_versions: bool, *, even_unchanged: bool = False) -> Versions:
+        if not keeps_versions:
+            return cls.NONE
+        return cls.ALWAYS if even_unchanged else cls.OF_CHANGES
+
+
 def plan_save(
     current: StoredEntry | None,
     data: bytes,
     expected: datetime | None,
     *,
-    keeps_versions: bool,
+    versions: Versions,
     merged: bytes | None = None,
-    version_unchanged: bool = False,
 ) -> SavePlan:
     """What the save of ``data`` writes over ``current`` (None: no entry there yet).
 
@@ -72,7 +90,8 @@ def plan_save(
     replaced = None
     if old and old != written and (other_changed or not expected):
         replaced = bytes_hash(old)
-    version = bool(old) and (old != written or version_unchanged) and keeps_versions
+    always = versions is Versions.ALWAYS
+    version = bool(old) and (old != written or always) and versions is not Versions.NONE
     conflict_copy = other_changed and not version and old != written
     return SavePlan(
         False, written, other_changed, version, conflict_copy, replaced, not old and bool(written)

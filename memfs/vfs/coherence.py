@@ -213,10 +213,10 @@ class OtherWriters:
             fs.state.mark_contended(row.path)
             if holder is not None:
                 return  # a local file or directory holds that name; its commit decides
-            added = fs.state.tree.load_document(
+            added = fs.state.tree.load_document((
                 row.id, row.path, row.size, row.created_at, row.updated_at,
                 row.attrs.mode, row.attrs.mtime_ns,
-            )  # fmt: skip
+            ))  # fmt: skip
             if added is not None and added.parent is not None:
                 fs.touch_dir(added.parent)
                 fs.kernel.entry(added.parent.ino, added.name)

@@ -10,7 +10,7 @@ import pytest
 
 from memfs.errors import WriteRefused
 from memfs.ironclaw.hashing import content_hash
-from memfs.ironclaw.legacy_save import SavePlan, StoredRow, plan_save
+from memfs.ironclaw.legacy_save import SavePlan, Saving, StoredRow, plan_save
 
 AT = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 
@@ -21,7 +21,7 @@ def row(content: str, own: dict[str, object] | None = None, at: datetime = AT) -
 
 def plan(path: str, content: str, stored: StoredRow | None, expected: datetime | None = AT,
          folder: dict[str, object] | None = None) -> SavePlan:  # fmt: skip
-    return plan_save(path, content, content_hash(content), stored, folder, expected)
+    return plan_save(Saving(path, content, content_hash(content)), stored, folder, expected)
 
 
 def test_a_new_document_is_written_and_indexed_without_a_version() -> None:

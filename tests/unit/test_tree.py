@@ -12,7 +12,7 @@ T0 = datetime(2026, 3, 3, 12, 0, tzinfo=UTC)
 
 def load(tree: Tree, path: str, *, size: int = 1, age: int = 0) -> FileNode | None:
     moment = T0 + timedelta(seconds=age)
-    return tree.load_document(uuid.uuid4(), path, size, moment, moment, None, None)
+    return tree.load_document((uuid.uuid4(), path, size, moment, moment, None, None))
 
 
 def test_directories_are_implied_by_paths() -> None:

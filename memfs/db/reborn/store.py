@@ -69,7 +69,7 @@ from memfs.db.reborn.postgres.rows import PostgresRows
 from memfs.db.reborn.rows import Answer, Family, KeepAs, RebornRows, Record
 from memfs.db.records import PLAIN_SAVE, Write
 from memfs.errors import WriteRefused
-from memfs.ironclaw.reborn_save import StoredEntry, plan_save
+from memfs.ironclaw.reborn_save import StoredEntry, Versions, plan_save
 from memfs.ironclaw.write_rules import (
     DocumentMetadata,
     check_schema,
@@ -115,13 +115,15 @@ class _Row:
 class RebornStore(DeferringStore):
     """The documents of one Reborn workspace (``RebornScope``)."""
 
+    #: IronClaw's chunking: its indexer's fixed constants.
+    chunk_config: ChunkConfig = DEFAULT_CONFIG
+
     def __init__(
         self,
         pool: Any,
         scope: RebornScope,
         *,
         origin: str | None = None,
-        chunk_config: ChunkConfig = DEFAULT_CONFIG,
         rows: RebornRows | None = None,
     ) -> None:
         #: The connections: a psycopg pool, or the libSQL file (``rows`` says which).
@@ -133,7 +135,6 @@ class RebornStore(DeferringStore):
         #: Where a row's path below the scope starts (``_relative``).
         self._cut = len(scope.prefix) + 1
         self.origin = origin
-        self.chunk_config = chunk_config
         self.deferred = DeferredChanges()
         self.max_path_bytes = reborn_max_path(scope.prefix)
         self._lock = threading.Lock()
@@ -511,9 +512,9 @@ class RebornStore(DeferringStore):
         if current is not None:
             merged = self._merged(relative, current, data, how, meta)
         plan = plan_save(
-            stored, data, expected, keeps_versions=meta.versioned,
+            stored, data, expected,
+            versions=Versions.kept(meta.versioned, even_unchanged=version_unchanged),
             merged=None if merged is None else merged.encode("utf-8"),
-            version_unchanged=version_unchanged,
         )  # fmt: skip
         if merged is not None:
             text, data = merged, plan.data

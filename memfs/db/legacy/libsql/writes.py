@@ -70,7 +70,7 @@ from memfs.db.records import PLAIN_SAVE, Write
 from memfs.db.scoped import Scope, folder_config_paths
 from memfs.errors import WriteRefused
 from memfs.ironclaw.hashing import content_hash
-from memfs.ironclaw.legacy_save import StoredRow, plan_save_merging
+from memfs.ironclaw.legacy_save import Merging, StoredRow, plan_save_merging
 from memfs.ironclaw.write_rules import (
     DocumentMetadata,
     effective_metadata,
@@ -130,6 +130,9 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore, LegacyRenameOver):
 
     _db_error: type[Exception] = sqlite3.Error
 
+    #: IronClaw's chunking: its indexer's fixed constants.
+    chunk_config: ChunkConfig = DEFAULT_CONFIG
+
     def __init__(
         self,
         file: LibsqlFile,
@@ -137,7 +140,6 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore, LegacyRenameOver):
         deleted: DeletedFile,
         *,
         has_versions: bool,
-        chunk_config: ChunkConfig = DEFAULT_CONFIG,
         origin: str | None = None,
     ) -> None:
         LegacyLibsqlStore.__init__(self, file, scope)
@@ -148,7 +150,6 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore, LegacyRenameOver):
         self.deleted = deleted
         #: IronClaw >= v0.25 keeps versions (its migration 16); older files have none.
         self.has_versions = has_versions
-        self.chunk_config = chunk_config
         self.origin = origin
         self.workspace = legacy_workspace(scope.user_id, scope.agent_id)
         self._scope_params = (scope.user_id, str(scope.agent_id) if scope.agent_id else None)
@@ -295,7 +296,7 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore, LegacyRenameOver):
         self, conn: Any, write: Write, attrs: FileAttrs, how: SaveOptions = PLAIN_SAVE
     ) -> CommitResult:
         """One document's save in the caller's transaction (``plan_save`` decides)."""
-        doc_id, path, content, new_hash = write.doc_id, write.path, write.content, write.new_hash
+        doc_id, path, content = write.doc_id, write.path, write.content
         expected, merge = how.expected, how.merge
         row = self._row(conn, "id = ?", str(doc_id)) if doc_id is not None else None
         if row is None:
@@ -307,10 +308,8 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore, LegacyRenameOver):
             stored = StoredRow(content_hash(row.content), row.content == "", row.metadata,
                                folder, row.token, unseen)  # fmt: skip
         theirs = row.content if row is not None else ""
-        content, new_hash, plan, merged = plan_save_merging(
-            path, content, new_hash, stored, folder, expected, merge,
-            lambda: theirs.encode("utf-8"),
-        )  # fmt: skip
+        merging = Merging(merge, lambda: theirs.encode("utf-8")) if merge is not None else None
+        content, _, plan, merged = plan_save_merging(write, stored, folder, expected, merging)
         target = row.id if row is not None else uuid.uuid4()
         conflict = None
         versioned = False

@@ -66,7 +66,13 @@ from memfs.db.scoped import (
 )
 from memfs.errors import WriteRefused
 from memfs.ironclaw.hashing import bytes_hash, content_hash
-from memfs.ironclaw.legacy_save import SavePlan, StoredRow, plan_save, plan_save_merging
+from memfs.ironclaw.legacy_save import (
+    Merging,
+    SavePlan,
+    StoredRow,
+    plan_save,
+    plan_save_merging,
+)
 from memfs.ironclaw.write_rules import (
     DocumentMetadata,
     is_engine_runtime_path,
@@ -174,12 +180,14 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
     """The documents of one workspace in IronClaw's ``memory_documents`` (the legacy
     engine behind ``memfs.db.interface.DocumentStore``)."""
 
+    #: IronClaw's chunking: its indexer's fixed constants.
+    chunk_config: ChunkConfig = DEFAULT_CONFIG
+
     def __init__(
         self,
         pool: Pool,
         scope: Scope,
         schema: SchemaInfo,
-        chunk_config: ChunkConfig = DEFAULT_CONFIG,
         origin: str | None = None,
         settings: dict[str, str] | None = None,
     ) -> None:
@@ -187,7 +195,6 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         #: Server settings each write transaction sets for itself (through a pooler).
         self.settings = settings or {}
         self.schema = schema
-        self.chunk_config = chunk_config
         #: Tags this mount's writes so its change-feed listener can skip their echoes.
         self.origin = origin
         #: Rows this store last saw, for saves in one round trip (checked by the server).
@@ -543,7 +550,7 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         """``plan_save``'s decision on the row (or, for a new document, the folder) as this
         store knows it; None where the careful save must decide (nothing known, a row
         changed since ``how.expected``, unchanged content, a refusal, an engine path)."""
-        doc_id, path, content, new_hash = write.doc_id, write.path, write.content, write.new_hash
+        doc_id, path, new_hash = write.doc_id, write.path, write.new_hash
         expected, unconfigured = how.expected, how.unconfigured
         if is_engine_runtime_path(path):
             return None
@@ -566,8 +573,7 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
             stored = StoredRow(known.stored_hash, known.stored_hash == _EMPTY_HASH, known.own,
                                known.folder, known.updated_at)  # fmt: skip
         try:  # the careful save's rule, on the row as known (the guard checks it still is)
-            plan = plan_save(path, content, new_hash, stored,
-                             folder.metadata if folder is not None else None,
+            plan = plan_save(write, stored, folder.metadata if folder is not None else None,
                              known.updated_at if known is not None else None)  # fmt: skip
         except WriteRefused:
             return None  # refused on what is known: let the careful save decide
@@ -697,15 +703,19 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         is re-indexed (chunks missing or stale are rebuilt).  A refused write raises
         ``WriteRefused`` and the transaction rolls back.
         """
-        doc_id, path, content, new_hash = write.doc_id, write.path, write.content, write.new_hash
+        doc_id, path, content = write.doc_id, write.path, write.content
         expected, merge = how.expected, how.merge
         conflict = None
         pending, stored = self._read_for_save(conn, doc_id, path)
         stored = self._unseen(pending.doc_id, stored, expected)
-        content, new_hash, plan, merged = plan_save_merging(
-            path, content, new_hash, stored, pending.folder, expected, merge,
-            lambda: self._stored_content(conn, pending.doc_id).encode("utf-8"),
-        )  # fmt: skip
+        merging = None
+        if merge is not None:
+            merging = Merging(
+                merge, lambda: self._stored_content(conn, pending.doc_id).encode("utf-8")
+            )
+        content, _, plan, merged = plan_save_merging(
+            write, stored, pending.folder, expected, merging
+        )
         if merged:
             pending.merged = content
             chunks = chunk_document(content, self.chunk_config) if chunks is not None else None
