@@ -108,28 +108,28 @@ def _parse_bool(text: str) -> bool:
     raise ValueError(text)
 
 
-def _db_first(
-    db_value: Any,
-    default: Any,
-    env: Mapping[str, str],
-    key: str,
-    parse: Any,
-    sources: Sources,
-    name: str,
-) -> Any:
-    if db_value is not None and db_value != default:
-        sources.note(name, "settings table")
-        return db_value
-    raw = optional_env(env, key)
-    if raw is None:
-        sources.note(name, "default")
-        return default
-    try:
-        value = parse(raw)
-    except ValueError as exc:
-        raise ConfigError(key, str(exc)) from None
-    sources.note(name, "environment")
-    return value
+@dataclass(frozen=True)
+class _Layers:
+    """Where a setting comes from, in IronClaw's order: its settings table, then the
+    environment, then the default; each setting's source noted in ``sources``."""
+
+    env: Mapping[str, str]
+    sources: Sources
+
+    def db_first(self, db_value: Any, default: Any, key: str, parse: Any, name: str) -> Any:
+        if db_value is not None and db_value != default:
+            self.sources.note(name, "settings table")
+            return db_value
+        raw = optional_env(self.env, key)
+        if raw is None:
+            self.sources.note(name, "default")
+            return default
+        try:
+            value = parse(raw)
+        except ValueError as exc:
+            raise ConfigError(key, str(exc)) from None
+        self.sources.note(name, "environment")
+        return value
 
 
 def _env_bool(raw: str) -> bool:
@@ -163,17 +163,18 @@ class SearchSettings:
 def resolve_search(db: Mapping[str, Any], env: Mapping[str, str]) -> SearchSettings:
     """Fusion strategy, k and weights, as IronClaw resolves them."""
     sources = Sources()
-    raw_strategy = _db_first(
-        _db_value(db, "search.fusion_strategy", str), "rrf", env,
-        "SEARCH_FUSION_STRATEGY", str, sources, "search fusion",
+    layers = _Layers(env, sources)
+    raw_strategy = layers.db_first(
+        _db_value(db, "search.fusion_strategy", str), "rrf",
+        "SEARCH_FUSION_STRATEGY", str, "search fusion",
     )  # fmt: skip
     strategy = str(raw_strategy).lower()
     if strategy not in ("rrf", "weighted"):
         raise ConfigError(
             "SEARCH_FUSION_STRATEGY", f"must be 'rrf' or 'weighted', got '{strategy}'"
         )
-    rrf_k = _db_first(
-        _db_value(db, "search.rrf_k", _u32), 60, env, "SEARCH_RRF_K", _u32, sources, "search k"
+    rrf_k = layers.db_first(
+        _db_value(db, "search.rrf_k", _u32), 60, "SEARCH_RRF_K", _u32, "search k"
     )
     defaults = (0.5, 0.5) if strategy == "rrf" else (0.3, 0.7)
     weights = []
@@ -223,10 +224,11 @@ class EmbeddingsConfig:
 def resolve_embeddings(db: Mapping[str, Any], env: Mapping[str, str]) -> EmbeddingsConfig:
     """IronClaw's ``resolve_embeddings_config``, in its order (so the same error wins)."""
     sources = Sources()
+    layers = _Layers(env, sources)
     provider = str(
-        _db_first(
-            _db_value(db, "embeddings.provider", str), "nearai", env,
-            "EMBEDDING_PROVIDER", str, sources, "embedding provider",
+        layers.db_first(
+            _db_value(db, "embeddings.provider", str), "nearai",
+            "EMBEDDING_PROVIDER", str, "embedding provider",
         )
     )  # fmt: skip
     if provider == "bedrock":
@@ -235,9 +237,9 @@ def resolve_embeddings(db: Mapping[str, Any], env: Mapping[str, str]) -> Embeddi
         model = model or BEDROCK_DEFAULT_MODEL
     else:
         model = str(
-            _db_first(
-                _db_value(db, "embeddings.model", str), DEFAULT_MODEL, env,
-                "EMBEDDING_MODEL", str, sources, "embedding model",
+            layers.db_first(
+                _db_value(db, "embeddings.model", str), DEFAULT_MODEL,
+                "EMBEDDING_MODEL", str, "embedding model",
             )
         )  # fmt: skip
     db_ollama = _db_text(db.get("ollama_base_url"))
@@ -247,22 +249,20 @@ def resolve_embeddings(db: Mapping[str, Any], env: Mapping[str, str]) -> Embeddi
     else:
         ollama = optional_env(env, "OLLAMA_BASE_URL") or DEFAULT_OLLAMA_URL
         sources.note("ollama url", "environment" if ollama != DEFAULT_OLLAMA_URL else "default")
-    dimension = _db_first(
-        None, default_dimension_for_model(model), env, "EMBEDDING_DIMENSION", _usize,
-        sources, "embedding dimension",
+    dimension = layers.db_first(
+        None, default_dimension_for_model(model), "EMBEDDING_DIMENSION", _usize,
+        "embedding dimension",
     )  # fmt: skip
     if provider == "bedrock" and dimension not in BEDROCK_DIMENSIONS:
         raise ConfigError(
             "EMBEDDING_DIMENSION",
             "Bedrock Titan v2 embeddings support only 256, 512, or 1024 dimensions",
         )
-    enabled = _db_first(
-        _db_value(db, "embeddings.enabled", _parse_bool), False, env,
-        "EMBEDDING_ENABLED", _env_bool, sources, "embeddings enabled",
+    enabled = layers.db_first(
+        _db_value(db, "embeddings.enabled", _parse_bool), False,
+        "EMBEDDING_ENABLED", _env_bool, "embeddings enabled",
     )  # fmt: skip
-    cache_size = _db_first(
-        None, 10_000, env, "EMBEDDING_CACHE_SIZE", _usize, sources, "embedding cache"
-    )
+    cache_size = layers.db_first(None, 10_000, "EMBEDDING_CACHE_SIZE", _usize, "embedding cache")
     if cache_size == 0:
         raise ConfigError("EMBEDDING_CACHE_SIZE", "must be at least 1")
     return EmbeddingsConfig(

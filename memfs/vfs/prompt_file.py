@@ -109,8 +109,6 @@ class PromptFile:
         *,
         onboarded: Callable[[], bool] | None = None,
         shared: Callable[[Sequence[str]], dict[str, str]] | None = None,
-        today: Callable[[], date] = lambda: datetime.now(UTC).date(),
-        clock: Callable[[], int] = time.time_ns,
     ) -> None:
         self.documents = documents
         self.calls = calls
@@ -120,8 +118,9 @@ class PromptFile:
         #: has each): IronClaw reads everything but the identity files there too when the
         #: workspace itself has none.
         self.shared = shared
-        self.today = today
-        self.clock = clock
+        #: IronClaw's day, for the daily logs it reads (UTC).
+        self.today: Callable[[], date] = lambda: datetime.now(UTC).date()
+        self.clock: Callable[[], int] = time.time_ns
         self.node: SyntheticFile | None = None
         self._key: object = None
 

@@ -55,8 +55,6 @@ class SearchTree:
         ttl: float = 30.0,
         deadline: float = 10.0,
         settled: Callable[[float], Awaitable[bool]] | None = None,
-        clock: Callable[[], int] = time.time_ns,
-        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.engine = engine
         self.ttl = ttl
@@ -65,8 +63,8 @@ class SearchTree:
         self.deadline = deadline
         #: Waits (up to a timeout) until this mount's saves are re-chunked; True if they are.
         self.settled = settled
-        self.clock = clock
-        self.monotonic = monotonic
+        self.clock: Callable[[], int] = time.time_ns
+        self.monotonic: Callable[[], float] = time.monotonic
         self.root: SyntheticDir | None = None
         self.queries: dict[str, tuple[float, SyntheticDir]] = {}
         #: When (``monotonic``) documents last changed: results found within
