@@ -41,6 +41,7 @@ from typing import Any, NamedTuple, TypeVar
 from uuid import UUID
 
 from memfs.db.interface import CommitResult, FileAttrs, MergeWith, SaveOptions
+from memfs.db.records import Write
 from memfs.errors import WriteRefused
 from memfs.merge import MERGE_LIMIT, merge, mergeable
 from memfs.vfs.base import Lookups, log
@@ -236,8 +237,8 @@ class Merges:
         if keep:  # ``ours`` is the writer's own bytes (later rounds': a merge)
             await self.lookups.safety_net.keep(path, ours, merged, "merged with another "
                                                "writer's change that landed first")  # fmt: skip
-        again = await self._commit_guarded(result.doc_id, path, merged, result.updated_at, attrs,
-                                           ours.encode("utf-8"))  # fmt: skip
+        again = await self._commit_guarded(Write(result.doc_id, path, merged), result.updated_at,
+                                           attrs, ours.encode("utf-8"))  # fmt: skip
         if again is not None and again.merged is not None:
             return again.merged, again
         return (merged, again) if again is not None else None
@@ -275,7 +276,7 @@ class Merges:
             return None
         await self.lookups.safety_net.keep(path, ours, merged.text, "merged with another "
                                            "writer's change")  # fmt: skip
-        result = await self._commit_guarded(doc_id, path, merged.text, merged.version, attrs,
+        result = await self._commit_guarded(Write(doc_id, path, merged.text), merged.version, attrs,
                                             merged.theirs)  # fmt: skip
         if result is None:
             return None
@@ -288,12 +289,12 @@ class Merges:
         return merged.text, result
 
     async def _commit_guarded(
-        self, doc_id: UUID, path: str, text: str, version: Any, attrs: FileAttrs,
-        base: bytes | None,
-    ) -> CommitResult | None:  # fmt: skip
+        self, write: Write, version: Any, attrs: FileAttrs, base: bytes | None
+    ) -> CommitResult | None:
         """A merged text written over the row at ``version`` (whose bytes are ``base``):
         yet another change since is merged in under the row lock; None if IronClaw's
         rules refuse the text (logged)."""
+        doc_id, path, text = write.doc_id, write.path, write.content
         merge = self.merge_function(path, base, text)
         try:
             how = SaveOptions(expected=version, merge=merge)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import os
+from dataclasses import dataclass
 
 from memfs.buffers import FileBuffer, ScratchBuffer
 from memfs.db.deferred import Change, Delete, DropDir, KeepDir, MoveDir
@@ -31,6 +32,21 @@ from memfs.vfs.replacing import Replacements
 from memfs.vfs.saves import SavePatterns
 
 #: How emacs names the lock file of ``x`` it edits (a symbolic link).
+
+
+@dataclass(frozen=True)
+class _Renaming:
+    """One rename, resolved: where from, where to, what it replaces and what the new
+    name holds (``Kind``)."""
+
+    old_parent: DirNode
+    old_name: str
+    source: Node
+    new_parent: DirNode
+    new_name: str
+    new_path: str
+    target: Node | None
+    kind: Kind
 
 
 class Names:
@@ -313,10 +329,10 @@ class Names:
             kind = self.lookups.kind(new_parent, new_name, is_dir=source.is_dir)
             if kind is Kind.DOCUMENT:
                 self.lookups.check_storable(new_path, self._longest_below(source))
-            await self._rename_rows(
-                old_parent, source, new_parent, new_name, new_path, target, kind, pid
-            )
-            self._rename_entries(old_parent, old_name, source, new_parent, new_name, target, kind)
+            move = _Renaming(old_parent, old_name, source, new_parent, new_name, new_path, target,
+                             kind)  # fmt: skip
+            await self._rename_rows(move, pid)
+            self._rename_entries(move)
 
     def _check_replaceable(
         self, source: Node, new_parent: DirNode, target: Node | None, *, noreplace: bool
@@ -335,19 +351,11 @@ class Names:
         elif isinstance(target, DirNode):
             raise FsError(errno.EISDIR)
 
-    async def _rename_rows(
-        self,
-        old_parent: DirNode,
-        source: Node,
-        new_parent: DirNode,
-        new_name: str,
-        new_path: str,
-        target: Node | None,
-        kind: Kind,
-        pid: int,
-    ) -> None:
+    async def _rename_rows(self, move: _Renaming, pid: int) -> None:
         """The database side of a rename, by what the source is and where it goes: into
         memory, out of it (scratch, a tool folder) or within it."""
+        old_parent, source, new_parent = move.old_parent, move.source, move.new_parent
+        new_name, new_path, target, kind = move.new_name, move.new_path, move.target, move.kind
         if source.scratch and kind is not Kind.DOCUMENT:
             await self.replacing.replace_target(target)
         elif source.scratch:
@@ -367,17 +375,10 @@ class Names:
             if keep:
                 old_parent.explicit = True
 
-    def _rename_entries(
-        self,
-        old_parent: DirNode,
-        old_name: str,
-        source: Node,
-        new_parent: DirNode,
-        new_name: str,
-        target: Node | None,
-        kind: Kind,
-    ) -> None:
+    def _rename_entries(self, move: _Renaming) -> None:
         """The tree side of a rename, once the database has it."""
+        old_parent, old_name, source = move.old_parent, move.old_name, move.source
+        new_parent, new_name, target, kind = move.new_parent, move.new_name, move.target, move.kind
         if target is not None:
             if new_parent.children.get(new_name) is target:
                 self.state.tree.remove_entry(new_parent, new_name)
