@@ -41,6 +41,7 @@ from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.libsql.rows import SqliteRows, open_file
 from memfs.db.reborn.libsql.stores import LibsqlSearchStore
 from memfs.db.reborn.store import RebornStore
+from memfs.db.records import Write
 from tests.ironclaw_libsql import reborn_local_dev
 
 
@@ -199,11 +200,15 @@ def main() -> int:
                     "worst_ms": round(max(holds), 2)}  # fmt: skip
 
         report["lock_hold_small_save"] = held(
-            lambda: store.commit_document(None, "f1/g1/doc1.md", f"{time.time()}\n", FileAttrs())
+            lambda: store.commit_document(
+                Write(None, "f1/g1/doc1.md", f"{time.time()}\n"), FileAttrs()
+            )
         )
         big = "".join(f"line {i} of a long note about the user's projects\n" for i in range(2000))
         report["lock_hold_100k_save"] = held(
-            lambda: store.commit_document(None, "big.md", big + f"{time.time()}\n", FileAttrs())
+            lambda: store.commit_document(
+                Write(None, "big.md", big + f"{time.time()}\n"), FileAttrs()
+            )
         )
         moves = iter(range(args.runs * 2))
 

@@ -39,6 +39,7 @@ from memfs.config import Settings
 from memfs.db import open_libsql
 from memfs.db.deferred import Delete
 from memfs.db.interface import FileAttrs
+from memfs.db.records import Write
 from tests.ironclaw_libsql import legacy_ironclaw_db, legacy_vector_index
 
 #: Run by IronClaw's engine in a child: documents and embedded chunks, 1,000 a transaction.
@@ -84,7 +85,7 @@ def main() -> int:
         report["document_versions"] = _times(store.document_versions, args.runs)
 
         def fingerprint_after_a_change() -> object:
-            store.commit_document(None, "poke.md", f"{time.time()}\n", FileAttrs())
+            store.commit_document(Write(None, "poke.md", f"{time.time()}\n"), FileAttrs())
             began = time.perf_counter()
             store.fingerprint()  # read again: this process committed since
             return time.perf_counter() - began
@@ -113,11 +114,15 @@ def main() -> int:
                     "worst_ms": round(max(holds), 2)}  # fmt: skip
 
         report["lock_hold_small_save"] = held(
-            lambda: store.commit_document(None, "f0/doc1.md", f"{time.time()}\n", FileAttrs())
+            lambda: store.commit_document(
+                Write(None, "f0/doc1.md", f"{time.time()}\n"), FileAttrs()
+            )
         )
         big = "".join(f"line {i} of a long note about the user's projects\n" for i in range(2000))
         report["lock_hold_100k_save"] = held(
-            lambda: store.commit_document(None, "big.md", big + f"{time.time()}\n", FileAttrs())
+            lambda: store.commit_document(
+                Write(None, "big.md", big + f"{time.time()}\n"), FileAttrs()
+            )
         )
         moves = iter(range(args.runs * 2))
 

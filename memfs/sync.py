@@ -35,6 +35,7 @@ from uuid import UUID
 
 from memfs.db import FileAttrs
 from memfs.db.interface import DocumentStore, Rename, SaveOptions, WorkspaceScope
+from memfs.db.records import Write
 from memfs.errors import EXIT_FAILED, EXIT_USAGE, CommandError
 from memfs.local_tree import SILENT, Passed, memory_files, read_regular
 from memfs.paths import loadable_path
@@ -341,7 +342,7 @@ class DirectorySync:
             return {}
         attrs = FileAttrs(None, here.mtime_ns)
         result = self.store.commit_document(
-            doc_id, path, here.data.decode("utf-8"), attrs, SaveOptions(expected=expected)
+            Write(doc_id, path, here.data.decode("utf-8")), attrs, SaveOptions(expected=expected)
         )
         if result.conflict:
             log.warning("%s changed on both sides: kept the database's version as %s",

@@ -15,6 +15,7 @@ from memfs.config import Settings
 from memfs.db import open_database, open_for_writing
 from memfs.db.capabilities import Deletion, KeptHistory
 from memfs.db.interface import FileAttrs
+from memfs.db.records import Write
 from memfs.errors import EXIT_FAILED, EXIT_USAGE, CommandError
 from memfs.paths import loadable_path, normalize_path
 from memfs.workspace_tasks import Report
@@ -107,7 +108,7 @@ def undelete(settings: Settings, path: str, to: str | None = None) -> Report:
             if document is None:
                 report.add("gone")
                 continue
-            store.commit_document(None, target, document.content, FileAttrs())
+            store.commit_document(Write(None, target, document.content), FileAttrs())
             report.add("undeleted")
             report.items.append({"path": target, **_listed(deletion)})
     finally:

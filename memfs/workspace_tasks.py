@@ -32,6 +32,7 @@ from memfs.db import (
     open_for_writing,
 )
 from memfs.db.interface import DocRow, DocumentStore, SaveOptions, StoredDocument
+from memfs.db.records import Write
 from memfs.embeddings.config import EmbeddingSettings
 from memfs.errors import EXIT_FAILED, EXIT_OK, CommandError, Refused, WriteRefused
 from memfs.ironclaw.settings import ConfigError, resolve_embeddings, resolve_search
@@ -384,7 +385,7 @@ def seed(settings: Settings) -> Report:
             wanted[BOOTSTRAP[0]] = BOOTSTRAP[1]
         for path, text in wanted.items():
             if path in missing:
-                workspace.store.commit_document(None, path, text, FileAttrs())
+                workspace.store.commit_document(Write(None, path, text), FileAttrs())
                 report.add("created")
             else:
                 report.add("already_present")
@@ -439,12 +440,12 @@ def daily_log(settings: Settings, text: str, tz_offset_minutes: int | None = Non
         existing = workspace.find(path)
         store = workspace.store
         if existing is None:
-            store.commit_document(None, path, entry, FileAttrs())
+            store.commit_document(Write(None, path, entry), FileAttrs())
         else:
             content = existing.content
             joiner = "" if content == "" or content.endswith("\n") else "\n"
             store.commit_document(
-                existing.id, path, content + joiner + entry, FileAttrs(),
+                Write(existing.id, path, content + joiner + entry), FileAttrs(),
                 SaveOptions(expected=existing.updated_at),
             )  # fmt: skip
     finally:
@@ -519,7 +520,7 @@ def restore_version(settings: Settings, path: str, number: int) -> Report:
                 EXIT_FAILED,
             )
         result = workspace.store.commit_document(
-            current.id, path, content.decode("utf-8"), FileAttrs(),
+            Write(current.id, path, content.decode("utf-8")), FileAttrs(),
             SaveOptions(expected=current.updated_at),
         )  # fmt: skip
         report.add("restored")
@@ -720,7 +721,7 @@ def import_tree(
                 report.add("created" if doc_id is None else "overwritten")
                 continue
             try:
-                result = store.commit_document(doc_id, rel, text, FileAttrs(None, mtime))
+                result = store.commit_document(Write(doc_id, rel, text), FileAttrs(None, mtime))
             except WriteRefused as refused:
                 report.problems.append(f"{rel}: {refused.reason}, not imported")
                 report.add("refused")
@@ -802,7 +803,7 @@ def recover(settings: Settings, action: str, *, force: bool = False) -> Report:
                     report.add("superseded_still_kept")
                     continue
                 store.commit_document(
-                    existing.id if existing else None, item.path, text, FileAttrs()
+                    Write(existing.id if existing else None, item.path, text), FileAttrs()
                 )
             except (UnicodeDecodeError, WriteRefused, psycopg.Error) as exc:
                 reason = " ".join(str(exc).split())

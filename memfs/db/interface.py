@@ -31,6 +31,7 @@ from memfs.db.records import (
     Rename,
     Replacement,
     SaveOptions,
+    Write,
 )
 from memfs.errors import WriteRefused
 
@@ -56,6 +57,7 @@ __all__ = [
     "SaveOptions",
     "StoredDocument",
     "WorkspaceScope",
+    "Write",
     "attrs_of",
 ]
 
@@ -251,12 +253,7 @@ class DocumentStore(Protocol):
     # -- writes (each one transaction, carrying the deferred changes first) ------------------
 
     def commit_document(
-        self,
-        doc_id: UUID | None,
-        path: str,
-        content: str,
-        attrs: FileAttrs,
-        how: SaveOptions = PLAIN_SAVE,
+        self, write: Write, attrs: FileAttrs, how: SaveOptions = PLAIN_SAVE
     ) -> CommitResult:
         """Save a document (create it when ``doc_id`` is None).  A row changed since
         ``how.expected`` is kept (as a version, or a conflict copy) before this content

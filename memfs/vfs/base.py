@@ -34,6 +34,7 @@ from memfs.db.interface import (
     DocumentStore,
     FileAttrs,
     SaveOptions,
+    Write,
 )
 from memfs.db.scoped import folder_config_paths
 from memfs.errors import FsError
@@ -367,22 +368,18 @@ class Lookups:
             self.on_changed(doc_id)
 
     async def commit_document(
-        self,
-        doc_id: UUID | None,
-        path: str,
-        text: str,
-        attrs: FileAttrs,
-        how: SaveOptions = PLAIN_SAVE,
+        self, write: Write, attrs: FileAttrs, how: SaveOptions = PLAIN_SAVE
     ) -> CommitResult:
         """Commit one document's content; its chunks follow now or from the reindexer.
         ``how.merge``: the save's merge with a change since ``how.expected``, run under
         the row lock (``memfs.vfs.merging``)."""
         deferred = self.reindex_deferred()
-        unconfigured = doc_id is None and not any(
-            self.state.tree.resolve(config) is not None for config in folder_config_paths(path)
+        unconfigured = write.doc_id is None and not any(
+            self.state.tree.resolve(config) is not None
+            for config in folder_config_paths(write.path)
         )
         how = dataclasses.replace(how, index_now=not deferred, unconfigured=unconfigured)
-        result = await self.db.run_db(self.store.commit_document, doc_id, path, text, attrs, how)
+        result = await self.db.run_db(self.store.commit_document, write, attrs, how)
         if deferred:
             self.request_reindex(result.doc_id)  # IronClaw re-indexes every write
         elif result.changed:

@@ -19,6 +19,7 @@ from uuid import UUID
 from memfs.buffers import FileBuffer
 from memfs.cache import ContentCache
 from memfs.db.interface import CommitResult, FileAttrs, SaveOptions
+from memfs.db.records import Write
 from memfs.errors import FsError, WriteRefused
 from memfs.ironclaw.hashing import bytes_hash
 from memfs.kernel import KernelNotifier
@@ -159,7 +160,7 @@ class Commits:
         stored, the commit's result, and whether the text is such a merge."""
         ours = text
         if node.doc_id is None:  # the namespace lock is held (``commit``)
-            result = await self.lookups.commit_document(None, path, text, attrs)
+            result = await self.lookups.commit_document(Write(None, path, text), attrs)
             from_nothing = buffer.appends_only or buffer.absent_path == path
             if from_nothing and not result.created and result.replaced_hash:
                 # ``>>`` of a file another writer made meanwhile, or a file its writer
@@ -178,7 +179,9 @@ class Commits:
         at_hand = None if by_hash else self.merges.rebased(node.doc_id, path, buffer.base, ours)
         merge = self.merges.merge_function(path, at_hand, ours)
         result = await self.lookups.commit_document(
-            node.doc_id, path, text, attrs, SaveOptions(expected=node.updated_at, merge=merge)
+            Write(node.doc_id, path, text),
+            attrs,
+            SaveOptions(expected=node.updated_at, merge=merge),
         )
         locked = await self.merges.committed_merge(path, ours, result)
         if locked is not None:

@@ -298,7 +298,7 @@ class Merges:
         merge = self.merge_function(path, base, text)
         try:
             how = SaveOptions(expected=version, merge=merge)
-            return await self.lookups.commit_document(doc_id, path, text, attrs, how)
+            return await self.lookups.commit_document(Write(doc_id, path, text), attrs, how)
         except WriteRefused as exc:
             log.warning("%r: the merge with another writer's change is refused (%s); this "
                         "save alone is written, the other change is kept as a version",

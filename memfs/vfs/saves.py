@@ -45,6 +45,7 @@ from memfs.db.interface import (
     Replacement,
     SaveOptions,
 )
+from memfs.db.records import Write
 from memfs.errors import DatabaseUnavailable, FsError
 from memfs.ironclaw.hashing import bytes_hash
 from memfs.merge import MERGE_LIMIT, mergeable
@@ -290,7 +291,7 @@ class SavePatterns:
             at_hand = self.merges.bytes_of(based) if based is not None else None
             merge = self.merges.merge_function(new_path, at_hand, ours)
             result = await self.lookups.commit_document(
-                doc_id, new_path, text, attrs, SaveOptions(expected=expected, merge=merge)
+                Write(doc_id, new_path, text), attrs, SaveOptions(expected=expected, merge=merge)
             )
             locked = await self.merges.committed_merge(new_path, ours, result)
             if locked is not None:
@@ -461,7 +462,7 @@ class SavePatterns:
                     continue
                 attrs = FileAttrs(node.custom_mode, node.client_mtime_ns)
                 try:
-                    result = await self.lookups.commit_document(None, path, text, attrs)
+                    result = await self.lookups.commit_document(Write(None, path, text), attrs)
                 except DatabaseUnavailable as exc:
                     self.saves.postpone(ino, moment)  # tried again later
                     self.commits.unsaved.keep_copy(node, data, exc.reason)

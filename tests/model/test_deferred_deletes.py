@@ -17,7 +17,7 @@ import trio
 
 from memfs.db import Database, FileAttrs, Scope
 from memfs.db.deferred import Delete, DropDir, KeepDir
-from memfs.db.records import SaveOptions
+from memfs.db.records import SaveOptions, Write
 from memfs.errors import DatabaseUnavailable
 from memfs.tree import ROOT_INODE
 from memfs.vfs import Filesystem
@@ -98,7 +98,9 @@ async def test_a_failed_batch_is_sent_again(
     """A transaction that carried deletes and failed leaves them queued (a trigger that
     raises makes the save fail; the next transaction sends the deletes)."""
     store = database.store(Scope("default"))
-    kept = store.commit_document(None, "a.md", "one\n", FileAttrs(), SaveOptions(index_now=False))
+    kept = store.commit_document(
+        Write(None, "a.md", "one\n"), FileAttrs(), SaveOptions(index_now=False)
+    )
     store.defer(Delete(kept.doc_id))
     sql_conn.execute(
         "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
@@ -107,10 +109,12 @@ async def test_a_failed_batch_is_sent_again(
         "FOR EACH ROW EXECUTE FUNCTION refuse()"
     )
     with pytest.raises(psycopg.errors.RaiseException):
-        store.commit_document(None, "refused.md", "x\n", FileAttrs(), SaveOptions(index_now=False))
+        store.commit_document(
+            Write(None, "refused.md", "x\n"), FileAttrs(), SaveOptions(index_now=False)
+        )
     assert rows(sql_conn) == ["a.md"], "the failed transaction's delete rolled back"
     assert store.deferred.hidden() == {kept.doc_id}, "and is still queued"
-    store.commit_document(None, "b.md", "two\n", FileAttrs(), SaveOptions(index_now=False))
+    store.commit_document(Write(None, "b.md", "two\n"), FileAttrs(), SaveOptions(index_now=False))
     assert rows(sql_conn) == ["b.md"]
 
 
@@ -166,7 +170,9 @@ async def test_a_folder_emptied_and_removed_in_one_batch_is_gone(
     """``rm d/x; rmdir d``: the emptied folder is kept, then forgotten, in that order;
     ``rmdir d; mkdir d`` leaves it (the mkdir sends the batch first)."""
     store = database.store(Scope("default"))
-    doc = store.commit_document(None, "d/x.md", "x\n", FileAttrs(), SaveOptions(index_now=False))
+    doc = store.commit_document(
+        Write(None, "d/x.md", "x\n"), FileAttrs(), SaveOptions(index_now=False)
+    )
     store.create_directory("e")
     store.defer(Delete(doc.doc_id), KeepDir("d"))
     store.defer(DropDir("d"))

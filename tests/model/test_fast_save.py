@@ -16,7 +16,7 @@ import pytest
 
 from memfs.config import Settings
 from memfs.db import Database, FileAttrs, MetaStore, Scope, open_database
-from memfs.db.records import SaveOptions
+from memfs.db.records import SaveOptions, Write
 from memfs.errors import WriteRefused
 
 
@@ -42,7 +42,7 @@ def content(conn: psycopg.Connection[Any], path: str) -> list[str]:
 def save(store: MetaStore, path: str, text: str, previous: Any = None) -> Any:
     doc_id, updated_at = (previous.doc_id, previous.updated_at) if previous else (None, None)
     return store.commit_document(
-        doc_id, path, text, FileAttrs(), SaveOptions(expected=updated_at, index_now=False)
+        Write(doc_id, path, text), FileAttrs(), SaveOptions(expected=updated_at, index_now=False)
     )
 
 
@@ -135,7 +135,9 @@ def test_a_guess_of_no_config_above_a_new_document_is_checked(
     one round trip on that guess; a ``.config`` the mount has not seen yet (the agent wrote
     it a moment ago) is found by the guard and honoured by the careful save."""
     unconfigured = store.commit_document(
-        None, "fresh/a.md", "one\n", FileAttrs(), SaveOptions(index_now=False, unconfigured=True)
+        Write(None, "fresh/a.md", "one\n"),
+        FileAttrs(),
+        SaveOptions(index_now=False, unconfigured=True),
     )
     assert unconfigured.created and content(sql_conn, "fresh/a.md") == ["one\n"]
     schema = {"type": "object", "required": ["id"]}
@@ -146,9 +148,7 @@ def test_a_guess_of_no_config_above_a_new_document_is_checked(
     )
     with pytest.raises(WriteRefused):
         store.commit_document(
-            None,
-            "cfg2/x.json",
-            '{"name": "no id"}',
+            Write(None, "cfg2/x.json", '{"name": "no id"}'),
             FileAttrs(),
             SaveOptions(index_now=False, unconfigured=True),
         )

@@ -14,7 +14,7 @@ from memfs.config import Settings
 from memfs.db import open_database
 from memfs.db.capabilities import KeptHistory
 from memfs.db.interface import DocumentStore, FileAttrs
-from memfs.db.records import Rename, SaveOptions
+from memfs.db.records import Rename, SaveOptions, Write
 from tests.engines import ENGINES_WITH_LIBSQL, Engine
 
 
@@ -35,12 +35,16 @@ def test_a_deleted_document_is_kept_with_its_versions(stores: Any) -> None:
     store, kept = stores
     started = kept.start()
     assert kept.start() == started  # recorded once
-    first = store.commit_document(None, "notes/a.md", "one\n", FileAttrs())
+    first = store.commit_document(Write(None, "notes/a.md", "one\n"), FileAttrs())
     second = store.commit_document(
-        first.doc_id, "notes/a.md", "two\n", FileAttrs(), SaveOptions(expected=first.updated_at)
+        Write(first.doc_id, "notes/a.md", "two\n"),
+        FileAttrs(),
+        SaveOptions(expected=first.updated_at),
     )
     store.commit_document(
-        second.doc_id, "notes/a.md", "three\n", FileAttrs(), SaveOptions(expected=second.updated_at)
+        Write(second.doc_id, "notes/a.md", "three\n"),
+        FileAttrs(),
+        SaveOptions(expected=second.updated_at),
     )
     assert kept.deletions() == []
     row = store.find_document("notes/a.md")
@@ -58,11 +62,9 @@ def test_a_deleted_document_is_kept_with_its_versions(stores: Any) -> None:
 
 def test_a_delete_whose_guard_fails_keeps_nothing(stores: Any) -> None:
     store, kept = stores
-    made = store.commit_document(None, "b.md", "bee\n", FileAttrs())
+    made = store.commit_document(Write(None, "b.md", "bee\n"), FileAttrs())
     store.commit_document(
-        made.doc_id,
-        "b.md",
-        "changed by another\n",
+        Write(made.doc_id, "b.md", "changed by another\n"),
         FileAttrs(),
         SaveOptions(expected=made.updated_at),
     )
@@ -74,7 +76,7 @@ def test_a_delete_whose_guard_fails_keeps_nothing(stores: Any) -> None:
 def test_moves_are_recorded_with_their_time(stores: Any) -> None:
     store, kept = stores
     before = datetime.now(UTC) - timedelta(seconds=5)
-    made = store.commit_document(None, "x/one.md", "1\n", FileAttrs())
+    made = store.commit_document(Write(None, "x/one.md", "1\n"), FileAttrs())
     store.rename_document(Rename(made.doc_id, "x/two.md", "x/one.md"), FileAttrs(), None)
     store.rename_directory("x", "y", None)
     moves = kept.moves(before)
@@ -92,8 +94,8 @@ def test_memfs_trigger_never_fails_ironclaws_delete(database_url: str, sql_conn:
     database = open_database(Settings(database_url=database_url))
     try:
         store = database.workspace(Settings(database_url=database_url), "t").documents
-        store.commit_document(None, "kept.md", "by sql\n", FileAttrs())
-        store.commit_document(None, "lost.md", "not kept\n", FileAttrs())
+        store.commit_document(Write(None, "kept.md", "by sql\n"), FileAttrs())
+        store.commit_document(Write(None, "lost.md", "not kept\n"), FileAttrs())
     finally:
         database.close()
     sql_conn.execute("DELETE FROM memory_documents WHERE path = 'kept.md'")
@@ -116,7 +118,7 @@ def test_the_libsql_deleted_file_is_private(tmp_path: Any) -> None:
     database = open_database(Settings(database_url=f"sqlite:{path}"))
     try:
         workspace = database.workspace(Settings(database_url=f"sqlite:{path}"), "t")
-        made = workspace.documents.commit_document(None, "a.md", "x\n", FileAttrs())
+        made = workspace.documents.commit_document(Write(None, "a.md", "x\n"), FileAttrs())
         assert workspace.documents.delete_document(made.doc_id, [], made.updated_at)
     finally:
         database.close()

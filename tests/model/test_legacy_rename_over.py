@@ -13,7 +13,7 @@ import pytest
 from memfs.config import Settings
 from memfs.db import open_database
 from memfs.db.interface import FileAttrs
-from memfs.db.records import Replacement, SaveOptions
+from memfs.db.records import Replacement, SaveOptions, Write
 from memfs.db.workspace import Workspace
 from tests.engines import ENGINES, LIBSQL_LEGACY, Engine
 
@@ -60,19 +60,15 @@ def test_the_steps_of_a_rename_over_another(
     source's versions follow the target's own; a change another writer made to the source
     after the mount read it is a version too; the source row is gone."""
     store = workspace.documents
-    target = store.commit_document(None, "notes.md", "target one\n", FileAttrs())
+    target = store.commit_document(Write(None, "notes.md", "target one\n"), FileAttrs())
     target = store.commit_document(
-        target.doc_id,
-        "notes.md",
-        "target two\n",
+        Write(target.doc_id, "notes.md", "target two\n"),
         FileAttrs(),
         SaveOptions(expected=target.updated_at),
     )
-    source = store.commit_document(None, "draft.md", "source one\n", FileAttrs())
+    source = store.commit_document(Write(None, "draft.md", "source one\n"), FileAttrs())
     source = store.commit_document(
-        source.doc_id,
-        "draft.md",
-        "source two\n",
+        Write(source.doc_id, "draft.md", "source two\n"),
         FileAttrs(),
         SaveOptions(expected=source.updated_at),
     )
@@ -106,10 +102,12 @@ def test_a_rename_that_leaves_the_target_as_it_is_versions_it_once(
     """The target already holds the renamed content (a merge holding both): that content is
     one of its versions before the source's carried ones, and not twice in a row."""
     store = workspace.documents
-    target = store.commit_document(None, "notes.md", "same\n", FileAttrs())
-    source = store.commit_document(None, "draft.md", "draft\n", FileAttrs())
+    target = store.commit_document(Write(None, "notes.md", "same\n"), FileAttrs())
+    source = store.commit_document(Write(None, "draft.md", "draft\n"), FileAttrs())
     source = store.commit_document(
-        source.doc_id, "draft.md", "same\n", FileAttrs(), SaveOptions(expected=source.updated_at)
+        Write(source.doc_id, "draft.md", "same\n"),
+        FileAttrs(),
+        SaveOptions(expected=source.updated_at),
     )
     done = store.replace_document(
         Replacement(
@@ -125,7 +123,9 @@ def test_a_rename_that_leaves_the_target_as_it_is_versions_it_once(
     assert done is not None
     assert contents(workspace, "notes.md") == ["same\n", "draft\n"]
     again = store.commit_document(
-        target.doc_id, "notes.md", "newer\n", FileAttrs(), SaveOptions(expected=done.updated_at)
+        Write(target.doc_id, "notes.md", "newer\n"),
+        FileAttrs(),
+        SaveOptions(expected=done.updated_at),
     )
     assert contents(workspace, "notes.md") == ["same\n", "draft\n", "same\n"]
     assert again.changed

@@ -26,6 +26,7 @@ from memfs.db import file_read_only_reason, open_libsql
 from memfs.db.interface import FileAttrs
 from memfs.db.legacy.libsql.stores import fts5_query
 from memfs.db.libsql.database import LibsqlDatabase
+from memfs.db.records import Write
 from memfs.db.workspace import HybridRanking
 from memfs.errors import FsError
 from tests.ironclaw_libsql import legacy_ironclaw_db, legacy_write
@@ -150,7 +151,7 @@ def test_every_write_is_refused_naming_the_file(file: Path) -> None:
     store = database.workspace(Settings()).documents
     doc = store.load_documents()[0]
     for write in (
-        lambda: store.commit_document(None, "new.md", "x", FileAttrs()),
+        lambda: store.commit_document(Write(None, "new.md", "x"), FileAttrs()),
         lambda: store.delete_document(doc.id),
         lambda: store.create_directory("d"),
         lambda: store.set_attrs(doc.id, FileAttrs(mode=0o600)),

@@ -30,7 +30,7 @@ from memfs.db import open_libsql
 from memfs.db.interface import FileAttrs
 from memfs.db.legacy.libsql.writes import LegacyLibsqlWriter
 from memfs.db.libsql.database import LibsqlDatabase
-from memfs.db.records import Overwritten, Rename, Replacement, SaveOptions
+from memfs.db.records import Overwritten, Rename, Replacement, SaveOptions, Write
 from memfs.db.workspace import Workspace
 from memfs.errors import WriteRefused
 from tests.ironclaw_libsql import (
@@ -102,11 +102,9 @@ def test_a_save_leaves_ironclaw_s_rows(file: Path, workspace: Workspace) -> None
     metadata, IronClaw's timestamp format), the replaced content as version 1 with
     IronClaw's hash and the user as ``changed_by``, the chunks 0..n-1 in the FTS table."""
     store = store_of(workspace)
-    first = store.commit_document(None, "notes/a.md", "hello", FileAttrs())
+    first = store.commit_document(Write(None, "notes/a.md", "hello"), FileAttrs())
     second = store.commit_document(
-        first.doc_id,
-        "notes/a.md",
-        "hello world\n",
+        Write(first.doc_id, "notes/a.md", "hello world\n"),
         FileAttrs(),
         SaveOptions(expected=first.updated_at),
     )
@@ -138,14 +136,12 @@ def test_unchanged_chunks_keep_ironclaw_s_embedding(file: Path, workspace: Works
         pytest.skip("no vector index on the plain file")
     store = store_of(workspace)
     text = "".join(f"paragraph {n} " + "word " * 200 + "\n\n" for n in range(4))
-    saved = store.commit_document(None, "long.md", text, FileAttrs())
+    saved = store.commit_document(Write(None, "long.md", text), FileAttrs())
     assert saved.chunks >= 2
     embed = "UPDATE memory_chunks SET embedding = vector32(?) WHERE document_id = ?"
     libsql_statements(file, (embed, ("[1,0,0,0]", str(saved.doc_id))))
     store.commit_document(
-        saved.doc_id,
-        "long.md",
-        text + "one more line\n",
+        Write(saved.doc_id, "long.md", text + "one more line\n"),
         FileAttrs(),
         SaveOptions(expected=saved.updated_at),
     )
@@ -165,9 +161,11 @@ def test_renames_deletes_and_folders(file: Path, workspace: Workspace) -> None:
     row (foreign keys on, as IronClaw has them) after keeping the document with its versions
     for ``memfs undelete``."""
     store = store_of(workspace)
-    a = store.commit_document(None, "notes/a.md", "one\n", FileAttrs(mode=0o600))
+    a = store.commit_document(Write(None, "notes/a.md", "one\n"), FileAttrs(mode=0o600))
     a2 = store.commit_document(
-        a.doc_id, "notes/a.md", "two\n", FileAttrs(mode=0o600), SaveOptions(expected=a.updated_at)
+        Write(a.doc_id, "notes/a.md", "two\n"),
+        FileAttrs(mode=0o600),
+        SaveOptions(expected=a.updated_at),
     )
     store.create_directory("notes/empty")
     moved = store.rename_document(
@@ -207,9 +205,7 @@ def test_another_writer_s_change_is_kept(file: Path, workspace: Workspace) -> No
     (memory,) = store.load_documents()
     ironclaw_writes(file, "MEMORY.md", "The user likes oolong.\n")
     saved = store.commit_document(
-        memory.id,
-        "MEMORY.md",
-        "The user likes black tea.\n",
+        Write(memory.id, "MEMORY.md", "The user likes black tea.\n"),
         FileAttrs(),
         SaveOptions(expected=memory.updated_at),
     )
@@ -225,9 +221,11 @@ def test_a_rename_over_another_carries_its_versions(file: Path, workspace: Works
     content a version, then the source's versions after it; the source row goes."""
     store = store_of(workspace)
     (memory,) = store.load_documents()
-    tmp = store.commit_document(None, "MEMORY.md.tmp", "draft\n", FileAttrs())
+    tmp = store.commit_document(Write(None, "MEMORY.md.tmp", "draft\n"), FileAttrs())
     tmp = store.commit_document(
-        tmp.doc_id, "MEMORY.md.tmp", "final\n", FileAttrs(), SaveOptions(expected=tmp.updated_at)
+        Write(tmp.doc_id, "MEMORY.md.tmp", "final\n"),
+        FileAttrs(),
+        SaveOptions(expected=tmp.updated_at),
     )
     done = store.replace_document(
         Replacement(
@@ -258,7 +256,7 @@ def test_a_held_lock_is_waited_for(file: Path, workspace: Workspace) -> None:
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         began = time.monotonic()
-        saved = store_of(workspace).commit_document(None, "late.md", "waited\n", FileAttrs())
+        saved = store_of(workspace).commit_document(Write(None, "late.md", "waited\n"), FileAttrs())
         waited = time.monotonic() - began
     finally:
         holder.wait(timeout=10)
@@ -277,7 +275,7 @@ def test_the_engine_process_killed(file: Path, database: LibsqlDatabase,
     if writer is None:
         pytest.skip("the plain file is written by this process")
     store = store_of(workspace)
-    store.commit_document(None, "first.md", "one\n", FileAttrs())
+    store.commit_document(Write(None, "first.md", "one\n"), FileAttrs())
     ended = pytest.raises(sqlite3.OperationalError, match="ended during a transaction")
     with ended, database.file.transaction() as conn:
         conn.execute("UPDATE memory_documents SET content = 'half' WHERE path = 'first.md'")
@@ -292,7 +290,7 @@ def test_the_engine_process_killed(file: Path, database: LibsqlDatabase,
     assert old is not None
     os.kill(old, signal.SIGKILL)
     time.sleep(0.1)
-    store.commit_document(None, "second.md", "two\n", FileAttrs())
+    store.commit_document(Write(None, "second.md", "two\n"), FileAttrs())
     assert writer.pid not in (None, old)
     assert rows(file, "SELECT content FROM memory_documents WHERE path = 'second.md'") == [
         ("two\n",)
@@ -326,7 +324,7 @@ def test_memfs_s_own_state_stays_out_of_ironclaw_s_file(file: Path, workspace: W
     ``<file>.memfs-deleted``, both 0600; IronClaw's file gains no table of memfs's."""
     before = {r[0] for r in rows(file, "SELECT name FROM sqlite_master")}
     store = store_of(workspace)
-    saved = store.commit_document(None, "d/x.md", "x\n", FileAttrs(mode=0o640))
+    saved = store.commit_document(Write(None, "d/x.md", "x\n"), FileAttrs(mode=0o640))
     store.create_directory("e")
     store.rename_directory("d", "f", None)
     store.delete_document(saved.doc_id)
@@ -341,17 +339,17 @@ def test_a_move_re_chunks_where_the_indexing_rules_differ(file: Path, workspace:
     then with its folder) where no such rule holds, it is re-chunked in the move's
     transaction; ``reindex`` rebuilds chunks IronClaw's way."""
     store = store_of(workspace)
-    config = store.commit_document(None, "quiet/.config", "", FileAttrs())
+    config = store.commit_document(Write(None, "quiet/.config", ""), FileAttrs())
     with sqlite3.connect(file) as conn:
         conn.execute("UPDATE memory_documents SET metadata = ? WHERE id = ?",
                      ('{"skip_indexing": true}', str(config.doc_id)))  # fmt: skip
-    saved = store.commit_document(None, "quiet/a.md", "hush\n", FileAttrs())
+    saved = store.commit_document(Write(None, "quiet/a.md", "hush\n"), FileAttrs())
     assert saved.chunks == 0
     count = "SELECT count(*) FROM memory_chunks WHERE document_id = ?"
     assert rows(file, count, str(saved.doc_id)) == [(0,)]
     store.rename_document(Rename(saved.doc_id, "loud/a.md", "quiet/a.md"), FileAttrs())
     assert rows(file, count, str(saved.doc_id)) == [(1,)]
-    other = store.commit_document(None, "quiet/sub/b.md", "also hush\n", FileAttrs())
+    other = store.commit_document(Write(None, "quiet/sub/b.md", "also hush\n"), FileAttrs())
     assert rows(file, count, str(other.doc_id)) == [(0,)]
     store.rename_directory("quiet/sub", "loud/sub", None)
     assert rows(file, count, str(other.doc_id)) == [(1,)]
@@ -365,7 +363,7 @@ def test_renames_refused_or_over_another_and_attributes(file: Path, workspace: W
     transaction.  ``set_attrs`` keeps a mode against the row as it is; a folder dropped."""
     store = store_of(workspace)
     (memory,) = store.load_documents()
-    a = store.commit_document(None, "a.md", "a\n", FileAttrs())
+    a = store.commit_document(Write(None, "a.md", "a\n"), FileAttrs())
     ironclaw_writes(file, "b.md", "IronClaw's b\n")
     with pytest.raises(WriteRefused) as refused:
         store.rename_document(Rename(a.doc_id, "b.md", "a.md"), FileAttrs())
@@ -419,7 +417,9 @@ def test_a_file_without_versions_keeps_a_conflict_copy(tmp_path: Path) -> None:
                 (str(memory.id),),
             )
         saved = store.commit_document(
-            memory.id, "MEMORY.md", "mine\n", FileAttrs(), SaveOptions(expected=memory.updated_at)
+            Write(memory.id, "MEMORY.md", "mine\n"),
+            FileAttrs(),
+            SaveOptions(expected=memory.updated_at),
         )
         assert saved.conflict is not None and saved.conflict.startswith("copy MEMORY.conflict-")
         found = dict(rows(db, "SELECT path, content FROM memory_documents"))

@@ -22,6 +22,7 @@ from memfs.db.libsql.kept import DeletedFile
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.libsql.rows import SqliteRows, open_file
 from memfs.db.reborn.store import RebornStore
+from memfs.db.records import Write
 from memfs.errors import WriteRefused
 from tests.ironclaw_libsql import reborn_local_dev
 
@@ -100,13 +101,13 @@ def paths(db: Path) -> list[str]:
 
 def fill(store: RebornStore, folder: str, count: int) -> None:
     for n in range(count):
-        store.commit_document(None, f"{folder}/n{n:02}.md", f"note {n}\n", NO_ATTRS)
+        store.commit_document(Write(None, f"{folder}/n{n:02}.md", f"note {n}\n"), NO_ATTRS)
 
 
 def test_a_large_folder_moves_a_few_documents_per_transaction(opened: Opened, db: Path) -> None:
     store = opened.store
     fill(store, "d", 10)
-    store.commit_document(None, "d/n03.md", "note 3, edited\n", NO_ATTRS)  # a version row
+    store.commit_document(Write(None, "d/n03.md", "note 3, edited\n"), NO_ATTRS)  # a version row
     store.defer(MoveDir("d", "e"))
     assert store.flush_changes()
     assert paths(db) == [f"e/n{n:02}.md" for n in range(10)]
@@ -189,7 +190,7 @@ def test_a_document_another_writer_put_at_the_new_path_stays_put(opened: Opened,
 def test_a_large_folder_is_not_moved_onto_another_writers_folder(opened: Opened, db: Path) -> None:
     store = opened.store
     fill(store, "d", 10)
-    store.commit_document(None, "e/theirs.md", "here first\n", NO_ATTRS)
+    store.commit_document(Write(None, "e/theirs.md", "here first\n"), NO_ATTRS)
     opened.changed.clear()
     store.defer(MoveDir("d", "e"))
     assert store.flush_changes()

@@ -22,7 +22,7 @@ from memfs.db.interface import FileAttrs
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.libsql.rows import SqliteRows, open_file, own_file
 from memfs.db.reborn.store import RebornStore
-from memfs.db.records import Rename, Replacement, SaveOptions
+from memfs.db.records import Rename, Replacement, SaveOptions, Write
 from memfs.errors import WriteRefused
 from tests.ironclaw_libsql import reborn_local_dev, search_scope
 
@@ -83,13 +83,13 @@ def chunk(indexed: str, contents: bytes) -> dict[str, Any]:
 def test_l1_l2_l3_l5_memfs_writes_the_rows_ironclaw_writes(store: RebornStore, db: Path) -> None:
     """The facts' §10.2 rows, byte for byte (L2 is IronClaw's append; memfs writes the
     same content as an overwrite, which leaves the same rows)."""
-    store.commit_document(None, "notes/a.md", "hello", NO_ATTRS)  # L1
+    store.commit_document(Write(None, "notes/a.md", "hello"), NO_ATTRS)  # L1
     chunk_a = ('{"agent_id":"reborn-cli-agent","chunk_index":0,"content":"hello",'
                '"doc_relative_path":"notes/a.md","tenant_id":"reborn-cli",'
                '"user_id":"reborn-cli"}')  # fmt: skip
     assert rows(db) == {"notes/a.md": doc(b"hello", 1),
                         "notes/a.md.chunks/0": chunk(chunk_a, b"hello")}  # fmt: skip
-    store.commit_document(None, "notes/a.md", "helloworld\n", NO_ATTRS)  # L2
+    store.commit_document(Write(None, "notes/a.md", "helloworld\n"), NO_ATTRS)  # L2
     found = rows(db)
     assert found["notes/a.md"] == doc(b"helloworld\n", 2)
     assert found["notes/a.md.versions/1"] == {
@@ -100,12 +100,12 @@ def test_l1_l2_l3_l5_memfs_writes_the_rows_ironclaw_writes(store: RebornStore, d
                     '"tenant_id":"reborn-cli","user_id":"reborn-cli","version":1}'),
         "version": 1, "is_dir": 0,
     }  # fmt: skip
-    store.commit_document(None, "MEMORY.md", "The user likes green tea.\n", NO_ATTRS)  # L3
+    store.commit_document(Write(None, "MEMORY.md", "The user likes green tea.\n"), NO_ATTRS)  # L3
     assert rows(db)["MEMORY.md.chunks/0"]["indexed"] == (
         '{"agent_id":"reborn-cli-agent","chunk_index":0,"content":"The user likes green tea.\\n",'
         '"doc_relative_path":"MEMORY.md","tenant_id":"reborn-cli","user_id":"reborn-cli"}'
     )
-    store.commit_document(None, "notes/a.md", "tea time", NO_ATTRS)  # L5
+    store.commit_document(Write(None, "notes/a.md", "tea time"), NO_ATTRS)  # L5
     found = rows(db)
     assert found["notes/a.md"] == doc(b"tea time", 3)
     assert HELLOWORLD_HASH.encode() in found["notes/a.md.versions/2"]["contents"]
@@ -117,13 +117,13 @@ def test_l1_l2_l3_l5_memfs_writes_the_rows_ironclaw_writes(store: RebornStore, d
 def test_created_at_is_the_column_default_and_updated_at_moves(
     store: RebornStore, db: Path
 ) -> None:
-    store.commit_document(None, "a.md", "one\n", NO_ATTRS)
+    store.commit_document(Write(None, "a.md", "one\n"), NO_ATTRS)
     with sqlite3.connect(db) as conn:
         (created, first), = conn.execute(
             "SELECT created_at, updated_at FROM root_filesystem_entries WHERE path = ?",
             (f"{S}/a.md",),
         )  # fmt: skip
-    store.commit_document(None, "a.md", "two\n", NO_ATTRS)
+    store.commit_document(Write(None, "a.md", "two\n"), NO_ATTRS)
     with sqlite3.connect(db) as conn:
         (created_after, second), = conn.execute(
             "SELECT created_at, updated_at FROM root_filesystem_entries WHERE path = ?",
@@ -135,9 +135,9 @@ def test_created_at_is_the_column_default_and_updated_at_moves(
 def test_ironclaws_full_text_triggers_follow_memfs_writes(store: RebornStore, db: Path) -> None:
     """Once IronClaw's first search made the scope's FTS5 table, its triggers index what
     memfs writes, moves and deletes (memfs never writes that table itself)."""
-    store.commit_document(None, "MEMORY.md", "The user likes green tea.\n", NO_ATTRS)
+    store.commit_document(Write(None, "MEMORY.md", "The user likes green tea.\n"), NO_ATTRS)
     table = search_scope(db, S)
-    store.commit_document(None, "notes/a.md", "tea time", NO_ATTRS)
+    store.commit_document(Write(None, "notes/a.md", "tea time"), NO_ATTRS)
 
     def matches(term: str) -> list[str]:
         with sqlite3.connect(db) as conn:
@@ -154,9 +154,9 @@ def test_ironclaws_full_text_triggers_follow_memfs_writes(store: RebornStore, db
 
 
 def test_delete_rename_and_a_folder_move_carry_the_sidecars(store: RebornStore, db: Path) -> None:
-    store.commit_document(None, "d/a.md", "one\n", NO_ATTRS)
-    store.commit_document(None, "d/a.md", "two\n", NO_ATTRS)
-    store.commit_document(None, "d/b.md", "bee\n", NO_ATTRS)
+    store.commit_document(Write(None, "d/a.md", "one\n"), NO_ATTRS)
+    store.commit_document(Write(None, "d/a.md", "two\n"), NO_ATTRS)
+    store.commit_document(Write(None, "d/b.md", "bee\n"), NO_ATTRS)
     moved = store.rename_directory("d", "e", None)
     assert set(moved) == {store.id_of("e/a.md"), store.id_of("e/b.md")}
     found = rows(db)
@@ -170,10 +170,10 @@ def test_delete_rename_and_a_folder_move_carry_the_sidecars(store: RebornStore, 
 
 
 def test_a_file_renamed_over_another_keeps_both_histories(store: RebornStore, db: Path) -> None:
-    store.commit_document(None, "a.md", "a1\n", NO_ATTRS)
-    store.commit_document(None, "a.md", "a2\n", NO_ATTRS)
-    store.commit_document(None, "b.md", "b1\n", NO_ATTRS)
-    store.commit_document(None, "b.md", "b2\n", NO_ATTRS)
+    store.commit_document(Write(None, "a.md", "a1\n"), NO_ATTRS)
+    store.commit_document(Write(None, "a.md", "a2\n"), NO_ATTRS)
+    store.commit_document(Write(None, "b.md", "b1\n"), NO_ATTRS)
+    store.commit_document(Write(None, "b.md", "b2\n"), NO_ATTRS)
     result = store.replace_document(
         Replacement(store.id_of("a.md"), store.id_of("b.md"), "b.md", None, NO_ATTRS),
         SaveOptions(index_now=False),
@@ -190,7 +190,7 @@ def test_a_file_renamed_over_another_keeps_both_histories(store: RebornStore, db
 
 
 def test_another_writers_change_is_kept_as_a_version(store: RebornStore, db: Path) -> None:
-    first = store.commit_document(None, "a.md", "mine\n", NO_ATTRS)
+    first = store.commit_document(Write(None, "a.md", "mine\n"), NO_ATTRS)
     with sqlite3.connect(db) as conn:  # the agent's put: compare-and-swap on version
         conn.execute(
             "UPDATE root_filesystem_entries SET contents = ?, version = version + 1, "
@@ -198,7 +198,9 @@ def test_another_writers_change_is_kept_as_a_version(store: RebornStore, db: Pat
             (b"agent\n", f"{S}/a.md"),
         )
     result = store.commit_document(
-        first.doc_id, "a.md", "mine, edited\n", NO_ATTRS, SaveOptions(expected=first.updated_at)
+        Write(first.doc_id, "a.md", "mine, edited\n"),
+        NO_ATTRS,
+        SaveOptions(expected=first.updated_at),
     )
     assert result.conflict == "version 1"
     assert result.replaced_hash is not None
@@ -212,7 +214,7 @@ def test_contents_another_tool_wrote_as_text_read_and_are_saved_as_a_blob(
     """``contents || 'x'`` in SQL leaves text where IronClaw keeps a blob (found by the
     scale benchmark's agent: every open of such a row answered EIO).  memfs reads it as its
     UTF-8 bytes, and its next save writes a blob again."""
-    first = store.commit_document(None, "a.md", "mine\n", NO_ATTRS)
+    first = store.commit_document(Write(None, "a.md", "mine\n"), NO_ATTRS)
     with sqlite3.connect(db) as conn:
         conn.execute(
             "UPDATE root_filesystem_entries SET contents = contents || ?, version = version + 1 "
@@ -226,7 +228,9 @@ def test_contents_another_tool_wrote_as_text_read_and_are_saved_as_a_blob(
     content = store.read_content(first.doc_id)
     assert content is not None and content.data == b"mine\nagent\n"
     store.commit_document(
-        first.doc_id, "a.md", "mine\nagent\nmore\n", NO_ATTRS, SaveOptions(expected=content.version)
+        Write(first.doc_id, "a.md", "mine\nagent\nmore\n"),
+        NO_ATTRS,
+        SaveOptions(expected=content.version),
     )
     assert rows(db)["a.md"]["contents"] == b"mine\nagent\nmore\n"  # a blob, checked there
 
@@ -236,13 +240,13 @@ def test_two_writes_within_one_millisecond_are_two_versions_to_the_mount(
 ) -> None:
     """IronClaw's timestamps have millisecond resolution: the mount's version token adds
     the row's version, so back-to-back writes are never taken for one."""
-    tokens = {store.commit_document(None, "a.md", f"{n}\n", NO_ATTRS).updated_at
+    tokens = {store.commit_document(Write(None, "a.md", f"{n}\n"), NO_ATTRS).updated_at
               for n in range(20)}  # fmt: skip
     assert len(tokens) == 20
 
 
 def test_attributes_and_kept_folders_live_in_memfss_own_file(store: RebornStore, db: Path) -> None:
-    result = store.commit_document(None, "a.md", "x\n", FileAttrs(0o600, 123))
+    result = store.commit_document(Write(None, "a.md", "x\n"), FileAttrs(0o600, 123))
     store.create_directory("empty")
     assert store.load_directories() == ["empty"]
     assert [d.attrs for d in store.load_documents()] == [FileAttrs(0o600, 123)]
@@ -257,17 +261,17 @@ def test_attributes_and_kept_folders_live_in_memfss_own_file(store: RebornStore,
 
 def test_ironclaws_refusals_hold(store: RebornStore) -> None:
     with pytest.raises(WriteRefused):
-        store.commit_document(None, "a.md.versions/x.md", "x", NO_ATTRS)
-    store.commit_document(None, "p.md", "x", NO_ATTRS)
+        store.commit_document(Write(None, "a.md.versions/x.md", "x"), NO_ATTRS)
+    store.commit_document(Write(None, "p.md", "x"), NO_ATTRS)
     with pytest.raises(WriteRefused):
-        store.commit_document(None, "p.md/child.md", "x", NO_ATTRS)
+        store.commit_document(Write(None, "p.md/child.md", "x"), NO_ATTRS)
 
 
 def test_the_fingerprint_moves_with_every_change(store: RebornStore) -> None:
     before = store.fingerprint()
-    store.commit_document(None, "a.md", "x\n", NO_ATTRS)
+    store.commit_document(Write(None, "a.md", "x\n"), NO_ATTRS)
     created = store.fingerprint()
-    store.commit_document(None, "a.md", "y\n", NO_ATTRS)
+    store.commit_document(Write(None, "a.md", "y\n"), NO_ATTRS)
     updated = store.fingerprint()
     store.rename_document(Rename(store.id_of("a.md"), "b.md"), NO_ATTRS)
     moved = store.fingerprint()

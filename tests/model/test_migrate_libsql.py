@@ -19,6 +19,7 @@ from memfs.db.interface import FileAttrs
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.libsql.rows import SqliteRows, open_file
 from memfs.db.reborn.store import RebornStore
+from memfs.db.records import Write
 from tests.ironclaw_libsql import legacy_ironclaw_db, legacy_write, reborn_local_dev
 from tests.model.test_reborn_store import reborn_schema
 
@@ -38,7 +39,7 @@ def _workspace(db: Path, seed: int) -> None:
             for save in range(rng.randint(1, 4)):
                 lines = range(rng.randint(1, 30))
                 text = "".join(f"line {save}.{i} of {n}, ünïcode ✓\n" for i in lines)
-                store.commit_document(None, path, text, FileAttrs())
+                store.commit_document(Write(None, path, text), FileAttrs())
         for n in range(0, DOCS, 10):  # metadata sidecars, as IronClaw writes them
             with sqlite3.connect(db) as conn:
                 conn.execute(

@@ -21,7 +21,7 @@ import pytest
 from memfs.config import Settings
 from memfs.db import open_database
 from memfs.db.interface import DocumentStore, FileAttrs
-from memfs.db.records import Rename
+from memfs.db.records import Rename, Write
 from memfs.tree import to_ns
 from tests.engines import Engine
 from tests.model.conftest import filesystem_of
@@ -39,12 +39,12 @@ def store(engine: Engine, database_url: str) -> Iterator[DocumentStore]:
 def test_a_rename_onto_a_path_whose_document_the_agent_deleted(
     engine: Engine, store: DocumentStore, sql_conn: psycopg.Connection[Any]
 ) -> None:
-    gone = store.commit_document(None, "e/z.md", "the agent deletes this\n",
+    gone = store.commit_document(Write(None, "e/z.md", "the agent deletes this\n"),
                                  FileAttrs(0o600, 1_000_000_000))  # fmt: skip
     assert gone.created
     engine.agent_deletes(sql_conn, "e/z.md")
     own = FileAttrs(0o640, 2_000_000_000)  # rsync's chmod and utime
-    moving = store.commit_document(None, "x.md", "moved\n", own)
+    moving = store.commit_document(Write(None, "x.md", "moved\n"), own)
     moved = store.rename_document(Rename(moving.doc_id, "e/z.md", "x.md"), own, None)
     assert moved is not None
     rows = {row.path: row for row in store.load_documents()}
@@ -56,10 +56,10 @@ def test_a_rename_onto_a_path_whose_document_the_agent_deleted(
 def test_a_folder_moved_onto_paths_whose_documents_the_agent_deleted(
     engine: Engine, store: DocumentStore, sql_conn: psycopg.Connection[Any]
 ) -> None:
-    store.commit_document(None, "b/y.md", "deleted by the agent\n", FileAttrs(0o600, 10**9))
+    store.commit_document(Write(None, "b/y.md", "deleted by the agent\n"), FileAttrs(0o600, 10**9))
     engine.agent_deletes(sql_conn, "b/y.md")
     own = FileAttrs(0o640, 2_000_000_000)
-    store.commit_document(None, "a/y.md", "moved with its folder\n", own)
+    store.commit_document(Write(None, "a/y.md", "moved with its folder\n"), own)
     moved = store.rename_directory("a", "b", None)
     assert len(moved) == 1
     rows = {row.path: row for row in store.load_documents()}
@@ -69,8 +69,8 @@ def test_a_folder_moved_onto_paths_whose_documents_the_agent_deleted(
 
 def test_a_folder_move_is_not_an_edit(store: DocumentStore) -> None:
     own = FileAttrs(0o640, 1_795_935_639_610_021_001)  # to the nanosecond
-    store.commit_document(None, "a/chmodded.md", "chmod and utime\n", own)
-    store.commit_document(None, "a/plain.md", "no client attributes\n", FileAttrs())
+    store.commit_document(Write(None, "a/chmodded.md", "chmod and utime\n"), own)
+    store.commit_document(Write(None, "a/plain.md", "no client attributes\n"), FileAttrs())
     before = {row.path: row for row in store.load_documents()}
     moved = store.rename_directory("a", "b", None)
     assert len(moved) == 2

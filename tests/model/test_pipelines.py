@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from memfs.db import Database, FileAttrs, Scope
-from memfs.db.records import SaveOptions
+from memfs.db.records import SaveOptions, Write
 
 QUERY = "SELECT %s::int + 1"
 
@@ -44,15 +44,13 @@ def test_saves_whose_guard_fails_again_and_again_all_land(
     (Serial, this did not show defect 1 on the old code: the test above does.)"""
     store = database.store(Scope("default"))
     last = store.commit_document(
-        None, "f.md", "start\n", FileAttrs(), SaveOptions(expected=None, index_now=False)
+        Write(None, "f.md", "start\n"), FileAttrs(), SaveOptions(expected=None, index_now=False)
     )
     text = "start\n"
     for n in range(20):
         text += f"mount {n}\n"
         last = store.commit_document(
-            last.doc_id,
-            "f.md",
-            text,
+            Write(last.doc_id, "f.md", text),
             FileAttrs(),
             SaveOptions(expected=last.updated_at, index_now=False),
         )

@@ -23,7 +23,7 @@ from memfs.db.interface import FileAttrs
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.libsql.rows import SqliteRows, open_file
 from memfs.db.reborn.store import RebornStore
-from memfs.db.records import Rename, SaveOptions
+from memfs.db.records import Rename, SaveOptions, Write
 from tests.ironclaw_libsql import reborn_local_dev
 from tests.model.test_reborn_store import reborn_schema
 
@@ -49,7 +49,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RebornStor
 
 def test_a_listing_during_renames_names_the_document_by_its_one_id(store: RebornStore) -> None:
     doc_id = store.commit_document(
-        None, "a.md", "x\n", FileAttrs(), SaveOptions(index_now=False)
+        Write(None, "a.md", "x\n"), FileAttrs(), SaveOptions(index_now=False)
     ).doc_id
     done = threading.Event()
     failures: list[BaseException] = []

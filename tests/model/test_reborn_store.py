@@ -29,7 +29,7 @@ from memfs.db.interface import FileAttrs
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.search_store import RebornSearchStore
 from memfs.db.reborn.store import PATH_IDS, RebornStore, path_id
-from memfs.db.records import Rename, Replacement, SaveOptions
+from memfs.db.records import Rename, Replacement, SaveOptions, Write
 from memfs.db.schema import MEMFS_SCHEMA_DDL
 from memfs.errors import WriteRefused
 from memfs.search.reborn import RebornSearch
@@ -119,7 +119,7 @@ def version_row(old: bytes, number: int, relative: str) -> dict[str, Any]:
 def test_e1_to_e4_writes_leave_ironclaws_rows(
     store: RebornStore, sql_conn: psycopg.Connection[Any]
 ) -> None:
-    first = store.commit_document(None, "notes/a.md", "hello", NO_ATTRS)  # E1
+    first = store.commit_document(Write(None, "notes/a.md", "hello"), NO_ATTRS)  # E1
     assert first.created
     assert rows(sql_conn) == {
         "notes/a.md": document(b"hello", 1),
@@ -127,7 +127,9 @@ def test_e1_to_e4_writes_leave_ironclaws_rows(
     }
     doc_id = first.doc_id
     store.commit_document(
-        doc_id, "notes/a.md", "helloworld\n", NO_ATTRS, SaveOptions(expected=first.updated_at)
+        Write(doc_id, "notes/a.md", "helloworld\n"),
+        NO_ATTRS,
+        SaveOptions(expected=first.updated_at),
     )  # E2
     after_e2 = rows(sql_conn)
     assert after_e2 == {
@@ -140,14 +142,14 @@ def test_e1_to_e4_writes_leave_ironclaws_rows(
         b'"content":"hello","content_hash":"sha256:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7'
         b'425e73043362938b9824"}'
     )
-    store.commit_document(doc_id, "notes/a.md", "hello", NO_ATTRS)  # E3
+    store.commit_document(Write(doc_id, "notes/a.md", "hello"), NO_ATTRS)  # E3
     third = rows(sql_conn)
     assert third["notes/a.md"] == document(b"hello", 3)
     assert third["notes/a.md.versions/2"] == version_row(b"helloworld\n", 2, "notes/a.md")
     assert json.loads(third["notes/a.md.versions/2"]["contents"])["content_hash"].startswith(
         "sha256:8cd07f3a"
     )
-    store.commit_document(doc_id, "notes/a.md", "hello", NO_ATTRS)  # E4: same bytes
+    store.commit_document(Write(doc_id, "notes/a.md", "hello"), NO_ATTRS)  # E4: same bytes
     fourth = rows(sql_conn)
     assert fourth["notes/a.md"] == document(b"hello", 4)
     assert sorted(fourth) == sorted(third), "no version row for an identical rewrite"
@@ -156,12 +158,12 @@ def test_e1_to_e4_writes_leave_ironclaws_rows(
 def test_e5_skip_versioning_in_the_meta_sidecar_keeps_no_version(
     store: RebornStore, sql_conn: psycopg.Connection[Any]
 ) -> None:
-    result = store.commit_document(None, "notes/a.md", "hello", NO_ATTRS)
+    result = store.commit_document(Write(None, "notes/a.md", "hello"), NO_ATTRS)
     sql_conn.execute(  # IronClaw's write with metadata leaves this sidecar (E5)
         "INSERT INTO root_filesystem_entries (path, contents, version) VALUES (%s, %s, 1)",
         (A + "/notes/a.md.meta", b'{"skip_versioning":true}'),
     )
-    store.commit_document(result.doc_id, "notes/a.md", "bye", NO_ATTRS)
+    store.commit_document(Write(result.doc_id, "notes/a.md", "bye"), NO_ATTRS)
     left = rows(sql_conn)
     assert left["notes/a.md"] == document(b"bye", 2)
     assert not [p for p in left if ".versions/" in p], "hello must not be archived"
@@ -169,24 +171,24 @@ def test_e5_skip_versioning_in_the_meta_sidecar_keeps_no_version(
 
 
 def test_e6_names_and_places_ironclaw_refuses(store: RebornStore) -> None:
-    store.commit_document(None, "notes/a.md", "hello", NO_ATTRS)
+    store.commit_document(Write(None, "notes/a.md", "hello"), NO_ATTRS)
     cases = [("notes", errno.EEXIST), ("notes/a.md/c.md", errno.EEXIST), ("x.meta", errno.EINVAL),
              ("a.chunks/b.md", errno.EINVAL), ("v.versions", errno.EINVAL)]  # fmt: skip
     for path, code in cases:
         with pytest.raises(WriteRefused) as refused:
-            store.commit_document(None, path, "x", NO_ATTRS)
+            store.commit_document(Write(None, path, "x"), NO_ATTRS)
         assert refused.value.errno == code, (path, refused.value)
 
 
 def test_e7_a_folder_config_with_skip_indexing_leaves_no_chunks(
     store: RebornStore, sql_conn: psycopg.Connection[Any]
 ) -> None:
-    store.commit_document(None, "private/.config", "", NO_ATTRS)
+    store.commit_document(Write(None, "private/.config", ""), NO_ATTRS)
     sql_conn.execute(
         "INSERT INTO root_filesystem_entries (path, contents, version) VALUES (%s, %s, 1)",
         (A + "/private/.config.meta", b'{"skip_indexing":true}'),
     )
-    store.commit_document(None, "private/diary.md", "dear diary", NO_ATTRS)
+    store.commit_document(Write(None, "private/diary.md", "dear diary"), NO_ATTRS)
     left = rows(sql_conn)
     assert left["private/diary.md"] == document(b"dear diary", 1)
     assert not [p for p in left if ".chunks/" in p]
@@ -204,13 +206,13 @@ def test_a_config_without_metadata_is_walked_past(
 ) -> None:
     """Reborn facts §3.4 [ran]: ``cfg/.config {skip_indexing}`` and a metadata-less
     ``cfg/sub/.config`` (none, or a zero-byte sidecar): ``cfg/sub/x.md`` gets no chunks."""
-    store.commit_document(None, "cfg/.config", "", NO_ATTRS)
+    store.commit_document(Write(None, "cfg/.config", ""), NO_ATTRS)
     _sidecar(sql_conn, "cfg/.config.meta", b'{"skip_indexing":true}')
-    store.commit_document(None, "cfg/sub/.config", "", NO_ATTRS)
-    store.commit_document(None, "cfg/sub/x.md", "hidden words", NO_ATTRS)
-    store.commit_document(None, "cfg/empty/.config", "", NO_ATTRS)
+    store.commit_document(Write(None, "cfg/sub/.config", ""), NO_ATTRS)
+    store.commit_document(Write(None, "cfg/sub/x.md", "hidden words"), NO_ATTRS)
+    store.commit_document(Write(None, "cfg/empty/.config", ""), NO_ATTRS)
     _sidecar(sql_conn, "cfg/empty/.config.meta", b"")
-    store.commit_document(None, "cfg/empty/y.md", "more hidden words", NO_ATTRS)
+    store.commit_document(Write(None, "cfg/empty/y.md", "more hidden words"), NO_ATTRS)
     left = rows(sql_conn)
     assert left["cfg/sub/x.md"] == document(b"hidden words", 1)
     assert left["cfg/empty/y.md"] == document(b"more hidden words", 1)
@@ -224,14 +226,14 @@ def test_a_whitespace_or_broken_meta_refuses_every_write_it_governs(
 ) -> None:  # fmt: skip
     """Only a zero-byte ``.meta`` means none (§3.4): whitespace or non-JSON fails the
     write, of the document itself or, for a ``.config`` sidecar, of every one below."""
-    own = store.commit_document(None, "a.md", "first", NO_ATTRS)
+    own = store.commit_document(Write(None, "a.md", "first"), NO_ATTRS)
     _sidecar(sql_conn, "a.md.meta", body)
-    store.commit_document(None, "cfg/.config", "", NO_ATTRS)
+    store.commit_document(Write(None, "cfg/.config", ""), NO_ATTRS)
     _sidecar(sql_conn, "cfg/.config.meta", body)
     before = rows(sql_conn)
     for doc_id, path in [(own.doc_id, "a.md"), (None, "cfg/deep/b.md")]:
         with pytest.raises(WriteRefused) as refused:
-            store.commit_document(doc_id, path, "second", NO_ATTRS)
+            store.commit_document(Write(doc_id, path, "second"), NO_ATTRS)
         assert refused.value.errno == errno.EINVAL
     assert rows(sql_conn) == before, "a refused write wrote something"
     logged = caplog.text
@@ -242,7 +244,7 @@ def test_e10_a_long_document_is_chunked_as_ironclaws_indexer_does(
     store: RebornStore, sql_conn: psycopg.Connection[Any]
 ) -> None:
     words = [f"w{i}" for i in range(1, 1001)]
-    store.commit_document(None, "long.md", " ".join(words) + "\n", NO_ATTRS)
+    store.commit_document(Write(None, "long.md", " ".join(words) + "\n"), NO_ATTRS)
     left = rows(sql_conn)
     assert left["long.md.chunks/0"] == chunk(" ".join(words[:800]), 0, "long.md")
     assert left["long.md.chunks/1"] == chunk(" ".join(words[680:]), 1, "long.md")
@@ -252,7 +254,7 @@ def test_e10_a_long_document_is_chunked_as_ironclaws_indexer_does(
 def test_the_listing_is_ironclaws(store: RebornStore, sql_conn: psycopg.Connection[Any]) -> None:
     """Only memory_document rows at listable paths (§3.3); sidecars, other kinds, NULL
     kind, directory rows and other scopes stay hidden and untouched."""
-    store.commit_document(None, "MEMORY.md", "remember", NO_ATTRS)
+    store.commit_document(Write(None, "MEMORY.md", "remember"), NO_ATTRS)
     for path, kind, is_dir in [
         (A + "/opaque.bin", None, False),
         (A + "/thread.json", "thread_record", False),
@@ -273,14 +275,16 @@ def test_another_writers_change_is_kept_as_a_version(
 ) -> None:
     """A save based on an older version: the row the other writer left becomes a version
     (IronClaw's own archive of replaced content), then the save is the content."""
-    first = store.commit_document(None, "doc.md", "mine\n", NO_ATTRS)
+    first = store.commit_document(Write(None, "doc.md", "mine\n"), NO_ATTRS)
     sql_conn.execute(  # the agent's write: a compare-and-swap on version, as IronClaw's is
         "UPDATE root_filesystem_entries SET contents = 'agent\n', version = version + 1, "
         "updated_at = now() WHERE path = %s AND version = 1",
         (A + "/doc.md",),
     )
     result = store.commit_document(
-        first.doc_id, "doc.md", "mine, later\n", NO_ATTRS, SaveOptions(expected=first.updated_at)
+        Write(first.doc_id, "doc.md", "mine, later\n"),
+        NO_ATTRS,
+        SaveOptions(expected=first.updated_at),
     )
     assert result.conflict == "version 1"
     left = rows(sql_conn)
@@ -291,8 +295,8 @@ def test_another_writers_change_is_kept_as_a_version(
 def test_delete_and_rename_carry_the_sidecars(
     store: RebornStore, sql_conn: psycopg.Connection[Any]
 ) -> None:
-    first = store.commit_document(None, "a/x.md", "one", NO_ATTRS)
-    store.commit_document(first.doc_id, "a/x.md", "two", NO_ATTRS)
+    first = store.commit_document(Write(None, "a/x.md", "one"), NO_ATTRS)
+    store.commit_document(Write(first.doc_id, "a/x.md", "two"), NO_ATTRS)
     sql_conn.execute(
         "INSERT INTO root_filesystem_entries (path, contents, version) VALUES (%s, '{}', 1)",
         (A + "/a/x.md.meta",),
@@ -313,7 +317,7 @@ def test_a_folder_rename_moves_every_document_and_sidecar(
     store: RebornStore, sql_conn: psycopg.Connection[Any]
 ) -> None:
     for name in ("p/1.md", "p/q/2.md"):
-        store.commit_document(None, name, f"text of {name}", NO_ATTRS)
+        store.commit_document(Write(None, name, f"text of {name}"), NO_ATTRS)
     moved = store.rename_directory("p", "archive/p", None)
     assert len(moved) == 2
     left = rows(sql_conn)
@@ -332,11 +336,11 @@ def test_a_folder_move_rolled_back_with_its_transaction_keeps_the_ids(
     and its ``rm`` of the moved file was skipped as another writer's change."""
     from memfs.db.deferred import MoveDir
 
-    first = store.commit_document(None, "b/z.md", "one", NO_ATTRS)
-    store.commit_document(None, "SOUL.md", "soul", NO_ATTRS)
+    first = store.commit_document(Write(None, "b/z.md", "one"), NO_ATTRS)
+    store.commit_document(Write(None, "SOUL.md", "soul"), NO_ATTRS)
     store.defer(MoveDir("b", "c"))
     with pytest.raises(WriteRefused):
-        store.commit_document(None, "SOUL.md", "", NO_ATTRS)
+        store.commit_document(Write(None, "SOUL.md", ""), NO_ATTRS)
     assert store.path_of(first.doc_id) == "b/z.md", "the ids follow only committed moves"
     assert store.flush_changes()
     assert list(store.take_moved()) == [first.doc_id]
@@ -354,11 +358,11 @@ def test_a_move_applies_the_destinations_indexing_rules(
     """Into a ``skip_indexing`` folder the chunks go (IronClaw's search must not find a
     private document); out of one they are built; a document and a folder alike, and a
     move within one kind of folder leaves the chunks as they are."""
-    store.commit_document(None, "private/.config", "", NO_ATTRS)
+    store.commit_document(Write(None, "private/.config", ""), NO_ATTRS)
     _sidecar(sql_conn, "private/.config.meta", b'{"skip_indexing":true}')
-    x = store.commit_document(None, "notes/x.md", "the secret plan", NO_ATTRS)
+    x = store.commit_document(Write(None, "notes/x.md", "the secret plan"), NO_ATTRS)
     for name in ("p/1.md", "p/q/2.md"):
-        store.commit_document(None, name, f"text of {name}", NO_ATTRS)
+        store.commit_document(Write(None, name, f"text of {name}"), NO_ATTRS)
     assert _chunked(sql_conn) == ["notes/x.md", "p/1.md", "p/q/2.md"]
     store.rename_document(Rename(x.doc_id, "private/x.md"), NO_ATTRS)
     store.rename_directory("p", "private/p", None)
@@ -381,9 +385,9 @@ def test_a_deferred_folder_move_into_skip_indexing_does_not_wait_on_itself(
     ``flush_changes``): the chunks go once it committed.  The rebuild ran in a transaction
     that took deferred changes and waited for the batch its own caller held, for a
     minute (the history checker's Reborn seed 13: a mount failing every call with EIO)."""
-    store.commit_document(None, "private/.config", "", NO_ATTRS)
+    store.commit_document(Write(None, "private/.config", ""), NO_ATTRS)
     _sidecar(sql_conn, "private/.config.meta", b'{"skip_indexing":true}')
-    store.commit_document(None, "p/1.md", "text of p/1.md", NO_ATTRS)
+    store.commit_document(Write(None, "p/1.md", "text of p/1.md"), NO_ATTRS)
     store.defer(MoveDir("p", "private/p"))
     started = time.monotonic()
     assert store.flush_changes()
@@ -394,8 +398,10 @@ def test_a_deferred_folder_move_into_skip_indexing_does_not_wait_on_itself(
 def test_e8_the_bootstrap_clear_keeps_the_text_as_a_version(
     store: RebornStore, sql_conn: psycopg.Connection[Any]
 ) -> None:
-    first = store.commit_document(None, "BOOTSTRAP.md", "# Bootstrap\nask the name\n", NO_ATTRS)
-    store.commit_document(first.doc_id, "BOOTSTRAP.md", "", NO_ATTRS)  # `: > BOOTSTRAP.md`
+    first = store.commit_document(
+        Write(None, "BOOTSTRAP.md", "# Bootstrap\nask the name\n"), NO_ATTRS
+    )
+    store.commit_document(Write(first.doc_id, "BOOTSTRAP.md", ""), NO_ATTRS)  # `: > BOOTSTRAP.md`
     assert rows(sql_conn) == {
         "BOOTSTRAP.md": document(b"", 2),
         "BOOTSTRAP.md.versions/1": version_row(b"# Bootstrap\nask the name\n", 1, "BOOTSTRAP.md"),
@@ -409,11 +415,11 @@ def test_e9_a_profile_in_the_agentless_scope(
     tenant and user, and changed_by has no agent part (facts §3.2)."""
     agentless = RebornStore(store.pool, RebornScope("reborn-cli", "alice", None), origin="t")
     first = agentless.commit_document(
-        None, "context/profile.json", '{"timezone":"Europe/Berlin"}', NO_ATTRS
+        Write(None, "context/profile.json", '{"timezone":"Europe/Berlin"}'), NO_ATTRS
     )
     agentless.commit_document(
-        first.doc_id, "context/profile.json",
-        '{"locale":"de-DE","timezone":"Europe/Berlin"}', NO_ATTRS,
+        Write(first.doc_id, "context/profile.json",
+        '{"locale":"de-DE","timezone":"Europe/Berlin"}'), NO_ATTRS,
     )  # fmt: skip
     prefix = "/memory/tenants/reborn-cli/users/alice/agents/_none/projects/_none/"
     keys = {"tenant_id": "reborn-cli", "user_id": "alice"}
@@ -446,11 +452,11 @@ async def _direct(fn: Any, *args: Any) -> Any:
 def tea_documents(store: RebornStore) -> None:
     """Conformance example E11's three documents (two hold tea, one does not)."""
     store.commit_document(
-        None, "threads/2026-03-03.md",
-        "User: do you like tea? I like tea. Tea is what the user likes.\n", NO_ATTRS,
+        Write(None, "threads/2026-03-03.md",
+        "User: do you like tea? I like tea. Tea is what the user likes.\n"), NO_ATTRS,
     )  # fmt: skip
-    store.commit_document(None, "MEMORY.md", "The user drinks green tea.\n", NO_ATTRS)
-    store.commit_document(None, "other.md", "Coffee, black, no sugar.\n", NO_ATTRS)
+    store.commit_document(Write(None, "MEMORY.md", "The user drinks green tea.\n"), NO_ATTRS)
+    store.commit_document(Write(None, "other.md", "Coffee, black, no sugar.\n"), NO_ATTRS)
 
 
 async def test_e11_search_ranks_and_scores_as_ironclaw(
@@ -480,8 +486,8 @@ async def test_e12_a_deleted_document_leaves_nothing_search_could_find(
 ) -> None:
     """IronClaw has no delete; a delete of the path alone would orphan the sidecars, and
     orphan chunks would still be found under the vanished path. memfs's removes them all."""
-    first = store.commit_document(None, "notes/a.md", "the launch is on Monday", NO_ATTRS)
-    store.commit_document(first.doc_id, "notes/a.md", "the launch is on Tuesday", NO_ATTRS)
+    first = store.commit_document(Write(None, "notes/a.md", "the launch is on Monday"), NO_ATTRS)
+    store.commit_document(Write(first.doc_id, "notes/a.md", "the launch is on Tuesday"), NO_ATTRS)
     sql_conn.execute(
         "INSERT INTO root_filesystem_entries (path, contents, version) VALUES (%s, '{}', 1)",
         (A + "/notes/a.md.meta",),
@@ -499,9 +505,9 @@ def test_a_rename_over_whose_source_changed_meanwhile_leaves_the_source_its_hist
     another document whose source another writer changed after the mount read it kept the
     source (its delete is conditional) but carried its versions to the target anyway: the
     source lost its history, and ``.at/`` showed it wrong."""
-    source = store.commit_document(None, "z.md", "one\n", NO_ATTRS)
-    store.commit_document(source.doc_id, "z.md", "two\n", NO_ATTRS)
-    target = store.commit_document(None, "x.md", "ex\n", NO_ATTRS)
+    source = store.commit_document(Write(None, "z.md", "one\n"), NO_ATTRS)
+    store.commit_document(Write(source.doc_id, "z.md", "two\n"), NO_ATTRS)
+    target = store.commit_document(Write(None, "x.md", "ex\n"), NO_ATTRS)
     seen = store.find_document("z.md")
     assert seen is not None
     sql_conn.execute(  # another writer, after the mount read the source

@@ -12,7 +12,7 @@ import trio
 from memfs.chunker import chunk_document
 from memfs.db import Database, FileAttrs, Scope
 from memfs.db.calls import DatabaseCalls
-from memfs.db.records import SaveOptions
+from memfs.db.records import SaveOptions, Write
 from memfs.reindex import Reindexer
 from memfs.tree import ROOT_INODE
 from memfs.vfs import Filesystem
@@ -90,13 +90,15 @@ async def test_a_crashed_mounts_queue_is_finished_by_the_next(
     store = database.store(Scope("default"))
     # A mount committed content, then died before re-chunking.
     first = store.commit_document(
-        None, "x.md", "first text\n", FileAttrs(), SaveOptions(index_now=False)
+        Write(None, "x.md", "first text\n"), FileAttrs(), SaveOptions(index_now=False)
     )
-    store.commit_document(first.doc_id, "x.md", LONG, FileAttrs(), SaveOptions(index_now=False))
+    store.commit_document(
+        Write(first.doc_id, "x.md", LONG), FileAttrs(), SaveOptions(index_now=False)
+    )
     assert chunks_of(sql_conn, "x.md") == [] and queued(sql_conn) == 1
     # An entry whose document IronClaw deleted meanwhile is dropped, not retried forever.
     gone = store.commit_document(
-        None, "gone.md", "bye\n", FileAttrs(), SaveOptions(index_now=False)
+        Write(None, "gone.md", "bye\n"), FileAttrs(), SaveOptions(index_now=False)
     )
     sql_conn.execute("DELETE FROM memory_documents WHERE id = %s", (gone.doc_id,))
     reindexer = Reindexer(database.reindex_store(Scope("default")), DatabaseCalls(), lambda _: None)
@@ -117,16 +119,20 @@ async def test_reindex_batch_honours_scope_and_skip_indexing(
 ) -> None:
     mine = database.store(Scope("alice"))
     theirs = database.store(Scope("bob"))
-    mine.commit_document(None, "p/.config", "", FileAttrs())
+    mine.commit_document(Write(None, "p/.config", ""), FileAttrs())
     sql_conn.execute(
         "UPDATE memory_documents SET metadata = '{\"skip_indexing\": true}' "
         "WHERE path = 'p/.config' AND user_id = 'alice'"
     )
     mine.commit_document(
-        None, "p/secret.md", "hidden words\n", FileAttrs(), SaveOptions(index_now=False)
+        Write(None, "p/secret.md", "hidden words\n"), FileAttrs(), SaveOptions(index_now=False)
     )
-    mine.commit_document(None, "open.md", "open words\n", FileAttrs(), SaveOptions(index_now=False))
-    theirs.commit_document(None, "bob.md", "bob words\n", FileAttrs(), SaveOptions(index_now=False))
+    mine.commit_document(
+        Write(None, "open.md", "open words\n"), FileAttrs(), SaveOptions(index_now=False)
+    )
+    theirs.commit_document(
+        Write(None, "bob.md", "bob words\n"), FileAttrs(), SaveOptions(index_now=False)
+    )
     batch = database.reindex_store(Scope("alice")).reindex_queued()
     assert len(batch.done) == 2 and batch.waiting == 0
     assert chunks_of(sql_conn, "open.md", "alice") == ["open words\n"]
@@ -145,7 +151,7 @@ def test_reindex_never_waits_for_a_writer_nor_a_writer_for_it(
     store = database.store(Scope("default"))
     indexer = database.reindex_store(Scope("default"))
     result = store.commit_document(
-        None, "held.md", "old\n", FileAttrs(), SaveOptions(index_now=False)
+        Write(None, "held.md", "old\n"), FileAttrs(), SaveOptions(index_now=False)
     )
     with psycopg.connect(database_url) as writer:
         writer.execute("SET lock_timeout = '1s'")
@@ -158,7 +164,7 @@ def test_reindex_never_waits_for_a_writer_nor_a_writer_for_it(
         writer.rollback()
     # Another mount re-chunking the same document: this one leaves it and keeps the entry.
     store.commit_document(
-        result.doc_id, "held.md", "newer\n", FileAttrs(), SaveOptions(index_now=False)
+        Write(result.doc_id, "held.md", "newer\n"), FileAttrs(), SaveOptions(index_now=False)
     )
     with psycopg.connect(database_url) as other:
         other.execute(
@@ -176,7 +182,9 @@ def test_a_document_queued_again_while_being_chunked_stays_queued(
 ) -> None:
     store = database.store(Scope("default"))
     indexer = database.reindex_store(Scope("default"))
-    result = store.commit_document(None, "q.md", "one\n", FileAttrs(), SaveOptions(index_now=False))
+    result = store.commit_document(
+        Write(None, "q.md", "one\n"), FileAttrs(), SaveOptions(index_now=False)
+    )
     # A save that re-queues the document while its chunks are being written (a trigger on
     # the chunk insert stands in for the concurrent commit).
     sql_conn.execute(

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from memfs.db import Database, FileAttrs, Scope
-from memfs.db.records import Rename
+from memfs.db.records import Rename, Write
 
 pytestmark = pytest.mark.mount
 
@@ -27,9 +27,9 @@ def test_a_move_under_the_same_indexing_rules_keeps_the_chunks_and_queues_nothin
     renamed folder are not re-chunked); a move across a ``skip_indexing`` boundary is
     re-queued (test above)."""
     store = database.store(Scope("default"))
-    store.commit_document(None, ".config", "", FileAttrs())  # the same above both places
+    store.commit_document(Write(None, ".config", ""), FileAttrs())  # the same above both places
     for i in range(3):
-        store.commit_document(None, f"projects/p/{i}.md", f"deploy {i}\n", FileAttrs())
+        store.commit_document(Write(None, f"projects/p/{i}.md", f"deploy {i}\n"), FileAttrs())
     chunk_ids = sorted(r[0] for r in sql_conn.execute("SELECT id FROM memory_chunks"))
     moved = store.rename_directory("projects", "archive/2026", None)
     assert len(moved) == 3

@@ -20,7 +20,7 @@ import pytest
 from memfs.config import Settings
 from memfs.db import open_database
 from memfs.db.interface import DocumentStore, FileAttrs
-from memfs.db.records import SaveOptions
+from memfs.db.records import SaveOptions, Write
 from tests.engines import Engine
 from tests.model.conftest import filesystem_of
 
@@ -37,7 +37,7 @@ def store(engine: Engine, database_url: str) -> Iterator[DocumentStore]:
 def test_a_change_within_one_tick_is_merged_under_the_lock(
     engine: Engine, store: DocumentStore, sql_conn: psycopg.Connection[Any]
 ) -> None:
-    first = store.commit_document(None, "a.md", "one\ntwo\n", FileAttrs())
+    first = store.commit_document(Write(None, "a.md", "one\ntwo\n"), FileAttrs())
     engine.agent_rewrites_in_one_tick(sql_conn, "a.md", "ONE\ntwo\n")  # the same length
     given: list[bytes] = []
 
@@ -46,9 +46,7 @@ def test_a_change_within_one_tick_is_merged_under_the_lock(
         return "ONE\ntwo\nthree\n"
 
     result = store.commit_document(
-        first.doc_id,
-        "a.md",
-        "one\ntwo\nthree\n",
+        Write(first.doc_id, "a.md", "one\ntwo\nthree\n"),
         FileAttrs(),
         SaveOptions(expected=first.updated_at, merge=merge),
     )
@@ -62,12 +60,10 @@ def test_a_change_within_one_tick_is_merged_under_the_lock(
 def test_a_change_within_one_tick_is_kept_when_not_merged(
     engine: Engine, store: DocumentStore, sql_conn: psycopg.Connection[Any]
 ) -> None:
-    first = store.commit_document(None, "a.md", "one\ntwo\n", FileAttrs())
+    first = store.commit_document(Write(None, "a.md", "one\ntwo\n"), FileAttrs())
     engine.agent_rewrites_in_one_tick(sql_conn, "a.md", "ONE\ntwo\n")
     result = store.commit_document(
-        first.doc_id,
-        "a.md",
-        "one\nTWO\n",
+        Write(first.doc_id, "a.md", "one\nTWO\n"),
         FileAttrs(),
         SaveOptions(expected=first.updated_at, merge=lambda _: None),
     )
@@ -80,15 +76,13 @@ def test_a_change_within_one_tick_is_kept_when_not_merged(
 def test_an_unchanged_row_never_calls_the_merge(
     engine: Engine, store: DocumentStore, sql_conn: psycopg.Connection[Any]
 ) -> None:
-    first = store.commit_document(None, "a.md", "one\n", FileAttrs())
+    first = store.commit_document(Write(None, "a.md", "one\n"), FileAttrs())
 
     def merge(theirs: bytes) -> str:
         raise AssertionError(f"no other writer, yet merged with {theirs!r}")
 
     result = store.commit_document(
-        first.doc_id,
-        "a.md",
-        "one\ntwo\n",
+        Write(first.doc_id, "a.md", "one\ntwo\n"),
         FileAttrs(),
         SaveOptions(expected=first.updated_at, merge=merge),
     )

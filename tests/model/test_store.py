@@ -13,7 +13,7 @@ from memfs.chunker import chunk_document
 from memfs.config import Settings
 from memfs.db import Database, FileAttrs, MetaStore, PlannerStatistics, Scope, open_database
 from memfs.db.legacy.postgres.store import content_hash
-from memfs.db.records import Overwritten, Rename
+from memfs.db.records import Overwritten, Rename, Write
 from tests.conftest import apply_ironclaw_migrations
 
 NO_ATTRS = FileAttrs()
@@ -52,7 +52,7 @@ def store(database: Database) -> MetaStore:
 def test_insert_then_update_keeps_identity(
     store: MetaStore, sql_conn: psycopg.Connection[Any]
 ) -> None:
-    first = store.commit_document(None, "MEMORY.md", "first", NO_ATTRS)
+    first = store.commit_document(Write(None, "MEMORY.md", "first"), NO_ATTRS)
     assert first.created and first.changed and first.chunks == 1
     sql_conn.execute(
         "UPDATE memory_documents SET metadata = '{\"keep\": true}' WHERE id = %s", (first.doc_id,)
@@ -60,7 +60,7 @@ def test_insert_then_update_keeps_identity(
     created = sql_conn.execute(
         "SELECT created_at FROM memory_documents WHERE id = %s", (first.doc_id,)
     ).fetchone()
-    second = store.commit_document(first.doc_id, "MEMORY.md", "second text", NO_ATTRS)
+    second = store.commit_document(Write(first.doc_id, "MEMORY.md", "second text"), NO_ATTRS)
     assert second.doc_id == first.doc_id and not second.created
     row = sql_conn.execute(
         "SELECT id, content, metadata, created_at, agent_id FROM memory_documents"
@@ -72,20 +72,20 @@ def test_insert_then_update_keeps_identity(
 def test_versions_follow_ironclaw_rules(
     store: MetaStore, sql_conn: psycopg.Connection[Any]
 ) -> None:
-    a = store.commit_document(None, "notes.md", "v1", NO_ATTRS)
+    a = store.commit_document(Write(None, "notes.md", "v1"), NO_ATTRS)
     assert versions(sql_conn, "notes.md") == []  # created: nothing previous to keep
-    store.commit_document(a.doc_id, "notes.md", "v2", NO_ATTRS)
-    unchanged = store.commit_document(a.doc_id, "notes.md", "v2", NO_ATTRS)
+    store.commit_document(Write(a.doc_id, "notes.md", "v2"), NO_ATTRS)
+    unchanged = store.commit_document(Write(a.doc_id, "notes.md", "v2"), NO_ATTRS)
     assert not unchanged.changed and not unchanged.versioned
-    store.commit_document(a.doc_id, "notes.md", "v3", NO_ATTRS)
+    store.commit_document(Write(a.doc_id, "notes.md", "v3"), NO_ATTRS)
     assert versions(sql_conn, "notes.md") == [
         (1, "v1", content_hash("v1"), "default"),
         (2, "v2", content_hash("v2"), "default"),
     ]
     assert content_hash("v1").startswith("sha256:") and len(content_hash("v1")) == 71
     # Empty previous content is never versioned.
-    b = store.commit_document(None, "empty.md", "", NO_ATTRS)
-    store.commit_document(b.doc_id, "empty.md", "now text", NO_ATTRS)
+    b = store.commit_document(Write(None, "empty.md", ""), NO_ATTRS)
+    store.commit_document(Write(b.doc_id, "empty.md", "now text"), NO_ATTRS)
     assert versions(sql_conn, "empty.md") == []
 
 
@@ -97,17 +97,17 @@ def test_folder_config_controls_versioning_and_indexing(
         "('default', 'daily/.config', '', '{\"skip_versioning\": true}'), "
         "('default', '.system/.config', '', '{\"skip_indexing\": true}')"
     )
-    d = store.commit_document(None, "daily/2026-03-03.md", "one", NO_ATTRS)
-    store.commit_document(d.doc_id, "daily/2026-03-03.md", "two", NO_ATTRS)
+    d = store.commit_document(Write(None, "daily/2026-03-03.md", "one"), NO_ATTRS)
+    store.commit_document(Write(d.doc_id, "daily/2026-03-03.md", "two"), NO_ATTRS)
     assert versions(sql_conn, "daily/2026-03-03.md") == []
-    s = store.commit_document(None, ".system/settings.json", '{"a": 1}', NO_ATTRS)
+    s = store.commit_document(Write(None, ".system/settings.json", '{"a": 1}'), NO_ATTRS)
     assert s.chunks == 0 and chunks(sql_conn, ".system/settings.json") == []
     # The document's own metadata overlays the folder's.
     sql_conn.execute(
         "UPDATE memory_documents SET metadata = '{\"skip_indexing\": false}' WHERE id = %s",
         (s.doc_id,),
     )
-    again = store.commit_document(s.doc_id, ".system/settings.json", '{"a": 2}', NO_ATTRS)
+    again = store.commit_document(Write(s.doc_id, ".system/settings.json", '{"a": 2}'), NO_ATTRS)
     assert again.chunks == 1
 
 
@@ -115,7 +115,7 @@ def test_long_documents_are_chunked_like_ironclaw(
     store: MetaStore, sql_conn: psycopg.Connection[Any]
 ) -> None:
     text = "\n".join(f"word{i}" for i in range(1430))
-    store.commit_document(None, "big.md", text, NO_ATTRS)
+    store.commit_document(Write(None, "big.md", text), NO_ATTRS)
     assert chunks(sql_conn, "big.md") == chunk_document(text)
     assert len(chunks(sql_conn, "big.md")) == 3
     indexes = sql_conn.execute("SELECT chunk_index FROM memory_chunks ORDER BY 1").fetchall()
@@ -138,7 +138,7 @@ def test_concurrent_creation_makes_one_row(
         store = database.store(Scope("default"))
         barrier.wait()
         try:
-            store.commit_document(None, "race.md", f"writer {n}", NO_ATTRS)
+            store.commit_document(Write(None, "race.md", f"writer {n}"), NO_ATTRS)
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -157,11 +157,11 @@ def test_scopes_never_touch_other_users(
 ) -> None:
     alice = database.store(Scope("alice"))
     bob = database.store(Scope("bob"))
-    secret = bob.commit_document(None, "secret.md", "bob only", NO_ATTRS)
+    secret = bob.commit_document(Write(None, "secret.md", "bob only"), NO_ATTRS)
     assert [d.path for d in alice.load_documents()] == []
     assert alice.read_content(secret.doc_id) is None
     # Alice naming Bob's id writes her own document, never his.
-    mine = alice.commit_document(secret.doc_id, "secret.md", "alice", NO_ATTRS)
+    mine = alice.commit_document(Write(secret.doc_id, "secret.md", "alice"), NO_ATTRS)
     assert mine.doc_id != secret.doc_id
     assert not alice.delete_document(secret.doc_id)
     assert alice.rename_document(Rename(secret.doc_id, "stolen.md"), NO_ATTRS) is None
@@ -172,9 +172,9 @@ def test_scopes_never_touch_other_users(
 def test_rename_directory_escapes_like_wildcards(
     store: MetaStore, sql_conn: psycopg.Connection[Any]
 ) -> None:
-    store.commit_document(None, "a_b/x.md", "x", NO_ATTRS)
-    store.commit_document(None, "aXb/y.md", "y", NO_ATTRS)
-    store.commit_document(None, "a_b.md", "file beside", NO_ATTRS)
+    store.commit_document(Write(None, "a_b/x.md", "x"), NO_ATTRS)
+    store.commit_document(Write(None, "aXb/y.md", "y"), NO_ATTRS)
+    store.commit_document(Write(None, "a_b.md", "file beside"), NO_ATTRS)
     store.create_directory("a_b/empty")
     moved = store.rename_directory("a_b", "c", None)
     assert len(moved) == 1
@@ -185,8 +185,8 @@ def test_rename_directory_escapes_like_wildcards(
 def test_rename_document_replaces_target(
     store: MetaStore, sql_conn: psycopg.Connection[Any]
 ) -> None:
-    a = store.commit_document(None, "a.md", "A", NO_ATTRS)
-    b = store.commit_document(None, "b.md", "B", NO_ATTRS)
+    a = store.commit_document(Write(None, "a.md", "A"), NO_ATTRS)
+    b = store.commit_document(Write(None, "b.md", "B"), NO_ATTRS)
     store.rename_document(
         Rename(a.doc_id, "b.md"), FileAttrs(0o600, 123_000), Overwritten(b.doc_id)
     )
@@ -199,7 +199,7 @@ def test_rename_document_replaces_target(
 def test_attrs_are_trusted_only_against_their_version(
     store: MetaStore, sql_conn: psycopg.Connection[Any]
 ) -> None:
-    a = store.commit_document(None, "a.md", "A", NO_ATTRS)
+    a = store.commit_document(Write(None, "a.md", "A"), NO_ATTRS)
     assert store.set_attrs(a.doc_id, FileAttrs(0o600, 42))
     assert store.load_documents()[0].attrs == FileAttrs(0o600, 42)
     sql_conn.execute("UPDATE memory_documents SET content = 'changed by the agent'")
@@ -213,8 +213,8 @@ def test_ironclaw_database_without_versions(
     db = open_database(Settings(database_url=database_url))
     try:
         store = db.store(Scope("default"))
-        a = store.commit_document(None, "MEMORY.md", "one", NO_ATTRS)
-        b = store.commit_document(a.doc_id, "MEMORY.md", "two", NO_ATTRS)
+        a = store.commit_document(Write(None, "MEMORY.md", "one"), NO_ATTRS)
+        b = store.commit_document(Write(a.doc_id, "MEMORY.md", "two"), NO_ATTRS)
         assert not b.versioned
         assert rows(sql_conn) == [("MEMORY.md", "two")]
         assert chunks(sql_conn, "MEMORY.md") == ["two"]
@@ -226,10 +226,10 @@ def test_reindex_rewrites_only_changed_chunks(
     store: MetaStore, sql_conn: psycopg.Connection[Any]
 ) -> None:
     text = " ".join(f"w{i}" for i in range(2000))  # 3 chunks
-    doc = store.commit_document(None, "long.md", text, NO_ATTRS)
+    doc = store.commit_document(Write(None, "long.md", text), NO_ATTRS)
     sql_conn.execute("UPDATE memory_chunks SET embedding = '[1,0,0]'")
     before = dict(sql_conn.execute("SELECT chunk_index, id FROM memory_chunks").fetchall())
-    store.commit_document(doc.doc_id, "long.md", text + " appended", NO_ATTRS)
+    store.commit_document(Write(doc.doc_id, "long.md", text + " appended"), NO_ATTRS)
     assert chunks(sql_conn, "long.md") == chunk_document(text + " appended")
     after = sql_conn.execute(
         "SELECT chunk_index, id, embedding IS NULL FROM memory_chunks ORDER BY chunk_index"
@@ -239,9 +239,9 @@ def test_reindex_rewrites_only_changed_chunks(
         (1, True, False),
         (2, True, True),  # changed text: rewritten, embedding cleared for the backfill
     ]
-    store.commit_document(doc.doc_id, "long.md", "short now", NO_ATTRS)
+    store.commit_document(Write(doc.doc_id, "long.md", "short now"), NO_ATTRS)
     assert chunks(sql_conn, "long.md") == ["short now"]
-    store.commit_document(doc.doc_id, "long.md", "   ", NO_ATTRS)
+    store.commit_document(Write(doc.doc_id, "long.md", "   "), NO_ATTRS)
     assert chunks(sql_conn, "long.md") == []
 
 

@@ -445,18 +445,13 @@ class RebornStore(DeferringStore):
     # -- writing -------------------------------------------------------------------------
 
     def commit_document(
-        self,
-        doc_id: UUID | None,
-        path: str,
-        content: str,
-        attrs: FileAttrs,
-        how: SaveOptions = PLAIN_SAVE,
+        self, write: Write, attrs: FileAttrs, how: SaveOptions = PLAIN_SAVE
     ) -> CommitResult:
         """IronClaw's overwrite of ``path`` (reborn.md §4.2); a row changed since
         ``how.expected`` keeps the other writer's content as a version before this content
         replaces it, or with ``how.merge`` is merged with it under the row lock
         (``CommitResult.merged``)."""
-        write = Write(doc_id, path, content)
+        path = write.path
         try:
             with self._transaction() as conn:
                 finish = self._write_entry(conn, write, attrs, how)

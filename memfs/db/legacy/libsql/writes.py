@@ -266,20 +266,15 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore, LegacyRenameOver):
     # -- saves ---------------------------------------------------------------------------
 
     def commit_document(
-        self,
-        doc_id: UUID | None,
-        path: str,
-        content: str,
-        attrs: FileAttrs,
-        how: SaveOptions = PLAIN_SAVE,
+        self, write: Write, attrs: FileAttrs, how: SaveOptions = PLAIN_SAVE
     ) -> CommitResult:
         """IronClaw v1.0's write of ``path``, re-chunked in the same transaction; a row
         changed since ``how.expected`` keeps the other writer's content first (a version,
         or a conflict copy on a file without versions), or with ``how.merge`` is merged
         with the save inside the transaction (``plan_merged``)."""
         with self._transaction() as conn:
-            result = self._commit(conn, Write(doc_id, path, content), attrs, how)
-        written = result.merged if result.merged is not None else content
+            result = self._commit(conn, write, attrs, how)
+        written = result.merged if result.merged is not None else write.content
         self._remember(result.doc_id, result.updated_at, content_hash(written))
         return result
 

@@ -433,12 +433,7 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
     # -- writing -------------------------------------------------------------------------
 
     def commit_document(
-        self,
-        doc_id: UUID | None,
-        path: str,
-        content: str,
-        attrs: FileAttrs,
-        how: SaveOptions = PLAIN_SAVE,
+        self, write: Write, attrs: FileAttrs, how: SaveOptions = PLAIN_SAVE
     ) -> CommitResult:
         """Write a document through, IronClaw-style, in one transaction.
 
@@ -467,7 +462,7 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         (a guess the server checks, as every known fact), so a new document's first save
         in a folder is one round trip too.
         """
-        write = Write(doc_id, path, content)
+        path, content = write.path, write.content
         if not how.index_now and self.fast_saves:
             fast = self._commit_in_one_round_trip(write, attrs, how)
             if fast is not None:
