@@ -276,11 +276,7 @@ class DocumentStore(Protocol):
         ``commit_document``."""
 
     def rename_document(
-        self,
-        rename: Rename,
-        attrs: FileAttrs,
-        replaced: Overwritten | None = None,
-        keep_dirs: Sequence[str] = (),
+        self, rename: Rename, attrs: FileAttrs, replaced: Overwritten | None = None
     ) -> Moved | None:
         """Move a document (deleting ``replaced`` first, only at the version the mount
         showed: else EEXIST, nothing done); None if it is gone."""

@@ -109,6 +109,8 @@ class Rename:
     new_path: str
     #: Where the mount shows it now (None: wherever the row is).
     old_path: str | None = None
+    #: Folders the move leaves empty that stay (the mount shows them).
+    keep_dirs: Sequence[str] = ()
 
 
 @dataclass(frozen=True)

@@ -403,9 +403,9 @@ class Names:
         if replaced is not None and replaced != source.doc_id:
             await self.patterns.rename_file_over(source, replaced, new_path, keep, seen, pid, attrs)
             return
-        rename = Rename(source.doc_id, new_path, self.state.tree.path_of(source))
+        rename = Rename(source.doc_id, new_path, self.state.tree.path_of(source), keep)
         over = Overwritten(replaced, seen) if replaced is not None else None
-        moved = await self.lookups.db.run_db(self.store.rename_document, rename, attrs, over, keep)
+        moved = await self.lookups.db.run_db(self.store.rename_document, rename, attrs, over)
         self.lookups.request_reindex(source.doc_id)
         if replaced is not None:
             self.cache.drop(replaced)

@@ -934,13 +934,9 @@ class RebornStore(DeferringStore):
         return existed() is True
 
     def rename_document(
-        self,
-        rename: Rename,
-        attrs: FileAttrs,
-        replaced: Overwritten | None = None,
-        keep_dirs: Sequence[str] = (),
+        self, rename: Rename, attrs: FileAttrs, replaced: Overwritten | None = None
     ) -> Moved | None:
-        doc_id, new_path = rename.doc_id, rename.new_path
+        doc_id, new_path, keep_dirs = rename.doc_id, rename.new_path, rename.keep_dirs
         self._refuse_path(new_path)
         relative = self.path_of(doc_id)
         if relative is None:

@@ -521,16 +521,13 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore, LegacyRenameOver):
         return self._folder(conn, old_path) != self._folder(conn, new_path)
 
     def rename_document(
-        self,
-        rename: Rename,
-        attrs: FileAttrs,
-        replaced: Overwritten | None = None,
-        keep_dirs: Sequence[str] = (),
+        self, rename: Rename, attrs: FileAttrs, replaced: Overwritten | None = None
     ) -> Moved | None:
         """Move a document to ``rename.new_path`` (removing ``replaced`` first, only at the
         version the mount showed); refused (EEXIST) when a row the mount did not show is
         there."""
         doc_id, new_path, old_path = rename.doc_id, rename.new_path, rename.old_path
+        keep_dirs = rename.keep_dirs
         with self._transaction() as conn:
             if replaced is not None:
                 self._delete_rows(conn, [Delete(replaced.doc_id, replaced.seen)])

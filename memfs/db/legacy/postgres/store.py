@@ -953,11 +953,7 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         return cur.fetchone() is not None
 
     def rename_document(
-        self,
-        rename: Rename,
-        attrs: FileAttrs,
-        replaced: Overwritten | None = None,
-        keep_dirs: Sequence[str] = (),
+        self, rename: Rename, attrs: FileAttrs, replaced: Overwritten | None = None
     ) -> Moved | None:
         """Move a document to ``rename.new_path`` (deleting ``replaced`` first, only at the
         version the mount showed); its versions before and after, or None if it is gone.
@@ -965,6 +961,7 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         It is queued for re-chunking unless ``rename.old_path`` is given and the indexing
         rules of both places are the same (the chunks then stay right)."""
         doc_id, new_path, old_path = rename.doc_id, rename.new_path, rename.old_path
+        keep_dirs = rename.keep_dirs
         try:
             with self._transaction() as conn:
                 self._tag(conn)
