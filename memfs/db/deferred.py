@@ -37,6 +37,7 @@ transaction that runs the waiting changes first.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import itertools
 import logging
@@ -53,6 +54,7 @@ import psycopg
 from psycopg.pq import TransactionStatus
 
 from memfs.db.records import CommitResult, FileAttrs
+from memfs.errors import WriteRefused
 
 log = logging.getLogger(__name__)
 
@@ -513,6 +515,30 @@ class DeferringStore:
         with self._transaction() as conn:
             self._drop_directory(conn, path)
             self._keep_directories(conn, keep_dirs)
+
+    def rename_directory(
+        self, old_path: str, new_path: str, replaced_dir: str | None, keep_dirs: Sequence[str] = ()
+    ) -> dict[UUID, Moved]:
+        """Move every document and kept folder below ``old_path`` to ``new_path``, in one
+        transaction (a folder too large for one on an engine that bounds them: in parts);
+        each moved document's versions before and after.  Refused (ENOTEMPTY, nothing
+        moved) if rows the mount does not show lie at or below ``new_path`` (another
+        writer's)."""
+        if self._fits_one_transaction(old_path):
+            with self._transaction() as conn:
+                self._before_changes(conn)
+                answer = self._send_move(conn, old_path, new_path, replaced_dir)
+                self._keep_directories(conn, keep_dirs)
+            made, moved = answer()  # answered at the commit
+        else:
+            found = self._rename_in_parts(old_path, new_path, replaced_dir, keep_dirs)
+            made, moved = found is not None, found or {}
+        if not made:
+            raise WriteRefused(
+                errno.ENOTEMPTY, "memfs's rename",
+                f"another writer's documents or folders are at {new_path!r}",
+            )  # fmt: skip
+        return moved
 
     def _send_move(
         self, conn: Any, old: str, new: str, replaced: str | None

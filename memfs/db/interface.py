@@ -282,11 +282,7 @@ class DocumentStore(Protocol):
         showed: else EEXIST, nothing done); None if it is gone."""
 
     def rename_directory(
-        self,
-        old_path: str,
-        new_path: str,
-        replaced_dir: str | None,
-        keep_dirs: Sequence[str] = (),
+        self, old_path: str, new_path: str, replaced_dir: str | None, keep_dirs: Sequence[str] = ()
     ) -> dict[UUID, Moved]:
         """Move every document and kept directory below ``old_path``."""
 

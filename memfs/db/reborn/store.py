@@ -1093,27 +1093,6 @@ class RebornStore(DeferringStore):
                 self._moved_in_transaction(doc_id, new_rel)
         return str(found[-1][0])
 
-    def rename_directory(
-        self,
-        old_path: str,
-        new_path: str,
-        replaced_dir: str | None,
-        keep_dirs: Sequence[str] = (),
-    ) -> dict[UUID, Moved]:
-        moved: dict[UUID, Moved] | None
-        if self._fits_one_transaction(old_path):
-            with self._transaction() as conn:
-                moved = self._move_entries(conn, old_path, new_path, replaced_dir)
-                self._keep_directories(conn, keep_dirs)
-        else:  # too large for one transaction of the file (``_move_in_parts``)
-            moved = self._rename_in_parts(old_path, new_path, replaced_dir, keep_dirs)
-        if moved is None:
-            raise WriteRefused(
-                errno.ENOTEMPTY, "memfs's rename",
-                f"another writer's documents or folders are at {new_path!r}",
-            )  # fmt: skip
-        return moved
-
     def _move_entries(
         self, conn: Any, old_path: str, new_path: str, replaced_dir: str | None
     ) -> dict[UUID, Moved] | None:

@@ -656,30 +656,6 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore, LegacyRenameOver):
         moved = self._move_directory(conn, old, new, replaced)
         return lambda: (moved is not None, moved or {})
 
-    def rename_directory(
-        self,
-        old_path: str,
-        new_path: str,
-        replaced_dir: str | None,
-        keep_dirs: Sequence[str] = (),
-    ) -> dict[UUID, Moved]:
-        """Move every document and kept folder below ``old_path`` to ``new_path``, in one
-        transaction; refused (ENOTEMPTY, nothing moved) if rows the mount does not show lie
-        at or below ``new_path``."""
-        moved: dict[UUID, Moved] | None
-        if self._fits_one_transaction(old_path):
-            with self._transaction() as conn:
-                moved = self._move_directory(conn, old_path, new_path, replaced_dir)
-                self._keep_directories(conn, keep_dirs)
-        else:  # too large for one transaction of the file (``_move_in_parts``)
-            moved = self._rename_in_parts(old_path, new_path, replaced_dir, keep_dirs)
-        if moved is None:
-            raise WriteRefused(
-                errno.ENOTEMPTY, "memfs's rename",
-                f"another writer's documents or folders are at {new_path!r}",
-            )  # fmt: skip
-        return moved
-
     def _folder_taken(self, conn: Any, move: MoveDir) -> bool:
         busy = conn.execute(
             f"SELECT EXISTS (SELECT 1 FROM memory_documents WHERE {_Q} "

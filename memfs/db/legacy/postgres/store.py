@@ -1120,30 +1120,6 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
             prepare=True,
         )
 
-    def rename_directory(
-        self,
-        old_path: str,
-        new_path: str,
-        replaced_dir: str | None,
-        keep_dirs: Sequence[str] = (),
-    ) -> dict[UUID, Moved]:
-        """Move every document and kept directory under ``old_path/`` to ``new_path/``.
-
-        One transaction; client attributes that were valid stay valid.  Returns each moved
-        document's versions before and after.  Refused (ENOTEMPTY, nothing moved) if rows
-        the mount does not show lie at or below ``new_path`` (another writer's).
-        """
-        with self._transaction() as conn:
-            self._tag(conn)
-            free, rows = self._move_directory(conn, old_path, new_path, replaced_dir)
-            self._keep_directories(conn, keep_dirs)
-        if not _answer(free):
-            raise WriteRefused(
-                errno.ENOTEMPTY, "memfs's rename",
-                f"another writer's documents or folders are at {new_path!r}",
-            )  # fmt: skip
-        return {r[0]: Moved(r[2], r[1]) for r in rows.fetchall()}  # answered at the Sync
-
     def _move_directory(
         self,
         conn: Conn,
