@@ -439,11 +439,7 @@ def unmount(
     deadline = time.monotonic() + timeout  # the whole command's, from its first step
     mountpoint = resolved_mountpoint(mountpoint)
     pidfile = pidfile_for(settings.runtime_dir, mountpoint)
-    pid = None
-    with contextlib.suppress(FileNotFoundError, ValueError):
-        pid = int(pidfile.read_text(encoding="utf-8").split()[0])
-    if pid is not None and not process_running(pid):
-        pid = None
+    pid = _daemon_pid(pidfile)
     if pid is not None and process_stopped(pid):
         return _detach_stopped(pid, mountpoint, timeout, detach=force or lazy)
     if pid is not None:
@@ -464,20 +460,45 @@ def unmount(
         except ProcessLookupError:
             pid = None
     if pid is None:
-        entry = mount_at(mountpoint)
-        if entry is None:
-            raise MountError(f"{mountpoint} is not mounted")
-        if entry.fstype != "fuse.memfs":
-            raise MountError(
-                f"{mountpoint} is a {entry.fstype} mount, not a memfs one: not touched"
-            )
-        result = subprocess.run(
-            ["fusermount3", "-u", str(mountpoint)], check=False, timeout=timeout
-        )
-        return result.returncode
+        return _unmount_orphan(mountpoint, timeout)
+    stopped = _wait_for_stop(pid, pidfile, mountpoint, deadline, timeout)
+    if stopped is not None:
+        return stopped
+    code = _report_result(pidfile)
+    if is_mounted(mountpoint):
+        sys.stderr.write(f"memfs: {mountpoint} is still mounted\n")
+        return 1
+    return code
+
+
+def _daemon_pid(pidfile: Path) -> int | None:
+    """The pid of the running daemon the pid file names (None: none runs)."""
+    with contextlib.suppress(FileNotFoundError, ValueError):
+        pid = int(pidfile.read_text(encoding="utf-8").split()[0])
+        return pid if process_running(pid) else None
+    return None
+
+
+def _unmount_orphan(mountpoint: Path, timeout: float) -> int:
+    """A memfs mount whose daemon is gone: detached with ``fusermount3 -u``; any other
+    mount is not touched."""
+    entry = mount_at(mountpoint)
+    if entry is None:
+        raise MountError(f"{mountpoint} is not mounted")
+    if entry.fstype != "fuse.memfs":
+        raise MountError(f"{mountpoint} is a {entry.fstype} mount, not a memfs one: not touched")
+    result = subprocess.run(["fusermount3", "-u", str(mountpoint)], check=False, timeout=timeout)
+    return result.returncode
+
+
+def _wait_for_stop(
+    pid: int, pidfile: Path, mountpoint: Path, deadline: float, timeout: float
+) -> int | None:
+    """Wait until the daemon ends (None), or say why the command ends first: it lingers
+    unmounted with files nothing took, or it did not stop in time (1)."""
     while time.monotonic() < deadline:
         if not process_running(pid):
-            break
+            return None
         if not is_mounted(mountpoint):
             unkept = _in_memory_only(pidfile, "status", 5)
             if unkept:  # detached, lingering with what nothing took
@@ -489,10 +510,12 @@ def unmount(
                 )
                 return 1
         time.sleep(0.05)
-    else:
-        sys.stderr.write(f"memfs: daemon {pid} did not stop within {timeout:.0f}s\n")
-        return 1
-    code = 0
+    sys.stderr.write(f"memfs: daemon {pid} did not stop within {timeout:.0f}s\n")
+    return 1
+
+
+def _report_result(pidfile: Path) -> int:
+    """What the stopped daemon left in its result file: files it could not save (1)."""
     with contextlib.suppress(FileNotFoundError, ValueError):
         result = json.loads(result_file(pidfile).read_text(encoding="utf-8"))
         result_file(pidfile).unlink()
@@ -501,11 +524,8 @@ def unmount(
             f"memfs: could not save {len(unsaved)} file(s): {', '.join(unsaved)}; their "
             f"content is kept in {result['recovery']} (`memfs recover --restore` saves it)\n"
         )
-        code = 1
-    if is_mounted(mountpoint):
-        sys.stderr.write(f"memfs: {mountpoint} is still mounted\n")
         return 1
-    return code
+    return 0
 
 
 def _detach_stopped(pid: int, mountpoint: Path, timeout: float, *, detach: bool) -> int:
