@@ -235,39 +235,10 @@ class DirectorySync:
         state = self._state()
         local = self._local(report)
         remote = self._remote()
-        by_id = {row[0]: path for path, row in remote.items()}
         new_state: dict[str, dict[str, Any]] = {}
-
         # Renames first, so they are not seen as a delete plus a create.
-        for old, base in list(state.items()):
-            moved_to = by_id.get(UUID(base["id"])) if base.get("id") else None
-            unchanged = old in local and digest(local[old].data) == base["hash"]
-            if unchanged and old not in remote and moved_to and moved_to not in local:
-                target = self.root / moved_to  # renamed in the database
-                if not self.dry_run:
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    os.replace(self.root / old, target)
-                local[moved_to] = local.pop(old)
-                state[moved_to] = state.pop(old)
-                report.renamed.append(f"{old} -> {moved_to} (in the database)")
-        for old, base in list(state.items()):
-            if old in local or old not in remote or remote[old][0] != UUID(base["id"]):
-                continue
-            if digest(remote[old][1]) != base["hash"]:
-                continue
-            twins = [
-                p for p, f in local.items() if p not in remote and digest(f.data) == base["hash"]
-            ]
-            if len(twins) == 1:  # renamed in the directory: move the row, keep its id
-                new = twins[0]
-                attrs = FileAttrs(None, local[new].mtime_ns)
-                if self.dry_run or (
-                    self.store.rename_document(Rename(remote[old][0], new), attrs) is not None
-                ):
-                    remote[new] = remote.pop(old)
-                    state[new] = state.pop(old)
-                    report.renamed.append(f"{old} -> {new} (in the directory)")
-
+        self._renamed_in_database(state, local, remote, report)
+        self._renamed_in_directory(state, local, remote, report)
         done: set[str] = set()
         try:
             for path in sorted(set(local) | set(remote) | set(state)):
@@ -290,6 +261,55 @@ class DirectorySync:
                 left = {p: entry for p, entry in state.items() if p not in done}
                 self._save_state({**left, **new_state})
         return report
+
+    def _renamed_in_database(
+        self,
+        state: dict[str, dict[str, Any]],
+        local: dict[str, Any],
+        remote: dict[str, Any],
+        report: SyncReport,
+    ) -> None:
+        """Documents renamed in the database since the last pass, unchanged here: the
+        files move to their new names."""
+        by_id = {row[0]: path for path, row in remote.items()}
+        for old, base in list(state.items()):
+            moved_to = by_id.get(UUID(base["id"])) if base.get("id") else None
+            unchanged = old in local and digest(local[old].data) == base["hash"]
+            if unchanged and old not in remote and moved_to and moved_to not in local:
+                target = self.root / moved_to  # renamed in the database
+                if not self.dry_run:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(self.root / old, target)
+                local[moved_to] = local.pop(old)
+                state[moved_to] = state.pop(old)
+                report.renamed.append(f"{old} -> {moved_to} (in the database)")
+
+    def _renamed_in_directory(
+        self,
+        state: dict[str, dict[str, Any]],
+        local: dict[str, Any],
+        remote: dict[str, Any],
+        report: SyncReport,
+    ) -> None:
+        """Files renamed here since the last pass, unchanged in the database: the rows
+        move to the new names, keeping their ids."""
+        for old, base in list(state.items()):
+            if old in local or old not in remote or remote[old][0] != UUID(base["id"]):
+                continue
+            if digest(remote[old][1]) != base["hash"]:
+                continue
+            twins = [
+                p for p, f in local.items() if p not in remote and digest(f.data) == base["hash"]
+            ]
+            if len(twins) == 1:  # renamed in the directory: move the row, keep its id
+                new = twins[0]
+                attrs = FileAttrs(None, local[new].mtime_ns)
+                if self.dry_run or (
+                    self.store.rename_document(Rename(remote[old][0], new), attrs) is not None
+                ):
+                    remote[new] = remote.pop(old)
+                    state[new] = state.pop(old)
+                    report.renamed.append(f"{old} -> {new} (in the directory)")
 
     def _reconcile(
         self,
@@ -401,81 +421,106 @@ def watch(
     bound_to: Mapping[str, str] | None = None,
 ) -> None:
     """Continuous mode: a pass at start, then after every change on either side."""
-    import functools
-    import math
-    import signal
-
     import trio
-    import watchfiles
-
-    from memfs.feed import ChangeListener
 
     if not store.origin:
         raise ValueError("a watching sync needs a store with an origin (to skip its echoes)")
     syncer = DirectorySync(store, root, bound_to=bound_to)
     syncer.check()  # refused here, in one line, not from inside the watching tasks
+    trio.run(_Watching(syncer, database, on_pass).run)
 
-    def relevant(_change: object, path: str) -> bool:
-        name = Path(path).name
-        return not name.startswith((STATE_FILE, ".memfs-sync-"))
 
-    async def main() -> None:
-        send, receive = trio.open_memory_channel[str](math.inf)
-        scope = store.scope
+class _Watching:
+    """``watch``'s run: a pass at start, then one after each burst of changes heard from
+    the directory (watchfiles) or the database (its change feed, else a poll)."""
 
-        def from_feed(event: dict[str, Any]) -> None:
-            mine = event.get("user") == scope.user_id and event.get("origin") != store.origin
-            if mine or event.get("op") == "RESYNC":
-                send.send_nowait("database")
+    def __init__(self, syncer: DirectorySync, database: Any, on_pass: Any) -> None:
+        import math
 
-        async def watch_directory() -> None:
-            async for _ in watchfiles.awatch(root, watch_filter=relevant, debounce=200):
-                send.send_nowait("directory")
+        import trio
 
-        async def poll_database() -> None:
-            last = await trio.to_thread.run_sync(store.fingerprint)
-            while True:
-                await trio.sleep(1.0)
-                current = await trio.to_thread.run_sync(store.fingerprint)
-                if current != last:
-                    send.send_nowait("database")
-                last = current
+        self.syncer = syncer
+        self.store = syncer.store
+        self.database = database
+        self.on_pass = on_pass
+        self.send, self.receive = trio.open_memory_channel[str](math.inf)
 
-        async def stop_on_signal(cancel: trio.CancelScope) -> None:
-            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                async for _ in signals:
-                    cancel.cancel()
-                    return
+    async def run(self) -> None:
+        import trio
+
+        from memfs.feed import ChangeListener
 
         listener = None
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(stop_on_signal, nursery.cancel_scope)
+            nursery.start_soon(self._stop_on_signal, nursery.cancel_scope)
             # IronClaw's Reborn memory notifies nothing: poll its version fingerprint.
-            feed = database.notifies_changes()
-            if feed and database.listen_url is not None:
+            if self.database.notifies_changes() and self.database.listen_url is not None:
                 listener = ChangeListener(
-                    database.listen_url, database.listen_kwargs, from_feed,
+                    self.database.listen_url, self.database.listen_kwargs, self._from_feed,
                     trio.lowlevel.current_trio_token(),
                 )  # fmt: skip
                 listener.start()
             else:
-                nursery.start_soon(poll_database)
-            nursery.start_soon(watch_directory)
-            on_pass(await trio.to_thread.run_sync(syncer.run_once))
+                nursery.start_soon(self._poll_database)
+            nursery.start_soon(self._watch_directory)
+            self.on_pass(await trio.to_thread.run_sync(self.syncer.run_once))
             try:
-                while True:
-                    await receive.receive()
-                    await trio.sleep(0.2)  # let a burst of changes settle
-                    while True:
-                        try:
-                            receive.receive_nowait()
-                        except trio.WouldBlock:
-                            break
-                    report = await trio.to_thread.run_sync(functools.partial(syncer.run_once))
-                    if report.changed or report.conflicts:
-                        on_pass(report)
+                await self._pass_after_changes()
             finally:
                 if listener is not None:
                     await trio.to_thread.run_sync(listener.stop)
 
-    trio.run(main)
+    async def _pass_after_changes(self) -> None:
+        import trio
+
+        while True:
+            await self.receive.receive()
+            await trio.sleep(0.2)  # let a burst of changes settle
+            while True:
+                try:
+                    self.receive.receive_nowait()
+                except trio.WouldBlock:
+                    break
+            report = await trio.to_thread.run_sync(self.syncer.run_once)
+            if report.changed or report.conflicts:
+                self.on_pass(report)
+
+    def _from_feed(self, event: dict[str, Any]) -> None:
+        scope = self.store.scope
+        mine = event.get("user") == scope.user_id and event.get("origin") != self.store.origin
+        if mine or event.get("op") == "RESYNC":
+            self.send.send_nowait("database")
+
+    async def _watch_directory(self) -> None:
+        import watchfiles
+
+        async for _ in watchfiles.awatch(self.syncer.root, watch_filter=_relevant, debounce=200):
+            self.send.send_nowait("directory")
+
+    async def _poll_database(self) -> None:
+        import trio
+
+        last = await trio.to_thread.run_sync(self.store.fingerprint)
+        while True:
+            await trio.sleep(1.0)
+            current = await trio.to_thread.run_sync(self.store.fingerprint)
+            if current != last:
+                self.send.send_nowait("database")
+            last = current
+
+    @staticmethod
+    async def _stop_on_signal(cancel: Any) -> None:
+        import signal
+
+        import trio
+
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for _ in signals:
+                cancel.cancel()
+                return
+
+
+def _relevant(_change: object, path: str) -> bool:
+    """Changes ``watch`` passes on: not the sync's own state files."""
+    name = Path(path).name
+    return not name.startswith((STATE_FILE, ".memfs-sync-"))
