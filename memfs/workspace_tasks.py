@@ -671,57 +671,30 @@ def import_tree(
     if not source.is_dir():
         raise FileNotFoundError(f"{source} is not a directory")
     report = Report("import (dry run: nothing written)" if dry_run else "import")
-    rules = ScratchRules()
     database = open_database(settings, read_only=True) if dry_run else open_for_writing(settings)
     try:
         store = database.documents(settings)
         existing_ids: dict[str, UUID] = {}
         for row in store.load_documents():  # newest first where a path is duplicated
             existing_ids.setdefault(row.path, row.id)
-        files = list(memory_files(source, rules))
-        for item in progress(files, "importing"):
+        for item in progress(list(memory_files(source, ScratchRules())), "importing"):
             if isinstance(item, Passed):
-                if item.kind in PASSED_FAILS:
-                    report.problems.append(f"{item.path}: {item.why}, not imported")
-                elif item.kind not in SILENT:
-                    report.items.append({"skipped": item.path, "why": item.why})
-                if item.kind != "own_state":
-                    report.add(item.kind)
+                _passed(item, report)
                 continue
             rel, full = item
-            if not loadable_path(rel):
-                report.problems.append(f"{rel}: a name IronClaw cannot store, not imported")
-                report.add("skipped_name")
-                continue
-            try:
-                text = read_regular(full.resolve()).decode("utf-8")
-                if "\x00" in text:
-                    raise UnicodeDecodeError("utf-8", b"", 0, 1, "NUL byte")
-            except OSError as exc:
-                report.problems.append(f"{rel}: cannot read ({exc.strerror}), not imported")
-                report.add("unreadable")
-                continue
-            except UnicodeDecodeError:
-                report.problems.append(f"{rel}: not UTF-8 text, not imported")
-                report.add("skipped_not_text")
+            text = _importable_text(rel, full, report)
+            if text is None:
                 continue
             doc_id = existing_ids.get(rel)
             if doc_id is not None and not overwrite:
                 report.add("skipped_existing")
                 continue
-            mtime = full.stat().st_mtime_ns
             if dry_run:
-                refused = store.content_problem(rel, text)
-                if refused is not None:
-                    report.problems.append(f"{rel}: {refused.reason}, not imported")
-                    report.add("refused")
-                    continue
-                would = "create" if doc_id is None else "overwrite"
-                report.items.append({"would": would, "path": rel})
-                report.add("created" if doc_id is None else "overwritten")
+                _would_import(store, Write(doc_id, rel, text), report)
                 continue
             try:
-                result = store.commit_document(Write(doc_id, rel, text), FileAttrs(None, mtime))
+                attrs = FileAttrs(None, full.stat().st_mtime_ns)
+                result = store.commit_document(Write(doc_id, rel, text), attrs)
             except WriteRefused as refused:
                 report.problems.append(f"{rel}: {refused.reason}, not imported")
                 report.add("refused")
@@ -731,6 +704,50 @@ def import_tree(
     finally:
         database.close()
     return report
+
+
+def _passed(item: Passed, report: Report) -> None:
+    """A file the walk passes by (not memory), reported as its kind says."""
+    if item.kind in PASSED_FAILS:
+        report.problems.append(f"{item.path}: {item.why}, not imported")
+    elif item.kind not in SILENT:
+        report.items.append({"skipped": item.path, "why": item.why})
+    if item.kind != "own_state":
+        report.add(item.kind)
+
+
+def _importable_text(rel: str, full: Path, report: Report) -> str | None:
+    """The file's text, or None (reported) where IronClaw cannot store it: a name it
+    cannot hold, a file that cannot be read, bytes that are not UTF-8 text."""
+    if not loadable_path(rel):
+        report.problems.append(f"{rel}: a name IronClaw cannot store, not imported")
+        report.add("skipped_name")
+        return None
+    try:
+        text = read_regular(full.resolve()).decode("utf-8")
+        if "\x00" in text:
+            raise UnicodeDecodeError("utf-8", b"", 0, 1, "NUL byte")
+    except OSError as exc:
+        report.problems.append(f"{rel}: cannot read ({exc.strerror}), not imported")
+        report.add("unreadable")
+        return None
+    except UnicodeDecodeError:
+        report.problems.append(f"{rel}: not UTF-8 text, not imported")
+        report.add("skipped_not_text")
+        return None
+    return text
+
+
+def _would_import(store: DocumentStore, write: Write, report: Report) -> None:
+    """A dry run's line for one file: what it would write, or IronClaw's refusal."""
+    refused = store.content_problem(write.path, write.content)
+    if refused is not None:
+        report.problems.append(f"{write.path}: {refused.reason}, not imported")
+        report.add("refused")
+        return
+    report.items.append({"would": "create" if write.doc_id is None else "overwrite",
+                         "path": write.path})  # fmt: skip
+    report.add("created" if write.doc_id is None else "overwritten")
 
 
 # -- recover ------------------------------------------------------------------------------
@@ -743,7 +760,6 @@ def recover(settings: Settings, action: str, *, force: bool = False) -> Report:
     version where IronClaw keeps versions); what the database still refuses stays kept, and
     so does a copy of a document saved again after the copy was kept (unless ``force``).
     """
-    from memfs.errors import WriteRefused
     from memfs.recovery import RecoveryArea
 
     area = RecoveryArea(settings.recovery_dir)
@@ -778,40 +794,47 @@ def recover(settings: Settings, action: str, *, force: bool = False) -> Report:
         report.add("restored", 0)
         return report
     workspace = Workspace(settings)
-    store = workspace.store
     try:
         for item in pending:
-            try:
-                data = read_regular(item.stored)
-            except FileNotFoundError:
-                continue  # removed meanwhile (discarded by another `memfs recover`)
-            except OSError as exc:  # ELOOP: made a symlink since it was listed
-                report.problems.append(f"{item.path}: cannot read {item.stored} ({exc})")
-                report.add("still_kept")
-                continue
-            try:
-                text = data.decode("utf-8")
-                existing = workspace.find(item.path)
-                kept_at = datetime.fromisoformat(item.kept_at)
-                if existing and not force and existing.updated_at > kept_at:
-                    # Saved again after this copy was kept (by a later mount, or the agent):
-                    # restoring would put older content over it.
-                    report.problems.append(
-                        f"{item.path}: changed in the database after this copy was kept "
-                        f"({item.kept_at}); left as {item.stored} (--force restores it)"
-                    )
-                    report.add("superseded_still_kept")
-                    continue
-                store.commit_document(
-                    Write(existing.id if existing else None, item.path, text), FileAttrs()
-                )
-            except (UnicodeDecodeError, WriteRefused, psycopg.Error) as exc:
-                reason = " ".join(str(exc).split())
-                report.problems.append(f"{item.path}: not restored ({reason}); still kept")
-                report.add("still_kept")
-                continue
-            area.remove(item)
-            report.add("restored")
+            if _restore(workspace, item, report, force=force):
+                area.remove(item)
+                report.add("restored")
     finally:
         workspace.close()
     return report
+
+
+def _restore(workspace: Workspace, item: Any, report: Report, *, force: bool) -> bool:
+    """One kept copy written back as an ordinary save; False (reported) where it stays
+    kept: unreadable, refused, or superseded by a later save (unless ``force``)."""
+
+    try:
+        data = read_regular(item.stored)
+    except FileNotFoundError:
+        return False  # removed meanwhile (discarded by another `memfs recover`)
+    except OSError as exc:  # ELOOP: made a symlink since it was listed
+        report.problems.append(f"{item.path}: cannot read {item.stored} ({exc})")
+        report.add("still_kept")
+        return False
+    try:
+        text = data.decode("utf-8")
+        existing = workspace.find(item.path)
+        kept_at = datetime.fromisoformat(item.kept_at)
+        if existing and not force and existing.updated_at > kept_at:
+            # Saved again after this copy was kept (by a later mount, or the agent):
+            # restoring would put older content over it.
+            report.problems.append(
+                f"{item.path}: changed in the database after this copy was kept "
+                f"({item.kept_at}); left as {item.stored} (--force restores it)"
+            )
+            report.add("superseded_still_kept")
+            return False
+        workspace.store.commit_document(
+            Write(existing.id if existing else None, item.path, text), FileAttrs()
+        )
+    except (UnicodeDecodeError, WriteRefused, psycopg.Error) as exc:
+        reason = " ".join(str(exc).split())
+        report.problems.append(f"{item.path}: not restored ({reason}); still kept")
+        report.add("still_kept")
+        return False
+    return True
