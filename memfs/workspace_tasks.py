@@ -807,7 +807,6 @@ def recover(settings: Settings, action: str, *, force: bool = False) -> Report:
 def _restore(workspace: Workspace, item: Any, report: Report, *, force: bool) -> bool:
     """One kept copy written back as an ordinary save; False (reported) where it stays
     kept: unreadable, refused, or superseded by a later save (unless ``force``)."""
-
     try:
         data = read_regular(item.stored)
     except FileNotFoundError:
