@@ -7,6 +7,7 @@ other exception is an internal error (its traceback goes to the log at debug lev
 from __future__ import annotations
 
 import errno
+from typing import TYPE_CHECKING
 
 from memfs.errors import (
     EXIT_DATABASE,
@@ -19,6 +20,11 @@ from memfs.errors import (
     SchemaError,
 )
 from memfs.options import SettingError
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    import psycopg
 
 
 def _one_line(exc: BaseException) -> str:
@@ -49,6 +55,21 @@ def describe_failure(exc: BaseException) -> tuple[int, str]:
         return EXIT_DATABASE, str(exc)
     if isinstance(exc, FsError) and exc.errno == errno.EROFS:
         return EXIT_DATABASE, exc.reason  # a store memfs does not write (says which)
+    if isinstance(exc, (psycopg.Error, sqlite3.Error)):
+        return _database_failure(exc)
+    if isinstance(exc, RuntimeError) and "fuse" in str(exc).lower():
+        return EXIT_MOUNT, f"FUSE refused the mount: {_one_line(exc)}"
+    return EXIT_FAILED, (
+        f"internal error: {type(exc).__name__}: {_one_line(exc)} (run with --log-level debug "
+        "for the details, and please report it)"
+    )
+
+
+def _database_failure(exc: psycopg.Error | sqlite3.Error) -> tuple[int, str]:
+    """A database driver's error (psycopg's or sqlite3's), in the words of what to do
+    about it."""
+    import psycopg
+
     if isinstance(exc, psycopg.OperationalError) and "unsupported startup parameter" in str(exc):
         return EXIT_DATABASE, (
             f"the server refused memfs's session settings ({_one_line(exc)}): this looks "
@@ -62,13 +83,7 @@ def describe_failure(exc: BaseException) -> tuple[int, str]:
         )
     if isinstance(exc, psycopg.Error):
         return EXIT_DATABASE, f"the database refused: {_one_line(exc)}"
-    if isinstance(exc, sqlite3.Error):  # IronClaw's libSQL file, met past its opening
-        from memfs.db.sqlite_errors import explain
+    # sqlite3's: IronClaw's libSQL file, met past its opening.
+    from memfs.db.sqlite_errors import explain
 
-        return explain(exc, getattr(exc, "memfs_path", None))
-    if isinstance(exc, RuntimeError) and "fuse" in str(exc).lower():
-        return EXIT_MOUNT, f"FUSE refused the mount: {_one_line(exc)}"
-    return EXIT_FAILED, (
-        f"internal error: {type(exc).__name__}: {_one_line(exc)} (run with --log-level debug "
-        "for the details, and please report it)"
-    )
+    return explain(exc, getattr(exc, "memfs_path", None))

@@ -192,8 +192,33 @@ def render_text(report: dict[str, Any]) -> str:
     def line(label: str, value: object) -> None:
         lines.append(f"{label + ':':<20}{value}")
 
-    db = report["database"]
     line("generated", report["generated_at"])
+    _database_lines(report["database"], line)
+    line("other writers", report["other_writers"])
+    line("last commit", report["last_commit"] or "none by this mount yet")
+    unsaved = report["unsaved"]
+    line("unsaved files", len(unsaved) or "none")
+    for item in unsaved:
+        where = f" (kept in {item['kept_in']})" if item["kept_in"] else ""
+        only = " IN MEMORY ONLY" if item["memory_only"] else ""
+        lines.append(f"  {item['file']}: {item['why']}{where}{only}")
+    line("deferred changes", report["deferred_changes"] or "none queued")
+    line("chunks", _chunking_text(report["chunking"]))
+    line("embeddings", _embeddings_text(report["embeddings"]))
+    recovery = report["recovery_area"]
+    line("recovery area", len(recovery) or "empty")
+    for item in recovery:
+        lines.append(f"  {item['path']} (kept {item['kept_at']}: {item['reason']})")
+        lines.append(f"    restore: {item['restore']}")
+    lines.append("statistics:")
+    stats = report["statistics"]
+    width = max((len(name) for name in stats), default=0)
+    lines.extend(f"  {name:<{width}}  {value:g}" for name, value in stats.items())
+    return "\n".join(lines) + "\n"
+
+
+def _database_lines(db: dict[str, Any], line: Callable[[str, object], None]) -> None:
+    """The database's lines: where, how fast it answers, its write lock, its counts."""
     line("database", f"{db['server']} ({db['layout']})")
     if db.get("answering"):
         line("round trip", f"{db['round_trip_ms']:.2f} ms")
@@ -205,44 +230,27 @@ def render_text(report: dict[str, Any]) -> str:
         line("documents", f"{db['documents']} ({db['chunks']} chunks)")
     elif db.get("answering"):
         line("documents", f"not counted: {db.get('error')}")
-    line("other writers", report["other_writers"])
-    line("last commit", report["last_commit"] or "none by this mount yet")
-    unsaved = report["unsaved"]
-    line("unsaved files", len(unsaved) or "none")
-    for item in unsaved:
-        where = f" (kept in {item['kept_in']})" if item["kept_in"] else ""
-        only = " IN MEMORY ONLY" if item["memory_only"] else ""
-        lines.append(f"  {item['file']}: {item['why']}{where}{only}")
-    line("deferred changes", report["deferred_changes"] or "none queued")
-    chunking = report["chunking"]
+
+
+def _chunking_text(chunking: dict[str, Any]) -> str:
     if chunking["in_each_save"]:
-        line("chunks", "made in each save's transaction")
-    else:
-        waiting = chunking["documents_waiting"]
-        error = f" (last error: {chunking['last_error']})" if chunking["last_error"] else ""
-        queued = chunking.get("queued_in_database")
-        everyone = f", {queued} queued by all mounts" if queued is not None else ""
-        line("chunks", f"{waiting or 'no'} documents of this mount waiting{everyone}{error}")
-    embeddings = report["embeddings"]
+        return "made in each save's transaction"
+    waiting = chunking["documents_waiting"]
+    error = f" (last error: {chunking['last_error']})" if chunking["last_error"] else ""
+    queued = chunking.get("queued_in_database")
+    everyone = f", {queued} queued by all mounts" if queued is not None else ""
+    return f"{waiting or 'no'} documents of this mount waiting{everyone}{error}"
+
+
+def _embeddings_text(embeddings: dict[str, Any]) -> str:
     if embeddings["provider"] is None:
-        line("embeddings", "no provider: search is full-text")
-    else:
-        waiting = embeddings.get("chunks_waiting")
-        state = f"{waiting} chunks waiting" if waiting is not None else "chunks waiting: unknown"
-        if embeddings.get("enabled") is False:
-            state += ", OFF"
-        error = f" (last error: {embeddings['last_error']})" if embeddings.get("last_error") else ""
-        line("embeddings", f"{embeddings['provider']}: {state}{error}")
-    recovery = report["recovery_area"]
-    line("recovery area", len(recovery) or "empty")
-    for item in recovery:
-        lines.append(f"  {item['path']} (kept {item['kept_at']}: {item['reason']})")
-        lines.append(f"    restore: {item['restore']}")
-    lines.append("statistics:")
-    stats = report["statistics"]
-    width = max((len(name) for name in stats), default=0)
-    lines.extend(f"  {name:<{width}}  {value:g}" for name, value in stats.items())
-    return "\n".join(lines) + "\n"
+        return "no provider: search is full-text"
+    waiting = embeddings.get("chunks_waiting")
+    state = f"{waiting} chunks waiting" if waiting is not None else "chunks waiting: unknown"
+    if embeddings.get("enabled") is False:
+        state += ", OFF"
+    error = f" (last error: {embeddings['last_error']})" if embeddings.get("last_error") else ""
+    return f"{embeddings['provider']}: {state}{error}"
 
 
 def render_json(report: dict[str, Any]) -> str:
