@@ -321,16 +321,7 @@ class DirectorySync:
     ) -> dict[str, Any] | None:
         base_hash = base["hash"] if base else None
         if here is not None and there is not None:
-            local_hash, remote_hash = digest(here.data), digest(there[1])
-            if local_hash == remote_hash:
-                return {"hash": local_hash, "id": str(there[0])}
-            if remote_hash == base_hash:
-                return self._push(path, here, there[0], there[2], report)
-            if local_hash == base_hash:
-                return self._pull(path, there, report)
-            result = self._push(path, here, there[0], CONFLICT, report)
-            report.conflicts.append(path)
-            return result
+            return self._on_both_sides(path, base_hash, here, there, report)
         if here is not None:  # only in the directory
             if base is not None and digest(here.data) == base_hash:
                 if not self.dry_run:
@@ -348,6 +339,28 @@ class DirectorySync:
                 return {"hash": "", "id": str(there[0])}  # pulled by the next pass
             return self._pull(path, there, report)
         return None  # gone on both sides
+
+    def _on_both_sides(
+        self,
+        path: str,
+        base_hash: str | None,
+        here: Local,
+        there: tuple[UUID, bytes, datetime, int | None],
+        report: SyncReport,
+    ) -> dict[str, Any]:
+        """A path in the directory and in the database: the side that changed since the
+        last pass wins; both changed, the directory's is saved over the database's (kept
+        as a version, or a conflict copy) and the path is reported as a conflict."""
+        local_hash, remote_hash = digest(here.data), digest(there[1])
+        if local_hash == remote_hash:
+            return {"hash": local_hash, "id": str(there[0])}
+        if remote_hash == base_hash:
+            return self._push(path, here, there[0], there[2], report)
+        if local_hash == base_hash:
+            return self._pull(path, there, report)
+        result = self._push(path, here, there[0], CONFLICT, report)
+        report.conflicts.append(path)
+        return result
 
     def _push(
         self,

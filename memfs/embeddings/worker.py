@@ -93,6 +93,18 @@ class EmbeddingWorker:
                 break
         return written
 
+    async def _announced(self) -> set[UUID]:
+        """The documents announced since the last batch (waiting for the first)."""
+        first = await self._receive.receive()
+        batch = {first} if first is not None else set()
+        while True:
+            try:
+                extra = self._receive.receive_nowait()
+            except trio.WouldBlock:
+                return batch
+            if extra is not None:
+                batch.add(extra)
+
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Backfill, then embed what commits announce; back off and backfill after outages."""
         task_status.started()
@@ -109,16 +121,7 @@ class EmbeddingWorker:
                     backlog = False
                     self.healthy = True
                 else:
-                    first = await self._receive.receive()
-                    batch = {first} if first is not None else set()
-                    while True:
-                        try:
-                            extra = self._receive.receive_nowait()
-                        except trio.WouldBlock:
-                            break
-                        if extra is not None:
-                            batch.add(extra)
-                    await self.drain(list(batch))
+                    await self.drain(list(await self._announced()))
                 delay = 1.0
                 if self._receive.statistics().current_buffer_used == 0:
                     self.idle.set()

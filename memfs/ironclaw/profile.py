@@ -147,7 +147,7 @@ def _recent(updated_at: str, now: datetime, days: int = 7) -> bool:
     return age >= 0 and math.floor(age / 86400) <= days
 
 
-def profile_sections(text: str, now: datetime | None = None) -> list[str]:
+def profile_sections(text: str, now: datetime | None = None) -> list[str]:  # noqa: C901 - IronClaw's section order, one branch per section
     """The prompt sections for this profile document (none if it does not parse, or says
     nothing about the user)."""
     try:

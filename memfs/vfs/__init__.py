@@ -283,7 +283,7 @@ class Filesystem:
         await self.names.rmdir(parent_ino, name)
         await self._heard(Done("rmdir"))
 
-    async def rename(
+    async def rename(  # noqa: PLR0913 - rename(2): four names, its flags and the caller
         self,
         old_parent_ino: int,
         old_name: str,

@@ -465,7 +465,7 @@ class Contents:
             self.state.buffers.pop(node.ino, None)
             self.lookups.remove_deleted(node)
 
-    async def setattr(
+    async def setattr(  # noqa: PLR0913 - setattr(2)'s fields as FUSE gives them
         self,
         ino: int,
         *,
@@ -504,7 +504,7 @@ class Contents:
             # else: the pending commit persists them with the new content.
         return self.lookups.attributes(node)
 
-    def _check_settable(
+    def _check_settable(  # noqa: PLR0913 - setattr(2)'s fields as FUSE gives them
         self,
         node: Node,
         size: int | None,

@@ -217,7 +217,7 @@ class Merges:
         log.info("%r: merged with another writer's change (%s)", path, outcome.how)
         return outcome.text
 
-    async def _merge_replaced(
+    async def _merge_replaced(  # noqa: PLR0913 - the save, its base, the result and the safety net's flag
         self, path: str, base_data: bytes | None, ours: str, attrs: FileAttrs,
         result: CommitResult, *, keep: bool = False,
     ) -> tuple[str, CommitResult] | None:  # fmt: skip

@@ -301,7 +301,7 @@ class Names:
 
     # -- renaming ------------------------------------------------------------------------
 
-    async def rename(
+    async def rename(  # noqa: PLR0913 - rename(2): four names, its flags and the caller
         self,
         old_parent_ino: int,
         old_name: str,

@@ -86,7 +86,7 @@ class SaverBases:
         #: The versions ``_served`` holds of each document, oldest first (no scan of all).
         self._served_of: dict[UUID, list[Any]] = {}
 
-    def saw(
+    def saw(  # noqa: PLR0913 - a base is a writer, a row version and its bytes
         self,
         path: str,
         pid: int,
@@ -102,7 +102,7 @@ class SaverBases:
             return
         self._put((path, pid), Base(doc_id, version, data, digest=digest))
 
-    def read(
+    def read(  # noqa: PLR0913 - a base is a writer, a row version and its bytes
         self,
         path: str,
         pid: int,

@@ -213,7 +213,7 @@ class SavePatterns:
         )  # fmt: skip
         self._become_document(source, result, data)
 
-    async def _scratch_row(
+    async def _scratch_row(  # noqa: PLR0913 - a temporary's rename: what, where, over what, and its bytes
         self,
         source: FileNode,
         new_path: str,
@@ -254,7 +254,7 @@ class SavePatterns:
         self.lookups.request_reindex(doc_id)
         return (doc_id if moved is not None else None), False
 
-    async def _commit_scratch(
+    async def _commit_scratch(  # noqa: PLR0913 - a temporary's rename: what, where, over what, and its bytes
         self,
         doc_id: UUID | None,
         new_path: str,
@@ -477,7 +477,7 @@ class SavePatterns:
                 )
         return promoted
 
-    async def rename_file_over(
+    async def rename_file_over(  # noqa: PLR0913 - a rename over a document: where, over what, seen when, by whom
         self,
         source: FileNode,
         replaced: UUID,
@@ -564,7 +564,7 @@ class SavePatterns:
             based = based._replace(data=cached) if cached is not None else based
         return based
 
-    async def _merge_after_replace(
+    async def _merge_after_replace(  # noqa: PLR0913 - a late merge: its writer, its base, the result and the bytes
         self, source: FileNode, new_path: str, pid: int, based: Base, result: CommitResult,
         attrs: FileAttrs, renamed: bytes | None,
     ) -> None:  # fmt: skip
