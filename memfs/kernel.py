@@ -34,6 +34,19 @@ class KernelNotifier(Protocol):
         """Drop the inode's cached attributes now, before the current request answers."""
 
 
+class NoKernel:
+    """A front with no kernel cache to keep in step (WebDAV, MCP): nothing to drop."""
+
+    def inode(self, ino: int) -> None:
+        pass
+
+    def entry(self, parent: int, name: str) -> None:
+        pass
+
+    def attributes(self, ino: int) -> None:
+        pass
+
+
 class RecordingNotifier:
     """Records what would have been invalidated (no kernel involved)."""
 

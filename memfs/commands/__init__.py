@@ -26,6 +26,7 @@ from memfs.commands import (
     restore,
     search,
     seed,
+    serve,
     stats,
     status,
     sync,
@@ -38,7 +39,7 @@ from memfs.commands.base import Command, Invocation
 COMMANDS: tuple[Command, ...] = tuple(
     module.COMMAND
     for module in (
-        mount, umount, stats, init, status, doctor, seed, reindex, export, import_tree,
+        mount, umount, serve, stats, init, status, doctor, seed, reindex, export, import_tree,
         migrate, daily_log, versions, restore, undelete, sync, recover, search,
         install_unit, install_helper, completion, man,
     )

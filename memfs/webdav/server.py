@@ -1,0 +1,184 @@
+"""``memfs serve webdav``: the workspace a mount serves, over WebDAV.
+
+The same steps as the mount (``memfs.serving``: open, assemble, listen for other writers,
+load, run the workspace's background work), with WsgiDAV on cheroot in place of the
+kernel.  The HTTP server runs in threads of its own and reaches the workspace through
+``Sessions``; the trio run owns the workspace and ends it (every save committed) when the
+server stops.  It listens on loopback unless it is given users (``--auth``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import signal
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from memfs.assembly import MountParts, Opened, assemble
+from memfs.config import Settings
+from memfs.errors import CommandError
+from memfs.kernel import NoKernel
+from memfs.recovery import RecoveryArea
+from memfs.serving import choose_watching, open_served, run_workspace_tasks, start_listener
+from memfs.webdav.provider import MemoryProvider
+from memfs.webdav.sessions import Sessions
+
+log = logging.getLogger(__name__)
+
+#: Where ``memfs serve webdav`` listens unless told (``--listen HOST:PORT``).
+DEFAULT_LISTEN = ("127.0.0.1", 8765)
+#: Requests answered at once (each waits for the workspace, not for the CPU).
+SERVER_THREADS = 16
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:8765`` for IPv6); a mistake is one clear line."""
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise CommandError(f"--listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:8765")
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def read_users(path: Path) -> dict[str, dict[str, str]]:
+    """``--auth FILE``: one ``user:password`` per line; the file must be its owner's
+    alone (it holds passwords), and hold at least one user."""
+    if not path.is_file():
+        raise CommandError(f"--auth {path}: no such file")
+    if path.stat().st_mode & 0o077:
+        raise CommandError(f"--auth {path}: readable by others; `chmod 600 {path}` first")
+    users: dict[str, dict[str, str]] = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        user, sep, password = line.partition(":")
+        if not sep or not user or not password:
+            raise CommandError(f"--auth {path}, line {number}: expected user:password")
+        users[user.strip()] = {"password": password}
+    if not users:
+        raise CommandError(f"--auth {path}: no user in it")
+    return users
+
+
+def dav_config(provider: MemoryProvider, users: dict[str, dict[str, str]] | None) -> dict[str, Any]:
+    """WsgiDAV's configuration: the workspace at ``/``, locks and dead properties kept
+    in memory (Finder and Windows lock before they write; Windows sets its file times as
+    properties), Basic authentication where there are users, no HTML browser."""
+    return {
+        "provider_mapping": {"/": provider},
+        "http_authenticator": {
+            "domain_controller": None,  # WsgiDAV's simple one, over simple_dc below
+            "accept_basic": True,
+            "accept_digest": False,
+            "default_to_digest": False,
+        },
+        "simple_dc": {"user_mapping": {"*": users if users else True}},
+        "property_manager": True,
+        "lock_storage": True,
+        "hotfixes": {"emulate_win32_lastmod": True},
+        "dir_browser": {"enable": False},
+        "verbose": 1,
+        "logging": {"enable": False},
+        "suppress_version_info": True,
+    }
+
+
+def serve_webdav(
+    settings: Settings,
+    listen: tuple[str, int] = DEFAULT_LISTEN,
+    users: dict[str, dict[str, str]] | None = None,
+    on_ready: Callable[[int], None] | None = None,
+) -> int:
+    """Serve until SIGTERM or SIGINT; return a process exit code.  ``on_ready`` is told
+    the port once the server listens (the one chosen, where ``listen`` asked for 0)."""
+    if not is_loopback(listen[0]) and not users:
+        raise CommandError(
+            f"--listen {listen[0]}: serving beyond this machine needs --auth FILE "
+            "(user:password lines); without it memfs listens on 127.0.0.1 only"
+        )
+    opened = open_served(settings)
+    try:
+        return trio.run(_WebDav(settings, opened, listen, users, on_ready).run)
+    finally:
+        opened.database.close()
+
+
+class _WebDav:
+    """One WebDAV server's run over one workspace."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        opened: Opened,
+        listen: tuple[str, int],
+        users: dict[str, dict[str, str]] | None,
+        on_ready: Callable[[int], None] | None,
+    ) -> None:
+        self.settings = settings
+        self.opened = opened
+        self.listen = listen
+        self.users = users
+        self.on_ready = on_ready
+
+    async def run(self) -> int:
+        from cheroot import wsgi
+        from wsgidav.wsgidav_app import WsgiDAVApp
+
+        watching = choose_watching(self.settings, self.opened.database)
+        parts = assemble(
+            self.settings, self.opened, kernel=NoKernel(),
+            recovery=RecoveryArea(self.settings.recovery_dir), watching=watching.description,
+        )  # fmt: skip
+        listener, receive = await start_listener(self.opened.database, watching, parts)
+        await parts.fs.load()
+        sessions = Sessions(parts.fs, trio.lowlevel.current_trio_token())
+        provider = MemoryProvider(sessions, read_only=self.settings.read_only)
+        app = WsgiDAVApp(dav_config(provider, self.users))
+        server = wsgi.Server(self.listen, app, numthreads=SERVER_THREADS, server_name="memfs")
+        server.prepare()  # binds now: a port in use is said here, in one line
+        port = server.bind_addr[1]
+        log.info("serving the workspace over WebDAV at http://%s:%d/", self.listen[0], port)
+        if self.on_ready is not None:
+            self.on_ready(port)
+        try:
+            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async with trio.open_nursery() as nursery:
+                    await run_workspace_tasks(nursery, self.opened, parts, listener, receive)
+                    nursery.start_soon(_stop_on_signal, signals, server)
+                    await trio.to_thread.run_sync(server.serve)
+                    nursery.cancel_scope.cancel()
+        finally:
+            await self._shutdown(parts, listener)
+        return 1 if parts.fs.unkept() else 0
+
+    async def _shutdown(self, parts: MountParts, listener: Any) -> None:
+        if listener is not None:
+            await trio.to_thread.run_sync(listener.stop)
+        kept = await parts.fs.shutdown()
+        if kept:
+            log.error("could not save %d file(s): %s; they are in the recovery area",
+                      len(kept), ", ".join(kept))  # fmt: skip
+        if parts.embedder is not None:
+            await parts.embedder.aclose()
+        log.info("WebDAV server stopped")
+
+
+async def _stop_on_signal(signals: AsyncIterator[int], server: Any) -> None:
+    """The first SIGTERM or SIGINT stops the HTTP server (its requests finish first)."""
+    async for signum in signals:
+        log.info("received %s: stopping the WebDAV server", signal.Signals(signum).name)
+        await trio.to_thread.run_sync(server.stop)
+        return
