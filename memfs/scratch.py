@@ -51,6 +51,8 @@ DEFAULT_SCRATCH_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"~\$.+", "Microsoft Office owner files"),
     (r"\..+\.kate-swp", "Kate swap files"),
     (r"\.DS_Store|\._.+|Thumbs\.db|desktop\.ini", "macOS and Windows metadata"),
+    (r"\.Spotlight-V100|\.Trashes|\.fseventsd|\.metadata_never_index(?:_unless_rootfs)?"
+     r"|\.TemporaryItems|\.apdisk", "macOS Finder's volume state (over WebDAV)"),
     (r"\.Trash-.+|\.Trash", "desktop trash directories"),
     (r"\.nfs[0-9a-f]+", "NFS silly-rename files"),
 )

@@ -168,8 +168,11 @@ def test_client_litter_stays_out_of_memory(dav: Server, url: str, tmp_path: Path
     assert dav.http.put("/.DS_Store", content=b"\x00\x01").status_code == 201
     assert dav.http.put("/._notes.md", content=b"\x00resource fork").status_code == 201
     assert dav.http.get("/.DS_Store").status_code == 200  # kept in memory for the client
-    assert stored(url, tmp_path, "/.DS_Store").status_code == 404
-    assert stored(url, tmp_path, "/._notes.md").status_code == 404
+    assert dav.http.request("MKCOL", "/.Spotlight-V100").status_code == 201
+    assert dav.http.put("/.Spotlight-V100/store.db", content=b"index").status_code == 201
+    assert dav.http.put("/~$report.md", content=b"owner\n").status_code == 201  # Office
+    for litter in ("/.DS_Store", "/._notes.md", "/.Spotlight-V100/store.db", "/~$report.md"):
+        assert stored(url, tmp_path, litter).status_code == 404, litter
 
 
 def test_locks_are_granted_and_released(dav: Server) -> None:
