@@ -83,9 +83,13 @@ def dav(url: str, tmp_path: Path) -> Iterator[Server]:
 
 def stored(url: str, tmp_path: Path, path: str) -> httpx.Response:
     """``path`` as a second server on the same database serves it (what is stored)."""
+    return stored_all(url, tmp_path, path)[0]
+
+
+def stored_all(url: str, tmp_path: Path, *paths: str) -> list[httpx.Response]:
     other = Server(url, tmp_path / "two")
     try:
-        return other.http.get(path)
+        return [other.http.get(path) for path in paths]
     finally:
         other.stop()
 
@@ -171,8 +175,9 @@ def test_client_litter_stays_out_of_memory(dav: Server, url: str, tmp_path: Path
     assert dav.http.request("MKCOL", "/.Spotlight-V100").status_code == 201
     assert dav.http.put("/.Spotlight-V100/store.db", content=b"index").status_code == 201
     assert dav.http.put("/~$report.md", content=b"owner\n").status_code == 201  # Office
-    for litter in ("/.DS_Store", "/._notes.md", "/.Spotlight-V100/store.db", "/~$report.md"):
-        assert stored(url, tmp_path, litter).status_code == 404, litter
+    litter = ("/.DS_Store", "/._notes.md", "/.Spotlight-V100/store.db", "/~$report.md")
+    found = stored_all(url, tmp_path, *litter)
+    assert [response.status_code for response in found] == [404] * len(litter)
 
 
 def test_locks_are_granted_and_released(dav: Server) -> None:
