@@ -165,19 +165,54 @@ class _Upload(io.BytesIO):
         """Kept readable for ``end_write``: WsgiDAV closes the stream before it."""
 
 
-class Document(DAVNonCollection):  # type: ignore[misc]
-    """One document (or a file the workspace keeps in memory only: a scratch name)."""
+class _Resource:
+    """What a document and a folder share: the entry the request found, and the way to
+    the workspace."""
+
+    path: str
+    environ: dict[str, Any]
 
     def __init__(
         self, path: str, environ: dict[str, Any], entry: Entry, provider: MemoryProvider
     ) -> None:
-        super().__init__(path, environ)
+        super().__init__(path, environ)  # type: ignore[call-arg]  # WsgiDAV's resource
         self.entry = entry
         self.memory = provider
-        self._upload: _Upload | None = None
 
     def _call(self, what: str, use: Callable[[PathOperations], Awaitable[T]]) -> T:
         return self.memory.call(self.environ, what, use)
+
+    def get_creation_date(self) -> float:
+        return self.entry.mtime_ns / 1e9
+
+    def get_last_modified(self) -> float:
+        return self.entry.mtime_ns / 1e9
+
+    def delete(self) -> None:
+        path = self.entry.path
+        self._call(f"DELETE {self.path}", lambda ops: ops.remove(path))
+        self.remove_all_locks(recursive=True)  # type: ignore[attr-defined]
+
+    def handle_move(self, dest_path: str) -> bool:
+        """MOVE: ``rename`` (WsgiDAV has checked ``Overwrite`` and the locks already),
+        so a document moved over another is IronClaw's write of the target, keeping its
+        identity and history: what a Finder or Office save through a temporary name
+        needs."""
+        source, target = self.entry.path, workspace_path(dest_path)
+        self._call(f"MOVE {self.path} -> {dest_path}", lambda ops: ops.move(source, target))
+        self.remove_all_locks(recursive=True)  # type: ignore[attr-defined]
+        return True
+
+    def handle_copy(self, dest_path: str, *, depth_infinity: bool) -> bool:
+        source, target = self.entry.path, workspace_path(dest_path)
+        self._call(f"COPY {self.path} -> {dest_path}", lambda ops: ops.copy(source, target))
+        return True
+
+
+class Document(_Resource, DAVNonCollection):  # type: ignore[misc]
+    """One document (or a file the workspace keeps in memory only: a scratch name)."""
+
+    _upload: _Upload | None = None
 
     def get_content_length(self) -> int:
         return self.entry.size
@@ -187,12 +222,6 @@ class Document(DAVNonCollection):  # type: ignore[misc]
             return "text/markdown; charset=utf-8"
         guessed, _ = mimetypes.guess_type(self.entry.name)
         return guessed or "application/octet-stream"
-
-    def get_creation_date(self) -> float:
-        return self.entry.mtime_ns / 1e9
-
-    def get_last_modified(self) -> float:
-        return self.entry.mtime_ns / 1e9
 
     def get_etag(self) -> str:
         return _etag(self.entry)
@@ -224,41 +253,12 @@ class Document(DAVNonCollection):  # type: ignore[misc]
             f"PUT {self.path}", lambda ops: ops.save(path, data, if_version=based)
         )
 
-    def delete(self) -> None:
-        path = self.entry.path
-        self._call(f"DELETE {self.path}", lambda ops: ops.remove(path))
-        self.remove_all_locks(recursive=True)
 
-    def handle_move(self, dest_path: str) -> bool:
-        _move(self, dest_path)
-        return True
-
-    def handle_copy(self, dest_path: str, *, depth_infinity: bool) -> bool:
-        _copy(self, dest_path)
-        return True
-
-
-class Folder(DAVCollection):  # type: ignore[misc]
+class Folder(_Resource, DAVCollection):  # type: ignore[misc]
     """One folder: a path prefix of documents, or one kept empty."""
-
-    def __init__(
-        self, path: str, environ: dict[str, Any], entry: Entry, provider: MemoryProvider
-    ) -> None:
-        super().__init__(path, environ)
-        self.entry = entry
-        self.memory = provider
-
-    def _call(self, what: str, use: Callable[[PathOperations], Awaitable[T]]) -> T:
-        return self.memory.call(self.environ, what, use)
 
     def get_display_info(self) -> dict[str, str]:
         return {"type": "Folder"}
-
-    def get_last_modified(self) -> float:
-        return self.entry.mtime_ns / 1e9
-
-    def get_creation_date(self) -> float:
-        return self.entry.mtime_ns / 1e9
 
     def get_etag(self) -> None:
         return None
@@ -297,32 +297,5 @@ class Folder(DAVCollection):  # type: ignore[misc]
     def support_recursive_delete(self) -> bool:
         return True
 
-    def delete(self) -> None:
-        path = self.entry.path
-        self._call(f"DELETE {self.path}", lambda ops: ops.remove(path))
-        self.remove_all_locks(recursive=True)
-
     def support_recursive_move(self, dest_path: str) -> bool:
         return True
-
-    def handle_move(self, dest_path: str) -> bool:
-        _move(self, dest_path)
-        return True
-
-    def handle_copy(self, dest_path: str, *, depth_infinity: bool) -> bool:
-        _copy(self, dest_path)
-        return True
-
-
-def _move(resource: Document | Folder, dest_path: str) -> None:
-    """MOVE: ``rename`` (WsgiDAV has checked ``Overwrite`` and the locks already), so a
-    document moved over another is IronClaw's write of the target, keeping its identity
-    and history: what a Finder or Office save through a temporary name needs."""
-    source, target = resource.entry.path, workspace_path(dest_path)
-    resource._call(f"MOVE {resource.path} -> {dest_path}", lambda ops: ops.move(source, target))
-    resource.remove_all_locks(recursive=True)
-
-
-def _copy(resource: Document | Folder, dest_path: str) -> None:
-    source, target = resource.entry.path, workspace_path(dest_path)
-    resource._call(f"COPY {resource.path} -> {dest_path}", lambda ops: ops.copy(source, target))

@@ -13,6 +13,7 @@ import ipaddress
 import logging
 import signal
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -116,22 +117,15 @@ def serve_webdav(
         opened.database.close()
 
 
+@dataclass(frozen=True)
 class _WebDav:
     """One WebDAV server's run over one workspace."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        opened: Opened,
-        listen: tuple[str, int],
-        users: dict[str, dict[str, str]] | None,
-        on_ready: Callable[[int], None] | None,
-    ) -> None:
-        self.settings = settings
-        self.opened = opened
-        self.listen = listen
-        self.users = users
-        self.on_ready = on_ready
+    settings: Settings
+    opened: Opened
+    listen: tuple[str, int]
+    users: dict[str, dict[str, str]] | None
+    on_ready: Callable[[int], None] | None
 
     async def run(self) -> int:
         from cheroot import wsgi
