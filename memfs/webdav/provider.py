@@ -17,6 +17,7 @@ import mimetypes
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from wsgidav.dav_error import (
     HTTP_BAD_REQUEST,
@@ -199,13 +200,32 @@ class _Resource:
         identity and history: what a Finder or Office save through a temporary name
         needs."""
         source, target = self.entry.path, workspace_path(dest_path)
-        self._call(f"MOVE {self.path} -> {dest_path}", lambda ops: ops.move(source, target))
+        self._call(f"MOVE {self.path} -> {dest_path}",
+                   lambda ops: _overwriting(ops, source, target, move=True))  # fmt: skip
         self.remove_all_locks(recursive=True)  # type: ignore[attr-defined]
+        self._carry_properties(dest_path, move=True)
         return True
+
+    def _carry_properties(self, dest_path: str, *, move: bool) -> None:
+        """The client's dead properties (Windows' file times, litmus's) go with the
+        resource, as WsgiDAV's own copy and move would take them."""
+        props = self.memory.prop_manager
+        if props is None:
+            return
+        here = self.get_ref_url()  # type: ignore[attr-defined]
+        there = quote(self.memory.share_path + dest_path)
+        if here.endswith("/") and not there.endswith("/"):
+            there += "/"
+        if move:
+            props.move_properties(here, there, with_children=True, environ=self.environ)
+        else:
+            props.copy_properties(here, there, environ=self.environ)
 
     def handle_copy(self, dest_path: str, *, depth_infinity: bool) -> bool:
         source, target = self.entry.path, workspace_path(dest_path)
-        self._call(f"COPY {self.path} -> {dest_path}", lambda ops: ops.copy(source, target))
+        self._call(f"COPY {self.path} -> {dest_path}",
+                   lambda ops: _overwriting(ops, source, target, move=False))  # fmt: skip
+        self._carry_properties(dest_path, move=False)
         return True
 
 
@@ -299,3 +319,18 @@ class Folder(_Resource, DAVCollection):  # type: ignore[misc]
 
     def support_recursive_move(self, dest_path: str) -> bool:
         return True
+
+
+async def _overwriting(ops: PathOperations, source: str, target: str, *, move: bool) -> Entry:
+    """MOVE or COPY with ``Overwrite: T`` (WsgiDAV has refused ``F`` over an existing
+    target already).  A document onto a document is the model's rename over it (the
+    target keeps its identity and versions) or a save of the source's content into it;
+    where a folder is on either side, the target goes first (RFC 4918 9.8.4, 9.9.3), as
+    ``rename(2)`` would refuse a folder over a non-empty one."""
+    if await ops.exists(target):
+        existing, moving = await ops.stat(target), await ops.stat(source)
+        if existing.is_dir or moving.is_dir:
+            await ops.remove(target)
+    if move:
+        return await ops.move(source, target)
+    return await ops.copy(source, target)
