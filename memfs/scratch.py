@@ -49,6 +49,7 @@ DEFAULT_SCRATCH_PATTERNS: tuple[tuple[str, str], ...] = (
     (r".+___jb_(?:tmp|old)___", "JetBrains safe-write temporaries"),
     (r"\.~lock\..+#", "LibreOffice lock files"),
     (r"~\$.+", "Microsoft Office owner files"),
+    (r"~[A-Z]{2,4}[0-9A-F]{4}\.tmp", "Microsoft Office save temporaries (~WRD0000.tmp)"),
     (r"\..+\.kate-swp", "Kate swap files"),
     (r"\.DS_Store|\._.+|Thumbs\.db|desktop\.ini", "macOS and Windows metadata"),
     (r"\.Spotlight-V100|\.Trashes|\.fseventsd|\.metadata_never_index(?:_unless_rootfs)?"

@@ -285,3 +285,85 @@ def test_rclone_copies_and_syncs_a_tree(dav: Server, url: str, tmp_path: Path) -
     found = stored_all(url, tmp_path, "/rc/notes/b.md", "/rc/notes/c.md", "/rc/a.md")
     assert [r.status_code for r in found] == [200, 200, 404]
     assert found[0].content == b"b, changed\n"
+
+
+LOCK_BODY = (
+    '<?xml version="1.0" encoding="utf-8"?><D:lockinfo xmlns:D="DAV:">'
+    "<D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype>"
+    "<D:owner>client</D:owner></D:lockinfo>"
+)
+
+
+def replay(server: Server, steps: list[tuple[str, str, dict[str, str], bytes]]) -> None:
+    """Send ``steps`` (method, path, headers, body) in order, each answered 2xx; ``{lock}``
+    in a header is the token the last LOCK granted, ``{base}`` the server's URL."""
+    token = ""
+    for method, path, headers, body in steps:
+        sent = {
+            k: v.format(lock=token, base=f"http://127.0.0.1:{server.port}")
+            for k, v in headers.items()
+        }
+        answer = server.http.request(method, path, headers=sent, content=body)
+        assert 200 <= answer.status_code < 300, (method, path, answer.status_code, answer.text)
+        if method == "LOCK":
+            token = answer.headers["lock-token"]
+
+
+def versions_of(server: Server, path: str) -> int:
+    listed = propfind(server, f"/.versions/{path}/", "1")
+    assert listed.status_code == 207, listed.text
+    return len(hrefs(listed)) - 1  # the folder itself
+
+
+def test_an_office_save_keeps_the_document_and_leaves_no_litter(
+    dav: Server, url: str, tmp_path: Path
+) -> None:
+    """Word's save over WebDAV, in the order Microsoft documents it: lock, the owner file,
+    the new content to a temporary, the original renamed away, the temporary renamed into
+    place, the renamed original deleted, unlock.  The document keeps its identity (its
+    old content is one of its versions) and no temporary or owner file becomes memory."""
+    assert dav.http.put("/report.md", content=b"draft one\n").status_code == 201
+    before = versions_of(dav, "report.md")
+    replay(dav, [
+        ("LOCK", "/report.md", {"Timeout": "Second-180"}, LOCK_BODY.encode()),
+        ("PUT", "/~$report.md", {}, b"owner\x00"),
+        ("PUT", "/~WRD0000.tmp", {}, b"draft two\n"),
+        ("MOVE", "/report.md", {"Destination": "{base}/~WRL0001.tmp", "Overwrite": "T",
+                                "If": "({lock})"}, b""),
+        ("MOVE", "/~WRD0000.tmp", {"Destination": "{base}/report.md", "Overwrite": "T"}, b""),
+        ("DELETE", "/~WRL0001.tmp", {}, b""),
+        ("DELETE", "/~$report.md", {}, b""),
+    ])  # fmt: skip
+    assert dav.http.get("/report.md").content == b"draft two\n"
+    assert versions_of(dav, "report.md") == before + 1
+    litter = ("/~$report.md", "/~WRD0000.tmp", "/~WRL0001.tmp")
+    found = stored_all(url, tmp_path, "/report.md", *litter)
+    assert [r.status_code for r in found] == [200, 404, 404, 404]
+
+
+def test_a_finder_save_keeps_the_document_and_leaves_no_litter(
+    dav: Server, url: str, tmp_path: Path
+) -> None:
+    """A Finder save of an edited file: lock, its AppleDouble companion, the new content
+    written to the same name, the folder's .DS_Store, a PROPPATCH of the file's times,
+    unlock.  One more version, and no ``._`` or ``.DS_Store`` row."""
+    assert dav.http.put("/plan.md", content=b"one\n").status_code == 201
+    before = versions_of(dav, "plan.md")
+    proppatch = (
+        '<?xml version="1.0" encoding="utf-8"?><D:propertyupdate xmlns:D="DAV:" '
+        'xmlns:Z="urn:schemas-microsoft-com:"><D:set><D:prop>'
+        "<Z:Win32LastModifiedTime>Sun, 06 Dec 2026 12:00:00 GMT</Z:Win32LastModifiedTime>"
+        "</D:prop></D:set></D:propertyupdate>"
+    )
+    replay(dav, [
+        ("LOCK", "/plan.md", {"Timeout": "Second-180"}, LOCK_BODY.encode()),
+        ("PUT", "/._plan.md", {}, b"\x00\x05\x16\x07apple double"),
+        ("PUT", "/plan.md", {"If": "({lock})"}, b"two\n"),
+        ("PROPPATCH", "/plan.md", {"If": "({lock})"}, proppatch.encode()),
+        ("PUT", "/.DS_Store", {}, b"\x00\x00\x00\x01Bud1"),
+        ("UNLOCK", "/plan.md", {"Lock-Token": "{lock}"}, b""),
+    ])  # fmt: skip
+    assert dav.http.get("/plan.md").content == b"two\n"
+    assert versions_of(dav, "plan.md") == before + 1
+    found = stored_all(url, tmp_path, "/plan.md", "/._plan.md", "/.DS_Store")
+    assert [r.status_code for r in found] == [200, 404, 404]
