@@ -52,8 +52,11 @@ DEFAULT_SCRATCH_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"~[A-Z]{2,4}[0-9A-F]{4}\.tmp", "Microsoft Office save temporaries (~WRD0000.tmp)"),
     (r"\..+\.kate-swp", "Kate swap files"),
     (r"\.DS_Store|\._.+|Thumbs\.db|desktop\.ini", "macOS and Windows metadata"),
-    (r"\.Spotlight-V100|\.Trashes|\.fseventsd|\.metadata_never_index(?:_unless_rootfs)?"
-     r"|\.TemporaryItems|\.apdisk", "macOS Finder's volume state (over WebDAV)"),
+    (
+        r"\.Spotlight-V100|\.Trashes|\.fseventsd|\.metadata_never_index(?:_unless_rootfs)?"
+        r"|\.TemporaryItems|\.apdisk",
+        "macOS Finder's volume state (over WebDAV)",
+    ),
     (r"\.Trash-.+|\.Trash", "desktop trash directories"),
     (r"\.nfs[0-9a-f]+", "NFS silly-rename files"),
 )

@@ -124,6 +124,19 @@ class PathOperations:
             if name not in (".", "..")
         ]
 
+    async def used_bytes(self, path: str = "") -> int:
+        """The bytes of every file at or below ``path``, from the tree (no SQL): a
+        front's quota report (WebDAV's ``quota-used-bytes``)."""
+        stack = [await self.node(path)]
+        used = 0
+        while stack:
+            node = stack.pop()
+            if isinstance(node, DirNode):
+                stack.extend(node.children.values())
+            elif isinstance(node, FileNode):
+                used += node.size
+        return used
+
     # -- content -------------------------------------------------------------------------
 
     async def read(self, path: str) -> bytes:

@@ -280,6 +280,13 @@ class Folder(_Resource, DAVCollection):  # type: ignore[misc]
     def get_display_info(self) -> dict[str, str]:
         return {"type": "Folder"}
 
+    def get_used_bytes(self) -> int:
+        """RFC 4331's ``quota-used-bytes``: the files below, from the tree.  There is no
+        ``quota-available-bytes``: the database sets no quota (the property is absent,
+        as RFC 4331 allows)."""
+        path = self.entry.path
+        return self._call(f"PROPFIND {self.path}", lambda ops: ops.used_bytes(path))
+
     def get_etag(self) -> None:
         return None
 

@@ -122,6 +122,13 @@ def test_folders_list_at_depth_one_and_refuse_infinity(dav: Server) -> None:
     assert listed.status_code == 207
     assert hrefs(listed) == ["/projects/", "/projects/a.md", "/projects/b.md"]
     assert propfind(dav, "/projects/a.md", "0").status_code == 207
+    quota = dav.http.request(
+        "PROPFIND", "/projects/", headers={"Depth": "0"},
+        content=b'<?xml version="1.0"?><D:propfind xmlns:D="DAV:"><D:prop>'
+        b"<D:quota-used-bytes/></D:prop></D:propfind>",
+    )  # fmt: skip
+    used = ElementTree.fromstring(quota.content).find(".//{DAV:}quota-used-bytes")
+    assert used is not None and used.text == "4", quota.text  # "a\n" and "b\n"
     refused = propfind(dav, "/", "infinity")
     assert refused.status_code == 403 and b"propfind-finite-depth" in refused.content
 
