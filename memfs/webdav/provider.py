@@ -106,6 +106,8 @@ class MemoryProvider(DAVProvider):  # type: ignore[misc]
         RFC 4918 allows (403, ``propfind-finite-depth``): on a large workspace it would
         answer with every document's properties at once.  Clients list a folder at a
         time (Depth 1)."""
+        log.debug("%s %s (Depth %s)", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"),
+                  environ.get("HTTP_DEPTH"))  # fmt: skip
         depth = str(environ.get("HTTP_DEPTH", "infinity")).lower()
         if environ.get("REQUEST_METHOD") == "PROPFIND" and depth == "infinity":
             log.info("PROPFIND %s at depth infinity refused", environ.get("PATH_INFO"))
