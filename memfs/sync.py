@@ -128,6 +128,10 @@ class Local:
     mtime_ns: int
 
 
+#: What the last pass left of each path: its content's hash and its row's id.
+_State = dict[str, dict[str, Any]]
+
+
 class DirectorySync:
     """One directory synced with one workspace."""
 
@@ -263,11 +267,7 @@ class DirectorySync:
         return report
 
     def _renamed_in_database(
-        self,
-        state: dict[str, dict[str, Any]],
-        local: dict[str, Any],
-        remote: dict[str, Any],
-        report: SyncReport,
+        self, state: _State, local: dict[str, Any], remote: dict[str, Any], report: SyncReport
     ) -> None:
         """Documents renamed in the database since the last pass, unchanged here: the
         files move to their new names."""
@@ -285,11 +285,7 @@ class DirectorySync:
                 report.renamed.append(f"{old} -> {moved_to} (in the database)")
 
     def _renamed_in_directory(
-        self,
-        state: dict[str, dict[str, Any]],
-        local: dict[str, Any],
-        remote: dict[str, Any],
-        report: SyncReport,
+        self, state: _State, local: dict[str, Any], remote: dict[str, Any], report: SyncReport
     ) -> None:
         """Files renamed here since the last pass, unchanged in the database: the rows
         move to the new names, keeping their ids."""
