@@ -46,6 +46,7 @@ from memfs.vfs import (
     ToolFolders,
     VersionsTree,
 )
+from memfs.vfs.search_dir import Searcher
 
 #: Deadline of the reindex and embedding workers' database calls (seconds): re-chunking a
 #: 50 MB document legitimately takes longer than a request's deadline.
@@ -72,6 +73,8 @@ class MountParts:
     status: MountStatus
     #: Whether the workspace writes (False: read-only, by choice or by the database).
     writes: bool
+    #: IronClaw's search of this layout (what ``.search`` and the agent's tools ask).
+    search: Searcher
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,7 @@ def assemble(
         embeddings=workers.embeddings,
         status=status,
         writes=writes,
+        search=search.engine,
     )
 
 

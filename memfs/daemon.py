@@ -47,7 +47,13 @@ from memfs.mountpoint import (
 from memfs.private import private_dir, write_private
 from memfs.processes import process_running, process_stopped
 from memfs.recovery import RecoveryArea
-from memfs.serving import choose_watching, open_served, run_workspace_tasks, start_listener
+from memfs.serving import (
+    choose_watching,
+    end_workspace,
+    open_served,
+    run_workspace_tasks,
+    start_listener,
+)
 from memfs.stats import MountStats
 from memfs.vfs import Filesystem
 
@@ -158,14 +164,10 @@ class _Mount:
                     await pyfuse3.main()
                     nursery.cancel_scope.cancel()
             finally:
-                if listener is not None:
-                    await trio.to_thread.run_sync(listener.stop)
-                self.kept.extend(await parts.fs.shutdown())
+                self.kept.extend(await end_workspace(parts, listener))
                 pyfuse3.close(unmount=True)
                 self.notifier.stop()
                 unmounted = True
-                if parts.embedder is not None:
-                    await parts.embedder.aclose()
                 log.info("unmounted %s", self.mountpoint)
                 await _linger_while_unkept(parts.fs, self.control_path, control.answer)
             return 1 if self.kept or parts.fs.unkept() or not unmounted else 0

@@ -1,10 +1,11 @@
 """A workspace served by a front door, in the steps every front takes.
 
-A front (the FUSE mount in ``memfs.daemon``; WebDAV and MCP later) opens the database from
-its settings (``open_served``), decides how it hears of other writers (``choose_watching``),
-assembles the workspace (``memfs.assembly.assemble``), starts the change feed before the
-tree loads (``start_listener``), and runs the workspace's background work beside its own
-loop (``run_workspace_tasks``).  Nothing here knows which front it serves.
+A front (the FUSE mount in ``memfs.daemon``, ``memfs.webdav``, ``memfs.mcp``) opens the
+database from its settings (``open_served``), decides how it hears of other writers
+(``choose_watching``), assembles the workspace (``memfs.assembly.assemble``), starts the
+change feed before the tree loads (``start_listener``), runs the workspace's background
+work beside its own loop (``run_workspace_tasks``) and ends it (``end_workspace``).
+Nothing here knows which front it serves.
 """
 
 from __future__ import annotations
@@ -145,6 +146,18 @@ async def run_workspace_tasks(
             nursery.start_soon(wake_on_commits, database.watched_file, parts.writers.wake)
     if parts.embeddings is not None:
         nursery.start_soon(parts.embeddings.run)
+
+
+async def end_workspace(parts: MountParts, listener: ChangeListener | None) -> list[str]:
+    """Once the front's loop has ended: stop hearing of other writers, commit every save
+    still open (``Filesystem.shutdown``), close the embedding provider.  The paths that
+    could not be saved (they are in the recovery area)."""
+    if listener is not None:
+        await trio.to_thread.run_sync(listener.stop)
+    kept = await parts.fs.shutdown()
+    if parts.embedder is not None:
+        await parts.embedder.aclose()
+    return kept
 
 
 async def apply_changes(writers: OtherWriters, receive: Events) -> None:

@@ -1,4 +1,5 @@
-"""``memfs serve webdav``: serve a workspace to machines FUSE does not reach."""
+"""``memfs serve webdav|mcp``: serve a workspace where FUSE does not reach: WebDAV for
+Finder and Explorer, MCP for agents without a mount."""
 
 from __future__ import annotations
 
@@ -7,19 +8,27 @@ from pathlib import Path
 from memfs.commands.arguments import Parser, mount_flags
 from memfs.commands.base import Command, Invocation
 from memfs.commands.common import check_embedded
+from memfs.config import Settings
+from memfs.errors import EXIT_USAGE, CommandError
 
 #: The front doors ``memfs serve`` opens (``memfs mount`` is the FUSE one).
-FRONTS = ("webdav",)
+FRONTS = ("webdav", "mcp")
 
 
 def arguments(parser: Parser) -> None:
     parser.add_argument("front", choices=FRONTS, help="the protocol to serve")
-    parser.add_argument("--listen", metavar="HOST:PORT", default="127.0.0.1:8765",
-                        help="where to listen (default 127.0.0.1:8765; any address but "
-                        "loopback needs --auth)")  # fmt: skip
+    parser.add_argument("--listen", metavar="HOST:PORT", default=None,
+                        help="webdav: where to listen (default 127.0.0.1:8765; any address "
+                        "but loopback needs --auth)")  # fmt: skip
     parser.add_argument("--auth", type=Path, metavar="FILE",
-                        help="users who may connect: one user:password per line, in a file "
-                        "only its owner can read (HTTP Basic)")  # fmt: skip
+                        help="webdav: users who may connect: one user:password per line, in "
+                        "a file only its owner can read (HTTP Basic)")  # fmt: skip
+    parser.add_argument("--http", metavar="HOST:PORT", default=None,
+                        help="mcp: serve MCP's streamable HTTP at http://HOST:PORT/mcp, "
+                        "not stdio (any address but loopback needs --token-file)")  # fmt: skip
+    parser.add_argument("--token-file", type=Path, metavar="FILE",
+                        help="mcp --http: the bearer token every request must carry, in a "
+                        "file only its owner can read")  # fmt: skip
     parser.add_argument("-o", dest="mount_options", action="append", default=[],
                         metavar="KEY=VALUE,...", help="memfs settings by -o name")  # fmt: skip
     mount_flags(parser)
@@ -27,27 +36,59 @@ def arguments(parser: Parser) -> None:
 
 def run(call: Invocation) -> int:
     from memfs import logs
-    from memfs.webdav.server import parse_listen, read_users, serve_webdav
 
+    args = call.args
+    mine, theirs = (("--http", "--token-file"), ("--listen", "--auth"))
+    if args.front == "mcp":
+        mine, theirs = theirs, mine
+    for flag in theirs:
+        if getattr(args, flag.lstrip("-").replace("-", "_")) is not None:
+            other = "webdav" if args.front == "mcp" else "mcp"
+            raise CommandError(f"{flag} is for `memfs serve {other}`, not {args.front} "
+                               f"(its own: {', '.join(mine)})", EXIT_USAGE)  # fmt: skip
     settings = call.settings()
-    listen = parse_listen(call.args.listen)
-    users = read_users(call.args.auth) if call.args.auth is not None else None
     check_embedded(settings)
     logs.configure(call.level, file=settings.log_file)
+    if args.front == "mcp":
+        return _serve_mcp(call, settings)
+    from memfs.front_checks import parse_listen
+    from memfs.webdav.server import read_users, serve_webdav
+
+    listen = parse_listen(args.listen or "127.0.0.1:8765")
+    users = read_users(args.auth) if args.auth is not None else None
     return serve_webdav(settings, listen, users)
+
+
+def _serve_mcp(call: Invocation, settings: Settings) -> int:
+    from memfs.front_checks import parse_listen
+    from memfs.mcp.serve import read_token, serve_mcp
+
+    args = call.args
+    if args.token_file is not None and args.http is None:
+        raise CommandError("--token-file is for --http (stdio needs no token)", EXIT_USAGE)
+    http = parse_listen(args.http, "--http") if args.http else None
+    token = read_token(args.token_file) if args.token_file is not None else None
+    return serve_mcp(settings, http, token)
 
 
 COMMAND = Command(
     name="serve",
-    summary="serve a workspace over WebDAV (Finder, Explorer, davfs2, rclone)",
+    summary="serve a workspace over WebDAV (Finder, Explorer, rclone) or MCP (agents)",
     description="""
 Serves the same workspace `memfs mount` does, with the same rules (IronClaw's rows,
 versions, merges, read-only, scopes), to WebDAV clients, until SIGTERM or Ctrl-C. It listens
-on 127.0.0.1:8765 unless --listen says otherwise; any address but loopback needs --auth.""",
+on 127.0.0.1:8765 unless --listen says otherwise; any address but loopback needs --auth.
+
+`memfs serve mcp` speaks the Model Context Protocol on stdin and stdout (an MCP host starts
+it as a command), or streamable HTTP with --http; it offers IronClaw's memory tools
+(memory_write, memory_read, memory_search, memory_tree), every document as a memory://
+resource, and the agent's prompt.""",
     examples="""
 memfs serve webdav
 memfs serve webdav --listen 127.0.0.1:9000 --user-id alice
-memfs serve webdav --listen 0.0.0.0:8765 --auth ~/.config/memfs/webdav-users""",
+memfs serve webdav --listen 0.0.0.0:8765 --auth ~/.config/memfs/webdav-users
+memfs serve mcp --database-url sqlite:$HOME/.ironclaw/reborn-local-dev.db
+memfs serve mcp --http 127.0.0.1:8766""",
     arguments=arguments,
     run=run,
     logs_itself=True,

@@ -11,6 +11,7 @@ dot reach the synthetic trees as on the mount (``.versions/a.md``, ``.search/q``
 
 from __future__ import annotations
 
+import builtins
 import errno
 import itertools
 import os
@@ -19,7 +20,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from memfs.errors import FsError
-from memfs.tree import DirNode, FileNode, Node
+from memfs.paths import RESERVED_ROOT_NAMES
+from memfs.tree import SYNTHETIC, DirNode, FileNode, Node
 from memfs.vfs import Filesystem
 
 #: How much a read asks at a time (a document is at most ``DOCUMENT_MAX_BYTES``).
@@ -136,6 +138,33 @@ class PathOperations:
             elif isinstance(node, FileNode):
                 used += node.size
         return used
+
+    async def documents(self, path: str = "") -> builtins.list[Entry]:
+        """Every document at or below ``path``, by path, from the tree (no SQL): what the
+        agent's tools and a front's resource list name.  Not the synthetic trees and root
+        files, tool folders, scratch or a file not saved yet; nothing for a missing path."""
+        try:
+            start = await self.node(path)
+        except FsError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+                return []
+            raise
+        found: builtins.list[Entry] = []
+        stack: builtins.list[tuple[str, Node]] = [("/".join(split(path)), start)]
+        root = self.fs.state.tree.root
+        while stack:
+            where, node = stack.pop()
+            if isinstance(node, SYNTHETIC) or node.scratch:
+                continue
+            if isinstance(node, DirNode):
+                for name, child in node.children.items():
+                    hidden = RESERVED_ROOT_NAMES | self.fs.lookups.rules.tool_folders
+                    if node is root and name in hidden:
+                        continue
+                    stack.append((f"{where}/{name}" if where else name, child))
+            elif isinstance(node, FileNode) and node.doc_id is not None and not node.displaced:
+                found.append(self.entry(where, node))
+        return sorted(found, key=lambda entry: entry.path)
 
     # -- content -------------------------------------------------------------------------
 

@@ -9,7 +9,6 @@ server stops.  It listens on loopback unless it is given users (``--auth``).
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import signal
 from collections.abc import AsyncIterator, Callable
@@ -22,9 +21,16 @@ import trio
 from memfs.assembly import MountParts, Opened, assemble
 from memfs.config import Settings
 from memfs.errors import CommandError
+from memfs.front_checks import is_loopback, read_private
 from memfs.kernel import NoKernel
 from memfs.recovery import RecoveryArea
-from memfs.serving import choose_watching, open_served, run_workspace_tasks, start_listener
+from memfs.serving import (
+    choose_watching,
+    end_workspace,
+    open_served,
+    run_workspace_tasks,
+    start_listener,
+)
 from memfs.webdav.provider import MemoryProvider
 from memfs.webdav.sessions import Sessions
 
@@ -36,33 +42,11 @@ DEFAULT_LISTEN = ("127.0.0.1", 8765)
 SERVER_THREADS = 16
 
 
-def parse_listen(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:8765`` for IPv6); a mistake is one clear line."""
-    host, sep, port = text.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise CommandError(f"--listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:8765")
-    return host, int(port)
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def read_users(path: Path) -> dict[str, dict[str, str]]:
     """``--auth FILE``: one ``user:password`` per line; the file must be its owner's
     alone (it holds passwords), and hold at least one user."""
-    if not path.is_file():
-        raise CommandError(f"--auth {path}: no such file")
-    if path.stat().st_mode & 0o077:
-        raise CommandError(f"--auth {path}: readable by others; `chmod 600 {path}` first")
     users: dict[str, dict[str, str]] = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(read_private(path, "--auth").splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         user, sep, password = line.partition(":")
@@ -159,14 +143,10 @@ class _WebDav:
         return 1 if parts.fs.unkept() else 0
 
     async def _shutdown(self, parts: MountParts, listener: Any) -> None:
-        if listener is not None:
-            await trio.to_thread.run_sync(listener.stop)
-        kept = await parts.fs.shutdown()
+        kept = await end_workspace(parts, listener)
         if kept:
             log.error("could not save %d file(s): %s; they are in the recovery area",
                       len(kept), ", ".join(kept))  # fmt: skip
-        if parts.embedder is not None:
-            await parts.embedder.aclose()
         log.info("WebDAV server stopped")
 
 
