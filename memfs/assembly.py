@@ -46,7 +46,6 @@ from memfs.vfs import (
     ToolFolders,
     VersionsTree,
 )
-from memfs.vfs.search_dir import Searcher
 
 #: Deadline of the reindex and embedding workers' database calls (seconds): re-chunking a
 #: 50 MB document legitimately takes longer than a request's deadline.
@@ -73,8 +72,9 @@ class MountParts:
     status: MountStatus
     #: Whether the workspace writes (False: read-only, by choice or by the database).
     writes: bool
-    #: IronClaw's search of this layout (what ``.search`` and the agent's tools ask).
-    search: Searcher
+    #: IronClaw's search of this layout, after this workspace's re-chunking (what
+    #: ``.search`` and the agent's tools ask).
+    search: SearchTree
 
 
 @dataclass(frozen=True)
@@ -168,7 +168,7 @@ def assemble(
         embeddings=workers.embeddings,
         status=status,
         writes=writes,
-        search=search.engine,
+        search=search,
     )
 
 

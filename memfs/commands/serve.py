@@ -39,7 +39,7 @@ def run(call: Invocation) -> int:
 
     args = call.args
     mine, theirs = (("--http", "--token-file"), ("--listen", "--auth"))
-    if args.front == "mcp":
+    if args.front == "webdav":
         mine, theirs = theirs, mine
     for flag in theirs:
         if getattr(args, flag.lstrip("-").replace("-", "_")) is not None:

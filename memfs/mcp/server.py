@@ -17,7 +17,6 @@ from __future__ import annotations
 import errno
 import json
 import logging
-import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -97,16 +96,25 @@ class Changes:
 
     ops: PathOperations
     bus: InMemorySubscriptionBus = field(default_factory=InMemorySubscriptionBus)
-    _sessions: weakref.WeakKeyDictionary[ServerSession, set[str]] = field(
-        default_factory=weakref.WeakKeyDictionary
-    )
+    #: By connection: a session to notify it through (the SDK makes one per request; any
+    #: of them sends on the connection) and the URIs it subscribed to.
+    _sessions: dict[int, tuple[ServerSession, set[str]]] = field(default_factory=dict)
     _seen: dict[str, datetime | None] = field(default_factory=dict)
 
+    @staticmethod
+    def _connection(session: ServerSession) -> int:
+        return id(getattr(session, "_connection", session))
+
     def subscribe(self, session: ServerSession, uri: str) -> None:
-        self._sessions.setdefault(session, set()).add(uri)
+        key = self._connection(session)
+        _, uris = self._sessions.get(key, (session, set()))
+        uris.add(uri)
+        self._sessions[key] = (session, uris)
 
     def unsubscribe(self, session: ServerSession, uri: str) -> None:
-        self._sessions.get(session, set()).discard(uri)
+        found = self._sessions.get(self._connection(session))
+        if found is not None:
+            found[1].discard(uri)
 
     async def watch(self) -> None:
         """Forever: every ``WATCH_INTERVAL``, each document whose version changed (or
@@ -125,13 +133,13 @@ class Changes:
 
     async def _announce(self, uri: str) -> None:
         await self.bus.publish(ResourceUpdated(uri=uri))
-        for session, uris in list(self._sessions.items()):
+        for key, (session, uris) in list(self._sessions.items()):
             if uri in uris:
                 try:
                     await session.send_resource_updated(uri)
-                except Exception as exc:  # a session gone between two ticks
+                except Exception as exc:  # the connection closed between two ticks
                     log.debug("could not tell a session of %s: %s", uri, exc)
-                    self._sessions.pop(session, None)
+                    self._sessions.pop(key, None)
 
 
 @dataclass

@@ -103,14 +103,7 @@ class SearchTree:
         cached = self.queries.get(name)
         if cached is not None and cached[0] > moment:
             return cached[1]
-        complete = True
-        with trio.move_on_after(self.deadline) as deadline:
-            if self.settled is not None:  # find what this mount just saved
-                complete = await self.settled(self.deadline / 3)
-            outcome = await self.engine.search(spec.text, limit=spec.limit, mode=spec.mode)
-        if deadline.cancelled_caught:
-            log.error("search %r gave no answer within %.1fs", spec.text, self.deadline)
-            raise FsError(errno.ETIMEDOUT, f"search {spec.text!r} timed out")
+        outcome, complete = await self._settled_search(spec.text, spec.limit, spec.mode)
         cached = self.queries.get(name)  # another lookup may have finished meanwhile
         if cached is not None and cached[0] > moment:
             return cached[1]
@@ -140,6 +133,29 @@ class SearchTree:
             "" if complete else "; re-chunking still under way, not kept",
         )
         return query_dir
+
+    async def search(
+        self, query: str, *, limit: int | None = None, mode: str = "hybrid"
+    ) -> SearchOutcome:
+        """IronClaw's search, once this workspace's own saves are re-chunked (as its
+        write re-chunks before it returns): what a front's search tool asks."""
+        outcome, _ = await self._settled_search(query, limit, mode)
+        return outcome
+
+    async def _settled_search(
+        self, query: str, limit: int | None, mode: str
+    ) -> tuple[SearchOutcome, bool]:
+        """The outcome, and whether every save of this workspace was re-chunked first;
+        ETIMEDOUT past the deadline."""
+        complete = True
+        with trio.move_on_after(self.deadline) as deadline:
+            if self.settled is not None:  # find what this mount just saved
+                complete = await self.settled(self.deadline / 3)
+            outcome = await self.engine.search(query, limit=limit, mode=mode)
+        if deadline.cancelled_caught:
+            log.error("search %r gave no answer within %.1fs", query, self.deadline)
+            raise FsError(errno.ETIMEDOUT, f"search {query!r} timed out")
+        return outcome, complete
 
     async def before_listing(self, tree: Tree, directory: SyntheticDir) -> None:
         """Its directories list what they hold: nothing to make first."""
