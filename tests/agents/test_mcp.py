@@ -417,3 +417,21 @@ def test_flag_mistakes_are_one_line(url: str, tmp_path: Path) -> None:
         done = _memfs(url, memfs_env(tmp_path), *extra)
         assert done.returncode != 0, extra
         assert "Traceback" not in done.stderr and done.stderr.strip().count("\n") == 0, done.stderr
+
+
+def test_the_prompt_is_what_ironclaw_tells_the_agent(
+    engine: Engine, url: str, tmp_path: Path
+) -> None:
+    async def conversation() -> None:
+        async with connected(url, tmp_path / "one") as client:
+            await call(client, "memory_write", target="memory", content="likes tea")
+            prompts = [p.name for p in (await client.list_prompts()).prompts]
+            if engine.name not in ("legacy", "libsql-legacy"):  # Reborn shows no .prompt
+                assert prompts == []
+                return
+            assert prompts == ["ironclaw-prompt"]
+            got = await client.get_prompt("ironclaw-prompt")
+            text = got.messages[0].content.text  # type: ignore[union-attr]
+            assert "## Long-Term Memory\n\nlikes tea" in text, text
+
+    run(conversation)
