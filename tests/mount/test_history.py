@@ -129,8 +129,42 @@ def fail_with_evidence(run: Run, database_url: str, violations: list[str], summa
     raise AssertionError(
         f"seed {seed} on {engine}: {len(violations)} violations (history: {saved}):\n"
         + "\n".join(violations[:40])
-        + f"\n{summary}\n{logs}"
+        + f"\n{summary}\n{_lost_context(run, violations)}\n{logs}"
     )
+
+
+def _touches(op: Any, path: str) -> bool:
+    """Whether ``op`` acts on ``path`` or a folder above it (a move, a removal)."""
+    return any(p is not None and (p == path or path.startswith(p + "/"))
+               for p in (op.path, op.target))  # fmt: skip
+
+
+def _lost_context(run: Run, violations: list[str]) -> str:
+    """For each lost write (a CI run keeps nothing but its log): every operation on its
+    path within two seconds of it, the document's versions, and each mount's log lines
+    naming the path then, so the failure can be read where it is reported."""
+    out: list[str] = []
+    state = final_state(run, {})
+    for line in violations[:3]:
+        if not line.startswith("lost: "):
+            continue
+        lost = next((op for op in run.history.ops if op.marker and op.marker in line), None)
+        if lost is None:
+            continue
+        near = [op for op in run.history.ops
+                if _touches(op, lost.path) and abs(op.start - lost.start) < 2.0]  # fmt: skip
+        out.append(f"around {lost.describe()} ({lost.start:.3f}-{lost.end:.3f}):")
+        out += [f"  {op.start:.3f}-{op.end:.3f} {op.describe()}" for op in near[:30]]
+        versions = [text.split("\n")[-3:] for path, text in state.versions if path == lost.path]
+        out.append(f"  versions of {lost.path} (last lines): {versions[-8:]}")
+        current = state.documents.get(lost.path, "")
+        out.append(f"  current {lost.path} (last lines): {current.split(chr(10))[-4:]}")
+        name = lost.path.rsplit("/", 1)[-1]
+        for mount in run.mounts:
+            lines = [ln for ln in mount.log().splitlines() if name in ln]
+            out.append(f"  {mount.mountpoint.name} log naming {name}: {len(lines)} lines")
+            out += [f"    {ln[:300]}" for ln in lines[-25:]]
+    return "\n".join(out)
 
 
 #: The race (issue 54): saves of one document, every saver kind in turn, while the agent
