@@ -129,8 +129,15 @@ def fail_with_evidence(run: Run, database_url: str, violations: list[str], summa
     raise AssertionError(
         f"seed {seed} on {engine}: {len(violations)} violations (history: {saved}):\n"
         + "\n".join(violations[:40])
-        + f"\n{summary}\n{_lost_context(run, violations)}\n{logs}"
+        + f"\n{summary}\n{_context_or_why(run, violations)}\n{logs}"
     )
+
+
+def _context_or_why(run: Run, violations: list[str]) -> str:
+    try:
+        return _lost_context(run, violations)
+    except Exception as exc:  # the violations are the failure; this only explains them
+        return f"(no context of the lost writes: {type(exc).__name__}: {exc})"
 
 
 def _touches(op: Any, path: str) -> bool:
