@@ -435,3 +435,18 @@ def test_the_prompt_is_what_ironclaw_tells_the_agent(
             assert "## Long-Term Memory\n\nlikes tea" in text, text
 
     run(conversation)
+
+
+def test_a_scope_never_sees_another_users_rows(url: str, tmp_path: Path) -> None:
+    async def conversation() -> None:
+        async with connected(url, tmp_path / "alice", "--user-id", "alice") as alice:
+            await call(alice, "memory_write", target="secret.md", content="alice's",
+                       append=False)  # fmt: skip
+            assert await call(alice, "memory_tree") == ["secret.md"]
+        async with connected(url, tmp_path / "bob", "--user-id", "bob") as bob:
+            assert await call(bob, "memory_tree") == []
+            await refused(bob, "memory_read", path="secret.md")
+            assert (await call(bob, "memory_search", query="alice"))["result_count"] == 0
+            assert (await bob.list_resources(cache_mode="bypass")).resources == []
+
+    run(conversation)
