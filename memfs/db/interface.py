@@ -292,6 +292,11 @@ class DocumentStore(Protocol):
         """Delete a document (its chunks and versions go with it), only while it is at
         ``seen`` (None: any version); False if it was gone or changed."""
 
+    def merge_metadata(self, doc_id: UUID, path: str, overlay: Mapping[str, Any]) -> bool:
+        """IronClaw's metadata merge of a tool's write: ``overlay``'s top-level keys over
+        the document's own metadata (a column, or Reborn's ``.meta`` sidecar); the row's
+        version is left as it is (the save that follows sets it).  False if it is gone."""
+
     def set_attrs(self, doc_id: UUID, attrs: FileAttrs) -> bool:
         """Persist mode and mtime against the row's current version; False if gone."""
 

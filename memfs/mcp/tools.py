@@ -140,25 +140,69 @@ class MemoryTools:
 
     async def write(self, arguments: dict[str, Any]) -> dict[str, Any]:
         args = _arguments(arguments, WRITE_KEYS)
-        if args.get("metadata") is not None:
-            # The workspace keeps no way to set a document's metadata yet (docs/mcp.md).
-            raise ToolRefused("metadata: memfs cannot set document metadata yet; "
-                              "write without it (the content is not written)")  # fmt: skip
+        metadata = args.get("metadata")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise ToolRefused('metadata must be an object, e.g. {"skip_indexing": true}')
         target = rules.resolve_target(
             _text(args, "target", rules.DEFAULT_TARGET) or "", _text(args, "timezone"),
             self.clock(),
         )  # fmt: skip
         self._check_memory(target.path)
         expected = _text(args, "expected_content_hash")
+        if not metadata:
+            return await self._write(target, args, expected)
+        # IronClaw merges the metadata first, so this write follows it (skip_versioning,
+        # skip_indexing); a call refused, or in conflict, changes nothing.
+        current = await self._current(target.path)
+        early = self._refusal_or_conflict(target, args, current, expected)
+        if early is not None:
+            return early
+        if current.entry is not None:
+            await self._merge_metadata(target.path, metadata)
+        answer = await self._write(target, args, expected)
+        if current.entry is None and answer["status"] != "conflict":
+            await self._merge_metadata(target.path, metadata)  # on the document just made
+        return answer
+
+    def _refusal_or_conflict(
+        self, target: rules.Target, args: dict[str, Any], current: _Current, expected: str | None
+    ) -> dict[str, Any] | None:
+        """What ``_write`` would refuse (raised) or answer ``conflict``, found before
+        anything is written."""
+        old = _text(args, "old_string")
+        if target.name != rules.BOOTSTRAP and old is not None:
+            if current.entry is None:
+                raise ToolRefused(f"{target.path}: no such document to patch")
+            rules.patched(current.content, old, _text(args, "new_string"),
+                          _flag(args, "replace_all", False))  # fmt: skip
+        elif target.name != rules.BOOTSTRAP:
+            self._content(args)
+        return self._conflict(target.path, current, expected)
+
+    async def _merge_metadata(self, path: str, metadata: dict[str, Any]) -> None:
+        try:
+            await self.ops.merge_metadata(path, metadata)
+        except FsError as exc:
+            raise _refusal(path, exc) from exc
+
+    @staticmethod
+    def _content(args: dict[str, Any]) -> str:
+        content = _text(args, "content", "") or ""
+        if not content.strip(RUST_WHITESPACE):
+            raise ToolRefused("content is empty: give the text to write (only the bootstrap "
+                              "target clears a document)")  # fmt: skip
+        return content
+
+    async def _write(
+        self, target: rules.Target, args: dict[str, Any], expected: str | None
+    ) -> dict[str, Any]:
+        """The write a call asks: the bootstrap clear, a patch, an append or a rewrite."""
         if target.name == rules.BOOTSTRAP:
             return await self._clear_bootstrap(target, expected)
         old = _text(args, "old_string")
         if old is not None:
             return await self._patch(target, args, old, expected)
-        content = _text(args, "content", "") or ""
-        if not content.strip(RUST_WHITESPACE):
-            raise ToolRefused("content is empty: give the text to write (only the bootstrap "
-                              "target clears a document)")  # fmt: skip
+        content = self._content(args)
         append = target.always_appends or _flag(args, "append", True)
         if append:
             return await self._append(target, content, expected)

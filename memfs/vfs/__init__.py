@@ -26,13 +26,15 @@ Around it, each built separately and passed in: ``extensions`` (``.search`` in
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import errno
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import trio
 
 from memfs.db.interface import DocumentStore
+from memfs.errors import FsError
 from memfs.tree import FileNode, Node
 from memfs.vfs.at_dir import AtTree
 from memfs.vfs.base import Attributes, Lookups, ModelOptions, ReindexRequests, StatFs
@@ -256,6 +258,25 @@ class Filesystem:
         attributes = await self.contents.setattr(ino, **changes)
         await self._heard(Done("setattr", node))
         return attributes
+
+    async def merge_metadata(self, ino: int, overlay: Mapping[str, Any]) -> None:
+        """IronClaw's metadata of an agent's write (``memory_write``'s ``metadata``) merged
+        into the saved document's own, then its chunks rebuilt to follow it (a
+        ``skip_indexing`` drops them); ENOENT if no saved document is there."""
+        node = self.state.tree.get_file(ino)
+        lookups = self.lookups
+        lookups.refuse_if_read_only()
+        path = self.state.tree.path_of(node)
+        merged = node.doc_id is not None and await lookups.db.run_db(
+            self.store.merge_metadata, node.doc_id, path, dict(overlay)
+        )
+        if not merged or node.doc_id is None:
+            raise FsError(errno.ENOENT, f"{path!r}: no saved document to set metadata on")
+        if lookups.reindex_deferred():
+            lookups.request_reindex(node.doc_id)
+        else:
+            await lookups.db.run_db(self.store.reindex, node.doc_id, path)
+        lookups.documents_changed()
 
     # -- names ---------------------------------------------------------------------------
 

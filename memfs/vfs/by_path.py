@@ -16,8 +16,10 @@ import errno
 import itertools
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from memfs.errors import FsError
 from memfs.paths import RESERVED_ROOT_NAMES
@@ -213,6 +215,14 @@ class PathOperations:
         finally:
             await self.fs.release(fh)
         return self.entry(path, node)
+
+    async def merge_metadata(self, path: str, overlay: Mapping[str, Any]) -> None:
+        """The document's own metadata with ``overlay``'s top-level keys over it
+        (``Filesystem.merge_metadata``); ENOENT where no document is saved."""
+        node = await self.node(path)
+        if not isinstance(node, FileNode):
+            raise FsError(errno.EISDIR, f"{path!r} is a folder")
+        await self.fs.merge_metadata(node.ino, overlay)
 
     async def _looked_up(self, parent: DirNode, name: str) -> Node | None:
         try:

@@ -22,6 +22,7 @@ from typing import Any
 
 import anyio
 import httpx
+import psycopg
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -450,3 +451,30 @@ def test_a_scope_never_sees_another_users_rows(url: str, tmp_path: Path) -> None
             assert (await bob.list_resources(cache_mode="bypass")).resources == []
 
     run(conversation)
+
+
+def test_metadata_is_merged_as_ironclaw_merges_it(
+    engine: Engine, url: str, database_url: str, tmp_path: Path
+) -> None:
+    async def conversation() -> None:
+        async with connected(url, tmp_path / "one", *SAME_USER) as client:
+            await call(client, "memory_write", target="notes/a.md", content="kiwi secret",
+                       append=False, metadata={"skip_indexing": True, "tag": "x"})  # fmt: skip
+            await call(client, "memory_write", target="notes/a.md", content="kiwi more",
+                       metadata={"tag": "y", "hygiene": {"enabled": True}})  # fmt: skip
+            assert (await call(client, "memory_search", query="kiwi"))["result_count"] == 0
+            await call(client, "memory_write", target="notes/b.md", content="kiwi open",
+                       append=False)  # fmt: skip
+            assert [r["path"] for r in (await call(client, "memory_search", query="kiwi"))[
+                "results"]] == ["notes/b.md"]  # fmt: skip
+            await refused(client, "memory_write", target="notes/a.md", content="x",
+                          metadata=["not", "an", "object"])  # fmt: skip
+            await refused(client, "memory_write", target="notes/c.md", content="  ",
+                          metadata={"tag": "z"})  # a refused call sets nothing either  # fmt: skip
+            assert await call(client, "memory_tree", path="notes") == ["a.md", "b.md"]
+
+    run(conversation)
+    with psycopg.connect(database_url) as conn:
+        stored = engine.identity(conn, "notes/a.md")[-1]
+    meta = stored if isinstance(stored, dict) else json.loads(stored)
+    assert meta == {"skip_indexing": True, "tag": "y", "hygiene": {"enabled": True}}

@@ -551,6 +551,25 @@ class RebornStore(DeferringStore):
 
         return finish
 
+    def merge_metadata(self, doc_id: UUID, path: str, overlay: Mapping[str, Any]) -> bool:
+        """A write's metadata as IronClaw v1.3 keeps it: the overlay's top-level keys over
+        the document's own ``.meta`` sidecar, put (compact JSON, keys sorted) beside the
+        document, whose row is not touched.  False if the document is gone."""
+        full, meta_full = self.scope.row(path), self.scope.row(layout.meta_path(path))
+        with self._transaction() as conn:
+            doc, meta = self.rows.lock_row(conn, full), self.rows.lock_row(conn, meta_full)
+            found, sidecar = doc.fetchone(), meta.fetchone()
+            if found is None or found[3] or found[4] != layout.DOCUMENT_KIND:
+                return False
+            own = self._parse_meta(bytes(sidecar[0]) if sidecar else None, path)
+            merged = {**(own if isinstance(own, dict) else {}), **overlay}
+            record = Record(meta_full, layout.dumps(merged).encode(), layout.META_TYPE, None, "{}")
+            if sidecar is None:
+                self.rows.insert(conn, record)
+            else:
+                self.rows.update(conn, record, int(sidecar[1]), meta_full)
+        return True
+
     def _merged(
         self, relative: str, current: _Row, data: bytes, how: SaveOptions, meta: DocumentMetadata
     ) -> str | None:

@@ -257,6 +257,9 @@ class LegacyLibsqlStore:
     def delete_document(self, *args: Any, **kwargs: Any) -> bool:
         self._refuse()
 
+    def merge_metadata(self, doc_id: UUID, path: str, overlay: Mapping[str, Any]) -> bool:
+        self._refuse()
+
     def set_attrs(self, doc_id: UUID, attrs: FileAttrs) -> bool:
         self._refuse()
 

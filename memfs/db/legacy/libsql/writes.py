@@ -33,7 +33,7 @@ import logging
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -438,6 +438,22 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore, LegacyRenameOver):
             "mtime_ns = excluded.mtime_ns, set_against = excluded.set_against",
             (attrs.mode, None if attrs.mtime_ns is None else str(attrs.mtime_ns), str(doc_id)),
         )
+
+    def merge_metadata(self, doc_id: UUID, path: str, overlay: Mapping[str, Any]) -> bool:
+        """IronClaw's metadata merge (top-level keys of ``overlay`` win), written as its
+        libSQL code serialises JSON (compact, keys sorted); the row's version is left as it
+        is (the save that follows sets it).  False if the row is gone."""
+        with self._transaction() as conn:
+            row = self._row(conn, "id = ?", str(doc_id))
+            if row is None:
+                return False
+            merged = {**row.metadata, **overlay}
+            conn.execute(
+                "UPDATE memory_documents SET metadata = ? WHERE id = ?",
+                (json.dumps(merged, ensure_ascii=False, separators=(",", ":"), sort_keys=True),
+                 str(doc_id)),
+            )  # fmt: skip
+        return True
 
     def set_attrs(self, doc_id: UUID, attrs: FileAttrs) -> bool:
         with self._transaction() as conn:

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 from uuid import UUID
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from memfs.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
 from memfs.db.deferred import (
@@ -913,6 +914,20 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
             {"id": doc_id, "mode": attrs.mode, "mtime": attrs.mtime_ns, "at": updated_at},
             prepare=True,
         )
+
+    def merge_metadata(self, doc_id: UUID, path: str, overlay: Mapping[str, Any]) -> bool:
+        """IronClaw's metadata merge (``DocumentMetadata::merge``: the overlay's top-level
+        keys win, a non-object is taken as ``{}``), in one round trip; the row's version
+        is left as it is (the save that follows sets it).  False if the row is gone."""
+        with self._transaction() as conn:
+            done = conn.execute(
+                "UPDATE memory_documents SET metadata = (CASE WHEN jsonb_typeof(metadata) "
+                "= 'object' THEN metadata ELSE '{}'::jsonb END) || %(overlay)s "
+                f"WHERE id = %(id)s AND {SCOPE} RETURNING 1",
+                self._params(id=doc_id, overlay=Jsonb(dict(overlay))),
+            )
+        self.known.forget(doc_id)  # the next save reads the row's metadata again
+        return done.fetchone() is not None
 
     def set_attrs(self, doc_id: UUID, attrs: FileAttrs) -> bool:
         """Persist mode/mtime for a document against its current updated_at, in one round
