@@ -4,6 +4,7 @@ chunks as IronClaw's indexer makes them."""
 from __future__ import annotations
 
 import errno
+import json
 from typing import Any
 
 import psycopg
@@ -110,3 +111,20 @@ async def test_whole_values_are_never_merged(ws: Workspace) -> None:
         await other.save("v.json", b'{"a": 1,\n "b": 3}\n')
     await me.save("v.json", b'{"a": 9,\n "b": 2}\n')
     assert await ws.stored("v.json") == b'{"a": 9,\n "b": 2}\n'
+
+
+async def test_a_documents_own_metadata_merged_governs_its_next_save(
+    ws: Workspace, sql_conn: psycopg.Connection[Any]
+) -> None:
+    await ws.ops.save("own.md", b"one\n")
+    await ws.ops.merge_metadata("own.md", {"skip_versioning": True, "tag": "a"})
+    await ws.ops.merge_metadata("own.md", {"tag": "b"})  # shallow: the first key stays
+    await ws.ops.save("own.md", b"two\n")
+    assert await versions(ws, "own.md") == []  # skip_versioning took effect
+    stored = ws.engine.identity(sql_conn, "own.md")[-1]
+    meta = stored if isinstance(stored, dict) else json.loads(stored)
+    assert meta == {"skip_versioning": True, "tag": "b"}
+    assert await ws.stored("own.md") == b"two\n"
+    await refused(errno.ENOENT, ws.ops.merge_metadata("nothing.md", {"tag": "c"}))
+    async with ws.read_only() as reader:
+        await refused(errno.EROFS, reader.merge_metadata("own.md", {"tag": "c"}))
