@@ -154,7 +154,7 @@ class MemoryTools:
         # IronClaw merges the metadata first, so this write follows it (skip_versioning,
         # skip_indexing); a call refused, or in conflict, changes nothing.
         current = await self._current(target.path)
-        early = self._refusal_or_conflict(target, args, current, expected)
+        early = await self._refusal_or_conflict(target, args, current, expected)
         if early is not None:
             return early
         if current.entry is not None:
@@ -164,7 +164,7 @@ class MemoryTools:
             await self._merge_metadata(target.path, metadata)  # on the document just made
         return answer
 
-    def _refusal_or_conflict(
+    async def _refusal_or_conflict(
         self, target: rules.Target, args: dict[str, Any], current: _Current, expected: str | None
     ) -> dict[str, Any] | None:
         """What ``_write`` would refuse (raised) or answer ``conflict``, found before
@@ -177,7 +177,7 @@ class MemoryTools:
                           _flag(args, "replace_all", False))  # fmt: skip
         elif target.name != rules.BOOTSTRAP:
             self._content(args)
-        return self._conflict(target.path, current, expected)
+        return await self._conflict(target.path, current, expected)
 
     async def _merge_metadata(self, path: str, metadata: dict[str, Any]) -> None:
         try:
@@ -207,7 +207,7 @@ class MemoryTools:
         if append:
             return await self._append(target, content, expected)
         current = await self._current(target.path)
-        conflict = self._conflict(target.path, current, expected)
+        conflict = await self._conflict(target.path, current, expected)
         if conflict is not None:
             return conflict
         saved = await self._save(target.path, content, current, guarded=expected is not None)
@@ -221,7 +221,7 @@ class MemoryTools:
     ) -> dict[str, Any]:
         for _ in range(APPEND_TRIES):
             current = await self._current(target.path)
-            conflict = self._conflict(target.path, current, expected)
+            conflict = await self._conflict(target.path, current, expected)
             if conflict is not None:
                 return conflict
             new = rules.appended(current.content, target, content, layout=self.layout)
@@ -241,7 +241,7 @@ class MemoryTools:
         current = await self._current(target.path)
         if current.entry is None:
             raise ToolRefused(f"{target.path}: no such document to patch")
-        conflict = self._conflict(target.path, current, expected)
+        conflict = await self._conflict(target.path, current, expected)
         if conflict is not None:
             return conflict
         result = rules.patched(current.content, old, new_string, replace_all)
@@ -252,7 +252,7 @@ class MemoryTools:
 
     async def _clear_bootstrap(self, target: rules.Target, expected: str | None) -> dict[str, Any]:
         current = await self._current(target.path)
-        conflict = self._conflict(target.path, current, expected)
+        conflict = await self._conflict(target.path, current, expected)
         if conflict is not None:
             return conflict
         if await self._save(target.path, "", current, guarded=expected is not None) is None:
@@ -284,18 +284,26 @@ class MemoryTools:
         except UnicodeDecodeError as exc:
             raise ToolRefused(f"{path}: not UTF-8 text") from exc
 
-    def _conflict(
+    async def _conflict(
         self, path: str, current: _Current, expected: str | None
     ) -> dict[str, Any] | None:
+        """The ``conflict`` answer where ``expected`` is not the hash of the document as
+        the database holds it now (one round trip: another writer's save the workspace
+        has not heard of yet counts); None where it is."""
         if expected is None:
             return None
-        if current.entry is not None and rules.hash_matches(expected, current.content):
+        try:
+            stored = await self.ops.stored_content(path)
+        except FsError as exc:
+            raise _refusal(path, exc) from exc
+        if stored is not None and rules.hash_matches(expected, stored):
             return None
-        return self._conflict_now(path, current)
+        return self._conflict_now(path, _Current(current.entry, stored or ""), stored is not None)
 
     @staticmethod
-    def _conflict_now(path: str, current: _Current) -> dict[str, Any]:
-        found = rules.content_hash(current.content) if current.entry is not None else None
+    def _conflict_now(path: str, current: _Current, exists: bool | None = None) -> dict[str, Any]:
+        there = current.entry is not None if exists is None else exists
+        found = rules.content_hash(current.content) if there else None
         return {
             "status": "conflict", "path": path, "content_hash": found,
             "message": f"{path} changed since it was read (or is gone); nothing was written: "

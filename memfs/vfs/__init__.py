@@ -259,6 +259,12 @@ class Filesystem:
         await self._heard(Done("setattr", node))
         return attributes
 
+    async def stored_content(self, path: str) -> str | None:
+        """The document at ``path`` as the database holds it now (one round trip, not the
+        tree): what a compare-and-write compares with.  None if there is none."""
+        found = await self.lookups.db.run_db(self.store.find_document, path)
+        return None if found is None else found.content
+
     async def merge_metadata(self, ino: int, overlay: Mapping[str, Any]) -> None:
         """IronClaw's metadata of an agent's write (``memory_write``'s ``metadata``) merged
         into the saved document's own, then its chunks rebuilt to follow it (a

@@ -216,6 +216,10 @@ class PathOperations:
             await self.fs.release(fh)
         return self.entry(path, node)
 
+    async def stored_content(self, path: str) -> str | None:
+        """The document's content in the database now (``Filesystem.stored_content``)."""
+        return await self.fs.stored_content("/".join(split(path)))
+
     async def merge_metadata(self, path: str, overlay: Mapping[str, Any]) -> None:
         """The document's own metadata with ``overlay``'s top-level keys over it
         (``Filesystem.merge_metadata``); ENOENT where no document is saved."""

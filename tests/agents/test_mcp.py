@@ -478,3 +478,33 @@ def test_metadata_is_merged_as_ironclaw_merges_it(
         stored = engine.identity(conn, "notes/a.md")[-1]
     meta = stored if isinstance(stored, dict) else json.loads(stored)
     assert meta == {"skip_indexing": True, "tag": "y", "hygiene": {"enabled": True}}
+
+
+#: Rounds of the race below: the agent's SQL write lands, and the MCP write with the hash
+#: read before it follows at once, before the server can have heard of it.
+RACE_ROUNDS = 6
+
+
+def test_a_change_not_heard_of_yet_is_still_a_conflict(
+    engine: Engine, url: str, database_url: str, tmp_path: Path
+) -> None:
+    """Without the database's own answer (a check against the server's tree only), the
+    write lands whenever the change feed or the poll is slower than the next call: on
+    libSQL nearly every round, on PostgreSQL some."""
+
+    async def conversation() -> None:
+        async with connected(url, tmp_path / "one", *SAME_USER) as agent:
+            await call(agent, "memory_write", target="race.md", content="v0\n", append=False)
+            with psycopg.connect(database_url, autocommit=True) as conn:
+                for n in range(RACE_ROUNDS):
+                    seen = (await call(agent, "memory_read", path="race.md"))["content_hash"]
+                    other = f"person {n}\n"
+                    await anyio.to_thread.run_sync(engine.agent_overwrites, conn, "race.md", other)
+                    answer = await call(agent, "memory_write", target="race.md",
+                                        content=f"agent {n}\n", append=False,
+                                        expected_content_hash=seen)  # fmt: skip
+                    assert answer["status"] == "conflict", (n, answer)
+                    assert answer["content_hash"] == sha256(other)
+                    await _until(lambda: _content(agent, "race.md"), other)
+
+    run(conversation)
