@@ -268,8 +268,8 @@ def test_documents_are_resources_listed_in_pages(url: str, tmp_path: Path) -> No
 SAME_USER = ("--user-id", "default")
 
 
-def test_a_subscription_hears_a_save_on_the_mount(
-    url: str, tmp_path: Path, mount_factory: Any
+def test_a_subscription_hears_a_save_on_the_mount_and_the_agents(
+    engine: Engine, url: str, database_url: str, tmp_path: Path, mount_factory: Any
 ) -> None:
     mount = mount_factory(url)
     (mount.mountpoint / "watched.md").write_text("first\n")
@@ -285,7 +285,16 @@ def test_a_subscription_hears_a_save_on_the_mount(
                     async for event in events:
                         assert event.uri == "memory://watched.md"  # type: ignore[union-attr]
                         break
-            assert await _content(client, "watched.md") == "second\n"
+                assert await _content(client, "watched.md") == "second\n"
+                with psycopg.connect(database_url, autocommit=True) as conn:  # the agent
+                    await anyio.to_thread.run_sync(
+                        engine.agent_overwrites, conn, "watched.md", "agent's\n"
+                    )
+                with anyio.fail_after(15):
+                    async for event in events:
+                        assert event.uri == "memory://watched.md"  # type: ignore[union-attr]
+                        break
+            assert await _content(client, "watched.md") == "agent's\n"
         heard: list[str] = []
 
         async def on_message(message: Any) -> None:
@@ -295,7 +304,7 @@ def test_a_subscription_hears_a_save_on_the_mount(
 
         async with connected(url, tmp_path / "two", *SAME_USER, mode="legacy",
                              message_handler=on_message) as old:  # fmt: skip
-            await _until(lambda: _content(old, "watched.md"), "second\n")
+            await _until(lambda: _content(old, "watched.md"), "agent's\n")
             with pytest.warns(MCPDeprecationWarning):  # the 2025 way, still hosts' way
                 await old.subscribe_resource("memory://watched.md")
             await anyio.to_thread.run_sync((mount.mountpoint / "watched.md").write_text, "third\n")
