@@ -15,12 +15,14 @@ from dataclasses import dataclass
 
 import trio
 
-from memfs.assembly import MountParts, Opened
+from memfs.assembly import MountParts, Opened, assemble
 from memfs.config import Settings
 from memfs.db import Database, open_database, wake_on_commits
 from memfs.db.embedded import restart_embedded, server_running
 from memfs.embeddings import EmbeddingSettings
 from memfs.feed import ChangeListener
+from memfs.kernel import NoKernel
+from memfs.recovery import RecoveryArea
 from memfs.search import SearchConfig
 from memfs.vfs import OtherWriters
 
@@ -158,6 +160,42 @@ async def end_workspace(parts: MountParts, listener: ChangeListener | None) -> l
     if parts.embedder is not None:
         await parts.embedder.aclose()
     return kept
+
+
+@dataclass(frozen=True)
+class LoadedWorkspace:
+    """A workspace a front without a kernel serves (WebDAV, MCP): assembled, listening
+    for other writers, its tree loaded."""
+
+    opened: Opened
+    parts: MountParts
+    listener: ChangeListener | None
+    receive: Events
+
+    async def run_tasks(self, nursery: trio.Nursery) -> None:
+        await run_workspace_tasks(nursery, self.opened, self.parts, self.listener, self.receive)
+
+    async def end(self) -> int:
+        """``end_workspace``, said in the log; the front's exit code (1: something could
+        not be saved and is in the recovery area)."""
+        kept = await end_workspace(self.parts, self.listener)
+        if kept:
+            log.error("could not save %d file(s): %s; they are in the recovery area",
+                      len(kept), ", ".join(kept))  # fmt: skip
+        return 1 if kept or self.parts.fs.unkept() else 0
+
+
+async def load_workspace(settings: Settings, opened: Opened) -> LoadedWorkspace:
+    """The steps of a front without a kernel, up to serving: watch, assemble, listen,
+    load."""
+    watching = choose_watching(settings, opened.database)
+    parts = assemble(
+        settings, opened, kernel=NoKernel(), recovery=RecoveryArea(settings.recovery_dir),
+        watching=watching.description,
+    )  # fmt: skip
+    listener, receive = await start_listener(opened.database, watching, parts)
+    await parts.fs.load()
+    return LoadedWorkspace(opened, parts, listener, receive)
 
 
 async def apply_changes(writers: OtherWriters, receive: Events) -> None:

@@ -24,22 +24,14 @@ from typing import Any
 
 import trio
 
-from memfs.assembly import MountParts, Opened, assemble
+from memfs.assembly import Opened
 from memfs.config import Settings
 from memfs.errors import CommandError
 from memfs.front_checks import is_loopback, read_private
-from memfs.kernel import NoKernel
 from memfs.mcp.server import Changes, MemoryServer
 from memfs.mcp.tools import MemoryTools
 from memfs.paths import PROMPT_FILE
-from memfs.recovery import RecoveryArea
-from memfs.serving import (
-    choose_watching,
-    end_workspace,
-    open_served,
-    run_workspace_tasks,
-    start_listener,
-)
+from memfs.serving import load_workspace, open_served
 from memfs.vfs.by_path import PathOperations
 
 log = logging.getLogger(__name__)
@@ -107,21 +99,15 @@ class _Mcp:
     token: str | None
 
     async def run(self) -> int:
-        watching = choose_watching(self.settings, self.opened.database)
-        parts = assemble(
-            self.settings, self.opened, kernel=NoKernel(),
-            recovery=RecoveryArea(self.settings.recovery_dir), watching=watching.description,
-        )  # fmt: skip
-        listener, receive = await start_listener(self.opened.database, watching, parts)
-        await parts.fs.load()
-        ops = PathOperations(parts.fs)
-        tools = MemoryTools(ops, parts.search, self.opened.database.layout)
+        served = await load_workspace(self.settings, self.opened)
+        ops = PathOperations(served.parts.fs)
+        tools = MemoryTools(ops, served.parts.search, self.opened.database.layout)
         changes = Changes(ops)
         front = MemoryServer(tools, changes, has_prompt=await ops.exists(PROMPT_FILE))
         try:
             with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 async with trio.open_nursery() as nursery:
-                    await run_workspace_tasks(nursery, self.opened, parts, listener, receive)
+                    await served.run_tasks(nursery)
                     nursery.start_soon(changes.watch)
                     nursery.start_soon(_stop_on_signal, signals, nursery.cancel_scope)
                     if self.http is None:
@@ -130,8 +116,9 @@ class _Mcp:
                         await self._http(front, self.http)
                     nursery.cancel_scope.cancel()
         finally:
-            await _shutdown(parts, listener)
-        return 1 if parts.fs.unkept() else 0
+            code = await served.end()
+            log.info("MCP server stopped")
+        return code
 
     async def _stdio(self, front: MemoryServer) -> None:
         from mcp.server.stdio import stdio_server
@@ -174,11 +161,3 @@ async def _stop_on_signal(signals: Any, scope: trio.CancelScope) -> None:
         log.info("received %s: stopping the MCP server", signal.Signals(signum).name)
         scope.cancel()
         return
-
-
-async def _shutdown(parts: MountParts, listener: Any) -> None:
-    kept = await end_workspace(parts, listener)
-    if kept:
-        log.error("could not save %d file(s): %s; they are in the recovery area",
-                  len(kept), ", ".join(kept))  # fmt: skip
-    log.info("MCP server stopped")

@@ -18,19 +18,11 @@ from typing import Any
 
 import trio
 
-from memfs.assembly import MountParts, Opened, assemble
+from memfs.assembly import Opened
 from memfs.config import Settings
 from memfs.errors import CommandError
 from memfs.front_checks import is_loopback, read_private
-from memfs.kernel import NoKernel
-from memfs.recovery import RecoveryArea
-from memfs.serving import (
-    choose_watching,
-    end_workspace,
-    open_served,
-    run_workspace_tasks,
-    start_listener,
-)
+from memfs.serving import load_workspace, open_served
 from memfs.webdav.provider import MemoryProvider
 from memfs.webdav.sessions import Sessions
 
@@ -115,14 +107,8 @@ class _WebDav:
         from cheroot import wsgi
         from wsgidav.wsgidav_app import WsgiDAVApp
 
-        watching = choose_watching(self.settings, self.opened.database)
-        parts = assemble(
-            self.settings, self.opened, kernel=NoKernel(),
-            recovery=RecoveryArea(self.settings.recovery_dir), watching=watching.description,
-        )  # fmt: skip
-        listener, receive = await start_listener(self.opened.database, watching, parts)
-        await parts.fs.load()
-        sessions = Sessions(parts.fs, trio.lowlevel.current_trio_token())
+        served = await load_workspace(self.settings, self.opened)
+        sessions = Sessions(served.parts.fs, trio.lowlevel.current_trio_token())
         provider = MemoryProvider(sessions, read_only=self.settings.read_only)
         app = WsgiDAVApp(dav_config(provider, self.users))
         server = wsgi.Server(self.listen, app, numthreads=SERVER_THREADS, server_name="memfs")
@@ -134,20 +120,14 @@ class _WebDav:
         try:
             with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 async with trio.open_nursery() as nursery:
-                    await run_workspace_tasks(nursery, self.opened, parts, listener, receive)
+                    await served.run_tasks(nursery)
                     nursery.start_soon(_stop_on_signal, signals, server)
                     await trio.to_thread.run_sync(server.serve)
                     nursery.cancel_scope.cancel()
         finally:
-            await self._shutdown(parts, listener)
-        return 1 if parts.fs.unkept() else 0
-
-    async def _shutdown(self, parts: MountParts, listener: Any) -> None:
-        kept = await end_workspace(parts, listener)
-        if kept:
-            log.error("could not save %d file(s): %s; they are in the recovery area",
-                      len(kept), ", ".join(kept))  # fmt: skip
-        log.info("WebDAV server stopped")
+            code = await served.end()
+            log.info("WebDAV server stopped")
+        return code
 
 
 async def _stop_on_signal(signals: AsyncIterator[int], server: Any) -> None:
