@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 
@@ -120,9 +120,11 @@ class Snapshotter:
             if not quiet:
                 self.failures.append(f"snapshot {n}: the writers did not pause")
                 return
-            for mount in self.run.mounts:
-                with contextlib.suppress(OSError):
-                    mount.barrier()  # removals and moves waiting in a mount are sent
+            for mount in self.run.mounts:  # removals and moves waiting in it are sent
+                if not barrier(mount):
+                    self.failures.append(f"snapshot {n}: fsyncdir of {mount.mountpoint} "
+                                         f"failed {BARRIER_TRIES} times")  # fmt: skip
+                    return
             # Every mount sees the others' and the agent's changes (the feed, or a poll).
             time.sleep(0.6 if self.run.engine.name == "legacy" else 2.2)
             moment, monotonic = datetime.now(UTC), time.monotonic()
@@ -151,11 +153,28 @@ def _prune(copy: Path) -> None:
             os.rmdir(folder)
 
 
+#: fsyncdir tries of a barrier (a send that failed is sent again by the mount a second
+#: later; under load a try can fail, and a barrier given up on left the copy ahead of the
+#: database: a false difference).
+BARRIER_TRIES = 30
+
+
+def barrier(mount: Any) -> bool:
+    """The mount's waiting namespace changes in the database (``fsyncdir`` until it
+    succeeds); False if it never did."""
+    for _ in range(BARRIER_TRIES):
+        try:
+            mount.barrier()
+            return True
+        except OSError:
+            time.sleep(1.0)
+    return False
+
+
 def settle(run: Run) -> None:
     """After the run: every mount's waiting changes sent and seen, before the diffs."""
     for mount in run.mounts:
-        with contextlib.suppress(OSError):
-            mount.barrier()
+        barrier(mount)
     time.sleep(0.6 if run.engine.name == "legacy" else 2.2)
 
 
