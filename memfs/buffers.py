@@ -57,6 +57,11 @@ class FileBuffer:
         self.absent_path: str | None = None
         #: Another writer changed the row while this buffer was open for writing.
         self.others_changed = False
+        #: A conditional save's version (WebDAV's ``If-Match``, MCP's
+        #: ``expected_content_hash``): the commit writes only over the row at this
+        #: version, and refuses (ESTALE, nothing written) where another writer's change
+        #: came first, never merging with it (``Commits``).  None: an ordinary save.
+        self.only_at: object | None = None
         #: The version of a merged row its writers do not see yet: committed while a
         #: descriptor still wrote, so the buffer kept their bytes (``_show_merged``); the
         #: last writer's close shows the row.

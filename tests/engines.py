@@ -11,12 +11,16 @@ number follows from the content, are checked by the Reborn tests themselves).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -389,6 +393,15 @@ class Engine:
              Jsonb({**keys, "doc_relative_path": path, "version": number})),
         )  # fmt: skip
 
+    @contextlib.contextmanager
+    def overwrite_held(self, conn: psycopg.Connection[Any], path: str, text: str) -> Iterator[None]:
+        """``agent_overwrites`` in one transaction held open for the block: the row stays
+        locked (on libSQL, the file's write lock is held) and the change unseen by others
+        until the block ends, when it commits.  Used from one thread (SQLite's rule)."""
+        with conn.transaction():
+            self.agent_overwrites(conn, path, text)
+            yield
+
     def agent_deletes(self, conn: psycopg.Connection[Any], path: str) -> None:
         """The agent deletes ``path`` as IronClaw does (Reborn: with its sidecars)."""
         if self.name == "legacy":
@@ -422,6 +435,59 @@ ENGINES = [Engine("legacy"), Engine("reborn")]
 
 #: Where the libSQL engine's files are made, one per test database.
 LIBSQL_ROOT = "/var/tmp/memfs-libsql-tests"
+
+
+#: The write transaction a test holds open on a libSQL file (``overwrite_held``).
+_HELD: dict[str, sqlite3.Connection] = {}
+
+
+def _sqlite_put(file: str, statement: str, params: tuple[Any, ...]) -> int:
+    """One of IronClaw's writes: its own short ``BEGIN IMMEDIATE`` transaction, or a
+    statement of the transaction held open on ``file``."""
+    held = _HELD.get(file)
+    if held is not None:
+        return int(held.execute(statement, params).rowcount)
+    db = sqlite3.connect(file, isolation_level=None, timeout=5.0)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        changed = db.execute(statement, params).rowcount
+        db.execute("COMMIT")
+        return int(changed)
+    finally:
+        db.close()
+
+
+@contextlib.contextmanager
+def _sqlite_held(file: str) -> Iterator[None]:
+    """A write transaction on ``file`` held for the block (its write lock taken at once),
+    committed at the end."""
+    db = sqlite3.connect(file, isolation_level=None, timeout=5.0)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        _HELD[file] = db
+        try:
+            yield
+        finally:
+            del _HELD[file]
+        db.execute("COMMIT")
+    finally:
+        db.close()
+
+
+def hold_overwrite(
+    engine: Engine,
+    conn: psycopg.Connection[Any],
+    path: str,
+    text: str,
+    seconds: float,
+    taken: threading.Event,
+) -> float:
+    """The agent's overwrite of ``path``, held uncommitted for ``seconds`` (``taken`` set
+    once it is made); the monotonic time it committed.  Run in a thread of its own."""
+    with engine.overwrite_held(conn, path, text):
+        taken.set()
+        time.sleep(seconds)
+    return time.monotonic()
 
 
 class LibsqlRowLog:
@@ -578,15 +644,13 @@ class LibsqlEngine(Engine):
         return LibsqlRowLog(self._current)
 
     def _put(self, statement: str, params: tuple[Any, ...]) -> int:
-        """One of IronClaw's writes: its own short ``BEGIN IMMEDIATE`` transaction."""
-        db = sqlite3.connect(self._current, isolation_level=None, timeout=5.0)
-        try:
-            db.execute("BEGIN IMMEDIATE")
-            changed = db.execute(statement, params).rowcount
-            db.execute("COMMIT")
-            return int(changed)
-        finally:
-            db.close()
+        return _sqlite_put(self._current, statement, params)
+
+    @contextlib.contextmanager
+    def overwrite_held(self, conn: psycopg.Connection[Any], path: str, text: str) -> Iterator[None]:
+        with _sqlite_held(self._current):
+            self.agent_overwrites(conn, path, text)
+            yield
 
     def agent_overwrites(self, conn: psycopg.Connection[Any], path: str, text: str) -> None:
         """IronClaw's overwrite as its libSQL backend makes it: the document put at its
@@ -791,14 +855,13 @@ class LibsqlLegacyEngine(Engine):
             user)]  # fmt: skip
 
     def _put(self, statement: str, params: tuple[Any, ...]) -> int:
-        db = sqlite3.connect(self._current, isolation_level=None, timeout=5.0)
-        try:
-            db.execute("BEGIN IMMEDIATE")
-            changed = db.execute(statement, params).rowcount
-            db.execute("COMMIT")
-            return int(changed)
-        finally:
-            db.close()
+        return _sqlite_put(self._current, statement, params)
+
+    @contextlib.contextmanager
+    def overwrite_held(self, conn: psycopg.Connection[Any], path: str, text: str) -> Iterator[None]:
+        with _sqlite_held(self._current):
+            self.agent_overwrites(conn, path, text)
+            yield
 
     def agent_appends(
         self, conn: psycopg.Connection[Any], path: str, line: str, *, touch: bool = True

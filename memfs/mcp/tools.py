@@ -212,7 +212,7 @@ class MemoryTools:
             return conflict
         saved = await self._save(target.path, content, current, guarded=expected is not None)
         if saved is None:
-            return self._conflict_now(target.path, await self._current(target.path))
+            return await self._stale(target.path)
         return {"status": "written", "path": target.path, "append": False,
                 "content_length": len(content.encode())}  # fmt: skip
 
@@ -246,7 +246,7 @@ class MemoryTools:
             return conflict
         result = rules.patched(current.content, old, new_string, replace_all)
         if await self._save(target.path, result.content, current, guarded=True) is None:
-            return self._conflict_now(target.path, await self._current(target.path))
+            return await self._stale(target.path)
         return {"status": "patched", "path": target.path, "replacements": result.replacements,
                 "content_length": len(result.content.encode())}  # fmt: skip
 
@@ -256,7 +256,7 @@ class MemoryTools:
         if conflict is not None:
             return conflict
         if await self._save(target.path, "", current, guarded=expected is not None) is None:
-            return self._conflict_now(target.path, await self._current(target.path))
+            return await self._stale(target.path)
         return {"status": "cleared", "path": target.path, "append": False,
                 "content_length": 0, "message": "BOOTSTRAP.md cleared."}  # fmt: skip
 
@@ -299,6 +299,15 @@ class MemoryTools:
         if stored is not None and rules.hash_matches(expected, stored):
             return None
         return self._conflict_now(path, _Current(current.entry, stored or ""), stored is not None)
+
+    async def _stale(self, path: str) -> dict[str, Any]:
+        """The ``conflict`` answer of a save the workspace refused (another writer's
+        change came first), with the hash of the document as the database holds it."""
+        try:
+            stored = await self.ops.stored_content(path)
+        except FsError as exc:
+            raise _refusal(path, exc) from exc
+        return self._conflict_now(path, _Current(None, stored or ""), stored is not None)
 
     @staticmethod
     def _conflict_now(path: str, current: _Current, exists: bool | None = None) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from memfs.buffers import FileBuffer
 from memfs.errors import FsError
 from memfs.paths import RESERVED_ROOT_NAMES
 from memfs.tree import SYNTHETIC, DirNode, FileNode, Node
@@ -208,12 +209,19 @@ class PathOperations:
             fh, node = await self.fs.create(
                 parent.ino, name, 0o644, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, self.pid
             )
+        buffer = self.fs.state.buffers.get(node.ino)
+        if if_version is not None and isinstance(buffer, FileBuffer):
+            buffer.only_at = if_version  # written over that version only, never merged
         try:
             if data:
                 await self.fs.write(fh, 0, data)
             await self.fs.flush(fh)  # the commit's error reaches the caller here
         finally:
-            await self.fs.release(fh)
+            try:
+                await self.fs.release(fh)
+            finally:
+                if isinstance(buffer, FileBuffer):
+                    buffer.only_at = None
         return self.entry(path, node)
 
     async def stored_content(self, path: str) -> str | None:

@@ -27,7 +27,7 @@ from memfs.merge import MERGE_LIMIT, mergeable
 from memfs.tree import FileNode, to_ns
 from memfs.vfs.base import Lookups, log
 from memfs.vfs.committed import CommittedContent
-from memfs.vfs.merging import Merges, RowMerge
+from memfs.vfs.merging import Merges, RowMerge, stale_save
 from memfs.vfs.save_tables import SaverBases
 from memfs.vfs.state import MountState
 from memfs.vfs.unsaved import UnsavedFiles
@@ -169,6 +169,8 @@ class Commits:
                 if late is not None:
                     return late[0], late[1], True
             return text, result, False
+        if buffer.only_at is not None:
+            return text, await self._save_only_at(node, buffer, path, text, attrs), False
         merged = await self._merge_others(node, buffer, path, text)
         found = await self.merges.commit_merged(node.doc_id, path, merged, attrs, ours)
         if found is not None:
@@ -193,6 +195,21 @@ class Commits:
             if late is not None:
                 return late[0], late[1], True
         return text, result, False
+
+    async def _save_only_at(
+        self, node: FileNode, buffer: FileBuffer, path: str, text: str, attrs: FileAttrs
+    ) -> CommitResult:
+        """A conditional save (``FileBuffer.only_at``), never merged (``memfs.vfs.merging``,
+        rule 4): refused where the mount has heard of another writer's change since that
+        version, and by the engine, under the row lock, where the row has one it has not."""
+        assert node.doc_id is not None
+        if buffer.others_changed or node.updated_at != buffer.only_at:
+            raise stale_save(path)
+        return await self.lookups.commit_document(
+            Write(node.doc_id, path, text),
+            attrs,
+            SaveOptions(expected=node.updated_at, merge=self.merges.refuse_changed(path)),
+        )
 
     def _adopt_result(self, node: FileNode, path: str, result: CommitResult) -> None:
         """The file is the row the commit left (another writer's change kept aside)."""
@@ -355,9 +372,11 @@ class Commits:
                     self.state.tree.detach(node)
                     self.kernel.entry(parent.ino, name)
             return
-        # Back to the committed content, so the mount shows what the database holds.
+        # Back to the committed content, so the mount shows what the database holds (a
+        # change another writer made meanwhile included: the save it waited for is gone).
+        changed = isinstance(buffer, FileBuffer) and buffer.others_changed
         try:
-            data = await self.committed.read(node)
+            data = await self.committed.read(node, latest=changed)
         except FsError:
             data = b""
         node.size = len(data)

@@ -30,11 +30,14 @@ class CommittedContent:
         self.kernel = kernel
         self.store = lookups.store
 
-    async def read(self, node: FileNode) -> bytes:
-        """The document's committed content, from the cache or the database."""
+    async def read(self, node: FileNode, *, latest: bool = False) -> bytes:
+        """The document's committed content, from the cache or the database; ``latest``:
+        from the database, the node brought to the row's version (another writer's change
+        the node has not taken yet, e.g. one heard of while a refused save held it)."""
         while True:
             assert node.doc_id is not None
-            data = self.cache.get(node.doc_id, node.updated_at)
+            data = None if latest else self.cache.get(node.doc_id, node.updated_at)
+            latest = False
             if data is not None:
                 return data
             doc_id, shown = node.doc_id, node.updated_at

@@ -24,7 +24,11 @@ this order (the lock order is ``memfs.vfs.state``'s; nothing here takes a lock):
    write.  Only a save whose base bytes are not at hand (known by hash alone) is written
    first and merged after, by late rounds based on what the round before wrote, up to
    ``LATE_MERGES`` (``merge_late``); each of those rounds is itself merged under the lock.
-4. **The safety net**: whenever a save is stored as anything but its writer's bytes,
+4. **A conditional save** (``FileBuffer.only_at``: an ETag's ``If-Match``, MCP's
+   ``expected_content_hash``) is never merged: a row changed since its version, heard
+   of or found under the row lock, refuses it whole (``refuse_changed``: ESTALE, the
+   transaction rolled back), so the writer that asked for exactly that version hears so.
+5. **The safety net**: whenever a save is stored as anything but its writer's bytes,
    those bytes are kept, before the save is acknowledged, in memfs's own storage
    (``memfs.vfs.safety_net``), listed as ``.versions/<file>/as-saved_*``.  The rule
    above may be wrong; the net is not a rule.
@@ -36,6 +40,7 @@ renamed and rename-over saves.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar
 from uuid import UUID
@@ -46,6 +51,16 @@ from memfs.errors import WriteRefused
 from memfs.merge import MERGE_LIMIT, merge, mergeable
 from memfs.vfs.base import Lookups, log
 from memfs.vfs.save_tables import Base
+
+
+def stale_save(path: str) -> WriteRefused:
+    """A conditional save refused: the document is no longer at the version given."""
+    return WriteRefused(
+        errno.ESTALE, "a conditional save",
+        f"{path!r} changed since the version given (another writer's save came first); "
+        "nothing written",
+    )  # fmt: skip
+
 
 T = TypeVar("T")
 
@@ -180,6 +195,16 @@ class Merges:
             return self.merge_texts(path, base_data, theirs, ours)
 
         return merge_with_row
+
+    @staticmethod
+    def refuse_changed(path: str) -> MergeWith:
+        """The engine's answer to a conditional save over a row another writer changed
+        since its version (rule 4): the save refused under the row lock, nothing written."""
+
+        def refuse(theirs: bytes) -> str | None:
+            raise stale_save(path)
+
+        return refuse
 
     async def committed_merge(
         self, path: str, ours: str, result: CommitResult

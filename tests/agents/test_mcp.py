@@ -15,8 +15,10 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPDeprecationWarning
 
-from tests.engines import ENGINES_WITH_LIBSQL, Engine
+from tests.engines import ENGINES_WITH_LIBSQL, Engine, hold_overwrite
 from tests.mounting import memfs_env
 
 #: A whole conversation's deadline (a server start on the embedded PostgreSQL included).
@@ -517,6 +519,49 @@ def test_a_change_not_heard_of_yet_is_still_a_conflict(
                     await _until(lambda: _content(agent, "race.md"), other)
 
     run(conversation)
+
+
+#: How long the agent's change is held uncommitted while the tool's write waits on it.
+HOLD_SECONDS = 1.5
+
+
+def test_a_change_landing_between_the_check_and_the_commit_is_a_conflict(
+    engine: Engine, url: str, database_url: str, tmp_path: Path
+) -> None:
+    """The agent's overwrite is made and held uncommitted (its row lock, or the libSQL
+    file's write lock, held): the tool's check reads the content the caller read, then its
+    save waits on the lock and finds the row changed.  Merged (the mount's rule for a
+    plain save), it would answer ``written``; a conditional save answers ``conflict`` and
+    writes nothing.  The answer must come after the hold ends, so the check did run first."""
+
+    async def conversation() -> None:
+        async with connected(url, tmp_path / "one", *SAME_USER) as agent:
+            await call(agent, "memory_write", target="held.md", content="v0\n", append=False)
+            with psycopg.connect(database_url, autocommit=True) as conn:
+                for n in range(HELD_ROUNDS):
+                    seen = (await call(agent, "memory_read", path="held.md"))["content_hash"]
+                    other = f"person {n}\n"
+                    taken = threading.Event()
+                    with ThreadPoolExecutor(1) as pool:
+                        held = pool.submit(hold_overwrite, engine, conn, "held.md", other,
+                                           HOLD_SECONDS, taken)  # fmt: skip
+                        while not taken.is_set():
+                            await anyio.sleep(0.01)
+                        answer = await call(agent, "memory_write", target="held.md",
+                                            content=f"agent {n}\n", append=False,
+                                            expected_content_hash=seen)  # fmt: skip
+                        answered = time.monotonic()
+                        released = held.result(timeout=30)
+                    assert answered > released, "the write did not wait on the held change"
+                    assert answer["status"] == "conflict", (n, answer)
+                    assert answer["content_hash"] == sha256(other)
+                    await _until(lambda: _content(agent, "held.md"), other)
+
+    run(conversation)
+
+
+#: Rounds of the held-change race (each holds ``HOLD_SECONDS``).
+HELD_ROUNDS = 2
 
 
 def test_protected_files_follow_ironclaws_rules(url: str, tmp_path: Path) -> None:

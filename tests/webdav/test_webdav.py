@@ -12,16 +12,19 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import unquote
 from xml.etree import ElementTree
 
 import httpx
+import psycopg
 import pytest
 
-from tests.engines import ENGINES_WITH_LIBSQL, Engine
+from tests.engines import ENGINES_WITH_LIBSQL, Engine, hold_overwrite
 from tests.mounting import memfs_env
 
 #: How long a server may take to listen (a libSQL file, an embedded server: seconds).
@@ -68,8 +71,13 @@ class Server:
 
 
 @pytest.fixture(params=ENGINES_WITH_LIBSQL, ids=str)
-def url(request: pytest.FixtureRequest, database_url: str) -> str:
-    engine: Engine = request.param
+def engine(request: pytest.FixtureRequest) -> Engine:
+    found: Engine = request.param
+    return found
+
+
+@pytest.fixture
+def url(engine: Engine, database_url: str) -> str:
     engine.prepare(database_url)
     return engine.mount_url(database_url)
 
@@ -144,6 +152,43 @@ def test_a_stale_if_match_is_refused_and_the_document_kept(dav: Server) -> None:
     stale = dav.http.put("/MEMORY.md", content=b"three\n", headers={"If-Match": old})
     assert stale.status_code == 412
     assert dav.http.get("/MEMORY.md").content == b"two\n"
+
+
+def test_a_change_landing_before_the_commit_fails_the_if_match(
+    engine: Engine, url: str, database_url: str, tmp_path: Path
+) -> None:
+    """The agent's overwrite is held uncommitted (the row's lock, or the libSQL file's)
+    while a PUT with the ETag read before it arrives: the server's version check passes,
+    then its save waits on the lock and finds the row changed.  Merged (a plain save's
+    rule) it would answer 204; a conditional save answers 412 and writes nothing."""
+    dav = Server(url, tmp_path / "one", "--user-id", "default")  # the agent's own rows
+    try:
+        _held_rounds(dav, engine, database_url)
+    finally:
+        assert dav.stop() == 0, dav.log.read_text()
+
+
+def _held_rounds(dav: Server, engine: Engine, database_url: str) -> None:
+    assert dav.http.put("/held.md", content=b"v0\n").status_code == 201
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        for n in range(2):
+            etag = dav.http.get("/held.md").headers["etag"]
+            taken = threading.Event()
+            with ThreadPoolExecutor(1) as pool:
+                held = pool.submit(
+                    hold_overwrite, engine, conn, "held.md", f"person {n}\n", 1.5, taken
+                )
+                assert taken.wait(30)
+                put = dav.http.put("/held.md", content=f"dav {n}\n".encode(),
+                                   headers={"If-Match": etag})  # fmt: skip
+                answered = time.monotonic()
+                released = held.result(timeout=30)
+            assert answered > released, ("the PUT did not wait", put.status_code, put.text)
+            assert put.status_code == 412, (n, put.status_code, put.text)
+            deadline = time.monotonic() + 15
+            while (got := dav.http.get("/held.md").content) != f"person {n}\n".encode():
+                assert time.monotonic() < deadline, got
+                time.sleep(0.1)
 
 
 def test_move_over_a_document_keeps_its_history(dav: Server) -> None:
