@@ -374,7 +374,8 @@ class Commits:
             return
         # Back to the committed content, so the mount shows what the database holds (a
         # change another writer made meanwhile included: the save it waited for is gone).
-        changed = isinstance(buffer, FileBuffer) and buffer.others_changed
+        stale = exc.errno == errno.ESTALE  # a conditional save found the row changed
+        changed = stale or (isinstance(buffer, FileBuffer) and buffer.others_changed)
         try:
             data = await self.committed.read(node, latest=changed)
         except FsError:

@@ -560,6 +560,72 @@ def test_a_change_landing_between_the_check_and_the_commit_is_a_conflict(
     run(conversation)
 
 
+#: The tool's appends racing the agent's (one every ``AGENT_EVERY`` seconds).
+RACED_APPENDS = 60
+AGENT_EVERY = 0.02
+
+
+def test_appends_racing_the_agents_keep_every_line(
+    engine: Engine, url: str, database_url: str, tmp_path: Path
+) -> None:
+    """An append is a conditional save retried on the content it finds: with the agent
+    appending every 20 ms, every line the tool answered ``written`` for and every agent
+    line is in the document once; a call given up on (``changed during append``) wrote
+    nothing."""
+    stop = threading.Event()
+
+    def agent(conn: psycopg.Connection[Any]) -> list[str]:
+        lines: list[str] = []
+        while not stop.is_set():
+            line = f"agent line {len(lines):03d}.\n"
+            assert engine.agent_appends(conn, "raced.md", line)
+            lines.append(line)
+            time.sleep(AGENT_EVERY)
+        return lines
+
+    written: list[str] = []
+    given_up: list[str] = []
+    agent_lines: list[str] = []
+
+    async def conversation() -> None:
+        async with connected(url, tmp_path / "one", *SAME_USER) as tool:
+            await call(tool, "memory_write", target="raced.md", content="start\n", append=False)
+            with (
+                psycopg.connect(database_url, autocommit=True) as conn,
+                ThreadPoolExecutor(1) as pool,
+            ):
+                racing = pool.submit(agent, conn)
+                try:
+                    for n in range(RACED_APPENDS):
+                        await _append_once(tool, f"tool entry {n:03d}.", written, given_up)
+                finally:
+                    stop.set()
+                agent_lines.extend(racing.result(timeout=30))
+
+    run(conversation)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        stored = engine.contents(conn)["raced.md"]
+    assert len(agent_lines) >= 10, "the agent hardly raced"
+    for line in agent_lines:
+        assert stored.count(line) == 1, (line, stored)
+    for line in written:
+        assert stored.count(line) == 1, (line, stored)
+    for line in given_up:
+        assert line not in stored, (line, stored)
+    assert len(given_up) <= RACED_APPENDS // 5, given_up
+
+
+async def _append_once(tool: Client, line: str, written: list[str], given_up: list[str]) -> None:
+    result = await tool.call_tool("memory_write", {"target": "raced.md", "content": line})
+    text: str = result.content[0].text  # type: ignore[union-attr]
+    if result.is_error:
+        assert "changed during append" in text, text
+        given_up.append(line)
+        return
+    assert json.loads(text)["status"] == "written", text
+    written.append(line)
+
+
 #: Rounds of the held-change race (each holds ``HOLD_SECONDS``).
 HELD_ROUNDS = 2
 
