@@ -804,7 +804,7 @@ def drive(
     if snapshots and snapshot_folder is not None:
         snapshotter = run.snapshotter = Snapshotter(
             run, gate, snapshots, share * len(workers), snapshot_folder,
-            random.Random(rng.randrange(1 << 30)),
+            random.Random(rng.randrange(1 << 30)), lambda: _final_rows(run, {}).documents,
         )  # fmt: skip
         taker = threading.Thread(target=snapshotter.loop)
     try:

@@ -20,7 +20,7 @@ import sqlite3
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,6 +37,10 @@ if TYPE_CHECKING:
 
 #: How long a snapshot waits for the operations under way to end.
 PAUSE_TIMEOUT = 180.0
+#: How long a snapshot waits for the first mount to show what the database holds (its
+#: copy is what ``.at/`` is held to: a copy made while the mount was still hearing of
+#: the agent's last change is a late view, not a wrong past).
+CATCH_UP_TIMEOUT = 30.0
 
 
 class Gate:
@@ -101,8 +105,13 @@ class Snapshotter:
     total: int
     folder: Path
     rng: random.Random
+    #: path -> content of every document the database holds now.
+    documents: Callable[[], dict[str, str]]
     taken: list[Snapshot] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    #: Per snapshot, the seconds the first mount took, after the pause, to show the
+    #: database's documents (None: it never did within ``CATCH_UP_TIMEOUT``).
+    catch_up: list[float | None] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
 
     def loop(self) -> None:
@@ -126,18 +135,44 @@ class Snapshotter:
                                          f"failed {BARRIER_TRIES} times")  # fmt: skip
                     return
             # Every mount sees the others' and the agent's changes (the feed, or a poll).
+            paused = time.monotonic()
             time.sleep(0.6 if self.run.engine.name == "legacy" else 2.2)
+            copy = self.folder / f"snapshot-{n}"
+            while True:
+                problem = self._copy(copy)
+                if problem:
+                    self.failures.append(f"snapshot {n}: {problem}")
+                    return
+                shown = _files_of(copy) == self.documents()
+                waited = time.monotonic() - paused
+                if shown or waited > CATCH_UP_TIMEOUT:
+                    break
+                shutil.rmtree(copy)
+                time.sleep(0.5)
+            self.catch_up.append(round(waited, 2) if shown else None)
             moment, monotonic = datetime.now(UTC), time.monotonic()
             time.sleep(0.05)
-            copy = self.folder / f"snapshot-{n}"
-            done = subprocess.run(
-                ["cp", "-r", str(self.run.mounts[0].path()), str(copy)],
-                timeout=120, capture_output=True, text=True, check=False,
-            )  # fmt: skip
-            if done.returncode != 0:
-                self.failures.append(f"snapshot {n}: cp -r failed: {done.stderr[-600:]}")
-                return
         self.taken.append(Snapshot(moment, monotonic, copy))
+
+    def _copy(self, copy: Path) -> str | None:
+        """``cp -r`` of the first mount to ``copy``, pruned (``_prune``); what failed."""
+        done = subprocess.run(
+            ["cp", "-r", str(self.run.mounts[0].path()), str(copy)],
+            timeout=120, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            return f"cp -r failed: {done.stderr[-600:]}"
+        _prune(copy)
+        return None
+
+
+def _files_of(copy: Path) -> dict[str, str]:
+    """path -> content of the files of a pruned copy."""
+    return {
+        str(path.relative_to(copy)): path.read_bytes().decode("utf-8", errors="replace")
+        for path in copy.rglob("*")
+        if path.is_file()
+    }
 
 
 def _prune(copy: Path) -> None:
@@ -205,10 +240,10 @@ def compare(run: Run, snapshot: Snapshot) -> list[str]:
 def _rows_then(run: Run, problems: list[str]) -> str:
     """What the database holds of the documents that differ: each row's times and every
     version's (number, time, last line), to tell a late view from a wrong past."""
-    if run.url.startswith("sqlite:"):
-        return "  (IronClaw's libSQL file: its rows are in the test's file)"
     paths = {line.split("/snapshot-", 1)[1].split(" ", 1)[0].split("/", 1)[1]
              for line in problems if line.startswith("diff -r ")}  # fmt: skip
+    if run.url.startswith("sqlite:"):
+        return _libsql_rows_then(run, sorted(paths))
     out = []
     for line in problems:  # what the moment's tree shows that the copy does not
         if line.startswith("Only in ") and "/.at/" in line:
@@ -262,6 +297,37 @@ def _rows_then(run: Run, problems: list[str]) -> str:
                 f"{w:%H:%M:%S.%f} {t!r}" if w else f"doc {c:%H:%M:%S.%f}/{u:%H:%M:%S.%f}"
                 for c, u, n, w, t in rows
             ))  # fmt: skip
+    return "\n".join(out)
+
+
+def _libsql_rows_then(run: Run, paths: list[str]) -> str:
+    """``_rows_then`` on IronClaw's libSQL file: each differing document's time and every
+    version's (path or number, time, last line)."""
+    from tests.engines import reborn_prefix
+
+    db = sqlite3.connect(f"file:{run.url.removeprefix('sqlite:')}?mode=ro", uri=True)
+    out = []
+    try:
+        for path in paths:
+            if run.engine.name == "libsql-legacy":
+                rows = db.execute(
+                    "SELECT 'doc', d.updated_at, substr(d.content, -40) FROM memory_documents d "
+                    "WHERE d.path = ? UNION ALL SELECT v.version, v.created_at, "
+                    "substr(v.content, -40) FROM memory_document_versions v JOIN "
+                    "memory_documents d ON d.id = v.document_id WHERE d.path = ?",
+                    (path, path),
+                ).fetchall()
+            else:
+                full = f"{reborn_prefix('default')}/{path}"
+                rows = db.execute(
+                    "SELECT substr(path, ?), updated_at, substr(CAST(contents AS TEXT), -60) "
+                    "FROM root_filesystem_entries WHERE path = ? OR (path >= ? AND path < ?) "
+                    "ORDER BY updated_at",
+                    (len(full) + 1, full, full + ".versions/", full + ".versions0"),
+                ).fetchall()
+            out.append(f"  {path}: " + "; ".join(f"{k or 'doc'} at {t} {c!r}" for k, t, c in rows))
+    finally:
+        db.close()
     return "\n".join(out)
 
 
