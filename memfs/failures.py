@@ -31,7 +31,8 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def describe_failure(exc: BaseException) -> tuple[int, str]:
+def describe_failure(failure: BaseException) -> tuple[int, str]:
+    exc = _task_failure(failure)
     if isinstance(exc, CommandError):
         return exc.exit_code, str(exc)
     if isinstance(exc, SettingError):
@@ -60,9 +61,28 @@ def describe_failure(exc: BaseException) -> tuple[int, str]:
     if isinstance(exc, RuntimeError) and "fuse" in str(exc).lower():
         return EXIT_MOUNT, f"FUSE refused the mount: {_one_line(exc)}"
     return EXIT_FAILED, (
-        f"internal error: {type(exc).__name__}: {_one_line(exc)} (run with --log-level debug "
-        "for the details, and please report it)"
+        f"internal error: {type(exc).__name__}: {_one_line(exc)}{_raised_at(exc)} (run with "
+        "--log-level debug for the details, and please report it)"
     )
+
+
+def _task_failure(exc: BaseException) -> BaseException:
+    """A task's own failure, out of the groups trio's nurseries wrap it in."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _raised_at(exc: BaseException) -> str:
+    """Where in memfs an internal error was raised (`` at memfs/vfs/x.py:12 in f``), so the
+    one line a report quotes names the place."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/memfs/" in f.filename]
+    if not frames:
+        return ""
+    last = frames[-1]
+    return f" at memfs/{last.filename.rsplit('/memfs/', 1)[1]}:{last.lineno} in {last.name}"
 
 
 def _database_failure(exc: psycopg.Error | sqlite3.Error) -> tuple[int, str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 from pathlib import Path
 
-from memfs.errors import CommandError
+from memfs.errors import EXIT_USAGE, CommandError
 
 
 def parse_listen(text: str, flag: str = "--listen") -> tuple[str, int]:
@@ -14,7 +14,8 @@ def parse_listen(text: str, flag: str = "--listen") -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     host = host.strip("[]")
     if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise CommandError(f"{flag} {text!r}: expected HOST:PORT, e.g. 127.0.0.1:8765")
+        raise CommandError(f"{flag} {text!r}: expected HOST:PORT, e.g. 127.0.0.1:8765",
+                           EXIT_USAGE)  # fmt: skip
     return host, int(port)
 
 

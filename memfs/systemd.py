@@ -23,6 +23,8 @@ from memfs.options import SettingError
 log = logging.getLogger(__name__)
 
 UNIT_NAME = "memfs@.service"
+#: The unit of ``memfs serve`` profiles (WebDAV, MCP over HTTP).
+SERVE_UNIT_NAME = "memfs-serve@.service"
 
 
 def notify(state: str) -> bool:
@@ -42,9 +44,9 @@ def notify(state: str) -> bool:
     return True
 
 
-def unit_text(memfs_command: str) -> str:
-    template = resources.files("memfs").joinpath("data/memfs@.service").read_text()
-    return template.replace("@MEMFS@", memfs_command)
+def unit_text(memfs_command: str, template: str = UNIT_NAME) -> str:
+    text = resources.files("memfs").joinpath(f"data/{template}").read_text()
+    return text.replace("@MEMFS@", memfs_command)
 
 
 def memfs_command() -> str:
@@ -66,25 +68,26 @@ class InstalledUnit:
 
 def install_unit(
     name: str,
-    mountpoint: Path,
+    lines: list[str],
     *,
     config_home: Path,
-    lines: list[str],
+    template: str = UNIT_NAME,
     enable: bool = True,
 ) -> InstalledUnit:
-    """Write the user unit and the profile's environment file (``VARIABLE=value`` lines);
-    optionally enable and start it.  A missing or failing ``systemctl --user`` leaves the
-    files written and says why in ``enable_error``."""
+    """Write the user unit ``template`` (a mount's, or ``SERVE_UNIT_NAME``) and the
+    profile's environment file (``VARIABLE=value`` lines); optionally enable and start
+    it.  A missing or failing ``systemctl --user`` leaves the files written and says why
+    in ``enable_error``."""
     if not name or "/" in name or name.startswith(".") or "\n" in name:
         raise SettingError(f"profile name {name!r}: use a plain name such as notes")
     unit_dir = config_home / "systemd" / "user"
     unit_dir.mkdir(parents=True, exist_ok=True)
-    unit = unit_dir / UNIT_NAME
-    unit.write_text(unit_text(memfs_command()))
+    unit = unit_dir / template
+    unit.write_text(unit_text(memfs_command(), template))
     env_dir = config_home / "memfs"
     env_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     env_file = env_dir / f"{name}.env"
-    body = [f"MEMFS_MOUNTPOINT={mountpoint}", *lines]
+    body = lines
     fd = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write("# memfs profile; secrets belong here, not on the command line\n")
@@ -92,9 +95,8 @@ def install_unit(
     os.chmod(env_file, 0o600)
     error = None
     if enable:
-        error = _systemctl(["daemon-reload"]) or _systemctl(
-            ["enable", "--now", f"memfs@{name}.service"]
-        )
+        instance = template.replace("@.", f"@{name}.")
+        error = _systemctl(["daemon-reload"]) or _systemctl(["enable", "--now", instance])
     return InstalledUnit(unit, env_file, error)
 
 

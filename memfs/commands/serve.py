@@ -3,6 +3,9 @@ Finder and Explorer, MCP for agents without a mount."""
 
 from __future__ import annotations
 
+import argparse
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 from memfs.commands.arguments import Parser, mount_flags
@@ -13,6 +16,12 @@ from memfs.errors import EXIT_USAGE, CommandError
 
 #: The front doors ``memfs serve`` opens (``memfs mount`` is the FUSE one).
 FRONTS = ("webdav", "mcp")
+#: Per front, the variables its address and its credentials file come from when the
+#: command line does not give them (a server profile, ``memfs install-unit --serve``).
+SERVE_VARIABLES = {
+    "webdav": ("MEMFS_WEBDAV_LISTEN", "MEMFS_WEBDAV_AUTH"),
+    "mcp": ("MEMFS_MCP_HTTP", "MEMFS_MCP_TOKEN_FILE"),
+}
 
 
 def arguments(parser: Parser) -> None:
@@ -46,6 +55,7 @@ def run(call: Invocation) -> int:
             other = "webdav" if args.front == "mcp" else "mcp"
             raise CommandError(f"{flag} is for `memfs serve {other}`, not {args.front} "
                                f"(its own: {', '.join(mine)})", EXIT_USAGE)  # fmt: skip
+    _from_profile(args)
     settings = call.settings()
     check_embedded(settings)
     logs.configure(call.level, file=settings.log_file)
@@ -56,7 +66,29 @@ def run(call: Invocation) -> int:
 
     listen = parse_listen(args.listen or "127.0.0.1:8765")
     users = read_users(args.auth) if args.auth is not None else None
-    return serve_webdav(settings, listen, users)
+    return serve_webdav(settings, listen, users, on_ready=_ready("WebDAV", listen[0]))
+
+
+def _from_profile(args: argparse.Namespace) -> None:
+    """The address and credentials file a server profile gives (``SERVE_VARIABLES``),
+    where the command line gives none."""
+    where, secret = SERVE_VARIABLES[args.front]
+    address, credentials = ("listen", "auth") if args.front == "webdav" else ("http", "token_file")
+    if getattr(args, address) is None and os.environ.get(where):
+        setattr(args, address, os.environ[where])
+    if getattr(args, credentials) is None and os.environ.get(secret):
+        setattr(args, credentials, Path(os.environ[secret]))
+
+
+def _ready(front: str, host: str) -> Callable[[int], None]:
+    """Tells systemd (a ``Type=notify`` unit) the server listens, and where."""
+
+    def ready(port: int) -> None:
+        from memfs import systemd
+
+        systemd.notify(f"READY=1\nSTATUS={front} at {host}:{port}")
+
+    return ready
 
 
 def _serve_mcp(call: Invocation, settings: Settings) -> int:
@@ -68,7 +100,8 @@ def _serve_mcp(call: Invocation, settings: Settings) -> int:
         raise CommandError("--token-file is for --http (stdio needs no token)", EXIT_USAGE)
     http = parse_listen(args.http, "--http") if args.http else None
     token = read_token(args.token_file) if args.token_file is not None else None
-    return serve_mcp(settings, http, token)
+    ready = _ready("MCP over HTTP", http[0]) if http else None
+    return serve_mcp(settings, http, token, on_ready=ready)
 
 
 COMMAND = Command(

@@ -75,8 +75,10 @@ def serve_mcp(
     settings: Settings,
     http: tuple[str, int] | None = None,
     token: str | None = None,
+    on_ready: Callable[[int], None] | None = None,
 ) -> int:
-    """Serve until stdin closes (stdio), or SIGTERM or SIGINT; return an exit code."""
+    """Serve until stdin closes (stdio), or SIGTERM or SIGINT; return an exit code.
+    ``on_ready`` is told the port once HTTP listens."""
     if http is not None and not is_loopback(http[0]) and token is None:
         raise CommandError(
             f"--http {http[0]}: serving beyond this machine needs --token-file FILE "
@@ -84,7 +86,7 @@ def serve_mcp(
         )
     opened = open_served(settings)
     try:
-        return trio.run(_Mcp(settings, opened, http, token).run)
+        return trio.run(_Mcp(settings, opened, http, token, on_ready).run)
     finally:
         opened.database.close()
 
@@ -97,6 +99,7 @@ class _Mcp:
     opened: Opened
     http: tuple[str, int] | None
     token: str | None
+    on_ready: Callable[[int], None] | None = None
 
     async def run(self) -> int:
         served = await load_workspace(self.settings, self.opened)
@@ -154,6 +157,8 @@ class _Mcp:
             binds = await nursery.start(serve, app, config)  # type: ignore[arg-type]
             for bind in binds:
                 log.info("serving the workspace over MCP at %s%s", bind, MCP_PATH)
+            if self.on_ready is not None and binds:
+                self.on_ready(int(binds[0].rsplit(":", 1)[1]))
 
 
 async def _stop_on_signal(signals: Any, scope: trio.CancelScope) -> None:
