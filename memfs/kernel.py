@@ -69,6 +69,10 @@ class FuseNotifier:
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[tuple[str, int, str] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="memfs-invalidate", daemon=True)
+        #: Invalidations queued, and those the kernel has been sent (``wait_sent``).
+        self._queued = 0
+        self._sent = 0
+        self._progress = threading.Condition()
 
     def start(self) -> None:
         self._thread.start()
@@ -78,10 +82,22 @@ class FuseNotifier:
         self._thread.join(timeout=5)
 
     def inode(self, ino: int) -> None:
-        self._queue.put(("inode", ino, ""))
+        self._put(("inode", ino, ""))
 
     def entry(self, parent: int, name: str) -> None:
-        self._queue.put(("entry", parent, name))
+        self._put(("entry", parent, name))
+
+    def _put(self, item: tuple[str, int, str]) -> None:
+        with self._progress:
+            self._queued += 1
+        self._queue.put(item)
+
+    def wait_sent(self, timeout: float = 5.0) -> bool:
+        """Wait until every invalidation queued so far has been sent to the kernel (a
+        reader after this sees no name or page the mount has dropped); False on timeout."""
+        with self._progress:
+            target = self._queued
+            return self._progress.wait_for(lambda: self._sent >= target, timeout)
 
     def attributes(self, ino: int) -> None:
         import pyfuse3
@@ -110,3 +126,7 @@ class FuseNotifier:
                     log.warning("kernel invalidation of %s %s failed: %s", kind, ino, exc)
             except Exception:
                 log.exception("kernel invalidation of %s %s failed", kind, ino)
+            finally:
+                with self._progress:
+                    self._sent += 1
+                    self._progress.notify_all()

@@ -483,11 +483,14 @@ def hold_overwrite(
     taken: threading.Event,
 ) -> float:
     """The agent's overwrite of ``path``, held uncommitted for ``seconds`` (``taken`` set
-    once it is made); the monotonic time it committed.  Run in a thread of its own."""
+    once it is made); the monotonic time its commit was sent (a writer waiting on the
+    lock may be answered before this thread hears the commit's own answer).  Run in a
+    thread of its own."""
     with engine.overwrite_held(conn, path, text):
         taken.set()
         time.sleep(seconds)
-    return time.monotonic()
+        releasing = time.monotonic()
+    return releasing
 
 
 class LibsqlRowLog:

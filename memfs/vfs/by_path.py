@@ -23,7 +23,7 @@ from typing import Any
 
 from memfs.buffers import FileBuffer
 from memfs.errors import FsError
-from memfs.paths import RESERVED_ROOT_NAMES
+from memfs.paths import RESERVED_ROOT_NAMES, check_new_name
 from memfs.tree import SYNTHETIC, DirNode, FileNode, Node
 from memfs.vfs import Filesystem
 
@@ -223,6 +223,16 @@ class PathOperations:
                 if isinstance(buffer, FileBuffer):
                     buffer.only_at = None
         return self.entry(path, node)
+
+    async def check_new(self, path: str) -> None:
+        """What ``save`` refuses of a new name before it makes a document there (a folder
+        missing or a file, a name IronClaw would not keep), making nothing: a front that
+        learns of a new name before its content (a WebDAV PUT) stores nothing until the
+        content is taken."""
+        parent, name = await self._parent(path)
+        check_new_name("/".join(split(path)[:-1]), name)
+        if isinstance(parent.children.get(name), DirNode):
+            raise FsError(errno.EISDIR, f"{path!r} is a folder")
 
     async def stored_content(self, path: str) -> str | None:
         """The document's content in the database now (``Filesystem.stored_content``)."""

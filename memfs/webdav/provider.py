@@ -14,6 +14,7 @@ import hashlib
 import io
 import logging
 import mimetypes
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -109,7 +110,12 @@ class MemoryProvider(DAVProvider):  # type: ignore[misc]
         log.debug("%s %s (Depth %s)", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"),
                   environ.get("HTTP_DEPTH"))  # fmt: skip
         depth = str(environ.get("HTTP_DEPTH", "infinity")).lower()
-        if environ.get("REQUEST_METHOD") == "PROPFIND" and depth == "infinity":
+        method = environ.get("REQUEST_METHOD")
+        if method in ("DELETE", "MOVE") and not workspace_path(environ.get("PATH_INFO") or ""):
+            line = f"{method} /: the workspace root cannot be removed or moved"
+            log.info("%s", line)
+            raise DAVError(HTTP_FORBIDDEN, context_info=line)
+        if method == "PROPFIND" and depth == "infinity":
             log.info("PROPFIND %s at depth infinity refused", environ.get("PATH_INFO"))
             raise DAVError(HTTP_FORBIDDEN, err_condition=PRECONDITION_CODE_PropfindFiniteDepth)
         return default_handler(environ, start_response)
@@ -124,7 +130,10 @@ class MemoryProvider(DAVProvider):  # type: ignore[misc]
             return self.sessions.run(use, ops)
 
     def get_resource_inst(self, path: str, environ: dict[str, Any]) -> Any:
-        """The resource at ``path``, or None where nothing is (WsgiDAV's 404)."""
+        """The resource at ``path``, or None where nothing is (WsgiDAV's 404; also the
+        root's parent, which WsgiDAV asks for as None)."""
+        if path is None:
+            return None
         ops = self.sessions.of(environ)
         try:
             entry = self.sessions.run(ops.stat, workspace_path(path))
@@ -235,9 +244,21 @@ class Document(_Resource, DAVNonCollection):  # type: ignore[misc]
     """One document (or a file the workspace keeps in memory only: a scratch name)."""
 
     _upload: _Upload | None = None
+    #: A GET's or HEAD's bytes, read once: the length sent is the length of what is sent
+    #: (a save landing between a stat and a read, or ``.status``, made anew at each open,
+    #: would otherwise be cut short or overrun).
+    _content: bytes | None = None
 
     def get_content_length(self) -> int:
+        if self.environ.get("REQUEST_METHOD") in ("GET", "HEAD"):
+            return len(self._read())
         return self.entry.size
+
+    def _read(self) -> bytes:
+        if self._content is None:
+            path = self.entry.path
+            self._content = self._call(f"GET {self.path}", lambda ops: ops.read(path))
+        return self._content
 
     def get_content_type(self) -> str:
         if self.entry.name.endswith(".md"):
@@ -255,8 +276,7 @@ class Document(_Resource, DAVNonCollection):  # type: ignore[misc]
         return True
 
     def get_content(self) -> io.BytesIO:
-        path = self.entry.path
-        return io.BytesIO(self._call(f"GET {self.path}", lambda ops: ops.read(path)))
+        return io.BytesIO(self._read())
 
     def begin_write(self, *, content_type: str | None = None) -> _Upload:
         self._upload = _Upload(self.path)
@@ -315,8 +335,16 @@ class Folder(_Resource, DAVCollection):  # type: ignore[misc]
         return self.memory.get_resource_inst(f"{self.path.rstrip('/')}/{name}", self.environ)
 
     def create_empty_resource(self, name: str) -> Document:
+        """A new name: for a PUT, nothing is stored until its body is (``end_write``), so
+        a body refused leaves no empty document behind; for a LOCK of an unmapped URL,
+        the empty document RFC 4918 (7.3) says it makes."""
         path = f"{self.path.rstrip('/')}/{name}"
-        entry = self._call(f"PUT {path}", lambda ops: ops.save(workspace_path(path), b""))
+        where = workspace_path(path)
+        if self.environ.get("REQUEST_METHOD") == "PUT":
+            self._call(f"PUT {path}", lambda ops: ops.check_new(where))
+            entry = Entry(where, is_dir=False, size=0, mtime_ns=time.time_ns(), version=None)
+        else:
+            entry = self._call(f"PUT {path}", lambda ops: ops.save(where, b""))
         return Document(path, self.environ, entry, self.memory)
 
     def create_collection(self, name: str) -> None:

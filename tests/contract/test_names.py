@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 
 from tests.contract.conftest import Workspace
+from tests.contract.fronts import only_rename_rules
 from tests.contract.helpers import refused
 
 
@@ -30,11 +31,11 @@ async def test_a_folder_stays_after_its_last_document_goes(ws: Workspace) -> Non
 
 async def test_a_rename_keeps_the_content_and_the_identity(ws: Workspace) -> None:
     await ws.ops.save("old.md", b"content\n")
-    doc = await ws.ops.node("old.md")
+    doc = await ws.identity("old.md")
     await ws.ops.move("old.md", "new.md")
     assert await ws.stored("new.md") == b"content\n"
     assert "old.md" not in await ws.stored_names()
-    assert (await ws.ops.node("new.md")).doc_id == doc.doc_id  # type: ignore[attr-defined]
+    assert await ws.identity("new.md") == doc
 
 
 async def test_a_rename_into_a_folder(ws: Workspace) -> None:
@@ -93,6 +94,7 @@ async def test_a_folder_cannot_move_into_itself(ws: Workspace) -> None:
 
 
 async def test_a_folder_cannot_replace_a_folder_with_content(ws: Workspace) -> None:
+    only_rename_rules(ws.front)
     await ws.ops.mkdir("a")
     await ws.ops.mkdir("b")
     await ws.ops.save("b/kept.md", b"k\n")
@@ -101,12 +103,14 @@ async def test_a_folder_cannot_replace_a_folder_with_content(ws: Workspace) -> N
 
 
 async def test_a_document_cannot_replace_a_folder(ws: Workspace) -> None:
+    only_rename_rules(ws.front)
     await ws.ops.mkdir("f")
     await ws.ops.save("d.md", b"d\n")
     await refused(errno.EISDIR, ws.ops.move("d.md", "f"))
 
 
 async def test_a_folder_cannot_replace_a_document(ws: Workspace) -> None:
+    only_rename_rules(ws.front)
     await ws.ops.mkdir("f")
     await ws.ops.save("d.md", b"d\n")
     await refused(errno.ENOTDIR, ws.ops.move("f", "d.md"))
@@ -150,8 +154,7 @@ async def test_a_copy_is_a_new_document_and_the_source_stays(ws: Workspace) -> N
     await ws.ops.copy("src.md", "dst.md")
     assert await ws.stored("dst.md") == b"copy me\n"
     assert await ws.stored("src.md") == b"copy me\n"
-    src, dst = await ws.ops.node("src.md"), await ws.ops.node("dst.md")
-    assert src.doc_id != dst.doc_id  # type: ignore[attr-defined]
+    assert await ws.identity("src.md") != await ws.identity("dst.md")
 
 
 async def test_a_folder_copy_copies_everything_below(ws: Workspace) -> None:
