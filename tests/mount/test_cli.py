@@ -364,6 +364,8 @@ def test_install_unit_without_a_user_systemd(work_dir: Path) -> None:
 def test_completion_and_manual_come_from_the_parser(work_dir: Path) -> None:
     bash = run(work_dir, "completion", "bash")
     assert bash.returncode == 0 and "--read-only" in bash.stdout and "install-helper" in bash.stdout
+    for offered in ("serve", "webdav", "mcp", "--listen", "--token-file", "--serve"):
+        assert offered in bash.stdout, offered  # the other front doors and their flags
     checked = subprocess.run(["bash", "-n"], input=bash.stdout, text=True, capture_output=True,
                              timeout=30, check=False)  # fmt: skip
     assert checked.returncode == 0, checked.stderr

@@ -13,8 +13,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 from xml.etree import ElementTree
 
 import psycopg
@@ -325,3 +327,48 @@ def test_a_finder_save_keeps_the_document_and_leaves_no_litter(
     assert versions_of(dav, "plan.md") == before + 1
     found = stored_all(url, tmp_path, "/plan.md", "/._plan.md", "/.DS_Store")
     assert [r.status_code for r in found] == [200, 404, 404]
+
+
+def _chunks(data: bytes) -> Iterator[bytes]:
+    """A body sent as Finder sends one: ``Transfer-Encoding: chunked``, no length."""
+    for start in range(0, len(data), 4096):
+        yield data[start : start + 4096]
+
+
+def test_a_finder_copy_as_its_access_log_records_it(dav: Server, url: str, tmp_path: Path) -> None:
+    """A file copied in by Finder (WebDAVFS/3.0.1, Darwin 13), in the order a server's
+    access log recorded it (pydio-core issue 581): PROPFINDs of the missing name, an
+    empty PUT, a LOCK, the AppleDouble companion written and unlocked, then the content
+    in a chunked PUT carrying ``X-Expected-Entity-Length`` and no ``Content-Length``, and
+    the UNLOCK.  Servers that took the empty PUT and refused or lost the chunked one left
+    Finder's users a 0-byte file: here the document holds the whole content, and no
+    ``._`` row is stored."""
+    content = "".join(f"line {n} of the copied note\n" for n in range(900)).encode()
+    finder = {"User-Agent": "WebDAVFS/3.0.1 (03018000) Darwin/13.2.0 (x86_64)"}
+    lock = ""
+
+    def send(method: str, path: str, expect: int, body: Any = b"", **extra: str) -> None:
+        nonlocal lock
+        headers = {**finder, **{k.replace("_", "-"): v.format(lock=lock)
+                                for k, v in extra.items()}}  # fmt: skip
+        answer = dav.http.request(method, path, headers=headers, content=body)
+        assert answer.status_code == expect, (method, path, answer.status_code, answer.text)
+        if method == "LOCK":
+            lock = answer.headers["lock-token"]
+
+    send("PROPFIND", "/copied.md", 404, Depth="0")
+    send("PROPFIND", "/copied.md", 404, Depth="0")
+    send("PUT", "/copied.md", 201)
+    send("PROPFIND", "/._copied.md", 404, Depth="0")
+    send("LOCK", "/copied.md", 200, LOCK_BODY.encode(), Timeout="Second-600")
+    file_lock = lock
+    send("PUT", "/._copied.md", 201, b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        ")
+    send("LOCK", "/._copied.md", 200, LOCK_BODY.encode(), Timeout="Second-600")
+    send("UNLOCK", "/._copied.md", 204, Lock_Token="{lock}")
+    lock = file_lock
+    send("PUT", "/copied.md", 204, _chunks(content), If="({lock})",
+         X_Expected_Entity_Length=str(len(content)))  # fmt: skip
+    send("UNLOCK", "/copied.md", 204, Lock_Token="{lock}")
+    found = stored_all(url, tmp_path, "/copied.md", "/._copied.md")
+    assert [r.status_code for r in found] == [200, 404]
+    assert found[0].content == content  # whole, not the 0 bytes of the empty PUT
