@@ -50,6 +50,8 @@ DEFAULT_SCRATCH_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"\.~lock\..+#", "LibreOffice lock files"),
     (r"~\$.+", "Microsoft Office owner files"),
     (r"~[A-Z]{2,4}[0-9A-F]{4}\.tmp", "Microsoft Office save temporaries (~WRD0000.tmp)"),
+    (r"[0-9A-F]{8}\.tmp", "Microsoft Excel save temporaries (34429E5E.tmp)"),
+    (r"ppt[0-9A-F]{1,4}\.tmp", "Microsoft PowerPoint save temporaries (ppt1A2B.tmp)"),
     (r"\..+\.kate-swp", "Kate swap files"),
     (r"\.DS_Store|\._.+|Thumbs\.db|desktop\.ini", "macOS and Windows metadata"),
     (

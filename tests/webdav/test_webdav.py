@@ -372,3 +372,50 @@ def test_a_finder_copy_as_its_access_log_records_it(dav: Server, url: str, tmp_p
     found = stored_all(url, tmp_path, "/copied.md", "/._copied.md")
     assert [r.status_code for r in found] == [200, 404]
     assert found[0].content == content  # whole, not the 0 bytes of the empty PUT
+
+
+def test_an_excel_save_through_explorer_as_its_access_log_records_it(
+    dav: Server, url: str, tmp_path: Path
+) -> None:
+    """Excel saving through Windows' WebDAV redirector (Microsoft-WebDAV-MiniRedir/6.1),
+    in the order a server's access log recorded it (nextcloud/server issue 9790): the new
+    content PUT to a random ``XXXXXXXX.tmp`` made empty first, its times PROPPATCHed, the
+    temporary and the document unlocked, a second random name looked for; then, as Office
+    documents it, the document MOVEd to that name, the temporary MOVEd into its place and
+    the renamed original DELETEd.  On that server the document lost its identity (its
+    shares); here it keeps its identity and history, and no ``.tmp`` row is stored."""
+    assert dav.http.put("/budget.md", content=b"q1 plan\n").status_code == 201
+    before = versions_of(dav, "budget.md")
+    proppatch = (
+        '<?xml version="1.0" encoding="utf-8"?><D:propertyupdate xmlns:D="DAV:" '
+        'xmlns:Z="urn:schemas-microsoft-com:"><D:set><D:prop>'
+        "<Z:Win32LastModifiedTime>Thu, 07 Jun 2018 17:50:22 GMT</Z:Win32LastModifiedTime>"
+        "<Z:Win32FileAttributes>00000020</Z:Win32FileAttributes>"
+        "</D:prop></D:set></D:propertyupdate>"
+    )
+    redirector = {"User-Agent": "Microsoft-WebDAV-MiniRedir/6.1.7601"}
+    locked = dav.http.request("LOCK", "/budget.md", content=LOCK_BODY.encode(),
+                              headers={**redirector, "Timeout": "Second-3600"})  # fmt: skip
+    assert locked.status_code == 200, locked.text
+    steps: list[tuple[str, str, dict[str, str], bytes]] = [
+        ("PUT", "/34429E5E.tmp", {}, b""),
+        ("LOCK", "/34429E5E.tmp", {"Timeout": "Second-3600"}, LOCK_BODY.encode()),
+        ("PUT", "/34429E5E.tmp", {"If": "({lock})"}, b"q1 plan\nq2 plan\n"),
+        ("PROPPATCH", "/34429E5E.tmp", {"If": "({lock})"}, proppatch.encode()),
+        ("UNLOCK", "/34429E5E.tmp", {"Lock-Token": "{lock}"}, b""),
+        ("UNLOCK", "/budget.md", {"Lock-Token": locked.headers["lock-token"]}, b""),
+    ]
+    replay(dav, [(m, p, {**redirector, **h}, b) for m, p, h, b in steps])
+    assert dav.http.request("PROPFIND", "/A9A97EC7.tmp", headers={"Depth": "0"}).status_code == 404
+    # The rest, as Office documents it (the log's excerpt ends at the next LOCK).
+    replay(dav, [
+        ("MOVE", "/budget.md", {**redirector, "Destination": "{base}/A9A97EC7.tmp",
+                                "Overwrite": "F"}, b""),
+        ("MOVE", "/34429E5E.tmp", {**redirector, "Destination": "{base}/budget.md",
+                                   "Overwrite": "F"}, b""),
+        ("DELETE", "/A9A97EC7.tmp", redirector, b""),
+    ])  # fmt: skip
+    assert dav.http.get("/budget.md").content == b"q1 plan\nq2 plan\n"
+    assert versions_of(dav, "budget.md") == before + 1  # its identity kept: q1 a version
+    found = stored_all(url, tmp_path, "/budget.md", "/34429E5E.tmp", "/A9A97EC7.tmp")
+    assert [r.status_code for r in found] == [200, 404, 404]
