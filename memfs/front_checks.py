@@ -28,6 +28,16 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def refuse_exposed(flag: str, host: str, secured: bool, needs: str) -> None:
+    """A front listening beyond loopback must be given its secret (``needs``, the flag
+    and what it holds); without it memfs refuses to start, in one line."""
+    if not secured and not is_loopback(host):
+        raise CommandError(
+            f"{flag} {host}: serving beyond this machine needs {needs}; "
+            "without it memfs listens on 127.0.0.1 only"
+        )
+
+
 def read_private(path: Path, flag: str) -> str:
     """The text of a secrets file, which must be its owner's alone."""
     if not path.is_file():

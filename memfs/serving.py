@@ -11,6 +11,7 @@ Nothing here knows which front it serves.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import trio
@@ -54,6 +55,16 @@ def open_served(settings: Settings) -> Opened:
     except Exception:
         database.close()
         raise
+
+
+def serve_opened(settings: Settings, run: Callable[[Opened], Callable[[], Awaitable[int]]]) -> int:
+    """Open the settings' database, run the front ``run`` makes over it under trio, and
+    close the database whatever happens; return the front's exit code."""
+    opened = open_served(settings)
+    try:
+        return trio.run(run(opened))
+    finally:
+        opened.database.close()
 
 
 @dataclass(frozen=True)

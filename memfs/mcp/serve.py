@@ -27,11 +27,11 @@ import trio
 from memfs.assembly import Opened
 from memfs.config import Settings
 from memfs.errors import CommandError
-from memfs.front_checks import is_loopback, read_private
+from memfs.front_checks import read_private, refuse_exposed
 from memfs.mcp.server import Changes, MemoryServer
 from memfs.mcp.tools import MemoryTools
 from memfs.paths import PROMPT_FILE
-from memfs.serving import load_workspace, open_served
+from memfs.serving import load_workspace, serve_opened
 from memfs.vfs.by_path import PathOperations
 
 log = logging.getLogger(__name__)
@@ -79,16 +79,9 @@ def serve_mcp(
 ) -> int:
     """Serve until stdin closes (stdio), or SIGTERM or SIGINT; return an exit code.
     ``on_ready`` is told the port once HTTP listens."""
-    if http is not None and not is_loopback(http[0]) and token is None:
-        raise CommandError(
-            f"--http {http[0]}: serving beyond this machine needs --token-file FILE "
-            "(a bearer token); without it memfs listens on 127.0.0.1 only"
-        )
-    opened = open_served(settings)
-    try:
-        return trio.run(_Mcp(settings, opened, http, token, on_ready).run)
-    finally:
-        opened.database.close()
+    if http is not None:
+        refuse_exposed("--http", http[0], token is not None, "--token-file FILE (a bearer token)")
+    return serve_opened(settings, lambda opened: _Mcp(settings, opened, http, token, on_ready).run)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,6 @@ class CommittedContent:
         self.state = state
         self.cache = cache
         self.kernel = kernel
-        self.store = lookups.store
 
     async def read(self, node: FileNode, *, latest: bool = False) -> bytes:
         """The document's committed content, from the cache or the database; ``latest``:
@@ -44,7 +43,7 @@ class CommittedContent:
             neighbours = self._uncached_neighbours(node)
             near = self.state.tree.path_of(node) if node.parent is not None else None
             rows = await self.lookups.db.run_db(
-                self.store.read_contents, [doc_id, *neighbours], near
+                self.lookups.store.read_contents, [doc_id, *neighbours], near
             )
             for other, (other_data, other_version) in rows.items():
                 # keyed by version, so never served stale

@@ -46,15 +46,6 @@ class Contents:
         #: The shared services: lookups, attributes, database access.
         self.lookups = lookups
         self.state = lookups.state
-        self.store = lookups.store
-        self.cache = lookups.cache
-        self.kernel = lookups.kernel
-        self.saves = lookups.saves
-        self.bases = lookups.bases
-        self.spill = lookups.spill
-        self.recovery = lookups.recovery
-        self.clock = lookups.clock
-        self.monotonic = lookups.monotonic
         #: The save path: flush, fsync and release commit through it.
         self.commits = commits
         #: The rows' bytes a buffer is loaded with.
@@ -70,7 +61,7 @@ class Contents:
         fh = self.state.new_fh()
         self.state.handles[fh] = Handle(node, buffer, writable, append=bool(flags & os.O_APPEND))
         node.open_count += 1
-        self.saves.opened(node.ino)
+        self.lookups.saves.opened(node.ino)
         return fh
 
     def _handle(self, fh: int) -> Handle:
@@ -90,7 +81,7 @@ class Contents:
         elif isinstance(node, SyntheticFile):
             buffer = FileBuffer(node.data)
         elif node.scratch:
-            buffer = ScratchBuffer(self.spill)
+            buffer = ScratchBuffer(self.lookups.spill)
         elif node.doc_id is None:
             buffer = FileBuffer(b"", dirty=True)
         elif not load:
@@ -105,7 +96,7 @@ class Contents:
                             "shown", self.lookups.describe_node(node), node.size,
                             len(data))  # fmt: skip
                 node.size = len(data)
-                self.kernel.attributes(node.ino)
+                self.lookups.kernel.attributes(node.ino)
             buffer = FileBuffer.of_row(data, node.updated_at)
         self.state.buffers[node.ino] = buffer
         return buffer
@@ -151,7 +142,7 @@ class Contents:
             buffer.truncate(0)
         node.size = 0
         node.client_mtime_ns = None
-        node.mtime_ns = node.ctime_ns = self.clock()
+        node.mtime_ns = node.ctime_ns = self.lookups.clock()
 
     def _check_openable(self, node: FileNode, writable: bool) -> None:
         """ESTALE for a file no name leads to any more; EROFS for a write to a read-only
@@ -188,7 +179,7 @@ class Contents:
         bytes of this open), whatever that writer does next (``mark_contended``)."""
         path = self.state.tree.path_of(node)
         changed = self.state.contended.get(path)
-        if changed is not None and self.monotonic() - changed > CONTENDED_SECONDS:
+        if changed is not None and self.lookups.monotonic() - changed > CONTENDED_SECONDS:
             del self.state.contended[path]
         elif changed is not None and not writable and type(node) is FileNode:
             handle.snapshot = True
@@ -207,7 +198,7 @@ class Contents:
             # The kernel may cache another size than the content this open serves (a
             # cold open of what it was told the size of asks nothing: ``grep -r`` saves a
             # getattr per file).
-            self.kernel.attributes(node.ino)
+            self.lookups.kernel.attributes(node.ino)
         return keep_cache
 
     def _kernel_holds(self, node: FileNode) -> bool:
@@ -234,7 +225,7 @@ class Contents:
             return
         data = buffer.base if buffer.base_version == version else None
         if data is None and node.doc_id is not None:
-            data = self.cache.get(node.doc_id, version)
+            data = self.lookups.cache.get(node.doc_id, version)
         if data is not None:
             node.digest_version, node.kernel_digest = version, hashlib.sha256(data).digest()
 
@@ -249,7 +240,7 @@ class Contents:
         fh = self.open_handle(node, FileBuffer(b""), False)
         self.state.handles[fh].unloaded = True
         digest = "sha256:" + known.hex()
-        self.bases.read(self.state.tree.path_of(node), pid, doc_id, version, lambda: digest)
+        self.lookups.bases.read(self.state.tree.path_of(node), pid, doc_id, version, lambda: digest)
         return fh
 
     async def _made_at_open(self, node: FileNode, files: RootFile) -> tuple[int, bool] | None:
@@ -261,7 +252,7 @@ class Contents:
             return None
         fh = self.open_handle(node, FileBuffer(data), False)
         self.state.handles[fh].snapshot = True
-        self.kernel.attributes(node.ino)
+        self.lookups.kernel.attributes(node.ino)
         return fh, False
 
     def direct_io(self, fh: int) -> bool:
@@ -315,7 +306,7 @@ class Contents:
             raise
         node.size = len(handle.buffer)
         node.client_mtime_ns = None
-        node.mtime_ns = node.ctime_ns = self.clock()
+        node.mtime_ns = node.ctime_ns = self.lookups.clock()
         self.state.served.pop(node.ino, None)  # written here: this content is the one to read
         return written
 
@@ -336,9 +327,11 @@ class Contents:
         node = handle.node
         exc = self._too_large(size)
         received = handle.buffer.snapshot() if isinstance(handle.buffer, FileBuffer) else None
-        if self.recovery is not None and received and node.parent is not None:
+        if self.lookups.recovery is not None and received and node.parent is not None:
             with contextlib.suppress(OSError):
-                stored = self.recovery.keep(self.state.tree.path_of(node), received, exc.reason)
+                stored = self.lookups.recovery.keep(
+                    self.state.tree.path_of(node), received, exc.reason
+                )
                 log.error("%s: the %d bytes written before the refusal are kept in %s",
                           self.lookups.describe_node(node), len(received), stored)  # fmt: skip
         handle.failed = exc
@@ -377,7 +370,7 @@ class Contents:
             text, _ = buffer.commit_text()
         except FsError:
             return  # release decides
-        refused = self.store.content_problem(self.state.tree.path_of(node), text)
+        refused = self.lookups.store.content_problem(self.state.tree.path_of(node), text)
         if refused is not None:
             log.error("not saving %s as truncated: %s; unless more is written before its last "
                       "close, the database keeps its previous content",
@@ -420,7 +413,7 @@ class Contents:
             if handle.writable:
                 await self._show_unshown_merge(node)
             if node.open_count == 0:
-                self.saves.closed(node.ino)
+                self.lookups.saves.closed(node.ino)
                 self._drop_if_deleted_elsewhere(node)
             self.state.drop_idle_buffer(node)
             self.lookups.drop_if_freed(node.ino)
@@ -447,8 +440,8 @@ class Contents:
         self.state.take_others_content(node, shown)
         node.size = len(data)
         node.kernel_version = None
-        self.kernel.attributes(node.ino)
-        self.kernel.inode(node.ino)
+        self.lookups.kernel.attributes(node.ino)
+        self.lookups.kernel.inode(node.ino)
 
     def _drop_if_deleted_elsewhere(self, node: FileNode) -> None:
         """The last close of a file another writer deleted while it was open for writing
@@ -480,7 +473,7 @@ class Contents:
         if fh is None and isinstance(node, FileNode) and node.parent is None:
             refuse_stale(node)  # truncate(2) or utimensat by a stale name
         self._check_settable(node, size, mode, uid, gid, mtime_ns)
-        now = self.clock()
+        now = self.lookups.clock()
         persist = False
         if size is not None:
             if not isinstance(node, FileNode):
@@ -500,7 +493,7 @@ class Contents:
             pending = self.state.buffers.get(node.ino)
             if pending is None or not pending.dirty:
                 attrs = FileAttrs(node.custom_mode, node.client_mtime_ns)
-                await self.lookups.db.run_db(self.store.set_attrs, node.doc_id, attrs)
+                await self.lookups.db.run_db(self.lookups.store.set_attrs, node.doc_id, attrs)
             # else: the pending commit persists them with the new content.
         return self.lookups.attributes(node)
 

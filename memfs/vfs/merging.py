@@ -86,10 +86,7 @@ class Merges:
         #: Database access and the commit of IronClaw's write.
         self.lookups = lookups
         #: What each process read or wrote, and the contents served lately.
-        self.bases = lookups.bases
         #: Committed contents by version (a base's bytes, while it holds them).
-        self.cache = lookups.cache
-        self.store = lookups.store
 
     async def run_db(self, fn: Callable[..., T], *args: Any) -> T:
         """A bounded database call (``Lookups.run_db``)."""
@@ -105,7 +102,9 @@ class Merges:
         have as the saver's, and write them twice.  No SQL: only bytes at hand."""
         data = ours.encode("utf-8")
         best: tuple[int, Base] | None = None
-        for base in self.bases.served_versions(doc_id) + self.bases.candidates(path, doc_id):
+        for base in self.lookups.bases.served_versions(doc_id) + self.lookups.bases.candidates(
+            path, doc_id
+        ):
             got = self.bytes_of(base)
             if not got or len(got) >= len(data) or len(got) > MERGE_LIMIT:
                 continue  # the same bytes add nothing: a copy (``cp`` of a kept version)
@@ -127,7 +126,7 @@ class Merges:
 
     def _newest_served(self, doc_id: UUID) -> bytes | None:
         """The newest content of ``doc_id`` this mount served or wrote, if at hand."""
-        for base in self.bases.served_versions(doc_id):
+        for base in self.lookups.bases.served_versions(doc_id):
             data = self.bytes_of(base)
             if data is not None:
                 return data
@@ -156,13 +155,17 @@ class Merges:
         """The bytes of a process's base: kept with it, or in the content cache."""
         if found.data is not None or found.doc_id is None:
             return found.data
-        cached = self.cache.get(found.doc_id, found.version)
-        return cached if cached is not None else self.bases.retained(found.doc_id, found.version)
+        cached = self.lookups.cache.get(found.doc_id, found.version)
+        return (
+            cached
+            if cached is not None
+            else self.lookups.bases.retained(found.doc_id, found.version)
+        )
 
     async def stored_base(self, doc_id: UUID, path: str, digest: str) -> bytes | None:
         """A base whose bytes no cache holds any more, from the row or its version rows
         (by IronClaw's hash of it), or None (logged) if neither holds it."""
-        data = await self.run_db(self.store.content_by_hash, doc_id, digest)
+        data = await self.run_db(self.lookups.store.content_by_hash, doc_id, digest)
         if data is None or len(data) > MERGE_LIMIT:
             log.info("%r: what its writer read is neither cached nor kept as a version; a "
                      "change by another writer meanwhile is kept as a version, not merged",
@@ -177,7 +180,7 @@ class Merges:
         """``ours`` merged with the row as it is now, based on ``base_data`` (the row at
         ``base_version``, None: no row version holds it); None if there is nothing to
         merge or the changes overlap."""
-        found = await self.run_db(self.store.read_content, doc_id)
+        found = await self.run_db(self.lookups.store.read_content, doc_id)
         if found is None or found.version == base_version:
             return None
         merged = self.merge_texts(path, base_data, found.data, ours)
@@ -252,7 +255,7 @@ class Merges:
         result, or None (no base, the change not found, nothing to add, an overlap)."""
         if base_data is None or result.replaced_hash is None or not mergeable(path):
             return None
-        theirs = await self.run_db(self.store.content_by_hash, result.doc_id,
+        theirs = await self.run_db(self.lookups.store.content_by_hash, result.doc_id,
                                    result.replaced_hash)  # fmt: skip
         if theirs is None:
             return None

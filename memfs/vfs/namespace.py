@@ -63,14 +63,6 @@ class Names:
         #: The shared services: lookups, attributes, database access.
         self.lookups = lookups
         self.state = lookups.state
-        self.store = lookups.store
-        self.cache = lookups.cache
-        self.spill = lookups.spill
-        self.recovery = lookups.recovery
-        self.rules = lookups.rules
-        self.tools = lookups.tools
-        self.reindexer = lookups.reindexer
-        self.clock = lookups.clock
         #: Open files (``memfs.vfs.content``): a create opens what it makes.
         self.contents = contents
         #: The save path (``memfs.vfs.commits``): a rename commits what it moves.
@@ -127,8 +119,8 @@ class Names:
             if kind is Kind.DOCUMENT and self.lookups.db.deferring():
                 self.lookups.db.defer(KeepDir(path))
             elif kind is Kind.DOCUMENT:
-                await self.lookups.db.run_db(self.store.create_directory, path)
-            node = self.state.tree.new_dir(name, mode, self.clock())
+                await self.lookups.db.run_db(self.lookups.store.create_directory, path)
+            node = self.state.tree.new_dir(name, mode, self.lookups.clock())
             node.explicit = kind is Kind.DOCUMENT
             node.scratch = kind is not Kind.DOCUMENT
             self.state.tree.attach(parent, node)
@@ -166,7 +158,7 @@ class Names:
         kind = self.lookups.kind(parent, name)
         if kind is Kind.DOCUMENT:
             self.lookups.check_storable(path)
-        node = self.state.tree.new_file(name, mode, self.clock())
+        node = self.state.tree.new_file(name, mode, self.lookups.clock())
         buffer: FileBuffer | ScratchBuffer
         if kind is Kind.DOCUMENT:
             buffer = FileBuffer(b"", dirty=True)
@@ -174,7 +166,7 @@ class Names:
             buffer.appends_only = bool(flags & os.O_APPEND)
         else:
             node.scratch = True
-            buffer = ScratchBuffer(self.spill)
+            buffer = ScratchBuffer(self.lookups.spill)
         self.patterns.created(node, path, kind, buffer, pid)
         self.state.tree.attach(parent, node)
         node.lookups += 1
@@ -191,7 +183,7 @@ class Names:
             if self.lookups.kind(parent, name) is Kind.DOCUMENT:
                 raise FsError(errno.EPERM, "documents cannot be symbolic links")
             self.patterns.linked(path, name, pid)
-            node = self.state.tree.new_symlink(name, target, self.clock())
+            node = self.state.tree.new_symlink(name, target, self.lookups.clock())
             self.state.tree.attach(parent, node)
             node.lookups += 1
             self.lookups.touch_dir(parent)
@@ -235,7 +227,7 @@ class Names:
                     removal = Delete(node.doc_id, node.updated_at, self.state.tree.path_of(node))
                 await self._delete_later(removal, keep)
             if node.doc_id is not None:
-                self.cache.drop(node.doc_id)
+                self.lookups.cache.drop(node.doc_id)
             if keep:
                 parent.explicit = True
             self.commits.unsaved.saved(node)
@@ -248,7 +240,7 @@ class Names:
         every row below it, and a removal or rename guards on the version this mount
         shows (``mv a b; rm b/x`` in one burst skipped the ``rm`` as another writer's
         change).  A round trip only in that case."""
-        if self.store.moving():
+        if self.lookups.store.moving():
             await self.lookups.db.flush_changes()
 
     async def _delete_later(
@@ -262,12 +254,12 @@ class Names:
             self.lookups.db.defer(*changes, *(KeepDir(path) for path in keep))
         elif removal is not None:
             await self.lookups.db.run_db(
-                self.store.delete_document, removal.doc_id, keep, removal.seen
+                self.lookups.store.delete_document, removal.doc_id, keep, removal.seen
             )
         elif drop_dir is not None:
-            await self.lookups.db.run_db(self.store.delete_directory, drop_dir, keep)
+            await self.lookups.db.run_db(self.lookups.store.delete_directory, drop_dir, keep)
         else:
-            await self.lookups.db.run_db(self.store.create_directory, keep[0])
+            await self.lookups.db.run_db(self.lookups.store.create_directory, keep[0])
 
     @staticmethod
     def _longest_below(node: Node) -> int:
@@ -397,7 +389,7 @@ class Names:
             # Not committed yet: its first commit adopts the row at the new path (so a
             # write-temp-then-rename save keeps the target document's identity).
             if keep:
-                await self.lookups.db.run_db(self.store.create_directory, keep[0])
+                await self.lookups.db.run_db(self.lookups.store.create_directory, keep[0])
             return
         attrs = FileAttrs(source.custom_mode, source.mtime_ns)
         if replaced is not None and replaced != source.doc_id:
@@ -405,16 +397,18 @@ class Names:
             return
         rename = Rename(source.doc_id, new_path, self.state.tree.path_of(source), keep)
         over = Overwritten(replaced, seen) if replaced is not None else None
-        moved = await self.lookups.db.run_db(self.store.rename_document, rename, attrs, over)
+        moved = await self.lookups.db.run_db(
+            self.lookups.store.rename_document, rename, attrs, over
+        )
         self.lookups.request_reindex(source.doc_id)
         if replaced is not None:
-            self.cache.drop(replaced)
+            self.lookups.cache.drop(replaced)
         if moved is None:
             log.warning("document %s vanished from the database during rename", source.doc_id)
             return
         self.lookups.adopt_version(source, moved)
         source.client_mtime_ns = source.mtime_ns
-        source.ctime_ns = self.clock()
+        source.ctime_ns = self.lookups.clock()
 
     async def _rename_dir(
         self, source: DirNode, new_path: str, target: Node | None, keep: list[str]
@@ -432,7 +426,7 @@ class Names:
             source.explicit = source.explicit or (isinstance(target, DirNode) and target.explicit)
             return
         moved = await self.lookups.db.run_db(
-            self.store.rename_directory, old_path, new_path, replaced, keep
+            self.lookups.store.rename_directory, old_path, new_path, replaced, keep
         )
         self.patterns.folder_moved(old_path, new_path)
         self.lookups.adopt_moved(moved)
@@ -440,14 +434,14 @@ class Names:
 
     def _into_tool_folder(self, parent: DirNode, name: str) -> bool:
         """Whether ``name`` in ``parent`` is inside (or is) a tool folder."""
-        if self.tools is None:
+        if self.lookups.tools is None:
             return False
         if parent is self.state.tree.root:
-            return name in self.rules.tool_folders
+            return name in self.lookups.rules.tool_folders
         top: Node = parent
         while top.parent is not None and top.parent is not self.state.tree.root:
             top = top.parent
-        return top.scratch and top.name in self.rules.tool_folders
+        return top.scratch and top.name in self.lookups.rules.tool_folders
 
     async def _folder_leaves_memory(self, source: DirNode, target: Node | None) -> None:
         """A folder of documents moved into a tool folder (Obsidian's delete to ``.trash``):
@@ -462,11 +456,11 @@ class Names:
                 self.leaving_memory.append(
                     Delete(node.doc_id, node.updated_at, self.state.tree.path_of(node))
                 )
-                self.cache.drop(node.doc_id)
+                self.lookups.cache.drop(node.doc_id)
                 self.state.tree.unbind_document(node)
             node.scratch = True
             self.commits.unsaved.saved(node)
-            self.state.set_buffer(node, ScratchBuffer(self.spill, data))
+            self.state.set_buffer(node, ScratchBuffer(self.lookups.spill, data))
         folders: list[DirNode] = [source]
         while folders:
             folder = folders.pop()
@@ -483,10 +477,10 @@ class Names:
     async def sync_tools(self) -> bool:
         """Write what changed in the tool folders; False (and a log line) if it failed:
         what was not written stays in memory and goes with the next operation's write."""
-        if self.tools is None or self.lookups.read_only:
+        if self.lookups.tools is None or self.lookups.read_only:
             return True
         try:
-            await self.tools.sync(self.lookups)
+            await self.lookups.tools.sync(self.lookups)
             # Documents a move took into a tool folder leave memory once it has them.
             while self.leaving_memory:
                 await self._delete_later(self.leaving_memory[0], [])
@@ -502,24 +496,30 @@ class Names:
     async def retry_tools(self) -> None:
         """Write what an earlier tool-folder write could not (the upkeep loop's call; no
         query when everything is written)."""
-        if self.tools is None or self.lookups.read_only:
+        if self.lookups.tools is None or self.lookups.read_only:
             return
-        if self.leaving_memory or self.leaving_dirs or not self.tools.persisted_all(self.lookups):
+        if (
+            self.leaving_memory
+            or self.leaving_dirs
+            or not self.lookups.tools.persisted_all(self.lookups)
+        ):
             await self.sync_tools()
-        if self.tools.pending:  # another mount's change waited for a file to be closed
+        if self.lookups.tools.pending:  # another mount's change waited for a file to be closed
             await self.refresh_tools()
 
     async def refresh_tools(self) -> int:
         """Take in other mounts' changes to the tool folders (told by the change feed, or
         looked for by the polling loop)."""
-        if self.tools is None:
+        if self.lookups.tools is None:
             return 0
         if not self.lookups.read_only and (
-            self.leaving_memory or self.leaving_dirs or not self.tools.persisted_all(self.lookups)
+            self.leaving_memory
+            or self.leaving_dirs
+            or not self.lookups.tools.persisted_all(self.lookups)
         ):
             await self.sync_tools()  # a write that failed earlier goes first
         try:
-            return await self.tools.refresh(self.lookups)
+            return await self.lookups.tools.refresh(self.lookups)
         except FsError as exc:
             log.warning("tool folders: other mounts' changes not read (%s)", exc.reason)
             return 0
@@ -537,8 +537,8 @@ class Names:
             await self.lookups.db.flush_changes()
         except FsError as exc:
             log.error("removals and moves were not sent at unmount: %s", exc.reason)
-        if self.reindexer is not None:
-            await self.reindexer.finish()
-        if self.recovery is not None:
-            return self.recovery.kept()
+        if self.lookups.reindexer is not None:
+            await self.lookups.reindexer.finish()
+        if self.lookups.recovery is not None:
+            return self.lookups.recovery.kept()
         return [self.lookups.describe_node(node) for node in self.state.unsaved.values()]

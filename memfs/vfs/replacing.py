@@ -24,24 +24,20 @@ class Replacements:
         #: The shared services: lookups, attributes, database access.
         self.lookups = lookups
         self.state = lookups.state
-        self.store = lookups.store
-        self.cache = lookups.cache
-        self.saves = lookups.saves
-        self.clock = lookups.clock
 
     async def replace_target(self, target: Node | None) -> None:
         """The database side of a name being replaced by a rename."""
         if isinstance(target, FileNode):
             if not target.scratch and target.doc_id is not None:
                 await self.lookups.db.run_db(
-                    self.store.delete_document, target.doc_id, [], target.updated_at
+                    self.lookups.store.delete_document, target.doc_id, [], target.updated_at
                 )
-                self.cache.drop(target.doc_id)
+                self.lookups.cache.drop(target.doc_id)
             else:
                 await self.delete_abandoned_origin(target)
         elif isinstance(target, DirNode) and target.explicit and not target.scratch:
             await self.lookups.db.run_db(
-                self.store.delete_directory, self.state.tree.path_of(target), []
+                self.lookups.store.delete_directory, self.state.tree.path_of(target), []
             )
 
     async def delete_abandoned_origin(self, node: Node) -> None:
@@ -56,7 +52,7 @@ class Replacements:
                 "%s: the renamed-away original is shown again as %s; keeping it",
                 self.lookups.describe_node(node), self.lookups.describe_node(shown),
             )  # fmt: skip
-            self.saves.release(node)
+            self.lookups.saves.release(node)
             return
         log.warning(
             "%s was the renamed-away original of a document and no new file took its "
@@ -66,15 +62,15 @@ class Replacements:
         # Only as this mount showed it: another writer's save into the waiting row, not
         # seen here yet, keeps it (the change feed or the next poll shows it again).
         deleted = await self.lookups.db.run_db(
-            self.store.delete_document, node.origin_doc_id, [], node.updated_at
+            self.lookups.store.delete_document, node.origin_doc_id, [], node.updated_at
         )
         if not deleted:
             log.warning(
                 "%s: the document changed in the database after this mount last showed it; "
                 "it is kept", self.lookups.describe_node(node),
             )  # fmt: skip
-        self.cache.drop(node.origin_doc_id)
-        self.saves.release(node)
+        self.lookups.cache.drop(node.origin_doc_id)
+        self.lookups.saves.release(node)
 
     async def replace_document(
         self,
@@ -99,15 +95,15 @@ class Replacements:
         source_id, replaced, new_path = over.source_id, over.target_id, over.path
         text, source_at = over.content, over.source_at
         if text is None and source.doc_id == source_id:
-            cached = self.cache.get(source_id, source.updated_at)  # spares a round trip
+            cached = self.lookups.cache.get(source_id, source.updated_at)  # spares a round trip
             if cached is not None:
                 text, source_at = cached.decode("utf-8"), source.updated_at
         attrs = FileAttrs(source.custom_mode, source.client_mtime_ns or source.mtime_ns)
         over = dataclasses.replace(over, content=text, attrs=attrs, source_at=source_at)
         how = dataclasses.replace(how, index_now=not self.lookups.reindex_deferred())
-        result = await self.lookups.db.run_db(self.store.replace_document, over, how)
+        result = await self.lookups.db.run_db(self.lookups.store.replace_document, over, how)
         self.lookups.request_reindex(replaced)
-        self.cache.drop(replaced)
+        self.lookups.cache.drop(replaced)
         if result is None:
             log.warning(
                 "%s vanished from the database during rename", self.lookups.describe_node(source)
@@ -123,19 +119,19 @@ class Replacements:
                 new_path,
                 result.conflict,
             )
-        data = self.cache.get(source_id, source.updated_at) if source.doc_id else None
+        data = self.lookups.cache.get(source_id, source.updated_at) if source.doc_id else None
         if merged_text is not None:
             data = merged_text.encode("utf-8")  # the row is the merge, not the source's bytes
-        self.cache.drop(source_id)
+        self.lookups.cache.drop(source_id)
         kernel_current = merged_text is None and source.kernel_version == source.updated_at
         self.state.tree.bind_document(source, result.doc_id)
         source.updated_at = result.updated_at
         if data is not None:
-            self.cache.put(result.doc_id, result.updated_at, data)
+            self.lookups.cache.put(result.doc_id, result.updated_at, data)
         if kernel_current:
             source.kernel_version = result.updated_at
         source.client_mtime_ns = source.mtime_ns
-        source.ctime_ns = self.clock()
+        source.ctime_ns = self.lookups.clock()
         if not self.lookups.reindex_deferred() and result.changed:
             self.lookups.announce(result.doc_id)
         log.debug(

@@ -87,14 +87,6 @@ class SavePatterns:
         #: The shared services: lookups, attributes, database access.
         self.lookups = lookups
         self.state = lookups.state
-        self.store = lookups.store
-        self.cache = lookups.cache
-        self.kernel = lookups.kernel
-        self.saves = lookups.saves
-        self.bases = lookups.bases
-        self.spill = lookups.spill
-        self.rules = lookups.rules
-        self.monotonic = lookups.monotonic
         #: The save path: a renamed file's pending changes go first.
         self.commits = commits
         #: A new file's base: what its process read there.
@@ -113,10 +105,10 @@ class SavePatterns:
         waiting there (the version its save is based on) and its process's base; a
         tentative one is watched until it falls due."""
         if kind is Kind.TENTATIVE:
-            self.saves.track(node.ino, idle=False)
+            self.lookups.saves.track(node.ino, idle=False)
         if kind is not Kind.DOCUMENT or not isinstance(buffer, FileBuffer):
             return
-        claimed = self.saves.claim(path)
+        claimed = self.lookups.saves.claim(path)
         if claimed is not None:
             node.doc_id, node.updated_at = claimed
             log.debug("%r takes over the row of its renamed-away original", path)
@@ -127,20 +119,20 @@ class SavePatterns:
     def renamed(self, source: FileNode, kind: Kind) -> None:
         """A file took a new name: watched while that name is tentative, else not."""
         if source.scratch and kind is Kind.TENTATIVE:
-            self.saves.track(source.ino, idle=source.open_count == 0)
+            self.lookups.saves.track(source.ino, idle=source.open_count == 0)
         else:
-            self.saves.untrack(source.ino)
+            self.lookups.saves.untrack(source.ino)
 
     def linked(self, path: str, name: str, pid: int) -> None:
         """A symbolic link made at ``path``: an emacs lock file (``.#name``) tells that its
         process edits ``name`` (``SaverBases.editing``)."""
         if name.startswith(EMACS_LOCK) and pid > 0:
-            self.bases.editing(path[: len(path) - len(name)] + name[len(EMACS_LOCK) :], pid)
+            self.lookups.bases.editing(path[: len(path) - len(name)] + name[len(EMACS_LOCK) :], pid)
 
     def folder_moved(self, old_path: str, new_path: str) -> None:
         """A folder moved here: the rows waiting below it for their editors' new files
         move with it."""
-        self.saves.folder_moved(old_path, new_path)
+        self.lookups.saves.folder_moved(old_path, new_path)
 
     def replaced_at(
         self, target: Node | None, new_path: str, doc_id: UUID | None
@@ -150,7 +142,7 @@ class SavePatterns:
         replaced = target.doc_id if isinstance(target, FileNode) and not target.scratch else None
         seen = target.updated_at if isinstance(target, FileNode) else None
         if replaced is None:
-            replaced, seen = self.saves.replaced_by(new_path, doc_id) or (None, seen)
+            replaced, seen = self.lookups.saves.replaced_by(new_path, doc_id) or (None, seen)
         return replaced, seen
 
     # -- a document through a scratch name ------------------------------------------------
@@ -167,7 +159,7 @@ class SavePatterns:
         data = await self.commits.content_now(source)
         await self.replacing.replace_target(target)
         if source.doc_id is not None:
-            self.saves.detach(self.state.tree.path_of(source), source)
+            self.lookups.saves.detach(self.state.tree.path_of(source), source)
             self.state.tree.unbind_document(source)
             log.debug(
                 "%s took a scratch name; its row stays until a new file takes its place",
@@ -175,7 +167,7 @@ class SavePatterns:
             )
         source.scratch = True
         self.commits.unsaved.saved(source)
-        self.state.set_buffer(source, ScratchBuffer(self.spill, data))
+        self.state.set_buffer(source, ScratchBuffer(self.lookups.spill, data))
 
     async def scratch_to_document(
         self, source: Node, new_path: str, target: Node | None, pid: int = 0
@@ -205,7 +197,7 @@ class SavePatterns:
             doc_id, new_path, target, text, data, attrs, pid
         )
         if merged:
-            self.kernel.inode(source.ino)  # it cached the saver's bytes, not the merge
+            self.lookups.kernel.inode(source.ino)  # it cached the saver's bytes, not the merge
         log.debug(
             "committed %r (%s) from the temporary %r: %s%s", new_path, result.doc_id,
             source.name, "created" if result.created else "updated",
@@ -230,11 +222,11 @@ class SavePatterns:
             if isinstance(target, FileNode) and not target.scratch:
                 doc_id = target.doc_id
             if doc_id is None:  # e.g. rsync --backup: x -> x~, tmp -> x
-                claimed = self.saves.claim(new_path)
+                claimed = self.lookups.saves.claim(new_path)
                 doc_id = claimed[0] if claimed is not None else None
             return doc_id, False
         replaced, seen = self.replaced_at(target, new_path, doc_id)
-        self.saves.release(source)
+        self.lookups.saves.release(source)
         if replaced is not None and replaced != doc_id:
             # A renamed-away document moved over another one: IronClaw's write of the
             # target with this content, then its delete of this row.
@@ -249,7 +241,7 @@ class SavePatterns:
             return None, False
         over = None if replaced in (None, doc_id) else Overwritten(replaced, seen)
         moved = await self.lookups.db.run_db(
-            self.store.rename_document, Rename(doc_id, new_path), attrs, over
+            self.lookups.store.rename_document, Rename(doc_id, new_path), attrs, over
         )
         self.lookups.request_reindex(doc_id)
         return (doc_id if moved is not None else None), False
@@ -274,8 +266,8 @@ class SavePatterns:
         based = self._base_for(new_path, pid, doc_id, text) if doc_id is not None else None
         if based is None or based.doc_id != doc_id:
             based = None
-        if doc_id is not None and shown is not None and self.bases.tracks(doc_id):
-            self.bases.superseded(doc_id, shown, self.cache.get(doc_id, shown))
+        if doc_id is not None and shown is not None and self.lookups.bases.tracks(doc_id):
+            self.lookups.bases.superseded(doc_id, shown, self.lookups.cache.get(doc_id, shown))
         found = (
             await self.merges.commit_merged(doc_id, new_path, merged, attrs, ours)
             if doc_id
@@ -304,9 +296,9 @@ class SavePatterns:
                     (text, result), merged = late, RowMerge(late[0], None, data)
                     data = text.encode("utf-8")
         if merged is not None and not result.conflict:
-            self.bases.saw(new_path, pid, result.doc_id, None, ours.encode("utf-8"))
+            self.lookups.bases.saw(new_path, pid, result.doc_id, None, ours.encode("utf-8"))
             return result, data, True
-        self.bases.saw(new_path, pid, result.doc_id, result.updated_at,
+        self.lookups.bases.saw(new_path, pid, result.doc_id, result.updated_at,
                        digest=bytes_hash(data) if pid > 0 else None)  # fmt: skip
         return result, data, False
 
@@ -316,11 +308,11 @@ class SavePatterns:
         """A document written by a process that read ``new_path`` (node's write-file-atomic,
         a temporary with an ordinary name) renamed over it after another writer's change:
         the merge, and the process's own bytes; or None."""
-        if source.doc_id is None or not self.bases.tracks(replaced):
+        if source.doc_id is None or not self.lookups.bases.tracks(replaced):
             return None
-        data = self.cache.get(source.doc_id, source.updated_at)
+        data = self.lookups.cache.get(source.doc_id, source.updated_at)
         if data is None:
-            found = await self.lookups.db.run_db(self.store.read_content, source.doc_id)
+            found = await self.lookups.db.run_db(self.lookups.store.read_content, source.doc_id)
             if found is None or found.version != source.updated_at:
                 return None
             data = found.data
@@ -355,7 +347,7 @@ class SavePatterns:
     def _base_for(self, path: str, pid: int, doc_id: UUID, ours: str) -> Base | None:
         """What process ``pid`` read or wrote of ``path``; if it read nothing (rsync writes
         from a copy another process made), the content it extends (``inferred_base``)."""
-        base = self.bases.base(path, pid)
+        base = self.lookups.bases.base(path, pid)
         if base is None:
             return self.merges.inferred_base(doc_id, path, ours)
         own = self.merges.bytes_of(base) if base.doc_id == doc_id else None
@@ -377,9 +369,9 @@ class SavePatterns:
 
     async def _base_bytes(self, doc_id: UUID, path: str, base: Base) -> bytes | None:
         """The bytes of a process's base, if they can be had (by hash from the rows)."""
-        data = base.data if base.data is not None else self.cache.get(doc_id, base.version)
+        data = base.data if base.data is not None else self.lookups.cache.get(doc_id, base.version)
         if data is None:
-            data = self.bases.retained(doc_id, base.version)
+            data = self.lookups.bases.retained(doc_id, base.version)
         if data is None and base.digest is not None:
             data = await self.merges.stored_base(doc_id, path, base.digest)
         return data
@@ -398,12 +390,12 @@ class SavePatterns:
         node.size = len(data)
         if node.client_mtime_ns is None:
             node.mtime_ns = node.ctime_ns = to_ns(result.updated_at)
-        self.cache.put(result.doc_id, result.updated_at, data)
+        self.lookups.cache.put(result.doc_id, result.updated_at, data)
         # Its writers' base is the row it became: an O_APPEND open right after (no read in
         # between reloads the buffer) merges a change not heard of yet against it.
         self.state.set_buffer(node, FileBuffer.of_row(data, result.updated_at))
         node.kernel_version = None
-        self.saves.untrack(node.ino)
+        self.lookups.saves.untrack(node.ino)
         self.commits.unsaved.saved(node)
 
     async def _commit_scratch_dir(
@@ -418,10 +410,13 @@ class SavePatterns:
             for name, child in directory.children.items():
                 child_path = f"{path}/{name}"
                 if isinstance(child, DirNode):
-                    if self.rules.classify(name) is Kind.DOCUMENT:
+                    if self.lookups.rules.classify(name) is Kind.DOCUMENT:
                         dirs.append((child, child_path))
                         stack.append((child, child_path))
-                elif isinstance(child, FileNode) and self.rules.classify(name) is Kind.DOCUMENT:
+                elif (
+                    isinstance(child, FileNode)
+                    and self.lookups.rules.classify(name) is Kind.DOCUMENT
+                ):
                     what = f"{child_path!r} in a directory renamed into place"
                     data, text = self._scratch_text(child, what)
                     files.append((child, child_path, data, text))
@@ -431,7 +426,7 @@ class SavePatterns:
             for node, path, _, text in files
         ]
         keep = [path for _, path in dirs]
-        results = await self.lookups.db.run_db(self.store.commit_documents, items, keep)
+        results = await self.lookups.db.run_db(self.lookups.store.commit_documents, items, keep)
         for directory, _ in dirs:
             directory.scratch = False
             directory.explicit = True
@@ -443,16 +438,16 @@ class SavePatterns:
 
     async def promote_due(self, now: float | None = None) -> int:
         """Promote tentative scratch files closed and not renamed for the grace period."""
-        moment = self.monotonic() if now is None else now
+        moment = self.lookups.monotonic() if now is None else now
         promoted = 0
-        for ino in self.saves.due(moment):
+        for ino in self.lookups.saves.due(moment):
             async with self.state.ns_lock:
                 node = self.state.tree.inodes.get(ino)
                 if not isinstance(node, FileNode) or not node.scratch or node.parent is None:
                     continue
                 if node.open_count or node.extra_links or node.parent.scratch:
                     continue
-                if self.rules.classify(node.name) is not Kind.TENTATIVE:
+                if self.lookups.rules.classify(node.name) is not Kind.TENTATIVE:
                     continue
                 path = self.state.tree.path_of(node)
                 try:
@@ -464,7 +459,7 @@ class SavePatterns:
                 try:
                     result = await self.lookups.commit_document(Write(None, path, text), attrs)
                 except DatabaseUnavailable as exc:
-                    self.saves.postpone(ino, moment)  # tried again later
+                    self.lookups.saves.postpone(ino, moment)  # tried again later
                     self.commits.unsaved.keep_copy(node, data, exc.reason)
                     raise
                 self._become_document(node, result, data)
@@ -499,7 +494,9 @@ class SavePatterns:
         based = self._renamer_base(source, replaced, new_path, pid) if merged is None else None
         # The renamed bytes, while the cache holds them (the replace drops it): a late
         # merge after the replace is based on them.
-        renamed = self.cache.get(source.doc_id, source.updated_at) if based is not None else None
+        renamed = (
+            self.lookups.cache.get(source.doc_id, source.updated_at) if based is not None else None
+        )
         if merged is not None and text is not None:
             await self.lookups.safety_net.keep(
                 new_path, merged[1].decode("utf-8", "replace"), text,
@@ -519,14 +516,14 @@ class SavePatterns:
             assert locked is not None
             self._show_late(source, new_path, pid, locked, renamed)
         elif merged is not None and result is not None and not result.conflict:
-            self.bases.saw(new_path, pid, result.doc_id, None, merged[1])
-            self.kernel.inode(source.ino)  # it cached the saver's bytes, not the merge
+            self.lookups.bases.saw(new_path, pid, result.doc_id, None, merged[1])
+            self.lookups.kernel.inode(source.ino)  # it cached the saver's bytes, not the merge
         elif merged is not None and result is not None and result.replaced_hash is not None:
             # Yet another change landed between the merge's read and the replace.
             assert text is not None
             late = await self.merges.merge_late(new_path, merged[0].theirs, text, attrs,
                                                   result)  # fmt: skip
-            self.kernel.inode(source.ino)
+            self.lookups.kernel.inode(source.ino)
             if late is not None:
                 self._show_late(source, new_path, pid, late, merged[1])
         elif based is not None and based.doc_id == replaced and result is not None:
@@ -552,15 +549,15 @@ class SavePatterns:
         """What the renaming process read of the target (or, if nothing, the content the
         renamed bytes extend), with its bytes where they are at hand: the replace drops
         the cache, and a late merge needs them."""
-        based = self.bases.base(new_path, pid)
-        ours = self.cache.get(source.doc_id, source.updated_at) if source.doc_id else None
+        based = self.lookups.bases.base(new_path, pid)
+        ours = self.lookups.cache.get(source.doc_id, source.updated_at) if source.doc_id else None
         if based is None and ours is not None:
             based = self.merges.inferred_base(replaced, new_path,
                                                 ours.decode("utf-8", "replace"))  # fmt: skip
         if based is not None and based.data is None:
-            cached = self.cache.get(replaced, based.version)
+            cached = self.lookups.cache.get(replaced, based.version)
             if cached is None:
-                cached = self.bases.retained(replaced, based.version)
+                cached = self.lookups.bases.retained(replaced, based.version)
             based = based._replace(data=cached) if cached is not None else based
         return based
 
@@ -574,7 +571,7 @@ class SavePatterns:
         on the ``renamed`` bytes (the cache's, if the replace left them there)."""
         if not result.conflict or result.replaced_hash is None:
             return
-        ours_data = self.cache.get(result.doc_id, result.updated_at)
+        ours_data = self.lookups.cache.get(result.doc_id, result.updated_at)
         if ours_data is None:
             ours_data = renamed
 
@@ -597,11 +594,11 @@ class SavePatterns:
         bytes, and the renamed file shows the merged row."""
         text, merged = late
         data = text.encode("utf-8")
-        self.bases.saw(new_path, pid, merged.doc_id, None, ours_data)
+        self.lookups.bases.saw(new_path, pid, merged.doc_id, None, ours_data)
         if source.doc_id != merged.doc_id:
             return  # moved on meanwhile: its own events show it
         source.updated_at = merged.updated_at
-        self.cache.put(merged.doc_id, merged.updated_at, data)
+        self.lookups.cache.put(merged.doc_id, merged.updated_at, data)
         buffer = self.state.buffers.get(source.ino)
         if buffer is None:
             source.size = len(data)  # read from the cache at the merged version
@@ -609,8 +606,8 @@ class SavePatterns:
             self.state.take_others_content(source, FileBuffer.of_row(data, merged.updated_at))
             source.size = len(data)
         source.kernel_version = None
-        self.kernel.attributes(source.ino)
-        self.kernel.inode(source.ino)
+        self.lookups.kernel.attributes(source.ino)
+        self.lookups.kernel.inode(source.ino)
 
     async def promote_all(self) -> None:
         """At unmount: every tentative file becomes a document; if the database cannot
@@ -619,7 +616,7 @@ class SavePatterns:
             await self.promote_due(math.inf)
         except FsError as exc:
             log.error("promoting tentative files at unmount failed: %s", exc)
-            for ino in self.saves.tentative():
+            for ino in self.lookups.saves.tentative():
                 node = self.state.tree.inodes.get(ino)
                 buffer = self.state.buffers.get(ino)
                 if isinstance(node, FileNode) and isinstance(buffer, ScratchBuffer):

@@ -21,8 +21,8 @@ import trio
 from memfs.assembly import Opened
 from memfs.config import Settings
 from memfs.errors import CommandError
-from memfs.front_checks import is_loopback, read_private
-from memfs.serving import load_workspace, open_served
+from memfs.front_checks import read_private, refuse_exposed
+from memfs.serving import load_workspace, serve_opened
 from memfs.webdav.provider import MemoryProvider
 from memfs.webdav.sessions import Sessions
 
@@ -81,16 +81,10 @@ def serve_webdav(
 ) -> int:
     """Serve until SIGTERM or SIGINT; return a process exit code.  ``on_ready`` is told
     the port once the server listens (the one chosen, where ``listen`` asked for 0)."""
-    if not is_loopback(listen[0]) and not users:
-        raise CommandError(
-            f"--listen {listen[0]}: serving beyond this machine needs --auth FILE "
-            "(user:password lines); without it memfs listens on 127.0.0.1 only"
-        )
-    opened = open_served(settings)
-    try:
-        return trio.run(_WebDav(settings, opened, listen, users, on_ready).run)
-    finally:
-        opened.database.close()
+    refuse_exposed("--listen", listen[0], bool(users), "--auth FILE (user:password lines)")
+    return serve_opened(
+        settings, lambda opened: _WebDav(settings, opened, listen, users, on_ready).run
+    )
 
 
 @dataclass(frozen=True)

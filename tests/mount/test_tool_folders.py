@@ -64,7 +64,7 @@ def test_obsidian_vault_state_persists_and_never_becomes_memory(
         "only real notes are memory; the trashed notes left it"
     )
     assert not any("launch code" in text for text in engine.chunk_texts(sql_conn))
-    assert sorted(os.listdir(mnt)) == [".obsidian", ".trash", "kept.md"]
+    assert sorted(os.listdir(mnt)) == [".obsidian", ".trash", "kept.md"], first.log()
     search = os.listdir(mnt / ".search" / "alwaysUpdateLinks")
     assert search == [], "tool files are never searched"
     assert first.umount() == 0
@@ -81,7 +81,9 @@ def test_obsidian_vault_state_persists_and_never_becomes_memory(
     assert (again / ".trash" / "deleted note.md").read_text() == (
         "the launch code is in the drawer\n"
     )
-    assert not (again / ".obsidian" / "app.json.tmp").exists()
+    assert not (again / ".obsidian" / "app.json.tmp").exists(), (
+        f"{first.log()}\n--- the second mount:\n{second.log()}"
+    )
     assert (again / ".trash" / "old project" / "drafts" / "idea.md").read_text() == (
         "an old idea\n"
     )
