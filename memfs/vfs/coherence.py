@@ -195,6 +195,8 @@ class OtherWriters:
                 fs.apply_deletion(row.id)
             return
         if node is None:
+            if fs.saves.waits_as_left(row.id, row.path, row.updated_at):
+                return  # renamed away here; a new file, its removal or the move decides
             holder = fs.state.tree.resolve(row.path)
             if isinstance(holder, FileNode) and self._older_duplicate(holder, row):
                 # A second row for a shown path (IronClaw's NULL agent_id lets that happen):

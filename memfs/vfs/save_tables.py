@@ -294,6 +294,14 @@ class EditorSaves:
         node.origin_doc_id = node.doc_id
         self._originals[path] = node
 
+    def waits_as_left(self, doc_id: UUID, path: str, version: datetime | None) -> bool:
+        """Whether the row ``doc_id`` waits at ``path`` as this mount left it (the version it
+        showed): a read of the workspace meanwhile still finds it there, and showing it
+        again would undo this mount's own rename (a document moved into ``.trash`` came
+        back beside it until the next poll: CI, Obsidian's vault on ``ironclaw.db``)."""
+        node = self._originals.get(path)
+        return node is not None and node.origin_doc_id == doc_id and node.updated_at == version
+
     def _waiting(self, path: str) -> FileNode | None:
         """The node whose row waits at ``path``; a row shown again is released."""
         node = self._originals.get(path)
