@@ -83,10 +83,10 @@ class Merges:
     """The merge decisions of one mount (see the rules above)."""
 
     def __init__(self, lookups: Lookups) -> None:
-        #: Database access and the commit of IronClaw's write.
+        #: Database access and the commit of IronClaw's write; its ``bases`` (what each
+        #: process read or wrote) and ``cache`` (committed contents by version) hold the
+        #: bytes a merge is based on.
         self.lookups = lookups
-        #: What each process read or wrote, and the contents served lately.
-        #: Committed contents by version (a base's bytes, while it holds them).
 
     async def run_db(self, fn: Callable[..., T], *args: Any) -> T:
         """A bounded database call (``Lookups.run_db``)."""
@@ -102,9 +102,8 @@ class Merges:
         have as the saver's, and write them twice.  No SQL: only bytes at hand."""
         data = ours.encode("utf-8")
         best: tuple[int, Base] | None = None
-        for base in self.lookups.bases.served_versions(doc_id) + self.lookups.bases.candidates(
-            path, doc_id
-        ):
+        bases = self.lookups.bases
+        for base in bases.served_versions(doc_id) + bases.candidates(path, doc_id):
             got = self.bytes_of(base)
             if not got or len(got) >= len(data) or len(got) > MERGE_LIMIT:
                 continue  # the same bytes add nothing: a copy (``cp`` of a kept version)
@@ -156,11 +155,9 @@ class Merges:
         if found.data is not None or found.doc_id is None:
             return found.data
         cached = self.lookups.cache.get(found.doc_id, found.version)
-        return (
-            cached
-            if cached is not None
-            else self.lookups.bases.retained(found.doc_id, found.version)
-        )
+        if cached is not None:
+            return cached
+        return self.lookups.bases.retained(found.doc_id, found.version)
 
     async def stored_base(self, doc_id: UUID, path: str, digest: str) -> bytes | None:
         """A base whose bytes no cache holds any more, from the row or its version rows

@@ -24,9 +24,10 @@ from memfs.db.scoped import Scope
 from memfs.errors import FsError
 from memfs.kernel import RecordingNotifier
 from memfs.tree import ROOT_INODE
-from memfs.vfs import Filesystem, ToolFolders
+from memfs.vfs import Filesystem, OtherWriters, ToolFolders
 from memfs.vfs.content import DOCUMENT_MAX_BYTES
 from memfs.vfs.tool_folders import TOOL_FILE_MAX_BYTES
+from tests.model.test_feed_races import held
 
 
 @pytest.fixture
@@ -191,9 +192,6 @@ async def test_a_document_moved_into_the_trash_while_a_poll_reads_stays_out_of_m
     is on its way: the row waits until the trash has the note, and the poll, finding it
     still there, showed the note again beside the trash (CI, ``ironclaw.db``, about 1 run
     in 30 of ``test_obsidian_vault_state_persists_and_never_becomes_memory``)."""
-    from memfs.vfs import OtherWriters
-    from tests.model.test_feed_races import held
-
     fs, _ = two
     await write(fs, ROOT_INODE, "deleted note.md", b"the launch code\n")
     trash = await fs.mkdir(ROOT_INODE, ".trash", 0o755)
