@@ -32,6 +32,20 @@ SCHEMA_LOCK_KEY = 0x6D656D6673
 #: Version of the objects in the ``memfs`` schema.
 MEMFS_SCHEMA_VERSION = 8
 
+
+def _trigger_once(name: str, table: str, events: str, action: str) -> str:
+    """DDL creating trigger ``name`` on ``table`` unless it is there (``CREATE OR REPLACE
+    TRIGGER`` needs PostgreSQL 14, and IronClaw's databases may be older)."""
+    return f"""DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = '{name}'
+                   AND tgrelid = '{table}'::regclass) THEN
+        CREATE TRIGGER {name} {events} ON {table} {action};
+    END IF;
+END $$;
+"""
+
+
 IRONCLAW_TABLES_DDL = r"""
 CREATE EXTENSION IF NOT EXISTS vector;
 
@@ -136,7 +150,8 @@ LANGUAGE sql STABLE AS $$
 $$;
 """
 
-MEMFS_SCHEMA_DDL = r"""
+MEMFS_SCHEMA_DDL = (
+    r"""
 CREATE SCHEMA IF NOT EXISTS memfs;
 CREATE TABLE IF NOT EXISTS memfs.meta (
     key TEXT PRIMARY KEY,
@@ -201,14 +216,14 @@ BEGIN
     PERFORM pg_notify('memfs_changes', '{"op": "TOOLS"}');
     RETURN NULL;
 END $$;
-DO $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'memfs_notify_tools'
-                   AND tgrelid = 'memfs.tool_files'::regclass) THEN
-        CREATE TRIGGER memfs_notify_tools AFTER INSERT OR UPDATE OR DELETE ON memfs.tool_files
-            FOR EACH STATEMENT EXECUTE FUNCTION memfs.notify_tools();
-    END IF;
-END $$;
+"""
+    + _trigger_once(
+        "memfs_notify_tools",
+        "memfs.tool_files",
+        "AFTER INSERT OR UPDATE OR DELETE",
+        "FOR EACH STATEMENT EXECUTE FUNCTION memfs.notify_tools()",
+    )
+    + r"""
 -- Documents deleted from memory, kept with their versions for `memfs undelete` and `.at/`
 -- (schema 6): what a mount deletes (in the deleting transaction), and with memfs's trigger
 -- what SQL deletes.  ``workspace`` names the workspace as in memfs.tool_files; ``versions``
@@ -309,6 +324,7 @@ BEGIN
     END IF;
 END $$;
 """
+)
 
 
 #: Channel the change-feed trigger notifies on.
@@ -367,27 +383,13 @@ BEGIN
     RETURN NEW;
 END;
 $$;
-DO $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'memfs_keep_deleted'
-                   AND tgrelid = 'memory_documents'::regclass) THEN
-        CREATE TRIGGER memfs_keep_deleted
-            BEFORE DELETE OR UPDATE OF path ON memory_documents
-            FOR EACH ROW EXECUTE FUNCTION memfs.keep_deleted();
-    END IF;
-END;
-$$;
-DO $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'memfs_notify_change'
-                   AND tgrelid = 'memory_documents'::regclass) THEN
-        CREATE TRIGGER memfs_notify_change
-            AFTER INSERT OR UPDATE OR DELETE ON memory_documents
-            FOR EACH ROW EXECUTE FUNCTION memfs.notify_change();
-    END IF;
-END;
-$$;
-"""
+""" + _trigger_once(
+    "memfs_keep_deleted", "memory_documents",
+    "BEFORE DELETE OR UPDATE OF path", "FOR EACH ROW EXECUTE FUNCTION memfs.keep_deleted()",
+) + _trigger_once(
+    "memfs_notify_change", "memory_documents",
+    "AFTER INSERT OR UPDATE OR DELETE", "FOR EACH ROW EXECUTE FUNCTION memfs.notify_change()",
+)  # fmt: skip
 
 
 def install_change_feed(conn: psycopg.Connection[tuple[object, ...]]) -> None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import errno
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import trio
 
@@ -47,7 +47,7 @@ from memfs.vfs.hooks import Done, OperationHook, ToolFolderHook
 from memfs.vfs.listings import Listings
 from memfs.vfs.maintenance import Maintenance
 from memfs.vfs.merging import Merges
-from memfs.vfs.namespace import Names
+from memfs.vfs.namespace import Names, RenameFlags
 from memfs.vfs.prompt_file import PromptFile
 from memfs.vfs.recent_dir import RecentTree
 from memfs.vfs.replacing import Replacements
@@ -310,23 +310,18 @@ class Filesystem:
         await self.names.rmdir(parent_ino, name)
         await self._heard(Done("rmdir"))
 
-    async def rename(  # noqa: PLR0913 - rename(2): four names, its flags and the caller
+    async def rename(
         self,
         old_parent_ino: int,
         old_name: str,
         new_parent_ino: int,
         new_name: str,
-        *,
-        noreplace: bool = False,
-        exchange: bool = False,
-        pid: int = 0,
+        **flags: Unpack[RenameFlags],
     ) -> None:
+        """rename(2) as ``Names.rename`` makes it, then told to the hooks."""
         source = None
         if self.hooks:
             source = self.lookups.attached_dir(old_parent_ino).children.get(old_name)
         document = isinstance(source, FileNode) and not source.scratch and source.doc_id is not None
-        await self.names.rename(
-            old_parent_ino, old_name, new_parent_ino, new_name,
-            noreplace=noreplace, exchange=exchange, pid=pid,
-        )  # fmt: skip
+        await self.names.rename(old_parent_ino, old_name, new_parent_ino, new_name, **flags)
         await self._heard(Done("rename", source, was_document=document))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import os
 from dataclasses import dataclass
+from typing import TypedDict
 
 from memfs.buffers import FileBuffer, ScratchBuffer
 from memfs.db.deferred import Change, Delete, DropDir, KeepDir, MoveDir
@@ -31,7 +32,13 @@ from memfs.vfs.content import Contents
 from memfs.vfs.replacing import Replacements
 from memfs.vfs.saves import SavePatterns
 
-#: How emacs names the lock file of ``x`` it edits (a symbolic link).
+
+class RenameFlags(TypedDict, total=False):
+    """rename(2)'s flags and the renaming process, as the fronts pass them on."""
+
+    noreplace: bool
+    exchange: bool
+    pid: int
 
 
 @dataclass(frozen=True)

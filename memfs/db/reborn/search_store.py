@@ -25,13 +25,7 @@ from psycopg import sql
 from memfs.db.capabilities import RankedRow
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.scoped import Pool
-from memfs.ironclaw.fts_names import (
-    FTS_SPEC_KEYS,
-    FTS_SPEC_KIND,
-    FTS_SPEC_NAME,
-    scope_like_pattern,
-    sql_index_name,
-)
+from memfs.ironclaw import fts_names as fts
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +57,7 @@ class RebornSearchStore:
     ) -> None:
         self.pool = pool
         self.scope = scope
-        self.index_name = sql_index_name(scope.prefix, FTS_SPEC_NAME)
+        self.index_name = fts.sql_index_name(scope.prefix, fts.FTS_SPEC_NAME)
         #: Opens the session the index is built on (None: this mount makes no index).
         self._index_session = index_session
         #: The thread making the scope's index, once started (one per store).
@@ -79,8 +73,8 @@ class RebornSearchStore:
         with self.pool.connection() as conn:
             rows = conn.execute(
                 CANDIDATES,
-                {"q": query, "p": self.scope.prefix, "like": scope_like_pattern(self.scope.prefix),
-                 "limit": candidates},
+                {"q": query, "p": self.scope.prefix,
+                 "like": fts.scope_like_pattern(self.scope.prefix), "limit": candidates},
             ).fetchall()  # fmt: skip
         return [RankedRow(i, *row) for i, row in enumerate(rows, 1)]
 
@@ -121,10 +115,10 @@ class RebornSearchStore:
             conn.execute(
                 "INSERT INTO root_filesystem_index_specs (prefix, name, keys, kind) "
                 "VALUES (%s, %s, %s::jsonb, %s) ON CONFLICT DO NOTHING",
-                (prefix, FTS_SPEC_NAME, FTS_SPEC_KEYS, FTS_SPEC_KIND),
+                (prefix, fts.FTS_SPEC_NAME, fts.FTS_SPEC_KEYS, fts.FTS_SPEC_KIND),
             )
             spec = self._spec(conn)
-        if spec != (True, FTS_SPEC_KIND):
+        if spec != (True, fts.FTS_SPEC_KIND):
             log.warning("this scope's full-text spec is not IronClaw's (%s): no index made",
                         spec)  # fmt: skip
             return
@@ -147,7 +141,9 @@ class RebornSearchStore:
                 "CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON root_filesystem_entries "
                 "USING gin ((" + _TSV + ")) WHERE (path = {} OR path LIKE {} ESCAPE '!')"
             ).format(
-                sql.Identifier(name), sql.Literal(prefix), sql.Literal(scope_like_pattern(prefix))
+                sql.Identifier(name),
+                sql.Literal(prefix),
+                sql.Literal(fts.scope_like_pattern(prefix)),
             )
         )
         log.info("made this scope's full-text index %s", name)
@@ -157,6 +153,6 @@ class RebornSearchStore:
         row = conn.execute(
             "SELECT keys = %s::jsonb, kind FROM root_filesystem_index_specs "
             "WHERE prefix = %s AND name = %s",
-            (FTS_SPEC_KEYS, self.scope.prefix, FTS_SPEC_NAME),
+            (fts.FTS_SPEC_KEYS, self.scope.prefix, fts.FTS_SPEC_NAME),
         ).fetchone()
         return None if row is None else (bool(row[0]), str(row[1]))

@@ -26,13 +26,7 @@ from memfs.db.libsql.connection import LibsqlFile, blob
 from memfs.db.libsql.row_times import TABLE, parse_time
 from memfs.db.reborn.layout import RebornScope
 from memfs.errors import FsError
-from memfs.ironclaw.fts_names import (
-    FTS_SPEC_KEYS,
-    FTS_SPEC_KIND,
-    FTS_SPEC_NAME,
-    scope_like_pattern,
-    sql_index_name,
-)
+from memfs.ironclaw import fts_names as fts
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +136,7 @@ class LibsqlSearchStore:
         self.file = file
         self.scope = scope
         self.read_only = read_only
-        self.name = sql_index_name(scope.prefix, FTS_SPEC_NAME)
+        self.name = fts.sql_index_name(scope.prefix, fts.FTS_SPEC_NAME)
         #: Where the making of the scope's index stands, between searches (None: not
         #: begun by this mount, or done); one search at a time continues it.
         self._backfill: Backfill | None = None
@@ -174,10 +168,10 @@ class LibsqlSearchStore:
         does if not (and the mount may write)."""
         found = self.file.read(lambda c: c.execute(
             "SELECT keys, kind FROM root_filesystem_index_specs WHERE prefix = ? AND name = ?",
-            (self.scope.prefix, FTS_SPEC_NAME),
+            (self.scope.prefix, fts.FTS_SPEC_NAME),
         ).fetchone())  # fmt: skip
         if found is not None:
-            return tuple(found) == (FTS_SPEC_KEYS, FTS_SPEC_KIND)
+            return tuple(found) == (fts.FTS_SPEC_KEYS, fts.FTS_SPEC_KIND)
         if self.read_only:
             log.info("no full-text index of this scope yet (IronClaw makes it on its first "
                      "search); a read-only mount makes none: no results")  # fmt: skip
@@ -238,12 +232,12 @@ class LibsqlSearchStore:
         conn.execute(
             "INSERT INTO root_filesystem_index_specs (prefix, name, keys, kind) VALUES "
             "(?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            (self.scope.prefix, FTS_SPEC_NAME, FTS_SPEC_KEYS, FTS_SPEC_KIND),
+            (self.scope.prefix, fts.FTS_SPEC_NAME, fts.FTS_SPEC_KEYS, fts.FTS_SPEC_KIND),
         )
 
     def _table_and_triggers(self, conn: Any) -> Backfill:
         scope, name = self.scope.prefix, self.name
-        like = scope_like_pattern(scope).replace("%", "%%")
+        like = fts.scope_like_pattern(scope).replace("%", "%%")
         when = f"(%s.path = '{scope}' OR %s.path LIKE '{like}' ESCAPE '!')"
         insert = (f"INSERT INTO {name}_fts(path, content) VALUES (new.path, "
                   "COALESCE(json_extract(new.indexed, '$.content'), ''))")  # fmt: skip
