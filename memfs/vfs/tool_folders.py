@@ -61,9 +61,12 @@ class ToolHost(Protocol):
 def _touched(
     now: dict[str, tuple[Node, Signature]], looked: dict[str, tuple[Node, Signature]], path: str
 ) -> bool:
-    """Whether ``path`` was opened, changed or removed here since ``looked`` was taken."""
-    found = now.get(path)
-    if found is None or found[1] != looked[path][1]:
+    """Whether ``path`` was made, opened, changed or removed here since ``looked`` was
+    taken."""
+    before, found = looked.get(path), now.get(path)
+    if before is None or found is None:
+        return before is not found
+    if found[1] != before[1]:
         return True
     node = found[0]
     return isinstance(node, FileNode) and node.open_count > 0
@@ -185,8 +188,9 @@ class ToolFolders:
                     if self.persisted.get(path) != signature
                 }
                 upserts = self._files(fs, changed)
-                removed = [path for path in removed if path not in clashes]
-                await self.calls(self.store.apply, upserts, [])
+                # A removal made here stands once theirs is kept beside it: the name goes,
+                # their bytes do not (left in the table, the row came back at every look).
+                await self.calls(self.store.apply, upserts, [p for p in removed if p in clashes])
             for path in removed:
                 del self.persisted[path]
                 self.remote.pop(path, None)
@@ -238,8 +242,11 @@ class ToolFolders:
         if fingerprint == self.seen and not self.pending:
             return 0
         async with self.lock:
-            digests = await self.calls(self.store.digests)
+            # Looked at before the table is read: what this mount makes, renames or
+            # removes while the read is on its way is its own change, not the other
+            # mount's (a temporary renamed away then is not taken back in).
             current = self._current(fs)
+            digests = await self.calls(self.store.digests)
 
             busy: set[str] = set()  # open when looked at: looked at again once closed
 
@@ -263,9 +270,7 @@ class ToolFolders:
                 # Opened or changed here while this waited for the contents: left, as a
                 # path open at the look is (its next write keeps theirs beside it).
                 now = self._current(fs)
-                moved_here = {
-                    p for p in arrived + gone if p in current and _touched(now, current, p)
-                }
+                moved_here = {p for p in arrived + gone if _touched(now, current, p)}
                 busy |= moved_here
                 left += [p for p in arrived + gone if p in moved_here]
                 arrived = [p for p in arrived if p not in moved_here]

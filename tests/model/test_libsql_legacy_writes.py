@@ -27,6 +27,7 @@ import pytest
 
 from memfs.config import Settings
 from memfs.db import open_libsql
+from memfs.db.capabilities import ToolFile
 from memfs.db.interface import FileAttrs
 from memfs.db.legacy.libsql.writes import LegacyLibsqlWriter
 from memfs.db.libsql.database import LibsqlDatabase
@@ -393,6 +394,27 @@ def test_renames_refused_or_over_another_and_attributes(file: Path, workspace: W
     assert again is not None and again.doc_id == memory.id
     assert rows(file, "SELECT path, content FROM memory_documents ORDER BY path") == [
         ("MEMORY.md", "a\n")]  # fmt: skip
+
+
+def test_a_nanosecond_time_is_kept_to_the_nanosecond(workspace: Workspace) -> None:
+    """The libsql package binds a Python int beyond 32 bits as a REAL: through the engine
+    process a file's mtime came back rounded to 256 ns, so every tool file this mount
+    wrote looked changed by another mount at the next poll, and one renamed away while
+    that poll read was brought back (``test_obsidian_vault_state_persists_and_never_
+    becomes_memory[libsql-legacy]``, a leftover ``app.json.tmp``, about 1 run in 20)."""
+    store = store_of(workspace)
+    (memory,) = store.load_documents()
+    mtime = 1_796_641_636_632_431_763  # 2026-12-07, to the nanosecond
+    assert store.set_attrs(memory.id, FileAttrs(mode=0o640, mtime_ns=mtime))
+    (shown,) = store.load_documents()
+    assert shown.attrs == FileAttrs(mode=0o640, mtime_ns=mtime)
+    tools = workspace.tool_files
+    tools.apply([ToolFile(".obsidian/app.json", False, b"{}", 0o644, mtime)], [])
+    assert tools.digests()[".obsidian/app.json"][2] == mtime
+    assert tools.load()[0].mtime_ns == mtime
+    written = store.commit_document(Write(None, "b.md", "b\n"), FileAttrs(mtime_ns=mtime + 1))
+    assert {r.path: r.attrs.mtime_ns for r in store.load_documents()}["b.md"] == mtime + 1
+    assert written.doc_id is not None
 
 
 def test_a_file_without_versions_keeps_a_conflict_copy(tmp_path: Path) -> None:

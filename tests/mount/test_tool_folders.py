@@ -98,8 +98,9 @@ def test_obsidian_vault_state_persists_and_never_becomes_memory(
     assert engine.contents(sql_conn)["restored.md"] == "the launch code is in the drawer\n"
     assert second.umount() == 0
     third: Mount = mount_factory(engine.mount_url(database_url), name="third")
-    assert sorted(os.listdir(third.path() / ".trash")) == ["old project"]
-    assert sorted(os.listdir(third.path() / ".obsidian")) == ["app.json", "plugins"]
+    logs = f"{first.log()}\n--- the second mount:\n{second.log()}\n--- the third:\n{third.log()}"
+    assert sorted(os.listdir(third.path() / ".trash")) == ["old project"], logs
+    assert sorted(os.listdir(third.path() / ".obsidian")) == ["app.json", "plugins"], logs
     kept = engine.tool_file_paths(sql_conn)
     assert kept == [".obsidian", ".obsidian/app.json", ".obsidian/plugins",
                     ".obsidian/plugins/calendar", ".obsidian/plugins/calendar/data.bin",

@@ -5,6 +5,11 @@ script, ``python engine_child.py FILE OPTIONS_JSON``, and imports nothing of mem
 Messages are pickles behind a 4-byte length; the child's first one says it is ready.
 libSQL raises ``ValueError`` for every SQLite error: the answer carries its kind (a lock,
 a refused row, anything else) for the parent to raise as stdlib ``sqlite3``'s.
+
+The ``libsql`` package (0.1.11) binds a Python int beyond 32 bits as a REAL: a file's
+mtime in nanoseconds came back rounded to 256 ns, and 2**53 + 1 as 2**53.  Such an int
+is sent as its decimal text instead, which SQLite's INTEGER affinity stores as the exact
+integer and compares as one; memfs binds these only into INTEGER columns or against them.
 """
 
 from __future__ import annotations
@@ -41,6 +46,14 @@ def receive(stream: IO[bytes]) -> Any:
     return pickle.loads(_read_exact(stream, size))
 
 
+_INT32 = range(-(2**31), 2**31)
+
+
+def bindable(params: Sequence[Any]) -> tuple[Any, ...]:
+    """``params`` as libSQL binds them exactly (see the module docstring)."""
+    return tuple(str(v) if type(v) is int and v not in _INT32 else v for v in params)
+
+
 def _kind(message: str) -> str:
     """libSQL raises ``ValueError`` for every SQLite error: its kind from the message."""
     text = message.lower()
@@ -72,10 +85,10 @@ def serve(path: str, options: Mapping[str, Any], inp: IO[bytes], out: IO[bytes])
             if op == "many":
                 rowcount = 0
                 for one in params:
-                    rowcount += max(conn.execute(sql, tuple(one)).rowcount, 0)
+                    rowcount += max(conn.execute(sql, bindable(one)).rowcount, 0)
                 send(out, ("ok", [], rowcount))
                 continue
-            cursor = conn.execute(sql, tuple(params))
+            cursor = conn.execute(sql, bindable(params))
             rows = [tuple(r) for r in cursor.fetchall()] if cursor.description else []
             send(out, ("ok", rows, cursor.rowcount))
         except ValueError as exc:
