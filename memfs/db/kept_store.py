@@ -12,7 +12,7 @@ from typing import Any
 
 from memfs.db.capabilities import Deletion, EmptySpell, KeptDocument, Move, SaverCopy
 from memfs.db.interface import PastVersion
-from memfs.db.scoped import Pool
+from memfs.db.scoped import Pool, fetch_all
 
 _DELETION = "id, path, created_at, updated_at, deleted_at, deleted_by, octet_length(content)"
 
@@ -60,12 +60,12 @@ class KeptStore:
         return started
 
     def deletions(self, path: str | None = None) -> list[Deletion]:
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                f"SELECT {_DELETION} FROM memfs.deleted_documents WHERE workspace = %(w)s "
-                "AND (%(p)s::text IS NULL OR path = %(p)s) ORDER BY deleted_at, id",
-                {"w": self.workspace, "p": path},
-            ).fetchall()
+        rows = fetch_all(
+            self.pool,
+            f"SELECT {_DELETION} FROM memfs.deleted_documents WHERE workspace = %(w)s "
+            "AND (%(p)s::text IS NULL OR path = %(p)s) ORDER BY deleted_at, id",
+            {"w": self.workspace, "p": path},
+        )
         return [_deletion(row) for row in rows]
 
     def kept_document(self, deletion_id: int) -> KeptDocument | None:
@@ -87,22 +87,22 @@ class KeptStore:
             )
 
     def moves(self, after: datetime) -> list[Move]:
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT old_path, new_path, folder, moved_at FROM memfs.path_history "
-                "WHERE workspace = %s AND moved_at > %s ORDER BY moved_at, id",
-                (self.workspace, after),
-            ).fetchall()
+        rows = fetch_all(
+            self.pool,
+            "SELECT old_path, new_path, folder, moved_at FROM memfs.path_history "
+            "WHERE workspace = %s AND moved_at > %s ORDER BY moved_at, id",
+            (self.workspace, after),
+        )
         return [Move(*row) for row in rows]
 
     def empty_spells(self, at: datetime) -> list[EmptySpell]:
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT path, emptied_at, filled_at FROM memfs.empty_spells "
-                "WHERE workspace = %s AND filled_at > %s AND emptied_at <= %s "
-                "ORDER BY filled_at, id",
-                (self.workspace, at, at),
-            ).fetchall()
+        rows = fetch_all(
+            self.pool,
+            "SELECT path, emptied_at, filled_at FROM memfs.empty_spells "
+            "WHERE workspace = %s AND filled_at > %s AND emptied_at <= %s "
+            "ORDER BY filled_at, id",
+            (self.workspace, at, at),
+        )
         return [EmptySpell(*row) for row in rows]
 
     def keep_saver_copy(self, path: str, data: bytes, reason: str) -> None:
@@ -114,13 +114,13 @@ class KeptStore:
             )
 
     def saver_copies(self, path: str) -> list[SaverCopy]:
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT id, path, kept_at, reason, octet_length(content) "
-                "FROM memfs.saver_copies WHERE workspace = %s AND path = %s "
-                "ORDER BY kept_at, id",
-                (self.workspace, path),
-            ).fetchall()
+        rows = fetch_all(
+            self.pool,
+            "SELECT id, path, kept_at, reason, octet_length(content) "
+            "FROM memfs.saver_copies WHERE workspace = %s AND path = %s "
+            "ORDER BY kept_at, id",
+            (self.workspace, path),
+        )
         return [SaverCopy(int(r[0]), r[1], r[2], r[3], int(r[4])) for r in rows]
 
     def saver_copy(self, copy_id: int) -> bytes | None:

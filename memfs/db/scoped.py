@@ -9,7 +9,7 @@ every store carries the predicate, so no name or id reaches another user's rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, LiteralString
 from uuid import UUID
 
 import psycopg
@@ -63,6 +63,14 @@ def folder_config_paths(path: str) -> list[str]:
     candidates = ["/".join([*parts[:i], ".config"]) for i in range(len(parts), 0, -1)]
     candidates.append(".config")
     return candidates
+
+
+def fetch_all(
+    pool: Pool, sql: LiteralString, params: Any = None, *, binary: bool = False
+) -> list[tuple[Any, ...]]:
+    """The rows of one statement, on a connection of ``pool`` held for that statement."""
+    with pool.connection() as conn:
+        return conn.execute(sql, params, binary=binary).fetchall()
 
 
 def count(cur: Cursor) -> int:

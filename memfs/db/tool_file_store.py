@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memfs.db.capabilities import ToolFile
-from memfs.db.scoped import Conn, Pool
+from memfs.db.scoped import Conn, Pool, fetch_all
 
 
 class ToolFileStore:
@@ -18,13 +18,13 @@ class ToolFileStore:
 
     def load(self) -> list[ToolFile]:
         """Every tool file and folder, parents before children."""
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT path, is_dir, content, mode, mtime_ns FROM memfs.tool_files "
-                "WHERE workspace = %s ORDER BY path",
-                (self.workspace,),
-                binary=True,
-            ).fetchall()
+        rows = fetch_all(
+            self.pool,
+            "SELECT path, is_dir, content, mode, mtime_ns FROM memfs.tool_files "
+            "WHERE workspace = %s ORDER BY path",
+            (self.workspace,),
+            binary=True,
+        )
         return [ToolFile(p, d, bytes(c), m, t) for p, d, c, m, t in rows]
 
     def fingerprint(self) -> tuple[int, object]:
@@ -42,22 +42,21 @@ class ToolFileStore:
 
     def digests(self) -> dict[str, tuple[bool, int, int, str]]:
         """Path -> (is a folder, mode, mtime, MD5 of the content), without the contents."""
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT path, is_dir, mode, mtime_ns, md5(content) FROM memfs.tool_files "
-                "WHERE workspace = %s ORDER BY path",
-                (self.workspace,),
-            ).fetchall()
+        rows = fetch_all(
+            self.pool,
+            "SELECT path, is_dir, mode, mtime_ns, md5(content) FROM memfs.tool_files "
+            "WHERE workspace = %s ORDER BY path",
+            (self.workspace,),
+        )
         return {path: (d, m, t, h) for path, d, m, t, h in rows}
 
     def contents(self, paths: Sequence[str]) -> dict[str, bytes]:
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT path, content FROM memfs.tool_files WHERE workspace = %s "
-                "AND path = ANY(%s)",
-                (self.workspace, list(paths)),
-                binary=True,
-            ).fetchall()
+        rows = fetch_all(
+            self.pool,
+            "SELECT path, content FROM memfs.tool_files WHERE workspace = %s AND path = ANY(%s)",
+            (self.workspace, list(paths)),
+            binary=True,
+        )
         return {path: bytes(content) for path, content in rows}
 
     def apply_checked(

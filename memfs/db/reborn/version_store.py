@@ -9,7 +9,7 @@ from datetime import datetime
 
 from memfs.db.interface import AsOf, VersionInfo
 from memfs.db.reborn.layout import RebornScope
-from memfs.db.scoped import Pool
+from memfs.db.scoped import Pool, fetch_all
 
 _TABLE = "root_filesystem_entries"
 _UNDER = "(path >= %(p)s || '/' AND path < %(p)s || '0') AND kind = 'memory_document_version'"
@@ -25,14 +25,14 @@ class RebornVersionStore:
         self.scope = scope
 
     def versions(self, path: str) -> list[VersionInfo]:
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT (indexed ->> 'version')::bigint, created_at, "
-                "  convert_from(contents, 'UTF8')::jsonb ->> 'changed_by', "
-                "  octet_length(convert_to(convert_from(contents, 'UTF8')::jsonb ->> 'content', "
-                f"    'UTF8')) FROM {_TABLE} WHERE {_UNDER} ORDER BY 1",
-                {"p": self.scope.row(path) + ".versions"},
-            ).fetchall()
+        rows = fetch_all(
+            self.pool,
+            "SELECT (indexed ->> 'version')::bigint, created_at, "
+            "  convert_from(contents, 'UTF8')::jsonb ->> 'changed_by', "
+            "  octet_length(convert_to(convert_from(contents, 'UTF8')::jsonb ->> 'content', "
+            f"    'UTF8')) FROM {_TABLE} WHERE {_UNDER} ORDER BY 1",
+            {"p": self.scope.row(path) + ".versions"},
+        )
         return [VersionInfo(int(n), at, who, int(size or 0)) for n, at, who, size in rows]
 
     def version_content(self, path: str, number: int) -> bytes | None:

@@ -7,7 +7,7 @@ from uuid import UUID
 
 from pgvector import Vector
 
-from memfs.db.scoped import DOC_SCOPE, ScopedStore
+from memfs.db.scoped import DOC_SCOPE, ScopedStore, fetch_all
 
 
 class EmbeddingStore(ScopedStore):
@@ -25,20 +25,20 @@ class EmbeddingStore(ScopedStore):
         only = "AND c.document_id = ANY(%(docs)s) " if document_ids is not None else ""
         if exclude:
             only += "AND NOT (c.id = ANY(%(exclude)s)) "
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT c.id, c.content FROM memory_chunks c "
-                "JOIN memory_documents d ON d.id = c.document_id "
-                f"WHERE {DOC_SCOPE} "
-                f"  AND c.embedding IS NULL AND octet_length(c.content) <= %(max)s {only}"
-                "ORDER BY c.document_id, c.chunk_index LIMIT %(limit)s",
-                self._params(
-                    docs=list(document_ids or []),
-                    limit=limit,
-                    max=max_bytes,
-                    exclude=list(exclude),
-                ),
-            ).fetchall()
+        rows = fetch_all(
+            self.pool,
+            "SELECT c.id, c.content FROM memory_chunks c "
+            "JOIN memory_documents d ON d.id = c.document_id "
+            f"WHERE {DOC_SCOPE} "
+            f"  AND c.embedding IS NULL AND octet_length(c.content) <= %(max)s {only}"
+            "ORDER BY c.document_id, c.chunk_index LIMIT %(limit)s",
+            self._params(
+                docs=list(document_ids or []),
+                limit=limit,
+                max=max_bytes,
+                exclude=list(exclude),
+            ),
+        )
         return [(r[0], r[1]) for r in rows]
 
     def write_embeddings(self, items: Sequence[tuple[UUID, str, Vector]]) -> int:
@@ -59,14 +59,14 @@ class EmbeddingStore(ScopedStore):
 
     def embedding_dimensions(self) -> list[int]:
         """The embedding dimensions already present in the workspace."""
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT DISTINCT vector_dims(c.embedding) FROM memory_chunks c "
-                "JOIN memory_documents d ON d.id = c.document_id "
-                f"WHERE {DOC_SCOPE} "
-                "  AND c.embedding IS NOT NULL ORDER BY 1",
-                self._params(),
-            ).fetchall()
+        rows = fetch_all(
+            self.pool,
+            "SELECT DISTINCT vector_dims(c.embedding) FROM memory_chunks c "
+            "JOIN memory_documents d ON d.id = c.document_id "
+            f"WHERE {DOC_SCOPE} "
+            "  AND c.embedding IS NOT NULL ORDER BY 1",
+            self._params(),
+        )
         return [int(r[0]) for r in rows]
 
     def count_chunks(self) -> tuple[int, int]:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from memfs.db.interface import DocumentHistory, PastVersion
-from memfs.db.scoped import SCOPE, ScopedStore
+from memfs.db.scoped import SCOPE, ScopedStore, fetch_all
 
 #: Documents read per round trip (their versions come in one more).
 BATCH = 200
@@ -32,10 +32,9 @@ class HistoryStore(ScopedStore):
 
     def paths(self) -> list[str]:
         """Every document's path (a duplicated path once), without contents."""
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                f"SELECT DISTINCT path FROM memory_documents WHERE {SCOPE}", self._params()
-            ).fetchall()
+        rows = fetch_all(
+            self.pool, f"SELECT DISTINCT path FROM memory_documents WHERE {SCOPE}", self._params()
+        )
         return [r[0] for r in rows]
 
     def histories(self, batch: int = BATCH) -> Iterator[DocumentHistory]:

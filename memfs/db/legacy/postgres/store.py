@@ -63,6 +63,7 @@ from memfs.db.scoped import (
     Pool,
     Scope,
     ScopedStore,
+    fetch_all,
     folder_config_paths,
 )
 from memfs.errors import WriteRefused
@@ -323,11 +324,11 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
 
     def load_directories(self) -> list[str]:
         """Directories memfs keeps for this scope (made by mkdir or emptied by a mount)."""
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                f"SELECT path FROM memfs.directories WHERE {SCOPE} ORDER BY path",
-                self._params(),
-            ).fetchall()
+        rows = fetch_all(
+            self.pool,
+            f"SELECT path FROM memfs.directories WHERE {SCOPE} ORDER BY path",
+            self._params(),
+        )
         return sorted(self.deferred.directories({r[0] for r in rows}))
 
     def find_document(self, path: str) -> StoredDocument | None:
@@ -379,15 +380,15 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         is read is remembered for one-round-trip saves of these documents.
         """
         configs = folder_config_paths(near) if near is not None else []
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT d.id, convert_to(d.content, 'UTF8'), d.updated_at, d.path, "
-                "  d.metadata, md5(d.metadata::text), f.metadata, md5(f.metadata::text) "
-                f"FROM memory_documents d {FOLDER_JOIN} "
-                f"WHERE d.id = ANY(%(ids)s) AND {DOC_SCOPE}",
-                self._params(ids=list(doc_ids), configs=configs),
-                binary=True,
-            ).fetchall()
+        rows = fetch_all(
+            self.pool,
+            "SELECT d.id, convert_to(d.content, 'UTF8'), d.updated_at, d.path, "
+            "  d.metadata, md5(d.metadata::text), f.metadata, md5(f.metadata::text) "
+            f"FROM memory_documents d {FOLDER_JOIN} "
+            f"WHERE d.id = ANY(%(ids)s) AND {DOC_SCOPE}",
+            self._params(ids=list(doc_ids), configs=configs),
+            binary=True,
+        )
         found = {}
         for doc_id, data, updated_at, path, own, own_md5, folder, folder_md5 in rows:
             found[doc_id] = Content(bytes(data), updated_at)

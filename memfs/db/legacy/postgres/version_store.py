@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from memfs.db.interface import AsOf, VersionInfo
-from memfs.db.scoped import DOC_SCOPE, Pool, Scope, ScopedStore
+from memfs.db.scoped import DOC_SCOPE, Pool, Scope, ScopedStore, fetch_all
 
 
 class LegacyVersionStore(ScopedStore):
@@ -26,13 +26,13 @@ class LegacyVersionStore(ScopedStore):
     def versions(self, path: str) -> list[VersionInfo]:
         if not self.available:
             return []
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT version, created_at, changed_by, octet_length(content) "
-                f"FROM memory_document_versions WHERE document_id = {self._DOCUMENT} "
-                "ORDER BY version",
-                self._params(path=path),
-            ).fetchall()
+        rows = fetch_all(
+            self.pool,
+            "SELECT version, created_at, changed_by, octet_length(content) "
+            f"FROM memory_document_versions WHERE document_id = {self._DOCUMENT} "
+            "ORDER BY version",
+            self._params(path=path),
+        )
         return [VersionInfo(*row) for row in rows]
 
     def version_content(self, path: str, number: int) -> bytes | None:

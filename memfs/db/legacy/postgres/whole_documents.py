@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from uuid import UUID
 
 from memfs.db.interface import ExportRow, StoredDocument
-from memfs.db.scoped import ATTRS_JOIN, DOC_SCOPE, SCOPE, ScopedStore
+from memfs.db.scoped import ATTRS_JOIN, DOC_SCOPE, SCOPE, ScopedStore, fetch_all
 
 __all__ = ["ExportRow", "StoredDocument", "WholeDocumentStore"]
 
@@ -28,24 +28,24 @@ class WholeDocumentStore(ScopedStore):
 
     def export_rows(self) -> list[ExportRow]:
         """Every document with its content, by path (a duplicated path: newest first)."""
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT d.path, d.content, d.updated_at, a.mtime_ns, d.id "
-                f"FROM memory_documents d {ATTRS_JOIN} "
-                f"WHERE {DOC_SCOPE} "
-                "ORDER BY d.path, d.updated_at DESC",
-                self._params(),
-            ).fetchall()
+        rows = fetch_all(
+            self.pool,
+            "SELECT d.path, d.content, d.updated_at, a.mtime_ns, d.id "
+            f"FROM memory_documents d {ATTRS_JOIN} "
+            f"WHERE {DOC_SCOPE} "
+            "ORDER BY d.path, d.updated_at DESC",
+            self._params(),
+        )
         return [ExportRow(*row) for row in rows]
 
     def document_ids(self, paths: Sequence[str] | None = None) -> list[tuple[UUID, str]]:
         """(id, path) of every document, or of those at ``paths``, by path."""
         only = "AND path = ANY(%(paths)s) " if paths is not None else ""
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                f"SELECT id, path FROM memory_documents WHERE {SCOPE} {only}ORDER BY path",
-                self._params(paths=list(paths or [])),
-            ).fetchall()
+        rows = fetch_all(
+            self.pool,
+            f"SELECT id, path FROM memory_documents WHERE {SCOPE} {only}ORDER BY path",
+            self._params(paths=list(paths or [])),
+        )
         return [(r[0], r[1]) for r in rows]
 
     def count_documents(self) -> int:
