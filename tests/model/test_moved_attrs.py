@@ -78,3 +78,25 @@ def test_a_folder_move_is_not_an_edit(store: DocumentStore) -> None:
     assert rows["b/chmodded.md"].attrs == own
     assert rows["b/plain.md"].attrs == FileAttrs(None, to_ns(before["a/plain.md"].updated_at))
     assert rows["b/plain.md"].updated_at != before["a/plain.md"].updated_at  # IronClaw's rule
+
+
+def test_times_are_kept_to_the_nanosecond_through_saves_renames_and_moves(
+    store: DocumentStore,
+) -> None:
+    """What ``cp -a``, ``rsync -t`` and ``touch`` set is a time to the nanosecond, beyond
+    32 bits, where a driver that binds such an int as a REAL rounds it to 256 ns (the
+    libsql package does: tool files written through IronClaw's libSQL engine came back
+    so, ``test_libsql_legacy_writes``).  The tests above use small times (10**9), which
+    no rounding shows."""
+    now = 1_796_641_636_632_431_763
+    first = store.commit_document(Write(None, "a/x.md", "x\n"), FileAttrs(0o640, now))
+    second = store.commit_document(Write(None, "y.md", "y\n"), FileAttrs(None, now + 1))
+    assert {r.path: r.attrs for r in store.load_documents()} == {
+        "a/x.md": FileAttrs(0o640, now), "y.md": FileAttrs(None, now + 1)}  # fmt: skip
+    assert store.set_attrs(second.doc_id, FileAttrs(0o600, now + 2))
+    moved = store.rename_document(
+        Rename(first.doc_id, "b/x.md", "a/x.md"), FileAttrs(0o640, now + 3), None
+    )
+    assert moved is not None
+    assert {r.path: r.attrs for r in store.load_documents()} == {
+        "b/x.md": FileAttrs(0o640, now + 3), "y.md": FileAttrs(0o600, now + 2)}  # fmt: skip
