@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import errno
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from memfs.buffers import FileBuffer
@@ -25,9 +25,10 @@ from memfs.ironclaw.hashing import bytes_hash
 from memfs.kernel import KernelNotifier
 from memfs.merge import MERGE_LIMIT, mergeable
 from memfs.tree import FileNode, to_ns
-from memfs.vfs.base import Lookups, log
+from memfs.vfs.base import log
 from memfs.vfs.committed import CommittedContent
 from memfs.vfs.merging import Merges, RowMerge, stale_save
+from memfs.vfs.roles import Caching, Committing, Describing, SaverTables, Stateful
 from memfs.vfs.save_tables import SaverBases
 from memfs.vfs.state import MountState
 from memfs.vfs.unsaved import UnsavedFiles
@@ -46,12 +47,17 @@ class Saving:
     final: bool
 
 
+class CommitLookups(Stateful, Caching, SaverTables, Committing, Describing, Protocol):
+    """What commits ask of the lookups: IronClaw's write of a document, names for log
+    lines, and the mount's state, caches and kernel."""
+
+
 class Commits:
     """Commit a document's buffer; drop content that cannot be stored."""
 
     def __init__(
         self,
-        lookups: Lookups,
+        lookups: CommitLookups,
         merges: Merges,
         committed: CommittedContent,
         unsaved: UnsavedFiles,

@@ -3,13 +3,14 @@ neighbours a reader is likely to open next (``CommittedContent.read``)."""
 
 from __future__ import annotations
 
+from typing import Protocol
 from uuid import UUID
 
 from memfs.cache import ContentCache
 from memfs.errors import DocumentGone
 from memfs.kernel import KernelNotifier
 from memfs.tree import FileNode, to_ns
-from memfs.vfs.base import Lookups
+from memfs.vfs.roles import StoreAccess
 from memfs.vfs.state import MountState
 
 #: Read-ahead on a cold open: at most this many neighbours, and this many bytes.
@@ -17,11 +18,18 @@ READ_AHEAD_DOCUMENTS = 512
 READ_AHEAD_BYTES = 8 * 1024 * 1024
 
 
+class ReadLookups(StoreAccess, Protocol):
+    """What committed reads ask of the lookups: the store, and marking a node another
+    writer changed."""
+
+    def mark_node_contended(self, node: FileNode) -> None: ...
+
+
 class CommittedContent:
     """Reads of what the database holds, through the content cache."""
 
     def __init__(
-        self, lookups: Lookups, state: MountState, cache: ContentCache, kernel: KernelNotifier
+        self, lookups: ReadLookups, state: MountState, cache: ContentCache, kernel: KernelNotifier
     ) -> None:
         #: Database access, and marking a node another writer changed.
         self.lookups = lookups

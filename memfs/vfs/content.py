@@ -13,16 +13,19 @@ import hashlib
 import logging
 import os
 import stat
-from typing import Any
+from typing import Any, Protocol
+from uuid import UUID
 
-from memfs.buffers import FileBuffer, ScratchBuffer
+from memfs.buffers import FileBuffer, ScratchBuffer, ScratchSpill
 from memfs.db.interface import FileAttrs
 from memfs.errors import DocumentGone, FsError, WriteRefused
+from memfs.recovery import RecoveryArea
 from memfs.tree import SYNTHETIC, FileNode, Node, ScopedFile, SyntheticFile
-from memfs.vfs.base import Attributes, Lookups, log, refuse_stale
+from memfs.vfs.base import Attributes, log, refuse_stale
 from memfs.vfs.commits import Commits
 from memfs.vfs.committed import CommittedContent
 from memfs.vfs.extensions import RootFile
+from memfs.vfs.roles import Caching, Clocked, Describing, SaverTables, Stateful, StoreAccess
 from memfs.vfs.state import CONTENDED_SECONDS, Buffer, Handle
 from memfs.vfs.writer_bases import WriterBases
 
@@ -33,17 +36,44 @@ from memfs.vfs.writer_bases import WriterBases
 DOCUMENT_MAX_BYTES = int(os.environ.get("MEMFS_MAX_DOCUMENT_BYTES", str(8 << 20)))
 
 
+class ContentLookups(Stateful, StoreAccess, Caching, SaverTables, Clocked, Describing, Protocol):
+    """What contents ask of the lookups: the mount's state, store and caches, the editors'
+    saves, the clock, names for log lines, the mount's owner, where scratch content
+    spills and unsaved content is kept, and the node rules below."""
+
+    uid: int
+    gid: int
+    spill: ScratchSpill
+    recovery: RecoveryArea | None
+
+    def apply_deletion(self, doc_id: UUID) -> None: ...
+
+    def attributes(self, node: Node) -> Attributes: ...
+
+    def drop_displaced(self, node: Node) -> bool: ...
+
+    def drop_if_freed(self, ino: int) -> None: ...
+
+    def refuse_if_read_only(self) -> None: ...
+
+    def remove_deleted(self, node: FileNode) -> None: ...
+
+    def root_file_of(self, node: Node) -> RootFile | None: ...
+
+    async def synthetic_content(self, node: ScopedFile) -> bytes: ...
+
+
 class Contents:
     """Open, read, write, truncate and commit."""
 
     def __init__(
         self,
-        lookups: Lookups,
+        lookups: ContentLookups,
         commits: Commits,
         committed: CommittedContent,
         writer_bases: WriterBases,
     ) -> None:
-        #: The shared services: lookups, attributes, database access.
+        #: What this part asks of the mount's lookups (``ContentLookups``).
         self.lookups = lookups
         self.state = lookups.state
         #: The save path: flush, fsync and release commit through it.

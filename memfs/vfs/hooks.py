@@ -18,9 +18,10 @@ from typing import Literal, Protocol
 
 from memfs.errors import FsError
 from memfs.tree import FileNode, Node
-from memfs.vfs.base import Lookups, log
+from memfs.vfs.base import log
 from memfs.vfs.namespace import Names
-from memfs.vfs.tool_folders import TOOL_FILE_MAX_BYTES, ToolFolders
+from memfs.vfs.roles import Caching, Describing, SaverTables, StoreAccess
+from memfs.vfs.tool_folders import TOOL_FILE_MAX_BYTES, ToolFolders, ToolHost
 
 #: The operations hooks hear of (those that can change a tool folder, and the unmount).
 Operation = Literal[
@@ -52,10 +53,16 @@ class OperationHook(Protocol):
         """Run after ``done`` was made; an ``FsError`` fails the operation."""
 
 
+class ToolHookLookups(ToolHost, StoreAccess, Caching, SaverTables, Describing, Protocol):
+    """What the tool-folder hook asks of the lookups: what tool folders read and add to
+    (``ToolHost``), and, for a document moved into one, the store, the content cache,
+    the editors' saves and names for log lines."""
+
+
 class ToolFolderHook:
     """Tool folders (``.obsidian``, ``.trash``, ...) kept in memfs's own table."""
 
-    def __init__(self, tools: ToolFolders, lookups: Lookups, names: Names) -> None:
+    def __init__(self, tools: ToolFolders, lookups: ToolHookLookups, names: Names) -> None:
         self.tools = tools
         self.lookups = lookups
         self.names = names

@@ -5,18 +5,30 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Iterator
+from typing import Protocol
 
 from memfs.errors import FsError
 from memfs.kernel import KernelNotifier
 from memfs.tree import DirNode, FileNode, Node, SyntheticDir
-from memfs.vfs.base import Lookups
+from memfs.vfs.extensions import SyntheticTree
 from memfs.vfs.state import DirHandle, MountState
+
+
+class ListingLookups(Protocol):
+    """What listings ask of the lookups: the synthetic trees at the root, and the names
+    another writer displaced, taken out before a listing."""
+
+    synthetic_roots: dict[int, SyntheticTree]
+
+    def extension_of(self, node: Node) -> SyntheticTree | None: ...
+
+    def drop_displaced(self, node: Node) -> bool: ...
 
 
 class Listings:
     """opendir, readdir and releasedir over the tree."""
 
-    def __init__(self, lookups: Lookups, state: MountState, kernel: KernelNotifier) -> None:
+    def __init__(self, lookups: ListingLookups, state: MountState, kernel: KernelNotifier) -> None:
         #: The synthetic trees at the root, and displaced names taken out before a listing.
         self.lookups = lookups
         self.state = state

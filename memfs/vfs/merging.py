@@ -42,14 +42,21 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Callable
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 from uuid import UUID
 
-from memfs.db.interface import CommitResult, FileAttrs, MergeWith, SaveOptions
+from memfs.db.interface import (
+    CommitResult,
+    FileAttrs,
+    MergeWith,
+    SaveOptions,
+)
 from memfs.db.records import Write
 from memfs.errors import WriteRefused
 from memfs.merge import MERGE_LIMIT, merge, mergeable
-from memfs.vfs.base import Lookups, log
+from memfs.vfs.base import log
+from memfs.vfs.roles import Caching, Committing, SaverTables, StoreAccess
+from memfs.vfs.safety_net import SafetyNet
 from memfs.vfs.save_tables import Base
 
 
@@ -79,10 +86,18 @@ class RowMerge(NamedTuple):
     theirs: bytes
 
 
+class MergeLookups(StoreAccess, Caching, SaverTables, Committing, Protocol):
+    """What merges ask of the lookups: the store, the bytes a merge is based on
+    (``bases``: what each process read or wrote; ``cache``: committed contents by
+    version), IronClaw's write of a document, and the safety net."""
+
+    safety_net: SafetyNet
+
+
 class Merges:
     """The merge decisions of one mount (see the rules above)."""
 
-    def __init__(self, lookups: Lookups) -> None:
+    def __init__(self, lookups: MergeLookups) -> None:
         #: Database access and the commit of IronClaw's write; its ``bases`` (what each
         #: process read or wrote) and ``cache`` (committed contents by version) hold the
         #: bytes a merge is based on.

@@ -17,20 +17,24 @@ from __future__ import annotations
 import errno
 import os
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import Protocol, TypedDict
+from uuid import UUID
 
 from memfs.buffers import FileBuffer, ScratchBuffer
-from memfs.db.deferred import Change, Delete, DropDir, KeepDir, MoveDir
+from memfs.db.deferred import Change, Delete, DropDir, KeepDir, Moved, MoveDir
 from memfs.db.interface import FileAttrs, Overwritten, Rename
 from memfs.errors import FsError
 from memfs.paths import check_new_name
+from memfs.recovery import RecoveryArea
 from memfs.scratch import REFUSED_NAMES, Kind
 from memfs.tree import SYNTHETIC, DirNode, FileNode, Node
-from memfs.vfs.base import Lookups, log
+from memfs.vfs.base import ReindexRequests, log
 from memfs.vfs.commits import Commits
 from memfs.vfs.content import Contents
 from memfs.vfs.replacing import Replacements
+from memfs.vfs.roles import Caching, Clocked, Describing, Stateful, StoreAccess
 from memfs.vfs.saves import SavePatterns
+from memfs.vfs.tool_folders import ToolFolders, ToolHost
 
 
 class RenameFlags(TypedDict, total=False):
@@ -56,18 +60,49 @@ class _Renaming:
     kind: Kind
 
 
+class NameLookups(ToolHost, Stateful, StoreAccess, Caching, Clocked, Describing, Protocol):
+    """What the name operations ask of the lookups: the mount's state, store and content
+    cache, the clock, names for log lines, the scratch rules, spill and recovery area,
+    the tool folders, the reindexer, and the lookups and checks of names below."""
+
+    read_only: bool
+    recovery: RecoveryArea | None
+    tools: ToolFolders | None
+    reindexer: ReindexRequests | None
+
+    def adopt_moved(self, moved: dict[UUID, Moved]) -> None: ...
+
+    def adopt_version(self, node: FileNode, versions: Moved) -> None: ...
+
+    def attached_dir(self, ino: int) -> DirNode: ...
+
+    def check_storable(self, path: str, below: int = 0) -> None: ...
+
+    def child(self, parent_ino: int, name: str) -> tuple[DirNode, Node]: ...
+
+    def kind(self, parent: DirNode, name: str, *, is_dir: bool = False) -> Kind: ...
+
+    def refuse_if_read_only(self) -> None: ...
+
+    def request_reindex(self, *doc_ids: UUID) -> None: ...
+
+    def touch_dir(self, directory: DirNode) -> None: ...
+
+    def writable_dir(self, ino: int) -> DirNode: ...
+
+
 class Names:
     """Operations that add, remove or move names."""
 
     def __init__(
         self,
-        lookups: Lookups,
+        lookups: NameLookups,
         contents: Contents,
         commits: Commits,
         replacing: Replacements,
         patterns: SavePatterns,
     ) -> None:
-        #: The shared services: lookups, attributes, database access.
+        #: What this part asks of the mount's lookups (``NameLookups``).
         self.lookups = lookups
         self.state = lookups.state
         #: Open files (``memfs.vfs.content``): a create opens what it makes.

@@ -11,17 +11,38 @@ temporary renamed into place, an original renamed back over another) make them h
 from __future__ import annotations
 
 import dataclasses
+from typing import Protocol
 
 from memfs.db.interface import CommitResult, FileAttrs, Replacement, SaveOptions
 from memfs.tree import DirNode, FileNode, Node
-from memfs.vfs.base import Lookups, log
+from memfs.vfs.base import log
+from memfs.vfs.roles import (
+    Caching,
+    Clocked,
+    Describing,
+    SaverTables,
+    Stateful,
+    StoreAccess,
+    Telling,
+)
+
+
+class ReplaceLookups(
+    Stateful, StoreAccess, Caching, SaverTables, Clocked, Describing, Telling, Protocol
+):
+    """What replacements ask of the lookups: the store, the mount's state and caches,
+    the editors' saves, the clock, names for log lines, what a commit tells, and whether
+    the reindexer re-chunks."""
+
+    def reindex_deferred(self) -> bool: ...
 
 
 class Replacements:
     """Rows replaced by a rename: the target's, or a renamed-away original's."""
 
-    def __init__(self, lookups: Lookups) -> None:
-        #: The shared services: lookups, attributes, database access.
+    def __init__(self, lookups: ReplaceLookups) -> None:
+        #: The store and its database access, the caches, the clock, and what a commit
+        #: tells (``ReplaceLookups``).
         self.lookups = lookups
         self.state = lookups.state
 

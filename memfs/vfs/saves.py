@@ -33,9 +33,10 @@ from __future__ import annotations
 import errno
 import math
 from datetime import datetime
+from typing import Protocol
 from uuid import UUID
 
-from memfs.buffers import FileBuffer, ScratchBuffer
+from memfs.buffers import FileBuffer, ScratchBuffer, ScratchSpill
 from memfs.db.interface import (
     CommitResult,
     FileAttrs,
@@ -49,12 +50,23 @@ from memfs.db.records import Write
 from memfs.errors import DatabaseUnavailable, FsError
 from memfs.ironclaw.hashing import bytes_hash
 from memfs.merge import MERGE_LIMIT, mergeable
-from memfs.scratch import TENTATIVE_GRACE, Kind
+from memfs.scratch import TENTATIVE_GRACE, Kind, ScratchRules
 from memfs.tree import DirNode, FileNode, Node, to_ns
-from memfs.vfs.base import Lookups, log
+from memfs.vfs.base import log
 from memfs.vfs.commits import Commits
 from memfs.vfs.merging import Merges, RowMerge
 from memfs.vfs.replacing import Replacements
+from memfs.vfs.roles import (
+    Caching,
+    Clocked,
+    Committing,
+    Describing,
+    SaverTables,
+    Stateful,
+    StoreAccess,
+    Telling,
+)
+from memfs.vfs.safety_net import SafetyNet
 from memfs.vfs.save_tables import Base
 from memfs.vfs.writer_bases import WriterBases
 
@@ -73,18 +85,30 @@ def _as_text(data: bytes, what: str) -> str:
     return text
 
 
+class SaveLookups(
+    Stateful, StoreAccess, Caching, SaverTables, Clocked, Committing, Describing, Telling, Protocol
+):
+    """What editors' save patterns ask of the lookups: the mount's state, store and caches,
+    the editors' saves, the clock, IronClaw's write and what it tells, names for log
+    lines, the scratch rules and where scratch content spills, and the safety net."""
+
+    rules: ScratchRules
+    spill: ScratchSpill
+    safety_net: SafetyNet
+
+
 class SavePatterns:
     """What a save by rename, by a renamed-away original or by a tentative name makes."""
 
     def __init__(
         self,
-        lookups: Lookups,
+        lookups: SaveLookups,
         commits: Commits,
         writer_bases: WriterBases,
         replacing: Replacements,
         merges: Merges,
     ) -> None:
-        #: The shared services: lookups, attributes, database access.
+        #: What this part asks of the mount's lookups (``SaveLookups``).
         self.lookups = lookups
         self.state = lookups.state
         #: The save path: a renamed file's pending changes go first.

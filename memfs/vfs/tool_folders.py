@@ -47,9 +47,7 @@ class ToolHost(Protocol):
     (its tree, buffers and namespace lock), where scratch content spills, the rules that
     name tool folders, and the kernel's caches."""
 
-    @property
-    def state(self) -> MountState: ...
-
+    state: MountState
     spill: ScratchSpill
     rules: ScratchRules
     kernel: KernelNotifier

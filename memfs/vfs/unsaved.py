@@ -4,19 +4,30 @@ local disk (``memfs recover``), or drained to a folder the user names."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Protocol
 
 from memfs.buffers import FileBuffer
 from memfs.private import write_private
 from memfs.recovery import RecoveryArea
 from memfs.tree import FileNode
-from memfs.vfs.base import Lookups, log
+from memfs.vfs.base import log
+from memfs.vfs.roles import Describing
 from memfs.vfs.state import MountState
+
+
+class UnsavedLookups(Describing, Protocol):
+    """What the unsaved files ask of the lookups: names for log lines, and telling the
+    listings that a document changed."""
+
+    def documents_changed(self) -> None: ...
 
 
 class UnsavedFiles:
     """Which files hold changes not in the database, and where their copies are."""
 
-    def __init__(self, lookups: Lookups, state: MountState, recovery: RecoveryArea | None) -> None:
+    def __init__(
+        self, lookups: UnsavedLookups, state: MountState, recovery: RecoveryArea | None
+    ) -> None:
         #: Names for log lines, and the count of saved documents.
         self.lookups = lookups
         self.state = state
