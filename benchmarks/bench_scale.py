@@ -58,11 +58,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_core import WORDS, sh, timed  # noqa: E402
-from memfs.chunker import chunk_document  # noqa: E402
 from memfs.daemon import is_mounted  # noqa: E402
 from memfs.db.embedded import ensure_database, start_embedded  # noqa: E402
 from memfs.db.reborn import layout  # noqa: E402
 from memfs.db.reborn.layout import RebornScope  # noqa: E402
+from memfs.ironclaw.chunker import chunk_document  # noqa: E402
 from memfs.stats import requests_by_op  # noqa: E402
 
 USER = "default"

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from uuid import UUID
 
-from memfs.buffers import ScratchSpill
 from memfs.config import Settings, redacted
 from memfs.db import Database, DocumentStore
 from memfs.db.calls import DatabaseCalls
@@ -46,6 +45,7 @@ from memfs.vfs import (
     ToolFolders,
     VersionsTree,
 )
+from memfs.vfs.buffers import ScratchSpill
 
 #: Deadline of the reindex and embedding workers' database calls (seconds): re-chunking a
 #: 50 MB document legitimately takes longer than a request's deadline.

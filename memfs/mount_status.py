@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from memfs.buffers import FileBuffer
 from memfs.stats import MountStats, sample_name
+from memfs.vfs.buffers import FileBuffer
 
 if TYPE_CHECKING:
     from memfs.db.calls import DatabaseCalls

@@ -27,9 +27,9 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from memfs.chunker import chunk_document
 from memfs.config import Settings
 from memfs.db import open_database
+from memfs.ironclaw.chunker import chunk_document
 from tests.conftest import StatementLog
 
 

@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memfs.chunker import DEFAULT_CONFIG, chunk_document
+from memfs.ironclaw.chunker import DEFAULT_CONFIG, chunk_document
 from memfs.ironclaw.fts_names import sql_index_name
 
 NOW = "(strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 from uuid import UUID
 
-from memfs.buffers import FileBuffer, ScratchSpill
 from memfs.cache import ContentCache
 from memfs.db.calls import DatabaseCalls
 from memfs.db.capabilities import KeptHistory
@@ -54,6 +53,7 @@ from memfs.tree import (
     SyntheticDir,
     SyntheticFile,
 )
+from memfs.vfs.buffers import FileBuffer, ScratchSpill
 from memfs.vfs.extensions import RootFile, SyntheticTree
 
 if TYPE_CHECKING:

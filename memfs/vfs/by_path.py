@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from memfs.buffers import FileBuffer
 from memfs.errors import FsError
 from memfs.paths import RESERVED_ROOT_NAMES, check_new_name
 from memfs.tree import SYNTHETIC, DirNode, FileNode, Node
 from memfs.vfs import Filesystem
+from memfs.vfs.buffers import FileBuffer
 
 #: How much a read asks at a time (a document is at most ``DOCUMENT_MAX_BYTES``).
 READ_CHUNK = 1 << 20

@@ -16,12 +16,12 @@ from uuid import UUID
 
 import trio
 
-from memfs.buffers import FileBuffer
 from memfs.db.interface import DocRow
 from memfs.errors import FsError
 from memfs.paths import loadable_path
 from memfs.tree import FileNode, to_ns
 from memfs.vfs.base import log
+from memfs.vfs.buffers import FileBuffer
 from memfs.vfs.parts import ModelParts
 
 #: After a resync that took T, the next poll waits at least this many T (``poll_changes``).

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from uuid import UUID
 
-from memfs.buffers import FileBuffer
 from memfs.cache import ContentCache
 from memfs.db.interface import CommitResult, FileAttrs, SaveOptions
 from memfs.db.records import Write
@@ -26,6 +25,7 @@ from memfs.kernel import KernelNotifier
 from memfs.merge import MERGE_LIMIT, mergeable
 from memfs.tree import FileNode, to_ns
 from memfs.vfs.base import log
+from memfs.vfs.buffers import FileBuffer
 from memfs.vfs.committed import CommittedContent
 from memfs.vfs.merging import Merges, RowMerge, stale_save
 from memfs.vfs.roles import Caching, Committing, Describing, SaverTables, Stateful

@@ -16,12 +16,12 @@ import stat
 from typing import Any, Protocol
 from uuid import UUID
 
-from memfs.buffers import FileBuffer, ScratchBuffer, ScratchSpill
 from memfs.db.interface import FileAttrs
 from memfs.errors import DocumentGone, FsError, WriteRefused
 from memfs.recovery import RecoveryArea
 from memfs.tree import SYNTHETIC, FileNode, Node, ScopedFile, SyntheticFile
 from memfs.vfs.base import Attributes, log, refuse_stale
+from memfs.vfs.buffers import FileBuffer, ScratchBuffer, ScratchSpill
 from memfs.vfs.commits import Commits
 from memfs.vfs.committed import CommittedContent
 from memfs.vfs.extensions import RootFile

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Protocol, TypedDict
 from uuid import UUID
 
-from memfs.buffers import FileBuffer, ScratchBuffer
 from memfs.db.deferred import Change, Delete, DropDir, KeepDir, Moved, MoveDir
 from memfs.db.interface import FileAttrs, Overwritten, Rename
 from memfs.errors import FsError
@@ -29,6 +28,7 @@ from memfs.recovery import RecoveryArea
 from memfs.scratch import REFUSED_NAMES, Kind
 from memfs.tree import SYNTHETIC, DirNode, FileNode, Node
 from memfs.vfs.base import ReindexRequests, log
+from memfs.vfs.buffers import FileBuffer, ScratchBuffer
 from memfs.vfs.commits import Commits
 from memfs.vfs.content import Contents
 from memfs.vfs.replacing import Replacements

@@ -36,7 +36,6 @@ from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
-from memfs.buffers import FileBuffer, ScratchBuffer, ScratchSpill
 from memfs.db.interface import (
     CommitResult,
     FileAttrs,
@@ -53,6 +52,7 @@ from memfs.merge import MERGE_LIMIT, mergeable
 from memfs.scratch import TENTATIVE_GRACE, Kind, ScratchRules
 from memfs.tree import DirNode, FileNode, Node, to_ns
 from memfs.vfs.base import log
+from memfs.vfs.buffers import FileBuffer, ScratchBuffer, ScratchSpill
 from memfs.vfs.commits import Commits
 from memfs.vfs.merging import Merges, RowMerge
 from memfs.vfs.replacing import Replacements

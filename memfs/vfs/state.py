@@ -31,10 +31,10 @@ from dataclasses import dataclass
 
 import trio
 
-from memfs.buffers import FileBuffer, ScratchBuffer
 from memfs.errors import FsError
 from memfs.kernel import KernelNotifier
 from memfs.tree import DirNode, FileNode, Node, Tree
+from memfs.vfs.buffers import FileBuffer, ScratchBuffer
 
 Buffer = FileBuffer | ScratchBuffer
 

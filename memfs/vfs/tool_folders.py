@@ -21,13 +21,13 @@ from typing import Protocol
 
 import trio
 
-from memfs.buffers import ScratchBuffer, ScratchSpill
 from memfs.db.calls import RunDb
 from memfs.db.capabilities import ToolFile, ToolFiles
 from memfs.kernel import KernelNotifier
 from memfs.paths import conflict_copy
 from memfs.scratch import ScratchRules
 from memfs.tree import DirNode, FileNode, Node
+from memfs.vfs.buffers import ScratchBuffer, ScratchSpill
 from memfs.vfs.state import MountState
 
 log = logging.getLogger("memfs.vfs")

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from memfs.buffers import FileBuffer
 from memfs.private import write_private
 from memfs.recovery import RecoveryArea
 from memfs.tree import FileNode
 from memfs.vfs.base import log
+from memfs.vfs.buffers import FileBuffer
 from memfs.vfs.roles import Describing
 from memfs.vfs.state import MountState
 

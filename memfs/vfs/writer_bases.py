@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from memfs.buffers import FileBuffer
 from memfs.cache import ContentCache
 from memfs.ironclaw.hashing import bytes_hash
 from memfs.merge import MERGE_LIMIT
 from memfs.tree import FileNode
 from memfs.vfs.base import log
+from memfs.vfs.buffers import FileBuffer
 from memfs.vfs.merging import Merges
 from memfs.vfs.save_tables import Base, SaverBases
 from memfs.vfs.state import Buffer, MountState

@@ -34,7 +34,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from memfs.chunker import chunk_document
+from memfs.ironclaw.chunker import chunk_document
 from tests.engines import Engine, reborn_prefix
 from tests.history.check import FinalState
 from tests.history.record import FAIL, INFO, OK, History, Op

@@ -9,10 +9,10 @@ from uuid import UUID
 import psycopg
 import trio
 
-from memfs.chunker import chunk_document
 from memfs.db import Database, FileAttrs, Scope
 from memfs.db.calls import DatabaseCalls
 from memfs.db.records import SaveOptions, Write
+from memfs.ironclaw.chunker import chunk_document
 from memfs.reindex import Reindexer
 from memfs.tree import ROOT_INODE
 from memfs.vfs import Filesystem

@@ -9,11 +9,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from memfs.chunker import chunk_document
 from memfs.config import Settings
 from memfs.db import Database, FileAttrs, MetaStore, PlannerStatistics, Scope, open_database
 from memfs.db.legacy.postgres.store import content_hash
 from memfs.db.records import Overwritten, Rename, Write
+from memfs.ironclaw.chunker import chunk_document
 from tests.conftest import apply_ironclaw_migrations
 
 NO_ATTRS = FileAttrs()

@@ -11,9 +11,9 @@ from typing import Any
 
 import psycopg
 
-from memfs.chunker import chunk_document
 from memfs.config import redacted
 from memfs.db import Database
+from memfs.ironclaw.chunker import chunk_document
 from tests.mounting import memfs_env
 
 

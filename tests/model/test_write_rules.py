@@ -10,10 +10,10 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from memfs.chunker import chunk_document
 from memfs.db import Database, FileAttrs, MetaStore, ReindexStore, Scope, WholeDocumentStore
 from memfs.db.records import SaveOptions, Write
 from memfs.errors import WriteRefused
+from memfs.ironclaw.chunker import chunk_document
 
 NO_ATTRS = FileAttrs()
 

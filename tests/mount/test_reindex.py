@@ -7,7 +7,7 @@ from typing import Any
 
 import psycopg
 
-from memfs.chunker import chunk_document
+from memfs.ironclaw.chunker import chunk_document
 from tests.model.test_reindex import LONG, chunks_of, queued
 from tests.mounting import wait_reindex_queue_empty
 

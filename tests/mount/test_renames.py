@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from memfs.chunker import chunk_document
+from memfs.ironclaw.chunker import chunk_document
 from tests.engines import Engine
 from tests.mounting import Mount, wait_reindex_queue_empty
 

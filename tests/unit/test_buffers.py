@@ -6,8 +6,8 @@ import errno
 
 import pytest
 
-from memfs.buffers import FileBuffer
 from memfs.errors import FsError
+from memfs.vfs.buffers import FileBuffer
 
 
 def eilseq(fn: object, *args: object) -> FsError:

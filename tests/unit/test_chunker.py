@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memfs.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document, split_words
+from memfs.ironclaw.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document, split_words
 
 WORDS_1_TO_20 = [
     "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
@@ -114,12 +114,12 @@ def test_with_overlap_clamps() -> None:
 def test_documents_over_a_mebibyte_stream_to_the_same_chunks(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import memfs.chunker
+    import memfs.ironclaw.chunker
 
     words = [f"w{i}" + ("\u00a0x" if i % 97 == 0 else "") for i in range(250_000)]
     text = "\n".join(" ".join(words[i : i + 13]) for i in range(0, len(words), 13)) + "  end"
-    assert len(text) > memfs.chunker.STREAM_ABOVE
+    assert len(text) > memfs.ironclaw.chunker.STREAM_ABOVE
     streamed = chunk_document(text)
-    monkeypatch.setattr(memfs.chunker, "STREAM_ABOVE", 1 << 40)
+    monkeypatch.setattr(memfs.ironclaw.chunker, "STREAM_ABOVE", 1 << 40)
     listed = chunk_document(text)
     assert streamed == listed and len(listed) > 300

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from memfs.chunker import ChunkConfig, chunk_document, chunk_streaming
+from memfs.ironclaw.chunker import ChunkConfig, chunk_document, chunk_streaming
 from memfs.paths import normalize_path
 from tests.conformance import load
 

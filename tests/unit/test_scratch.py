@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from memfs.buffers import ScratchBuffer, ScratchSpill
 from memfs.scratch import Kind, ScratchRules
+from memfs.vfs.buffers import ScratchBuffer, ScratchSpill
 
 
 @pytest.mark.parametrize(

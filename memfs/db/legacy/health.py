@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from memfs.chunker import DEFAULT_CONFIG, ChunkConfig
 from memfs.db.health import BATCH, Duplicate, invalid_indexes, rebuild_index
 from memfs.db.legacy.postgres.chunks import chunks_for
 from memfs.db.scoped import DOC_SCOPE, SCOPE, Pool, Scope, ScopedStore, folder_config_paths
+from memfs.ironclaw.chunker import DEFAULT_CONFIG, ChunkConfig
 from memfs.ironclaw.write_rules import effective_metadata
 
 

@@ -9,10 +9,10 @@ the sidecars with the document; a delete by SQL may not).
 
 from __future__ import annotations
 
-from memfs.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
 from memfs.db.health import Duplicate, rebuild_index
 from memfs.db.reborn import layout
 from memfs.db.reborn.store import RebornStore
+from memfs.ironclaw.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
 
 
 class RebornHealth:

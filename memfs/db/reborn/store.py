@@ -35,7 +35,6 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from memfs.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
 from memfs.db.deferred import (
     BatchOutcome,
     ChangeBatch,
@@ -69,6 +68,7 @@ from memfs.db.reborn.postgres.rows import PostgresRows
 from memfs.db.reborn.rows import Answer, Family, KeepAs, RebornRows, Record
 from memfs.db.records import PLAIN_SAVE, Write
 from memfs.errors import WriteRefused
+from memfs.ironclaw.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
 from memfs.ironclaw.reborn_save import StoredEntry, Versions, plan_save
 from memfs.ironclaw.write_rules import (
     DocumentMetadata,

@@ -23,7 +23,6 @@ from uuid import UUID
 
 from pgvector import Vector
 
-from memfs.chunker import DEFAULT_CONFIG
 from memfs.db.capabilities import ChunkHit
 from memfs.db.health import Duplicate
 from memfs.db.interface import (
@@ -44,6 +43,7 @@ from memfs.db.libsql.connection import LibsqlFile
 from memfs.db.libsql.row_times import as_text, parse_time, token
 from memfs.db.scoped import Scope
 from memfs.errors import FsError, WriteRefused
+from memfs.ironclaw.chunker import DEFAULT_CONFIG
 from memfs.ironclaw.hashing import bytes_hash
 
 #: The scope's rows (IronClaw matches the agent with ``IS``: NULL only NULL).

@@ -39,7 +39,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from memfs.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
 from memfs.db.deferred import (
     BatchOutcome,
     DeferredChanges,
@@ -69,6 +68,7 @@ from memfs.db.limits import legacy_max_path
 from memfs.db.records import PLAIN_SAVE, Write
 from memfs.db.scoped import Scope, folder_config_paths
 from memfs.errors import WriteRefused
+from memfs.ironclaw.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
 from memfs.ironclaw.hashing import content_hash
 from memfs.ironclaw.legacy_save import Merging, StoredRow, plan_save_merging
 from memfs.ironclaw.write_rules import (

@@ -10,8 +10,8 @@ import hashlib
 from collections.abc import Sequence
 from uuid import UUID
 
-from memfs.chunker import ChunkConfig, chunk_document
 from memfs.db.scoped import Conn
+from memfs.ironclaw.chunker import ChunkConfig, chunk_document
 from memfs.ironclaw.write_rules import DocumentMetadata, is_engine_runtime_path
 
 #: The advisory lock key of a document's chunks (``id`` is the document id column).

@@ -7,7 +7,6 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from memfs.chunker import DEFAULT_CONFIG, ChunkConfig
 from memfs.db.capabilities import ReindexBatch
 from memfs.db.legacy.postgres.chunks import CHUNK_LOCK, chunks_for, replace_chunks
 from memfs.db.scoped import (
@@ -20,6 +19,7 @@ from memfs.db.scoped import (
     count,
     folder_config_paths,
 )
+from memfs.ironclaw.chunker import DEFAULT_CONFIG, ChunkConfig
 from memfs.ironclaw.write_rules import effective_metadata
 
 

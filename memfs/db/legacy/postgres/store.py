@@ -24,7 +24,6 @@ from uuid import UUID
 import psycopg
 from psycopg.types.json import Jsonb
 
-from memfs.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
 from memfs.db.deferred import (
     DeferredChanges,
     DeferringStore,
@@ -67,6 +66,7 @@ from memfs.db.scoped import (
     folder_config_paths,
 )
 from memfs.errors import WriteRefused
+from memfs.ironclaw.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
 from memfs.ironclaw.hashing import bytes_hash, content_hash
 from memfs.ironclaw.legacy_save import (
     Merging,
