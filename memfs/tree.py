@@ -15,6 +15,7 @@ import logging
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
+from typing import TypeVar
 from uuid import UUID
 
 from memfs.errors import FsError
@@ -197,6 +198,10 @@ class SymlinkNode(Node):
         self.scratch = True
 
 
+#: Any kind of node, as made.
+NodeT = TypeVar("NodeT", bound=Node)
+
+
 class Tree:
     """Inode table plus namespace of one mounted workspace.
 
@@ -315,35 +320,31 @@ class Tree:
         self._next_ino += 1
         return ino
 
-    def new_file(self, name: str, mode: int, now_ns: int) -> FileNode:
-        node = FileNode(self._new_ino(), name, stat.S_IFREG | stat.S_IMODE(mode), now_ns)
+    def _registered(self, node: NodeT) -> NodeT:
+        """A new node, known by its inode number (not in the namespace yet)."""
         self.inodes[node.ino] = node
         return node
+
+    def new_file(self, name: str, mode: int, now_ns: int) -> FileNode:
+        mode = stat.S_IFREG | stat.S_IMODE(mode)
+        return self._registered(FileNode(self._new_ino(), name, mode, now_ns))
 
     def new_dir(self, name: str, mode: int, now_ns: int) -> DirNode:
-        node = DirNode(self._new_ino(), name, stat.S_IFDIR | stat.S_IMODE(mode), now_ns)
-        self.inodes[node.ino] = node
-        return node
+        mode = stat.S_IFDIR | stat.S_IMODE(mode)
+        return self._registered(DirNode(self._new_ino(), name, mode, now_ns))
 
     def new_synthetic_dir(self, name: str, now_ns: int) -> SyntheticDir:
-        node = SyntheticDir(self._new_ino(), name, stat.S_IFDIR | 0o555, now_ns)
-        self.inodes[node.ino] = node
-        return node
+        mode = stat.S_IFDIR | 0o555
+        return self._registered(SyntheticDir(self._new_ino(), name, mode, now_ns))
 
     def new_synthetic_file(self, name: str, data: bytes, mtime_ns: int) -> SyntheticFile:
-        node = SyntheticFile(self._new_ino(), name, data, mtime_ns)
-        self.inodes[node.ino] = node
-        return node
+        return self._registered(SyntheticFile(self._new_ino(), name, data, mtime_ns))
 
     def new_scoped_file(self, name: str, size: int, mtime_ns: int) -> ScopedFile:
-        node = ScopedFile(self._new_ino(), name, size, mtime_ns)
-        self.inodes[node.ino] = node
-        return node
+        return self._registered(ScopedFile(self._new_ino(), name, size, mtime_ns))
 
     def new_symlink(self, name: str, target: bytes, now_ns: int) -> SymlinkNode:
-        node = SymlinkNode(self._new_ino(), name, target, now_ns)
-        self.inodes[node.ino] = node
-        return node
+        return self._registered(SymlinkNode(self._new_ino(), name, target, now_ns))
 
     def add_link(self, node: FileNode, parent: DirNode, name: str) -> None:
         """Give a (scratch) file another name: a hard link."""

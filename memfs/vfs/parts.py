@@ -17,20 +17,9 @@ class ModelParts(Protocol):
     """What ``memfs.vfs.Filesystem`` is made of: other writers' events and the upkeep
     loop are given it and take the parts they use."""
 
-    @property
-    def lookups(self) -> Lookups: ...
-
-    @property
-    def contents(self) -> Contents: ...
-
-    @property
-    def commits(self) -> Commits: ...
-
-    @property
-    def committed(self) -> CommittedContent: ...
-
-    @property
-    def names(self) -> Names: ...
-
-    @property
-    def patterns(self) -> SavePatterns: ...
+    lookups: Lookups
+    contents: Contents
+    commits: Commits
+    committed: CommittedContent
+    names: Names
+    patterns: SavePatterns
