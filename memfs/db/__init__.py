@@ -45,10 +45,10 @@ from memfs.db.libsql.target import LibsqlTarget
 from memfs.db.libsql.watch import wake_on_commits
 from memfs.db.reborn.health import RebornHealth
 from memfs.db.reborn.layout import DEFAULT_AGENT, DEFAULT_TENANT, DEFAULT_USER, RebornScope
+from memfs.db.reborn.postgres.version_store import RebornVersionStore
 from memfs.db.reborn.search_store import IndexSession, RebornSearchStore
 from memfs.db.reborn.store import RebornStore
 from memfs.db.reborn.target import RebornTarget
-from memfs.db.reborn.version_store import RebornVersionStore
 from memfs.db.schema import (
     SchemaInfo,
     ensure_schema,

@@ -25,6 +25,7 @@ from memfs.db.interface import AsOf, VersionInfo
 from memfs.db.libsql.connection import LibsqlFile, blob
 from memfs.db.libsql.row_times import TABLE, parse_time
 from memfs.db.reborn.layout import RebornScope
+from memfs.db.reborn.versions import RebornVersions, version_info
 from memfs.errors import FsError
 from memfs.ironclaw import fts_names as fts
 
@@ -46,38 +47,34 @@ def _stop_words() -> frozenset[str]:
 STOP_WORDS = _stop_words()
 
 
-class LibsqlVersionStore:
-    """One scope's version sidecars, by document path (the body is IronClaw's JSON)."""
-
-    available = True
+class LibsqlVersionStore(RebornVersions):
+    """``RebornVersions`` on the libSQL file (bodies read here: one that is not
+    IronClaw's JSON is passed over)."""
 
     def __init__(self, file: LibsqlFile, scope: RebornScope) -> None:
+        super().__init__(scope)
         self.file = file
-        self.scope = scope
 
-    def versions(self, path: str) -> list[VersionInfo]:
+    def _listed(self, below: str) -> list[VersionInfo]:
         rows = self.file.read(lambda c: c.execute(
             "SELECT CAST(json_extract(indexed, '$.version') AS INTEGER), created_at, contents "
             f"FROM {TABLE} WHERE {_BELOW} AND kind = 'memory_document_version' ORDER BY 1",
-            {"p": self.scope.row(path) + ".versions"},
+            {"p": below},
         ).fetchall())  # fmt: skip
         found = (_version_info(number, created, body) for number, created, body in rows)
         return [info for info in found if info is not None]
 
-    def version_content(self, path: str, number: int) -> bytes | None:
-        row = self.file.read(lambda c: c.execute(
+    def _body(self, row: str) -> bytes | None:
+        found = self.file.read(lambda c: c.execute(
             f"SELECT contents FROM {TABLE} WHERE path = ? AND kind = 'memory_document_version'",
-            (f"{self.scope.row(path)}.versions/{number}",),
+            (row,),
         ).fetchone())  # fmt: skip
-        if row is None:
-            return None
-        content = json.loads(blob(row[0])).get("content")
-        return content.encode("utf-8") if isinstance(content, str) else None
+        return blob(found[0]) if found is not None else None
 
-    def as_of(self, at: datetime) -> AsOf:
-        prefix = self.scope.prefix + "/"
+    def _as_of(self, scope_prefix: str, at: datetime) -> AsOf:
+        prefix = scope_prefix + "/"
         since = _text_time(at)
-        params = {"p": prefix, "end": self.scope.prefix + "0", "at": since}
+        params = {"p": prefix, "end": scope_prefix + "0", "at": since}
 
         def read(conn: Any) -> tuple[list[Any], list[Any]]:
             born = conn.execute(
@@ -108,15 +105,7 @@ class LibsqlVersionStore:
 
 def _version_info(number: Any, created: str, body: Any) -> VersionInfo | None:
     """A version row as ``VersionInfo`` (None: its body is not IronClaw's JSON)."""
-    try:
-        parsed = json.loads(blob(body))
-    except ValueError:
-        return None
-    if not isinstance(parsed, dict):
-        return None
-    content = parsed.get("content")
-    size = len(content.encode("utf-8")) if isinstance(content, str) else 0
-    return VersionInfo(int(number), parse_time(created), parsed.get("changed_by"), size)
+    return version_info(int(number), parse_time(created), blob(body))
 
 
 def _text_time(at: datetime) -> str:

@@ -1,60 +1,55 @@
-"""The versions of a Reborn workspace's documents: ``R.versions/<n>`` rows whose body is
-IronClaw's JSON (``changed_by``, ``content``, ``content_hash``), read for ``.versions/``
-and ``memfs versions``."""
+"""``RebornVersions`` on PostgreSQL: the version rows of a Reborn workspace, their
+bodies' fields read by the server."""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 
 from memfs.db.interface import AsOf, VersionInfo
 from memfs.db.reborn.layout import RebornScope
+from memfs.db.reborn.versions import RebornVersions
 from memfs.db.scoped import Pool, fetch_all
 
 _TABLE = "root_filesystem_entries"
 _UNDER = "(path >= %(p)s || '/' AND path < %(p)s || '0') AND kind = 'memory_document_version'"
 
 
-class RebornVersionStore:
-    """One Reborn scope's version sidecars, by document path."""
-
-    available = True
+class RebornVersionStore(RebornVersions):
+    """``RebornVersions`` on PostgreSQL (the body's fields read by the server, so a
+    listing carries no contents)."""
 
     def __init__(self, pool: Pool, scope: RebornScope) -> None:
+        super().__init__(scope)
         self.pool = pool
-        self.scope = scope
 
-    def versions(self, path: str) -> list[VersionInfo]:
+    def _listed(self, below: str) -> list[VersionInfo]:
         rows = fetch_all(
             self.pool,
             "SELECT (indexed ->> 'version')::bigint, created_at, "
             "  convert_from(contents, 'UTF8')::jsonb ->> 'changed_by', "
             "  octet_length(convert_to(convert_from(contents, 'UTF8')::jsonb ->> 'content', "
             f"    'UTF8')) FROM {_TABLE} WHERE {_UNDER} ORDER BY 1",
-            {"p": self.scope.row(path) + ".versions"},
+            {"p": below},
         )
         return [VersionInfo(int(n), at, who, int(size or 0)) for n, at, who, size in rows]
 
-    def version_content(self, path: str, number: int) -> bytes | None:
+    def _body(self, row: str) -> bytes | None:
         with self.pool.connection() as conn:
-            row = conn.execute(
+            found = conn.execute(
                 f"SELECT contents FROM {_TABLE} WHERE path = %(p)s "
                 "AND kind = 'memory_document_version'",
-                {"p": f"{self.scope.row(path)}.versions/{number}"},
+                {"p": row},
                 binary=True,
             ).fetchone()
-        if row is None:
-            return None
-        content = json.loads(bytes(row[0])).get("content")
-        return content.encode("utf-8") if isinstance(content, str) else None
+        return bytes(found[0]) if found is not None else None
 
-    def as_of(self, at: datetime) -> AsOf:
-        prefix = self.scope.prefix + "/"
+    def _as_of(self, scope_prefix: str, at: datetime) -> AsOf:
+        prefix = scope_prefix + "/"
         with self.pool.connection() as conn:
             born = conn.execute(
                 f"SELECT path FROM {_TABLE} WHERE path >= %(p)s AND path < %(end)s "
                 "AND kind = 'memory_document' AND created_at > %(at)s",
-                {"p": prefix, "end": self.scope.prefix + "0", "at": at},
+                {"p": prefix, "end": scope_prefix + "0", "at": at},
             ).fetchall()
             kept = conn.execute(
                 "SELECT DISTINCT ON (doc) doc, number, created_at, who, size FROM ("
@@ -66,7 +61,7 @@ class RebornVersionStore:
                 f"  FROM {_TABLE} WHERE path >= %(p)s AND path < %(end)s "
                 "  AND kind = 'memory_document_version' AND created_at > %(at)s) AS v "
                 "ORDER BY doc, number",
-                {"p": prefix, "end": self.scope.prefix + "0", "at": at},
+                {"p": prefix, "end": scope_prefix + "0", "at": at},
             ).fetchall()
         cut = len(prefix)
         return AsOf(
