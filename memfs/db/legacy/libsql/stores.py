@@ -27,7 +27,6 @@ from memfs.db.capabilities import ChunkHit
 from memfs.db.health import Duplicate
 from memfs.db.interface import (
     NO_ATTRS,
-    AsOf,
     CommitResult,
     Content,
     DocRow,
@@ -39,6 +38,7 @@ from memfs.db.interface import (
     VersionInfo,
 )
 from memfs.db.legacy.health import stale_documents
+from memfs.db.legacy.versions import LegacyVersions
 from memfs.db.libsql.connection import LibsqlFile
 from memfs.db.libsql.row_times import as_text, parse_time, token
 from memfs.db.scoped import Scope
@@ -303,22 +303,20 @@ class LegacyLibsqlStore:
         return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
-class LegacyLibsqlVersionStore:
-    """The versions IronClaw v0.25-v1.0 kept in the file, by document path."""
+class LegacyLibsqlVersionStore(LegacyVersions):
+    """``LegacyVersions`` in IronClaw v0.25-v1.0's libSQL file."""
 
     def __init__(self, file: LibsqlFile, scope: Scope, *, available: bool) -> None:
+        super().__init__(available=available)
         self.file = file
         self.scope = scope
-        self.available = available
 
     _DOCUMENT = (
         f"(SELECT d.id FROM memory_documents d WHERE {_SCOPE} AND d.path = :path "
         "ORDER BY d.updated_at DESC LIMIT 1)"
     )
 
-    def versions(self, path: str) -> list[VersionInfo]:
-        if not self.available:
-            return []
+    def _listed(self, path: str) -> list[VersionInfo]:
         rows = self.file.read(lambda c: c.execute(
             "SELECT version, created_at, changed_by, length(CAST(content AS BLOB)) "
             f"FROM memory_document_versions WHERE document_id = {self._DOCUMENT} "
@@ -327,9 +325,7 @@ class LegacyLibsqlVersionStore:
         ).fetchall())  # fmt: skip
         return [VersionInfo(n, parse_time(at), who, int(size or 0)) for n, at, who, size in rows]
 
-    def version_content(self, path: str, number: int) -> bytes | None:
-        if not self.available:
-            return None
+    def _content(self, path: str, number: int) -> bytes | None:
         row = self.file.read(lambda c: c.execute(
             "SELECT CAST(content AS BLOB) FROM memory_document_versions "
             f"WHERE document_id = {self._DOCUMENT} AND version = :number",
@@ -337,10 +333,8 @@ class LegacyLibsqlVersionStore:
         ).fetchone())  # fmt: skip
         return _text(row[0]) if row is not None else None
 
-    def as_of(self, at: datetime) -> AsOf:
-        """Documents born after ``at``, and each changed one's first version kept after it
-        (times compared as IronClaw's text, to the millisecond)."""
-        since = as_text(at)
+    def _since(self, at: datetime) -> tuple[list[str], list[tuple[str, VersionInfo]]]:
+        """Times compared as IronClaw's text, to the millisecond."""
         born_sql = f"SELECT d.path FROM memory_documents d WHERE {_SCOPE} AND d.created_at > :at"
         kept_sql = (
             "SELECT d.path, v.version, v.created_at, v.changed_by, "
@@ -348,7 +342,7 @@ class LegacyLibsqlVersionStore:
             "JOIN memory_document_versions v ON v.document_id = d.id "
             f"WHERE {_SCOPE} AND v.created_at > :at ORDER BY d.path, v.version"
         )
-        params = _params(self.scope, at=since)
+        params = _params(self.scope, at=as_text(at))
 
         def read(conn: Any) -> tuple[list[Any], list[Any]]:
             born = conn.execute(born_sql, params).fetchall()
@@ -356,10 +350,10 @@ class LegacyLibsqlVersionStore:
             return born, kept
 
         born, kept = self.file.read(read)
-        earliest: dict[str, VersionInfo] = {}
-        for path, number, created, who, size in kept:
-            earliest.setdefault(path, VersionInfo(number, parse_time(created), who, int(size)))
-        return AsOf(frozenset(p for (p,) in born), earliest)
+        return [p for (p,) in born], [
+            (path, VersionInfo(number, parse_time(created), who, int(size)))
+            for path, number, created, who, size in kept
+        ]
 
 
 class LegacyLibsqlSearchStore:

@@ -1,31 +1,28 @@
-"""The versions IronClaw (v0.25 to v1.0) keeps in ``memory_document_versions``, read for
-``.versions/`` and ``memfs versions``.  Writes of versions stay with the document store
-(a save keeps the content it replaces); a restore is such a save."""
+"""``LegacyVersions`` on PostgreSQL.  Writes of versions stay with the document store (a
+save keeps the content it replaces); a restore is such a save."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from memfs.db.interface import AsOf, VersionInfo
+from memfs.db.interface import VersionInfo
+from memfs.db.legacy.versions import LegacyVersions
 from memfs.db.scoped import DOC_SCOPE, Pool, Scope, ScopedStore, fetch_all
 
 
-class LegacyVersionStore(ScopedStore):
-    """A legacy workspace's versions, by document path (the newest row of a duplicated
-    path, as everywhere)."""
+class LegacyVersionStore(ScopedStore, LegacyVersions):
+    """``LegacyVersions`` on PostgreSQL."""
 
     def __init__(self, pool: Pool, scope: Scope, *, available: bool) -> None:
-        super().__init__(pool, scope)
-        self.available = available
+        ScopedStore.__init__(self, pool, scope)
+        LegacyVersions.__init__(self, available=available)
 
     _DOCUMENT = (
         f"(SELECT d.id FROM memory_documents d WHERE {DOC_SCOPE} AND d.path = %(path)s "
         "ORDER BY d.updated_at DESC LIMIT 1)"
     )
 
-    def versions(self, path: str) -> list[VersionInfo]:
-        if not self.available:
-            return []
+    def _listed(self, path: str) -> list[VersionInfo]:
         rows = fetch_all(
             self.pool,
             "SELECT version, created_at, changed_by, octet_length(content) "
@@ -35,9 +32,7 @@ class LegacyVersionStore(ScopedStore):
         )
         return [VersionInfo(*row) for row in rows]
 
-    def version_content(self, path: str, number: int) -> bytes | None:
-        if not self.available:
-            return None
+    def _content(self, path: str, number: int) -> bytes | None:
         with self.pool.connection() as conn:
             row = conn.execute(
                 "SELECT content FROM memory_document_versions "
@@ -46,7 +41,9 @@ class LegacyVersionStore(ScopedStore):
             ).fetchone()
         return str(row[0]).encode("utf-8") if row else None
 
-    def as_of(self, at: datetime) -> AsOf:
+    def _since(self, at: datetime) -> tuple[list[str], list[tuple[str, VersionInfo]]]:
+        """One statement: each document born or changed after ``at``, with its first
+        version kept after it."""
         with self.pool.connection() as conn:
             if not self.available:
                 rows = conn.execute(
@@ -64,10 +61,7 @@ class LegacyVersionStore(ScopedStore):
                     f"WHERE {DOC_SCOPE} AND (d.created_at > %(at)s OR d.updated_at > %(at)s)",
                     self._params(at=at),
                 ).fetchall()
-        born = frozenset(path for path, after, *_ in rows if after)
-        earliest = {
-            path: VersionInfo(number, created, who, size)
-            for path, _, number, created, who, size in rows
-            if number is not None
-        }
-        return AsOf(born, earliest)
+        born = [path for path, after, *_ in rows if after]
+        kept = [(path, VersionInfo(number, created, who, size))
+                for path, _, number, created, who, size in rows if number is not None]  # fmt: skip
+        return born, kept
