@@ -18,6 +18,7 @@ IMMEDIATE``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -316,3 +317,65 @@ class _Rows:
 
     def fetchall(self) -> list[Any]:
         return list(self._rows)
+
+
+_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+TABLE = "root_filesystem_entries"
+#: Rows below P (bytewise ranges: '/' is 0x2F, '0' is 0x30), as IronClaw selects.
+BELOW = "(path >= :p || '/' AND path < :p || '0')"
+
+
+def psycopg_named(sql: str) -> str:
+    """A statement written with SQLite's named parameters (``:name``) in psycopg's
+    (``%(name)s``); a cast (``::text``) is left as it is.  For the shared statements
+    only: none holds a ``:`` or a ``%`` in a string literal."""
+    return _NAMED.sub(r"%(\1)s", sql)
+
+
+class SharedRows:
+    """The statements both databases run as written: counts and kinds below a path, and
+    memfs's own directories table.  They are written once in SQLite's named style; ``named`` gives a
+    statement in the database's own (PostgreSQL: ``psycopg_named``)."""
+
+    @staticmethod
+    def named(sql: str) -> str:
+        return sql
+
+    def count_kind(self, conn: Any, below: str, kind: str) -> int:
+        sql = f"SELECT count(*) FROM {TABLE} WHERE {BELOW} AND kind = :kind"
+        row = conn.execute(self.named(sql), {"p": below, "kind": kind}).fetchone()
+        return int(row[0]) if row is not None else 0
+
+    def count_documents(self, conn: Any, folder: str) -> int:
+        sql = (
+            f"SELECT count(*) FROM {TABLE} WHERE {BELOW} AND NOT is_dir "
+            "AND kind = 'memory_document'"
+        )
+        row = conn.execute(self.named(sql), {"p": folder}).fetchone()
+        return int(row[0]) if row else 0
+
+    def kinds(self, conn: Any, prefix: str) -> list[tuple[str, str]]:
+        sql = (
+            f"SELECT path, kind FROM {TABLE} WHERE {BELOW} AND NOT is_dir "
+            "AND kind IN ('memory_document', 'memory_chunk')"
+        )
+        return [(path, kind) for path, kind in conn.execute(self.named(sql), {"p": prefix})]
+
+    def directories(self, conn: Any, prefix: str) -> list[str]:
+        sql = f"SELECT path FROM memfs.reborn_directories WHERE {BELOW} ORDER BY path"
+        return [r[0] for r in conn.execute(self.named(sql), {"p": prefix}).fetchall()]
+
+    def delete_chunks(self, conn: Any, below: str) -> None:
+        sql = f"DELETE FROM {TABLE} WHERE {BELOW} AND kind = 'memory_chunk'"
+        conn.execute(self.named(sql), {"p": below})
+
+    def drop_directory(self, conn: Any, path: str) -> None:
+        sql = "DELETE FROM memfs.reborn_directories WHERE path = :path"
+        conn.execute(self.named(sql), {"path": path})
+
+    def move_directories(self, conn: Any, old: str, new: str) -> None:
+        sql = (
+            "UPDATE memfs.reborn_directories SET path = :new || substr(path, :cut) "
+            "WHERE path = :old OR (path >= :old || '/' AND path < :old || '0')"
+        )
+        conn.execute(self.named(sql), {"new": new, "old": old, "cut": len(old) + 1})

@@ -34,7 +34,7 @@ from memfs.db.libsql.connection import MOVE_LIMIT, LibsqlFile, blob
 from memfs.db.libsql.row_times import NOW, TABLE, parse_time, token
 from memfs.db.libsql.row_times import as_text as _text
 from memfs.db.reborn import layout
-from memfs.db.reborn.rows import Answer, Family, KeepAs, Record, answers
+from memfs.db.reborn.rows import Answer, Family, KeepAs, Record, SharedRows, answers
 from memfs.ironclaw.hashing import bytes_hash
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ def _seen(value: Any) -> tuple[str | None, int | None]:
     return f"{at.strftime('%Y-%m-%dT%H:%M:%S')}.{at.microsecond // 1000:03d}Z", extra
 
 
-class SqliteRows:
+class SqliteRows(SharedRows):
     """``RebornRows`` in a libSQL file."""
 
     error: type[Exception] = sqlite3.Error
@@ -167,14 +167,6 @@ class SqliteRows:
         ).fetchall()
         return [(p, token(u, v)) for p, u, v in rows]
 
-    def count_documents(self, conn: Any, folder: str) -> int:
-        row = conn.execute(
-            f"SELECT count(*) FROM {TABLE} WHERE {BELOW} AND is_dir = 0 "
-            "AND kind = 'memory_document'",
-            {"p": folder},
-        ).fetchone()
-        return int(row[0]) if row else 0
-
     def versions(self, conn: Any, prefix: str) -> list[tuple[str, Any]]:
         rows = conn.execute(
             f"SELECT path, updated_at, version FROM {TABLE} WHERE {BELOW} AND is_dir = 0 "
@@ -182,20 +174,6 @@ class SqliteRows:
             {"p": prefix},
         ).fetchall()
         return [(p, token(u, v)) for p, u, v in rows]
-
-    def kinds(self, conn: Any, prefix: str) -> list[tuple[str, str]]:
-        return conn.execute(  # type: ignore[no-any-return]
-            f"SELECT path, kind FROM {TABLE} WHERE {BELOW} AND is_dir = 0 "
-            "AND kind IN ('memory_document', 'memory_chunk')",
-            {"p": prefix},
-        ).fetchall()
-
-    def directories(self, conn: Any, prefix: str) -> list[str]:
-        rows = conn.execute(
-            f"SELECT path FROM memfs.reborn_directories WHERE {BELOW} ORDER BY path",
-            {"p": prefix},
-        ).fetchall()
-        return [r[0] for r in rows]
 
     def contents(self, conn: Any, paths: Sequence[str]) -> list[tuple[str, bytes, Any]]:
         rows = conn.execute(
@@ -381,13 +359,6 @@ class SqliteRows:
         ).fetchall()
         return [(path, blob(data), parse_time(created)) for path, data, created in rows]
 
-    def count_kind(self, conn: Any, below: str, kind: str) -> int:
-        row = conn.execute(
-            f"SELECT count(*) FROM {TABLE} WHERE {BELOW} AND kind = :kind",
-            {"p": below, "kind": kind},
-        ).fetchone()
-        return int(row[0]) if row is not None else 0
-
     # -- writes ----------------------------------------------------------------------------
 
     def insert(self, conn: Any, record: Record) -> Answer:
@@ -430,9 +401,6 @@ class SqliteRows:
         indexed = layout.dumps({**json.loads(record.indexed), "version": number})
         self.insert(conn, record._replace(path=f"{below}/{number}", indexed=indexed))
         return answers([(number,)])
-
-    def delete_chunks(self, conn: Any, below: str) -> None:
-        conn.execute(f"DELETE FROM {TABLE} WHERE {BELOW} AND kind = 'memory_chunk'", {"p": below})
 
     def write_attrs(self, conn: Any, path: str, attrs: FileAttrs, against: Any) -> None:
         """Set against the row as this transaction leaves it (``against`` is always None
@@ -585,14 +553,4 @@ class SqliteRows:
         conn.executemany(
             "INSERT OR IGNORE INTO memfs.reborn_directories (path) VALUES (?)",
             [(p,) for p in paths],
-        )
-
-    def drop_directory(self, conn: Any, path: str) -> None:
-        conn.execute("DELETE FROM memfs.reborn_directories WHERE path = ?", (path,))
-
-    def move_directories(self, conn: Any, old: str, new: str) -> None:
-        conn.execute(
-            "UPDATE memfs.reborn_directories SET path = :new || substr(path, :cut) "
-            "WHERE path = :old OR (path >= :old || '/' AND path < :old || '0')",
-            {"new": new, "old": old, "cut": len(old) + 1},
         )

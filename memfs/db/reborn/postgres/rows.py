@@ -18,7 +18,7 @@ import psycopg
 from memfs.db.deferred import PartsLog, is_refusal, pipelined_transaction
 from memfs.db.health import invalid_indexes
 from memfs.db.interface import FileAttrs
-from memfs.db.reborn.rows import Answer, Family, KeepAs, Record
+from memfs.db.reborn.rows import Answer, Family, KeepAs, Record, SharedRows, psycopg_named
 from memfs.db.scoped import Pool
 
 TABLE = "root_filesystem_entries"
@@ -48,8 +48,10 @@ _DOCUMENT_COLUMNS = (
 )
 
 
-class PostgresRows:
+class PostgresRows(SharedRows):
     """``RebornRows`` on PostgreSQL."""
+
+    named = staticmethod(psycopg_named)
 
     error: type[Exception] = psycopg.Error
     move_limit: int | None = None  # a transaction locks only the rows it changes
@@ -138,36 +140,12 @@ class PostgresRows:
             {"p": folder, "after": after, "limit": limit},
         ).fetchall()
 
-    def count_documents(self, conn: Any, folder: str) -> int:
-        row = conn.execute(
-            f"SELECT count(*) FROM {TABLE} WHERE path >= %(p)s || '/' AND path < %(p)s || '0' "
-            "AND NOT is_dir AND kind = 'memory_document'",
-            {"p": folder},
-        ).fetchone()
-        return int(row[0]) if row else 0
-
     def versions(self, conn: Any, prefix: str) -> list[tuple[str, Any]]:
         return conn.execute(  # type: ignore[no-any-return]
             f"SELECT path, {TOKEN} FROM {TABLE} WHERE path >= %(p)s || '/' "
             "AND path < %(p)s || '0' AND NOT is_dir AND kind = 'memory_document'",
             {"p": prefix},
         ).fetchall()
-
-    def kinds(self, conn: Any, prefix: str) -> list[tuple[str, str]]:
-        return conn.execute(  # type: ignore[no-any-return]
-            f"SELECT path, kind FROM {TABLE} WHERE path >= %(p)s || '/' "
-            "AND path < %(p)s || '0' AND NOT is_dir "
-            "AND kind IN ('memory_document', 'memory_chunk')",
-            {"p": prefix},
-        ).fetchall()
-
-    def directories(self, conn: Any, prefix: str) -> list[str]:
-        rows = conn.execute(
-            "SELECT path FROM memfs.reborn_directories "
-            "WHERE path >= %(p)s || '/' AND path < %(p)s || '0' ORDER BY path",
-            {"p": prefix},
-        ).fetchall()
-        return [r[0] for r in rows]
 
     def contents(self, conn: Any, paths: Sequence[str]) -> list[tuple[str, bytes, Any]]:
         rows = conn.execute(
@@ -291,13 +269,6 @@ class PostgresRows:
         ).fetchall()
         return [(path, bytes(data), created) for path, data, created in rows]
 
-    def count_kind(self, conn: Any, below: str, kind: str) -> int:
-        row = conn.execute(
-            f"SELECT count(*) FROM {TABLE} WHERE {BELOW} AND kind = %(kind)s",
-            {"p": below, "kind": kind},
-        ).fetchone()
-        return int(row[0]) if row is not None else 0
-
     # -- writes ----------------------------------------------------------------------------
 
     def insert(self, conn: Any, record: Record) -> Answer:
@@ -348,13 +319,6 @@ class PostgresRows:
              "kind": record.kind, "indexed": record.indexed},
             prepare=True,
         )  # fmt: skip
-
-    def delete_chunks(self, conn: Any, below: str) -> None:
-        conn.execute(
-            f"DELETE FROM {TABLE} WHERE {BELOW} AND kind = 'memory_chunk'",
-            {"p": below},
-            prepare=True,
-        )
 
     def write_attrs(self, conn: Any, path: str, attrs: FileAttrs, against: Any) -> None:
         if attrs.empty:
@@ -527,13 +491,3 @@ class PostgresRows:
                     "ON CONFLICT DO NOTHING",
                     [(p,) for p in paths],
                 )
-
-    def drop_directory(self, conn: Any, path: str) -> None:
-        conn.execute("DELETE FROM memfs.reborn_directories WHERE path = %s", (path,))
-
-    def move_directories(self, conn: Any, old: str, new: str) -> None:
-        conn.execute(
-            "UPDATE memfs.reborn_directories SET path = %(new)s || substr(path, %(cut)s) "
-            "WHERE path = %(old)s OR (path >= %(old)s || '/' AND path < %(old)s || '0')",
-            {"new": new, "old": old, "cut": len(old) + 1},
-        )
