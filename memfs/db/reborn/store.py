@@ -960,6 +960,8 @@ class RebornStore(DeferringStore):
         relative = self.path_of(doc_id)
         if relative is None:
             return None
+        if relative == new_path and replaced is None:
+            return self._renamed_in_place(relative, attrs)
         replaced_gone: Callable[[], bool | None] = lambda: None  # noqa: E731
         with self._transaction() as conn:
             if replaced is not None:
@@ -985,6 +987,16 @@ class RebornStore(DeferringStore):
         if found is None or after is None:
             return None
         return Moved(found[1], self._one(after)[1])
+
+    def _renamed_in_place(self, relative: str, attrs: FileAttrs) -> Moved | None:
+        """A document renamed to the path its row has (an editor's backup renamed back,
+        ``x -> x~ -> x``): nothing moves, and the row is not another one in the way; the
+        attributes the rename carries are kept."""
+        with self._transaction() as conn:
+            found = self._locked_times(conn, [relative]).fetchone()
+            if found is not None and not attrs.empty:
+                self._write_entry_attrs(conn, self.scope.row(relative), attrs, None)
+        return Moved(found[1], found[1]) if found is not None else None
 
     def _locked_times(self, conn: Any, relatives: Sequence[str]) -> Answer:
         """The documents' rows locked, answering (path, updated_at) each (sent, not read)."""
