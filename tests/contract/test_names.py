@@ -201,3 +201,33 @@ async def test_a_renamed_document_keeps_its_versions(ws: Workspace) -> None:
     await ws.ops.move("h.md", "k.md")
     after = [e.name for e in await ws.ops.list(".versions/k.md")]
     assert len(after) == len(before) >= 2
+
+
+async def test_a_folder_move_keeps_identities_kept_folders_and_leaves_its_neighbours(
+    ws: Workspace,
+) -> None:
+    await ws.ops.mkdir("a_b")
+    await ws.ops.mkdir("a_b/deep")
+    await ws.ops.mkdir("a_b/empty")
+    await ws.ops.save("a_b/x.md", b"x\n")
+    await ws.ops.save("a_b/deep/y.md", b"y\n")
+    await ws.ops.save("a_b.md", b"the file beside\n")
+    await ws.ops.mkdir("aXb")
+    await ws.ops.save("aXb/z.md", b"z\n")
+    before = [await ws.identity(p) for p in ("a_b/x.md", "a_b/deep/y.md")]
+    await ws.ops.move("a_b", "c")
+    await ws.fs.flush_changes()
+    assert [await ws.identity(p) for p in ("c/x.md", "c/deep/y.md")] == before
+    assert sorted(await ws.stored_names()) == ["aXb", "a_b.md", "c"]
+    assert await ws.stored_names("c") == ["deep", "empty", "x.md"]
+    assert await ws.stored_names("aXb") == ["z.md"]
+    assert await ws.stored("a_b.md") == b"the file beside\n"
+
+
+async def test_a_name_with_a_control_character_or_past_255_bytes_is_refused(
+    ws: Workspace,
+) -> None:
+    await refused(errno.EINVAL, ws.ops.save("ctl\x01.md", b"x"))
+    await refused(errno.ENAMETOOLONG, ws.ops.save("n" * 300 + ".md", b"x"))
+    await refused(errno.ENAMETOOLONG, ws.ops.mkdir("d" * 256))
+    assert await ws.stored_names() == []

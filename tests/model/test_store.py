@@ -169,19 +169,6 @@ def test_scopes_never_touch_other_users(
     assert rows(sql_conn, "bob") == [("secret.md", "bob only")]
 
 
-def test_rename_directory_escapes_like_wildcards(
-    store: MetaStore, sql_conn: psycopg.Connection[Any]
-) -> None:
-    store.commit_document(Write(None, "a_b/x.md", "x"), NO_ATTRS)
-    store.commit_document(Write(None, "aXb/y.md", "y"), NO_ATTRS)
-    store.commit_document(Write(None, "a_b.md", "file beside"), NO_ATTRS)
-    store.create_directory("a_b/empty")
-    moved = store.rename_directory("a_b", "c", None)
-    assert len(moved) == 1
-    assert sorted(r[0] for r in rows(sql_conn)) == ["aXb/y.md", "a_b.md", "c/x.md"]
-    assert store.load_directories() == ["c/empty"]
-
-
 def test_rename_document_replaces_target(
     store: MetaStore, sql_conn: psycopg.Connection[Any]
 ) -> None:
