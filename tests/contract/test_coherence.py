@@ -112,3 +112,23 @@ async def test_another_users_documents_are_never_seen(
     await ws.apply_others()
     assert not await ws.ops.exists("private.md")
     assert "private.md" not in await ws.stored_names()
+
+
+async def test_rows_the_workspace_cannot_show_are_passed_over_and_left_alone(
+    ws: Workspace, sql_conn: psycopg.Connection[Any]
+) -> None:
+    """The agent's rows at paths no file can have (under a synthetic folder; on the
+    legacy layout also absolute, with an empty or ``..`` segment, a control character) are not shown, and nothing of memfs's
+    touches them; the rest of the workspace loads."""
+    unshowable = [".search/x.md"]
+    if ws.engine.layout == "legacy":  # the Reborn layout's own path rules refuse these
+        unshowable += ["/abs.md", "a//b.md", "dir/../up.md", "ctl\x07.md"]
+    ws.engine.agent_writes(sql_conn, ws.url, {p: "x\n" for p in [*unshowable, "ok.md"]})
+    await ws.apply_others()
+    assert await ws.ops.read("ok.md") == b"x\n"
+    async with ws.fresh() as other:  # the synthetic folders beside it: ``.search`` and the like
+        assert [e.name for e in await other.list() if not e.name.startswith(".")] == ["ok.md"]
+        assert not await other.exists("a") and not await other.exists("dir")
+    await ws.ops.save("mine.md", b"mine\n")
+    await ws.fs.flush_changes()
+    assert set(unshowable) <= set(ws.engine.rows(sql_conn)), "left as the agent wrote them"

@@ -307,20 +307,6 @@ async def test_readdir_in_batches_lists_each_entry_once(fs: Filesystem) -> None:
     assert seen == [".", "..", *names]
 
 
-async def test_unloadable_rows_are_skipped_and_left_alone(
-    database: Database, sql_conn: psycopg.Connection[Any]
-) -> None:
-    for path in ["/abs.md", "a//b.md", "ctl\x07.md", ".search/x.md", "ok.md", "dir/../up.md"]:
-        sql_conn.execute(
-            "INSERT INTO memory_documents (user_id, path, content) VALUES ('default', %s, 'x')",
-            (path,),
-        )
-    fresh = Filesystem(database.store(Scope("default")))
-    await fresh.load()
-    assert sorted(fresh.state.tree.root.children) == ["ok.md"]
-    assert sql_conn.execute("SELECT count(*) FROM memory_documents").fetchone() == (6,)
-
-
 async def test_other_users_rows_are_invisible(
     database: Database, sql_conn: psycopg.Connection[Any]
 ) -> None:
