@@ -118,8 +118,8 @@ async def test_rows_the_workspace_cannot_show_are_passed_over_and_left_alone(
     ws: Workspace, sql_conn: psycopg.Connection[Any]
 ) -> None:
     """The agent's rows at paths no file can have (under a synthetic folder; on the
-    legacy layout also absolute, with an empty or ``..`` segment, a control character) are not shown, and nothing of memfs's
-    touches them; the rest of the workspace loads."""
+    legacy layout also absolute, with an empty or ``..`` segment, a control character)
+    are not shown, and nothing of memfs's touches them; the rest of the workspace loads."""
     unshowable = [".search/x.md"]
     if ws.engine.layout == "legacy":  # the Reborn layout's own path rules refuse these
         unshowable += ["/abs.md", "a//b.md", "dir/../up.md", "ctl\x07.md"]
