@@ -231,3 +231,20 @@ async def test_a_name_with_a_control_character_or_past_255_bytes_is_refused(
     await refused(errno.ENAMETOOLONG, ws.ops.save("n" * 300 + ".md", b"x"))
     await refused(errno.ENAMETOOLONG, ws.ops.mkdir("d" * 256))
     assert await ws.stored_names() == []
+
+
+async def test_a_folder_emptied_then_removed_is_gone_and_one_made_again_stays(
+    ws: Workspace,
+) -> None:
+    """``rm d/x.md; rmdir d`` and ``rm e/y.md; rmdir e; mkdir e``, each sent as the
+    workspace batches them: the order holds on every engine."""
+    for folder, doc in (("d", "d/x.md"), ("e", "e/y.md")):
+        await ws.ops.mkdir(folder)
+        await ws.ops.save(doc, b"x\n")
+    for folder, doc in (("d", "d/x.md"), ("e", "e/y.md")):
+        await ws.ops.remove(doc)
+        await ws.ops.remove(folder)
+    await ws.ops.mkdir("e")
+    await ws.fs.flush_changes()
+    assert await ws.stored_names() == ["e"]
+    assert await ws.stored_names("e") == []
