@@ -12,8 +12,11 @@ from typing import Any
 
 import psycopg
 
-from memfs.db import Database, Scope
+from memfs.config import Settings
+from memfs.db import Database, Scope, open_database
 from memfs.sync import STATE_FILE, DirectorySync
+from tests.engines import Engine
+from tests.model.conftest import filesystem_of
 from tests.mounting import memfs_env
 
 Completed = subprocess.CompletedProcess[str]
@@ -277,3 +280,59 @@ def test_a_pass_that_fails_midway_keeps_what_it_did(
     assert rows(sql_conn)["a.md"][1] == "one\nagent\nagent 2\n"
     assert (root / "a.md").read_text() == "one\nagent\nagent 2\n"
     assert rows(sql_conn)["b.md"][1] == "refused\n"
+
+
+def test_one_pass_each_way_on_every_engine(
+    engine: Engine, database_url: str, sql_conn: psycopg.Connection[Any], work_dir: Path
+) -> None:
+    """The passes above on all four engines (the agent's side as each engine's IronClaw
+    writes it): pushed and pulled, edits each way, a local rename keeping the row, deletes
+    each way, and a change on both sides (the local file wins, the database's content is
+    kept as a version)."""
+    root = work_dir / f"sync-{engine}"
+    (root / "daily").mkdir(parents=True)
+    (root / "MEMORY.md").write_text("local memory\n")
+    (root / "daily/03.md").write_text("local log\n")
+    (root / "MEMORY.md~").write_text("editor backup")  # scratch: never synced
+    url = engine.mount_url(database_url)
+    engine.agent_writes(sql_conn, url, {"agent.md": "written by the agent\n"})
+    database = open_database(Settings(database_url=url))
+    try:
+        syncer = DirectorySync(filesystem_of(engine, database).store, root)
+        first = syncer.run_once()
+        assert sorted(first.pushed) == ["MEMORY.md", "daily/03.md"]
+        assert first.pulled == ["agent.md"]
+        assert engine.contents(sql_conn) == {
+            "MEMORY.md": "local memory\n", "daily/03.md": "local log\n",
+            "agent.md": "written by the agent\n",
+        }  # fmt: skip
+        assert (root / "agent.md").read_text() == "written by the agent\n"
+        assert syncer.run_once().counts() == {}, "nothing left to do"
+        memory = engine.rows(sql_conn)["MEMORY.md"][0]
+
+        (root / "MEMORY.md").write_text("local memory, edited\n")
+        engine.agent_overwrites(sql_conn, "agent.md", "agent, edited\n")
+        report = syncer.run_once()
+        assert report.pushed == ["MEMORY.md"] and report.pulled == ["agent.md"]
+        assert (root / "agent.md").read_text() == "agent, edited\n"
+
+        os.rename(root / "MEMORY.md", root / "NOTES.md")
+        report = syncer.run_once()
+        assert len(report.renamed) == 1
+        assert engine.rows(sql_conn)["NOTES.md"] == (memory, "local memory, edited\n")
+
+        (root / "NOTES.md").unlink()
+        engine.agent_deletes(sql_conn, "agent.md")
+        report = syncer.run_once()
+        assert report.deleted_remote == ["NOTES.md"] and report.deleted_local == ["agent.md"]
+        assert set(engine.contents(sql_conn)) == {"daily/03.md"}
+        assert files(root) == {"daily/03.md", "MEMORY.md~"}
+
+        (root / "daily/03.md").write_text("edited locally\n")
+        engine.agent_overwrites(sql_conn, "daily/03.md", "edited by the agent\n")
+        report = syncer.run_once()
+        assert report.conflicts == ["daily/03.md"]
+        assert engine.contents(sql_conn)["daily/03.md"] == "edited locally\n"
+        assert "edited by the agent\n" in engine.versions(sql_conn, "daily/03.md")
+    finally:
+        database.close()
