@@ -20,25 +20,29 @@ import trio
 from memfs.config import Settings
 from memfs.db import open_database
 from memfs.db.calls import DatabaseCalls
-from memfs.db.scoped import Scope
 from memfs.errors import FsError
 from memfs.kernel import RecordingNotifier
 from memfs.tree import ROOT_INODE
 from memfs.vfs import Filesystem, OtherWriters, ToolFolders
 from memfs.vfs.content import DOCUMENT_MAX_BYTES
 from memfs.vfs.tool_folders import TOOL_FILE_MAX_BYTES
+from tests.engines import Engine
 from tests.model.test_feed_races import held
 
 
 @pytest.fixture
-async def two(database_url: str) -> AsyncIterator[tuple[Filesystem, Filesystem]]:
-    databases = [open_database(Settings(database_url=database_url)) for _ in range(2)]
+async def two(engine: Engine, database_url: str) -> AsyncIterator[tuple[Filesystem, Filesystem]]:
+    """Two mounts of one workspace with its tool folders, on each of the four engines."""
+    url = engine.mount_url(database_url)
+    databases = [open_database(Settings(database_url=url)) for _ in range(2)]
     mounts = []
     for database in databases:
         calls = DatabaseCalls()
-        workspace = database.workspace(Settings(database_url=database_url), "t")
+        settings = Settings(database_url=url, user_id="default")
+        settings.given.add("user_id")
+        workspace = database.workspace(settings, "t")
         fs = Filesystem(
-            database.store(Scope("default")), uid=1000, gid=1000, calls=calls,
+            workspace.documents, uid=1000, gid=1000, calls=calls, kept=workspace.kept,
             kernel=RecordingNotifier(), tools=ToolFolders(workspace.tool_files, calls),
         )  # fmt: skip
         await fs.load()
