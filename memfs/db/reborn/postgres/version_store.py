@@ -11,7 +11,8 @@ from memfs.db.reborn.versions import RebornVersions
 from memfs.db.scoped import Pool, fetch_all
 
 _TABLE = "root_filesystem_entries"
-_UNDER = "(path >= %(p)s || '/' AND path < %(p)s || '0') AND kind = 'memory_document_version'"
+_VERSION_ROW = "kind = 'memory_document_version'"
+_UNDER = f"(path >= %(p)s || '/' AND path < %(p)s || '0') AND {_VERSION_ROW}"
 
 
 class RebornVersionStore(RebornVersions):
@@ -34,14 +35,9 @@ class RebornVersionStore(RebornVersions):
         return [VersionInfo(int(n), at, who, int(size or 0)) for n, at, who, size in rows]
 
     def _body(self, row: str) -> bytes | None:
-        with self.pool.connection() as conn:
-            found = conn.execute(
-                f"SELECT contents FROM {_TABLE} WHERE path = %(p)s "
-                "AND kind = 'memory_document_version'",
-                {"p": row},
-                binary=True,
-            ).fetchone()
-        return bytes(found[0]) if found is not None else None
+        sql = f"SELECT contents FROM {_TABLE} WHERE path = %(p)s AND {_VERSION_ROW}"
+        found = fetch_all(self.pool, sql, {"p": row}, binary=True)
+        return bytes(found[0][0]) if found else None
 
     def _as_of(self, scope_prefix: str, at: datetime) -> AsOf:
         prefix = scope_prefix + "/"
