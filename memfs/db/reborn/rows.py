@@ -18,6 +18,7 @@ IMMEDIATE``.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -325,6 +326,7 @@ TABLE = "root_filesystem_entries"
 BELOW = "(path >= :p || '/' AND path < :p || '0')"
 
 
+@functools.cache  # a few statements, each converted once rather than at every call
 def psycopg_named(sql: str) -> str:
     """A statement written with SQLite's named parameters (``:name``) in psycopg's
     (``%(name)s``); a cast (``::text``) is left as it is.  For the shared statements
@@ -334,8 +336,8 @@ def psycopg_named(sql: str) -> str:
 
 class SharedRows:
     """The statements both databases run as written: counts and kinds below a path, and
-    memfs's own directories table.  They are written once in SQLite's named style; ``named`` gives a
-    statement in the database's own (PostgreSQL: ``psycopg_named``)."""
+    memfs's own directories table.  They are written once in SQLite's named style;
+    ``named`` gives a statement in the database's own (PostgreSQL: ``psycopg_named``)."""
 
     @staticmethod
     def named(sql: str) -> str:

@@ -34,7 +34,7 @@ from memfs.db.libsql.connection import MOVE_LIMIT, LibsqlFile, blob
 from memfs.db.libsql.row_times import NOW, TABLE, parse_time, token
 from memfs.db.libsql.row_times import as_text as _text
 from memfs.db.reborn import layout
-from memfs.db.reborn.rows import Answer, Family, KeepAs, Record, SharedRows, answers
+from memfs.db.reborn.rows import BELOW, Answer, Family, KeepAs, Record, SharedRows, answers
 from memfs.ironclaw.hashing import bytes_hash
 
 if TYPE_CHECKING:
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-BELOW = "(path >= :p || '/' AND path < :p || '0')"
 AT_OR_BELOW = f"(path = :p OR {BELOW})"
 _IN = "IN (SELECT value FROM json_each(:{}))"
 #: memfs's own tables, in its file beside IronClaw's (attached as ``memfs``).

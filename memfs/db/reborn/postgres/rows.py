@@ -18,10 +18,17 @@ import psycopg
 from memfs.db.deferred import PartsLog, is_refusal, pipelined_transaction
 from memfs.db.health import invalid_indexes
 from memfs.db.interface import FileAttrs
-from memfs.db.reborn.rows import Answer, Family, KeepAs, Record, SharedRows, psycopg_named
+from memfs.db.reborn.rows import (
+    TABLE,
+    Answer,
+    Family,
+    KeepAs,
+    Record,
+    SharedRows,
+    psycopg_named,
+)
 from memfs.db.scoped import Pool
 
-TABLE = "root_filesystem_entries"
 #: SQLSTATE of ``memfs.expect`` (memfs's schema): a guarded statement found no row.
 GUARD_FAILED = "MF001"
 #: Rows at P or below it (bytewise ranges: '/' is 0x2F, '0' is 0x30), as IronClaw selects.
