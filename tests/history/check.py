@@ -14,6 +14,12 @@ was lost (the rules are in docs/semantics/persistence.md, "What the history chec
    truncation may have emptied them before the write's close saved them) or renamed
    another file onto its name (the write's descriptor then wrote to a file no name leads
    to, which is gone at its close, as on a local disk).
+   A folder move another writer raced for its new name (``_contested_moves``) may not have
+   been made at all, though its ``rename(2)`` returned 0: the mount sends it with its next
+   transaction, which finds the other writer's rows there, moves nothing and shows the
+   folder back under its old name (persistence.md, "A folder move").  A write through that
+   mount right after, to a file below the new name, then reaches the document under the
+   old name, which later operations there may take.
 2. Every line of every current content and version row is a marker some operation tried
    to write, or a line the workspace held before the run: no byte nobody wrote (a NUL, a
    torn line), and an indeterminate write is there whole or not at all.
@@ -81,6 +87,45 @@ class _Index:
     #: Operations of a mount that truncate a file in place or rename another onto it, by
     #: the path of the file they overwrite, sorted by start.
     overwrites: dict[str, list[Op]] = field(default_factory=dict)
+    #: Folder moves another writer raced for the new name (``_contested_moves``), by that name.
+    contested: dict[str, list[Op]] = field(default_factory=dict)
+
+
+def _is_folder(path: str) -> bool:
+    """Whether the driver's ``path`` names a folder (its files all have a suffix)."""
+    return "." not in path.rsplit("/", maxsplit=1)[-1]
+
+
+def _contested_moves(ops: list[Op]) -> dict[str, list[Op]]:
+    """The acknowledged folder moves of a mount another writer (another mount, the agent,
+    ``memfs sync``) raced for the new name, by that name: it made or moved something at or
+    below it while the move may still have been on its way to the database (its syscall,
+    then up to ``LATE_ELSEWHERE`` for its transaction), which may then have found their
+    rows there and moved nothing."""
+    moves: dict[str, list[Op]] = {}
+    for op in ops:
+        folder_move = op.kind in MOVES and op.target and _is_folder(op.path)
+        if folder_move and op.outcome == OK and op.mount is not None:
+            assert op.target is not None
+            moves.setdefault(op.target, []).append(op)
+    touching: dict[str, list[Op]] = {}  # folder -> the operations at or below it
+    for op in ops:
+        if op.outcome == FAIL:
+            continue
+        for folder in {f for p in (op.path, op.target) if p for f in _ancestors(p)} & moves.keys():
+            touching.setdefault(folder, []).append(op)
+    return {
+        target: [
+            move for move in listed
+            if any(
+                other.mount != move.mount
+                and other.end >= move.start - LATE_ELSEWHERE
+                and other.start <= move.end + LATE_ELSEWHERE
+                for other in touching.get(target, [])
+            )
+        ]
+        for target, listed in moves.items()
+    }  # fmt: skip
 
 
 #: The last history indexed, held so that its id is not reused by another list.
@@ -111,7 +156,8 @@ def _index(ops: list[Op]) -> _Index:
         replaced = op.replaces_by_rename() if op.mount is not None else None
         if replaced is not None:
             index.overwrites.setdefault(replaced, []).append(op)
-    for table in (index.moves, index.removals, index.trees_removed):
+    index.contested = _contested_moves(ops)
+    for table in (index.moves, index.removals, index.trees_removed, index.contested):
         for listed in table.values():
             listed.sort(key=lambda op: op.end)
     for listed in index.overwrites.values():
@@ -137,9 +183,17 @@ def _may_follow(move: Op, write: Op) -> bool:
     return elsewhere and move.end >= write.start - LATE_ELSEWHERE
 
 
+def _undone(folder: str, write: Op, index: _Index) -> Iterator[Op]:
+    """The contested moves of ``write``'s mount onto ``folder`` that may have been refused
+    after ``write`` began: made before it, less than ``LATE_ELSEWHERE`` before."""
+    listed = _ended_since(index.contested.get(folder, []), write.start - LATE_ELSEWHERE)
+    return (m for m in listed if m.mount == write.mount and m.end <= write.start)
+
+
 def _reachable(write: Op, index: _Index) -> Iterator[str]:
     """``write``'s path, then every path moves that may have followed it (``_may_follow``)
-    may have taken the document to (breadth first, each once)."""
+    may have taken the document to, and the old name of a folder whose move may have been
+    refused under it (``_undone``), breadth first, each once."""
     found = {write.path}
     waiting = deque([write.path])
     while waiting:
@@ -147,9 +201,11 @@ def _reachable(write: Op, index: _Index) -> Iterator[str]:
         yield path
         for folder in _ancestors(path):
             listed = _ended_since(index.moves.get(folder, []), write.start - LATE_ELSEWHERE)
-            for move in (m for m in listed if _may_follow(m, write)):
-                assert move.target is not None
-                new = _moved(path, folder, move.target)
+            nexts = [
+                _moved(path, folder, m.target) for m in listed
+                if m.target is not None and _may_follow(m, write)
+            ] + [_moved(path, folder, m.path) for m in _undone(folder, write, index)]  # fmt: skip
+            for new in nexts:
                 if new not in found:
                     found.add(new)
                     waiting.append(new)

@@ -11,6 +11,7 @@ both layouts, with the background sender running as in a mount.
 from __future__ import annotations
 
 import errno
+import os
 from typing import Any
 
 import psycopg
@@ -18,11 +19,11 @@ import pytest
 import trio
 
 from memfs.errors import FsError
-from memfs.tree import ROOT_INODE
+from memfs.tree import ROOT_INODE, DirNode
 from memfs.vfs import Filesystem
 from tests.engines import Engine
 from tests.model.conftest import settle
-from tests.model.test_round_trips import write_file
+from tests.model.test_round_trips import rewrite, write_file
 
 
 def hold_flushes(fs: Filesystem) -> trio.Event:
@@ -103,6 +104,41 @@ async def test_two_mounts_moving_folders_onto_one_new_name(
             "SELECT path FROM memory_documents GROUP BY user_id, agent_id, path HAVING count(*) > 1"
         ).fetchall()
         assert not dup
+
+
+async def test_a_write_right_after_a_refused_folder_move_is_kept(
+    engine: Engine, two: tuple[Filesystem, Filesystem], sql_conn: psycopg.Connection[Any]
+) -> None:
+    """Both mounts move a folder onto ``e`` and at once append to ``e/z.md``: the loser's
+    move was told 0 but moved nothing at its transaction, and its append is kept: in the
+    document it had open, back under its old name, or (the move's answer in before the
+    append's commit; on Reborn, where the path is the document) merged into ``e/z.md``.
+    CI's seed 3 on legacy was this, and a later removal of ``a/z.md`` that the checker did
+    not know could take the append (it knows the old name now)."""
+    first, second = two
+    for folder in ("a", "b"):
+        node = await first.mkdir(ROOT_INODE, folder, 0o755)
+        await write_file(first, node.ino, "z.md", f"{folder}\n".encode())
+    await settle(first)
+    await second.load()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(first.rename, ROOT_INODE, "a", ROOT_INODE, "e")
+        nursery.start_soon(second.rename, ROOT_INODE, "b", ROOT_INODE, "e")
+    for fs, line in ((first, b"first\n"), (second, b"second\n")):
+        moved = fs.state.tree.get_dir(ROOT_INODE).children["e"]
+        assert isinstance(moved, DirNode)
+        ino = moved.children["z.md"].ino
+        await rewrite(fs, ino, os.O_WRONLY | os.O_APPEND, line)
+    await settle(first)
+    await settle(second)
+    contents = engine.contents(sql_conn)
+    lines = sorted(line for text in contents.values() for line in text.splitlines())
+    assert lines == ["a", "b", "first", "second"], contents
+    assert len(contents) == 2 and "e/z.md" in contents, contents
+    loser = "a" if "a/z.md" in contents else "b"
+    with trio.fail_after(10):  # both mounts come to show the loser's folder back
+        while not all(loser in fs.state.tree.get_dir(ROOT_INODE).children for fs in two):
+            await trio.sleep(0.05)
 
 
 async def test_a_file_renamed_over_another_keeps_its_history(

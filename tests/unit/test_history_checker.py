@@ -151,3 +151,34 @@ def test_the_tightened_rule_excuses_replacements_and_saves_overlapping_them() ->
     truncation = op("shell-truncate", "a.md", 6, 7, marker="w-8")
     assert not_merged(history(truncation, append, save), kept) == []
     assert not_merged(history(op("truncate", "a.md", 1, 2, marker="w-8"), append), kept) != []
+
+
+def test_a_write_after_a_folder_move_another_mount_raced_may_be_under_the_old_name() -> None:
+    """CI's seed 3 on legacy (issue 56's last run): two mounts moved a and b onto e at
+    once, both told 0; the loser's move was refused at its transaction (b's documents were
+    there), and its append to e/z.md a few ms later reached a/z.md, the document it had
+    open, which a removal took later.  The checker called it lost."""
+    move = op("mv", "a", 10.0, 10.001, target="e", mount="m1")
+    raced = op("mv", "b", 10.0, 10.004, target="e", mount="m0")
+    write = op("append", "e/z.md", 10.005, 10.02, marker="w-1", mount="m1")
+    removed = op("rm", "a/z.md", 12.0, 12.01, mount="m0")
+    assert places(write, [move, raced, write, removed]) == {"e/z.md", "a/z.md"}
+    assert check(history(move, raced, write, removed), state({})) == []
+    assert not_merged(history(move, raced, write, removed), state({})) == []
+    # The excuse needs every part of that: another writer racing for the name...
+    alone = history(move, write, removed)
+    assert check(alone, state({})) == ["lost: w append e/z.md [w-1]: ok"]
+    long_after = op("mv", "b", 13.0, 13.1, target="e", mount="m0")
+    assert check(history(move, long_after, write, removed), state({})) != []
+    # ...the write made through the mount that moved, soon after the move...
+    elsewhere = op("append", "e/z.md", 10.005, 10.02, marker="w-1", mount="m0")
+    assert check(history(move, raced, elsewhere, removed), state({})) != []
+    later = op("append", "e/z.md", 11.5, 11.6, marker="w-1", mount="m1")
+    assert check(history(move, raced, later, removed), state({})) != []
+    # ...and a folder moved, not a file renamed (those are made at once, never refused).
+    file_move = op("mv", "a.md", 10.0, 10.001, target="e.md", mount="m1")
+    file_raced = op("mv", "b.md", 10.0, 10.004, target="e.md", mount="m0")
+    file_write = op("append", "e.md", 10.005, 10.02, marker="w-1", mount="m1")
+    file_removed = op("rm", "a.md", 12.0, 12.01, mount="m0")
+    found = check(history(file_move, file_raced, file_write, file_removed), state({}))
+    assert found == ["lost: w append e.md [w-1]: ok"]
