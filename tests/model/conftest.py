@@ -5,6 +5,7 @@ directly over each engine's store (JuiceFS's ``testMeta`` over every engine)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -42,6 +43,34 @@ def filesystem_of(engine: Engine, database: Any) -> Filesystem:
         scope = RebornScope("reborn-cli", "default", "reborn-cli-agent")
         store, kept = RebornStore(database.pool, scope), KeptStore(database.pool, scope.prefix)
     return Filesystem(store, uid=1000, gid=1000, kept=kept)
+
+
+@dataclass
+class Solo:
+    """One model mount of the engine's workspace, and how to load another (what the
+    database holds, read back as a fresh mount shows it)."""
+
+    engine: Engine
+    fs: Filesystem
+    database: Any
+
+    async def fresh(self) -> Filesystem:
+        other = filesystem_of(self.engine, self.database)
+        await other.load()
+        return other
+
+
+@pytest.fixture
+async def solo(engine: Engine, database_url: str) -> AsyncIterator[Solo]:
+    """One model mount of the engine's workspace (changes sent at once, no background
+    sender: each call's rows are there when it returns)."""
+    database = open_database(Settings(database_url=engine.mount_url(database_url)))
+    try:
+        fs = filesystem_of(engine, database)
+        await fs.load()
+        yield Solo(engine, fs, database)
+    finally:
+        database.close()
 
 
 @pytest.fixture

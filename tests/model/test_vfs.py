@@ -15,6 +15,7 @@ from memfs.ironclaw.hashing import bytes_hash
 from memfs.kernel import RecordingNotifier
 from memfs.tree import ROOT_INODE, DirNode, FileNode
 from memfs.vfs import Filesystem, OtherWriters
+from tests.model.conftest import Solo
 
 WRITE = os.O_WRONLY
 TRUNC = os.O_WRONLY | os.O_TRUNC
@@ -68,14 +69,15 @@ async def test_two_descriptors_share_one_buffer(fs: Filesystem) -> None:
 
 
 async def test_refused_write_keeps_database_content(
-    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+    solo: Solo, sql_conn: psycopg.Connection[Any]
 ) -> None:
+    fs = solo.fs
     ino = await write_file(fs, ROOT_INODE, "MEMORY.md", b"precious\n")
     fh, _ = await fs.open(ino, TRUNC)  # `printf 'a\0b' > MEMORY.md`
     await expect(errno.EILSEQ, fs.write(fh, 0, b"a\x00b"))
     await expect(errno.EILSEQ, fs.flush(fh))  # close reports it too
     await fs.release(fh)
-    assert docs(sql_conn) == {"MEMORY.md": "precious\n"}
+    assert solo.engine.contents(sql_conn) == {"MEMORY.md": "precious\n"}
     assert fs.getattr(ino).size == len(b"precious\n")
     fh, _ = await fs.open(ino, os.O_RDONLY)
     assert await fs.read(fh, 0, 100) == b"precious\n"
@@ -83,36 +85,37 @@ async def test_refused_write_keeps_database_content(
 
 
 async def test_truncated_trailing_character_fails_at_flush(
-    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+    solo: Solo, sql_conn: psycopg.Connection[Any]
 ) -> None:
+    fs = solo.fs
     fh, _ = await fs.create(ROOT_INODE, "bad.md", 0o644, WRITE)
     await fs.write(fh, 0, b"caf\xc3")
     await expect(errno.EILSEQ, fs.flush(fh))
     await fs.release(fh)
-    assert docs(sql_conn) == {}
+    assert solo.engine.contents(sql_conn) == {}
     assert "bad.md" not in fs.state.tree.root.children  # never stored, so not shown either
     await expect(errno.ENOENT, fs.rename(ROOT_INODE, "bad.md", ROOT_INODE, "x.md"))
 
 
 async def test_unlink_keeps_emptied_directory(
-    database: Database, fs: Filesystem, sql_conn: psycopg.Connection[Any]
+    solo: Solo, sql_conn: psycopg.Connection[Any]
 ) -> None:
+    fs, contents = solo.fs, solo.engine.contents
     projects = await fs.mkdir(ROOT_INODE, "projects", 0o755)
     beta = await fs.mkdir(projects.ino, "beta", 0o755)
     await write_file(fs, beta.ino, "notes.md", b"n")
-    assert docs(sql_conn) == {"projects/beta/notes.md": "n"}
+    assert contents(sql_conn) == {"projects/beta/notes.md": "n"}
     await fs.unlink(beta.ino, "notes.md")
-    assert docs(sql_conn) == {}
-    fresh = Filesystem(database.store(Scope("default")))
-    await fresh.load()
-    assert isinstance(fresh.state.tree.resolve("projects/beta"), DirNode)
+    assert contents(sql_conn) == {}
+    assert isinstance((await solo.fresh()).state.tree.resolve("projects/beta"), DirNode)
     await expect(errno.ENOTEMPTY, fs.rmdir(ROOT_INODE, "projects"))
     await fs.rmdir(projects.ino, "beta")
     await fs.rmdir(ROOT_INODE, "projects")
-    assert sql_conn.execute("SELECT count(*) FROM memfs.directories").fetchone() == (0,)
+    assert (await solo.fresh()).state.tree.root.children == {}
 
 
-async def test_errnos_of_namespace_operations(fs: Filesystem) -> None:
+async def test_errnos_of_namespace_operations(solo: Solo) -> None:
+    fs = solo.fs
     d = await fs.mkdir(ROOT_INODE, "d", 0o755)
     await write_file(fs, ROOT_INODE, "f.md", b"f")
     await write_file(fs, d.ino, "inner.md", b"i")
@@ -142,18 +145,19 @@ async def test_errnos_of_namespace_operations(fs: Filesystem) -> None:
 
 
 async def test_write_temp_then_rename_keeps_document_identity(
-    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+    solo: Solo, sql_conn: psycopg.Connection[Any]
 ) -> None:
+    fs, engine = solo.fs, solo.engine
     await write_file(fs, ROOT_INODE, "notes.md", b"v1")
-    [(original,)] = sql_conn.execute("SELECT id FROM memory_documents").fetchall()
+    original = engine.identity(sql_conn, "notes.md")
     # Committed temp, renamed over the document: the row at the target is replaced.
     fh, _ = await fs.create(ROOT_INODE, "tmp1", 0o644, WRITE)
     await fs.write(fh, 0, b"v2")
     await fs.rename(ROOT_INODE, "tmp1", ROOT_INODE, "notes.md")  # renamed while still open
     await fs.release(fh)
-    assert docs(sql_conn) == {"notes.md": "v2"}
-    [(after,)] = sql_conn.execute("SELECT id FROM memory_documents").fetchall()
-    assert after == original  # the uncommitted temp adopted the existing row
+    assert engine.contents(sql_conn) == {"notes.md": "v2"}
+    assert engine.identity(sql_conn, "notes.md") == original  # the temp adopted the row
+    assert engine.versions(sql_conn, "notes.md") == ["v1"]
 
 
 async def test_directory_rename_moves_rows_in_one_go(
@@ -178,20 +182,18 @@ async def test_directory_rename_moves_rows_in_one_go(
     assert dirs == {"projects", "projects/gamma", "projects/gamma/sub"}
 
 
-async def test_truncate_by_path_commits(fs: Filesystem, sql_conn: psycopg.Connection[Any]) -> None:
+async def test_truncate_by_path_commits(solo: Solo, sql_conn: psycopg.Connection[Any]) -> None:
+    fs = solo.fs
     ino = await write_file(fs, ROOT_INODE, "t.md", "héllo".encode())
     await fs.setattr(ino, size=1)
-    assert docs(sql_conn) == {"t.md": "h"}
+    assert solo.engine.contents(sql_conn) == {"t.md": "h"}
     await expect(errno.EILSEQ, fs.setattr(ino, size=50))
 
 
-async def test_mode_and_mtime_persist(
-    database: Database, fs: Filesystem, sql_conn: psycopg.Connection[Any]
-) -> None:
-    ino = await write_file(fs, ROOT_INODE, "m.md", b"x")
-    await fs.setattr(ino, mode=0o600, mtime_ns=1_000_000_000_000)
-    fresh = Filesystem(database.store(Scope("default")))
-    await fresh.load()
+async def test_mode_and_mtime_persist(solo: Solo) -> None:
+    ino = await write_file(solo.fs, ROOT_INODE, "m.md", b"x")
+    await solo.fs.setattr(ino, mode=0o600, mtime_ns=1_000_000_000_000)
+    fresh = await solo.fresh()
     node = fresh.state.tree.resolve("m.md")
     assert node is not None
     attrs = fresh.attributes(node)
@@ -323,9 +325,10 @@ async def test_other_users_rows_are_invisible(
 
 
 async def test_new_empty_file_is_committed_once_at_release(
-    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+    solo: Solo, sql_conn: psycopg.Connection[Any]
 ) -> None:
     """bash's `echo x > new.md` flushes before writing; that must not insert an empty row."""
+    fs, docs = solo.fs, solo.engine.contents
     fh, _ = await fs.create(ROOT_INODE, "new.md", 0o644, WRITE)
     await fs.flush(fh)
     assert docs(sql_conn) == {}
@@ -340,10 +343,11 @@ async def test_new_empty_file_is_committed_once_at_release(
 
 
 async def test_create_without_o_excl_of_a_name_that_just_appeared_opens_it(
-    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+    solo: Solo, sql_conn: psycopg.Connection[Any]
 ) -> None:
     """Another mount's file reached this tree between the kernel's lookup and its CREATE:
     plain O_CREAT opens it (as on a local disk); O_EXCL still says EEXIST."""
+    fs, docs = solo.fs, solo.engine.contents
     ino = await write_file(fs, ROOT_INODE, "x.md", b"theirs\n")
     await expect(errno.EEXIST, fs.create(ROOT_INODE, "x.md", 0o644, WRITE | os.O_EXCL))
     fh, node = await fs.create(ROOT_INODE, "x.md", 0o644, WRITE | os.O_TRUNC)
@@ -354,8 +358,9 @@ async def test_create_without_o_excl_of_a_name_that_just_appeared_opens_it(
 
 
 async def test_times_beyond_2262_are_refused_not_an_eio(
-    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+    solo: Solo, sql_conn: psycopg.Connection[Any]
 ) -> None:
+    fs, docs = solo.fs, solo.engine.contents
     ino = await write_file(fs, ROOT_INODE, "t.md", b"t\n")
     year_2300 = 10_413_792_000 * 10**9
     error = await expect(errno.EINVAL, fs.setattr(ino, mtime_ns=year_2300))
