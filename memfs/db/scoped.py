@@ -8,6 +8,7 @@ every store carries the predicate, so no name or id reaches another user's rows.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, LiteralString
 from uuid import UUID
@@ -71,6 +72,21 @@ def fetch_all(
     """The rows of one statement, on a connection of ``pool`` held for that statement."""
     with pool.connection() as conn:
         return conn.execute(sql, params, binary=binary).fetchall()
+
+
+def pages(
+    pool: Pool, sql: LiteralString, params: dict[str, Any], key: int
+) -> Iterator[list[tuple[Any, ...]]]:
+    """The rows of a statement read page by page in key order (keyset pagination), each
+    page on a connection of its own: ``sql`` takes the last key read as ``%(after)s``
+    ("" at first) and orders and limits by it; column ``key`` of a row is its key."""
+    after = ""
+    while True:
+        rows = fetch_all(pool, sql, {**params, "after": after})
+        if not rows:
+            return
+        yield rows
+        after = rows[-1][key]
 
 
 def count(cur: Cursor) -> int:

@@ -36,16 +36,8 @@ from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
-from memfs.db.interface import (
-    CommitResult,
-    FileAttrs,
-    MergeWith,
-    Overwritten,
-    Rename,
-    Replacement,
-    SaveOptions,
-)
-from memfs.db.records import Write
+from memfs.db import records
+from memfs.db.records import CommitResult, FileAttrs, Replacement, SaveOptions, Write
 from memfs.errors import DatabaseUnavailable, FsError
 from memfs.ironclaw.hashing import bytes_hash
 from memfs.merge import MERGE_LIMIT, mergeable
@@ -263,9 +255,9 @@ class SavePatterns:
                 self._become_document(source, result, data)
                 return doc_id, True
             return None, False
-        over = None if replaced in (None, doc_id) else Overwritten(replaced, seen)
+        over = None if replaced in (None, doc_id) else records.Overwritten(replaced, seen)
         moved = await self.lookups.db.run_db(
-            self.lookups.store.rename_document, Rename(doc_id, new_path), attrs, over
+            self.lookups.store.rename_document, records.Rename(doc_id, new_path), attrs, over
         )
         self.lookups.request_reindex(doc_id)
         return (doc_id if moved is not None else None), False
@@ -556,7 +548,7 @@ class SavePatterns:
 
     def _renamer_merge(
         self, new_path: str, replaced: UUID, based: Base | None, renamed: bytes | None
-    ) -> MergeWith | None:
+    ) -> records.MergeWith | None:
         """The merge under the row lock of a document renamed over ``replaced`` by a
         process based on ``based``, its bytes ``renamed`` (None: not at hand)."""
         if based is None or based.doc_id != replaced or renamed is None:

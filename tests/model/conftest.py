@@ -74,6 +74,15 @@ async def solo(engine: Engine, database_url: str) -> AsyncIterator[Solo]:
 
 
 @pytest.fixture
+async def solo_sending(solo: Solo) -> AsyncIterator[Solo]:
+    """``solo`` with its background sender of deferred changes running, as in a mount."""
+    async with trio.open_nursery() as nursery:
+        await nursery.start(solo.fs.send_changes)
+        yield solo
+        nursery.cancel_scope.cancel()
+
+
+@pytest.fixture
 async def two(engine: Engine, database_url: str) -> AsyncIterator[tuple[Filesystem, Filesystem]]:
     """Two mounts of one workspace (two models, two pools), each sending its deferred
     changes in the background and reloading when one was not made."""

@@ -22,6 +22,7 @@ from memfs.errors import DatabaseUnavailable
 from memfs.tree import ROOT_INODE
 from memfs.vfs import Filesystem
 from tests.engines import ENGINES
+from tests.model.conftest import Solo
 from tests.model.test_round_trips import write_file
 from tests.netproxy import DelayProxy
 
@@ -46,50 +47,50 @@ async def sending_fs(database: Database) -> AsyncIterator[Filesystem]:
 
 
 async def test_unlink_hides_the_row_at_once_and_deletes_it_soon(
-    sending_fs: Filesystem, sql_conn: psycopg.Connection[Any]
+    solo_sending: Solo, sql_conn: psycopg.Connection[Any]
 ) -> None:
-    fs = sending_fs
+    fs, engine = solo_sending.fs, solo_sending.engine
     await write_file(fs, ROOT_INODE, "a.md", b"one\n")
     await write_file(fs, ROOT_INODE, "b.md", b"two\n")
     await fs.unlink(ROOT_INODE, "a.md")
     assert names(fs) == ["b.md"]
     with trio.fail_after(5):
-        while rows(sql_conn) != ["b.md"]:
+        while list(engine.contents(sql_conn)) != ["b.md"]:
             await trio.sleep(0.01)
     assert not fs.store.deferred.hidden()
 
 
 async def test_a_reload_before_the_delete_is_sent_does_not_bring_the_file_back(
-    database: Database, sql_conn: psycopg.Connection[Any]
+    solo: Solo, sql_conn: psycopg.Connection[Any]
 ) -> None:
-    store = database.store(Scope("default"))
-    fs = Filesystem(store, uid=1000, gid=1000)
-    await fs.load()
+    fs, contents = solo.fs, solo.engine.contents
+    store = fs.store
     await write_file(fs, ROOT_INODE, "a.md", b"one\n")
     node = await fs.lookup(ROOT_INODE, "a.md")
     assert node.doc_id is not None
     store.defer(Delete(node.doc_id))  # as unlink leaves it while a batch is on its way
-    assert rows(sql_conn) == ["a.md"]
+    assert list(contents(sql_conn)) == ["a.md"]
     assert [row.path for row in store.load_documents()] == []
     assert store.document_rows([node.doc_id]) == {}
     store.flush_changes()
-    assert rows(sql_conn) == []
+    assert contents(sql_conn) == {}
     assert not store.flush_changes(), "nothing left to send"
 
 
 async def test_a_new_file_at_a_deleted_path_goes_after_the_delete(
-    sending_fs: Filesystem, sql_conn: psycopg.Connection[Any]
+    solo_sending: Solo, sql_conn: psycopg.Connection[Any]
 ) -> None:
     """``rm x; echo new > x``: the delete and the insert share a transaction, in order."""
-    fs = sending_fs
+    fs, engine = solo_sending.fs, solo_sending.engine
     await write_file(fs, ROOT_INODE, "x.md", b"old\n")
-    old = sql_conn.execute("SELECT id FROM memory_documents").fetchone()
-    for _ in range(20):
+    old = engine.identity(sql_conn, "x.md")
+    for n in range(20):
         await fs.unlink(ROOT_INODE, "x.md")
-        await write_file(fs, ROOT_INODE, "x.md", b"new\n")
+        await write_file(fs, ROOT_INODE, "x.md", f"new {n}\n".encode())
     await fs.flush_changes()
-    found = sql_conn.execute("SELECT id, content FROM memory_documents").fetchall()
-    assert len(found) == 1 and found[0][1] == "new\n" and found[0][0] != old
+    assert engine.contents(sql_conn) == {"x.md": "new 19\n"}  # one row: the last one made
+    assert engine.identity(sql_conn, "x.md") != old  # a new document, not the old one
+    assert (await solo_sending.fresh()).state.tree.root.children.keys() == {"x.md"}
 
 
 async def test_a_failed_batch_is_sent_again(
@@ -119,18 +120,18 @@ async def test_a_failed_batch_is_sent_again(
 
 
 async def test_unlink_while_the_database_does_not_answer_fails_at_once(
-    sending_fs: Filesystem, sql_conn: psycopg.Connection[Any]
+    solo_sending: Solo, sql_conn: psycopg.Connection[Any]
 ) -> None:
     """With the breaker open a delete is not left for later: the caller gets EIO and the
     file stays (what the mount shows and what the database holds stay the same)."""
-    fs = sending_fs
+    fs = solo_sending.fs
     await write_file(fs, ROOT_INODE, "a.md", b"one\n")
     fs.lookups.calls.unresponsive_since = fs.lookups.calls._clock()
     fs.lookups.calls._next_probe = fs.lookups.calls._clock() + 3600
     with pytest.raises(DatabaseUnavailable):
         await fs.unlink(ROOT_INODE, "a.md")
     assert names(fs) == ["a.md"]
-    assert rows(sql_conn) == ["a.md"]
+    assert list(solo_sending.engine.contents(sql_conn)) == ["a.md"]
     assert not fs.store.deferred.hidden()
 
 

@@ -7,7 +7,15 @@ from typing import Any
 
 from memfs.db.health import BATCH, Duplicate, invalid_indexes, rebuild_index
 from memfs.db.legacy.postgres.chunks import chunks_for
-from memfs.db.scoped import DOC_SCOPE, SCOPE, Pool, Scope, ScopedStore, folder_config_paths
+from memfs.db.scoped import (
+    DOC_SCOPE,
+    SCOPE,
+    Pool,
+    Scope,
+    ScopedStore,
+    folder_config_paths,
+    pages,
+)
 from memfs.ironclaw.chunker import DEFAULT_CONFIG, ChunkConfig
 from memfs.ironclaw.write_rules import effective_metadata
 
@@ -81,23 +89,19 @@ class LegacyHealth(ScopedStore):
         return [path for path in self._compare(folders)]
 
     def _compare(self, folders: dict[str, Any]) -> Iterator[str]:
-        after = ""
-        while True:
-            with self.pool.connection() as conn:
-                rows = conn.execute(
-                    "SELECT d.path, d.content, d.metadata, "
-                    "  (SELECT array_agg(c.content ORDER BY c.chunk_index) "
-                    "     FROM memory_chunks c WHERE c.document_id = d.id), "
-                    "  (SELECT array_agg(c.chunk_index ORDER BY c.chunk_index) "
-                    "     FROM memory_chunks c WHERE c.document_id = d.id) "
-                    f"FROM memory_documents d WHERE {DOC_SCOPE} AND d.path > %(after)s "
-                    "ORDER BY d.path LIMIT %(limit)s",
-                    self._params(after=after, limit=BATCH),
-                ).fetchall()
-            if not rows:
-                return
+        for rows in pages(
+            self.pool,
+            "SELECT d.path, d.content, d.metadata, "
+            "  (SELECT array_agg(c.content ORDER BY c.chunk_index) "
+            "     FROM memory_chunks c WHERE c.document_id = d.id), "
+            "  (SELECT array_agg(c.chunk_index ORDER BY c.chunk_index) "
+            "     FROM memory_chunks c WHERE c.document_id = d.id) "
+            f"FROM memory_documents d WHERE {DOC_SCOPE} AND d.path > %(after)s "
+            "ORDER BY d.path LIMIT %(limit)s",
+            self._params(limit=BATCH),
+            key=0,
+        ):
             yield from stale_documents(rows, folders, self.chunk_config)
-            after = rows[-1][0]
 
     def orphans(self) -> dict[str, int]:
         """memfs's rows about documents that are gone (attributes, queue entries)."""

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from memfs.db.interface import DocumentHistory, PastVersion
-from memfs.db.scoped import SCOPE, ScopedStore, fetch_all
+from memfs.db.scoped import SCOPE, ScopedStore, fetch_all, pages
 
 #: Documents read per round trip (their versions come in one more).
 BATCH = 200
@@ -41,32 +41,29 @@ class HistoryStore(ScopedStore):
         """Every document by path, newest row where a path is duplicated (the others are
         counted in ``duplicates``), with its versions in order."""
         with_versions = self._has_versions()
-        after = ""
-        while True:
-            with self.pool.connection() as conn:
-                docs = conn.execute(
-                    "SELECT DISTINCT ON (path) id, path, content, metadata, created_at, "
-                    "  updated_at, count(*) OVER (PARTITION BY path) - 1 "
-                    f"FROM memory_documents WHERE {SCOPE} AND path > %(after)s "
-                    "ORDER BY path, updated_at DESC LIMIT %(batch)s",
-                    self._params(after=after, batch=batch),
-                ).fetchall()
-                if not docs:
-                    return
-                versions: dict[Any, list[PastVersion]] = {}
-                if with_versions:
-                    for doc_id, number, content, changed_by, created_at in conn.execute(
-                        "SELECT document_id, version, content, changed_by, created_at "
-                        "FROM memory_document_versions WHERE document_id = ANY(%s) "
-                        "ORDER BY document_id, version",
-                        ([d[0] for d in docs],),
-                    ):
-                        versions.setdefault(doc_id, []).append(
-                            PastVersion(number, content, changed_by, created_at)
-                        )
+        for docs in pages(
+            self.pool,
+            "SELECT DISTINCT ON (path) id, path, content, metadata, created_at, "
+            "  updated_at, count(*) OVER (PARTITION BY path) - 1 "
+            f"FROM memory_documents WHERE {SCOPE} AND path > %(after)s "
+            "ORDER BY path, updated_at DESC LIMIT %(batch)s",
+            self._params(batch=batch),
+            key=1,
+        ):
+            versions: dict[Any, list[PastVersion]] = {}
+            if with_versions:
+                for doc_id, number, content, changed_by, created_at in fetch_all(
+                    self.pool,
+                    "SELECT document_id, version, content, changed_by, created_at "
+                    "FROM memory_document_versions WHERE document_id = ANY(%s) "
+                    "ORDER BY document_id, version",
+                    ([d[0] for d in docs],),
+                ):
+                    versions.setdefault(doc_id, []).append(
+                        PastVersion(number, content, changed_by, created_at)
+                    )
             for doc_id, path, content, metadata, created, updated, duplicates in docs:
                 yield DocumentHistory(
                     path, content, metadata if isinstance(metadata, dict) else {},
                     created, updated, tuple(versions.get(doc_id, ())), int(duplicates),
                 )  # fmt: skip
-            after = docs[-1][1]
