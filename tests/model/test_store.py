@@ -253,3 +253,31 @@ def test_stale_planner_statistics_are_refreshed(
     ).fetchone()
     assert analyzed == (2,)
     assert PlannerStatistics(store.pool).refresh() == []  # fresh: nothing to do
+
+
+def test_the_workspace_is_read_page_by_page_for_migrate_and_doctor(
+    database: Database, sql_conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``memfs migrate``'s read of every document with its versions, and ``memfs doctor``'s
+    comparison of every document's chunks, go by path a page at a time (``scoped.pages``):
+    every document once, each with its own versions, across page boundaries."""
+    store = database.store(Scope("default"))
+    for n in range(5):
+        store.commit_document(Write(None, f"p{n}.md", f"first {n}\n"), FileAttrs())
+        store.commit_document(Write(None, f"p{n}.md", f"second {n}\n"), FileAttrs())
+    history = database.legacy_history(Settings())
+    assert history is not None
+    found = {doc.path: doc for doc in history.histories(batch=2)}
+    assert sorted(found) == [f"p{n}.md" for n in range(5)]
+    for n in range(5):
+        doc = found[f"p{n}.md"]
+        assert (doc.content, [v.content for v in doc.versions]) == (
+            f"second {n}\n",
+            [f"first {n}\n"],
+        )
+    monkeypatch.setattr("memfs.db.legacy.health.BATCH", 2)
+    sql_conn.execute(
+        "DELETE FROM memory_chunks WHERE document_id IN "
+        "(SELECT id FROM memory_documents WHERE path IN ('p1.md', 'p4.md'))"
+    )
+    assert database.health(Settings()).stale_chunks() == ["p1.md", "p4.md"]
