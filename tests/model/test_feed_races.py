@@ -21,16 +21,24 @@ import psycopg
 import pytest
 import trio
 
+from memfs.db.reborn.store import RebornStore
 from memfs.errors import FsError
 from memfs.tree import ROOT_INODE, FileNode
 from memfs.vfs import Filesystem, OtherWriters
-from tests.model.test_vfs import WRITE, docs, write_file
+from tests.engines import ENGINES
+from tests.model.conftest import Solo
+from tests.model.test_vfs import WRITE, write_file
 
 
-def held(fn: Callable[..., Any], release: threading.Event) -> Callable[..., Any]:
-    """``fn``, whose answer is held back (already read) until ``release`` is set."""
+def held(
+    fn: Callable[..., Any], release: threading.Event, entered: threading.Event | None = None
+) -> Callable[..., Any]:
+    """``fn``, whose answer is held back (already read) until ``release`` is set;
+    ``entered`` is set once it has been called (the race was run, not passed by)."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
+        if entered is not None:
+            entered.set()
         answer = fn(*args, **kwargs)
         assert release.wait(10), "the test never released the held call"
         return answer
@@ -38,9 +46,18 @@ def held(fn: Callable[..., Any], release: threading.Event) -> Callable[..., Any]
     return call
 
 
-def feed_event(doc_id: UUID, path: str) -> dict[str, Any]:
+def feed_event(fs: Filesystem, doc_id: UUID | None, path: str) -> dict[str, Any]:
+    """The change feed's event of another writer's update of ``path``, as the engine's
+    trigger sends it (legacy: the row's id and owner; Reborn: the row's whole path)."""
+    if isinstance(fs.store, RebornStore):
+        return {"op": "UPDATE", "path": f"{fs.store.scope.prefix}/{path}",
+                "origin": "another-writer"}  # fmt: skip
     return {"op": "UPDATE", "id": str(doc_id), "path": path, "user": "default",
             "agent": None, "origin": "another-writer"}  # fmt: skip
+
+
+#: The engines with a change feed (PostgreSQL's): the libSQL file is polled.
+with_feed = pytest.mark.parametrize("engine", ENGINES, indirect=True, ids=str)
 
 
 async def read_all(fs: Filesystem, ino: int) -> bytes:
@@ -66,23 +83,26 @@ async def save_in_place(fs: Filesystem, text: bytes) -> None:
     await fs.release(fh)
 
 
+@with_feed
 @pytest.mark.parametrize("save", [save_by_rename, save_in_place])
 async def test_a_feed_row_read_before_a_save_here_does_not_roll_the_file_back(
-    fs: Filesystem,
+    solo: Solo,
     sql_conn: psycopg.Connection[Any],
     monkeypatch: pytest.MonkeyPatch,
     save: Callable[[Filesystem, bytes], Any],
 ) -> None:
+    fs, docs = solo.fs, solo.engine.contents
     ino = await write_file(fs, ROOT_INODE, "doc.md", b"# shared\n")
     node = fs.state.tree.get_file(ino)
     assert node.doc_id is not None
-    sql_conn.execute("UPDATE memory_documents SET content = content || 'agent 0\n'")
+    assert solo.engine.agent_appends(sql_conn, "doc.md", "agent 0\n")
     await read_all(fs, ino)  # this mount has seen the agent's version (rsync --checksum)
-    release = threading.Event()
-    monkeypatch.setattr(fs.store, "document_rows", held(fs.store.document_rows, release))
+    release, entered = threading.Event(), threading.Event()
+    monkeypatch.setattr(fs.store, "document_rows", held(fs.store.document_rows, release, entered))
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(OtherWriters(fs).apply_changes, [feed_event(node.doc_id, "doc.md")])
+        nursery.start_soon(OtherWriters(fs).apply_changes, [feed_event(fs, node.doc_id, "doc.md")])
         await trio.sleep(0.2)  # the feed has read the agent's row and waits
+        assert entered.is_set(), "the feed never asked for the row"
         mine = b"# shared\nagent 0\nhuman rsync\n"
         with trio.fail_after(10):
             await save(fs, mine)
@@ -95,14 +115,19 @@ async def test_a_feed_row_read_before_a_save_here_does_not_roll_the_file_back(
 
 
 async def test_a_resync_read_before_changes_here_neither_hides_nor_rolls_them_back(
-    fs: Filesystem, sql_conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+    solo: Solo, sql_conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    fs, docs = solo.fs, solo.engine.contents
     await write_file(fs, ROOT_INODE, "doc.md", b"old\n")
-    release = threading.Event()
-    monkeypatch.setattr(fs.store, "load_documents", held(fs.store.load_documents, release))
+    release, entered = threading.Event(), threading.Event()
+    # The read the resync starts with: every version where the engine lists them (the
+    # polled engines and Reborn), else every row.
+    first = "load_documents" if fs.store.document_versions() is None else "document_versions"
+    monkeypatch.setattr(fs.store, first, held(getattr(fs.store, first), release, entered))
     async with trio.open_nursery() as nursery:
         nursery.start_soon(OtherWriters(fs).resync)
         await trio.sleep(0.2)  # the resync has read the rows and waits
+        assert entered.is_set(), "the resync never read the rows"
         with trio.fail_after(10):
             await write_file(fs, ROOT_INODE, "new.md", b"new\n")
             await save_in_place(fs, b"changed here\n")
@@ -115,14 +140,15 @@ async def test_a_resync_read_before_changes_here_neither_hides_nor_rolls_them_ba
 
 
 async def test_a_read_answered_after_a_save_here_does_not_roll_the_file_back(
-    fs: Filesystem, sql_conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+    solo: Solo, sql_conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    fs, docs = solo.fs, solo.engine.contents
     ino = await write_file(fs, ROOT_INODE, "doc.md", b"# shared\n")
     node = fs.state.tree.get_file(ino)
     assert node.doc_id is not None
     fs.lookups.cache.drop(node.doc_id)
-    release = threading.Event()
-    monkeypatch.setattr(fs.store, "read_contents", held(fs.store.read_contents, release))
+    release, entered = threading.Event(), threading.Event()
+    monkeypatch.setattr(fs.store, "read_contents", held(fs.store.read_contents, release, entered))
     read: list[bytes] = []
 
     async def reader() -> None:
@@ -132,6 +158,7 @@ async def test_a_read_answered_after_a_save_here_does_not_roll_the_file_back(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(reader)
         await trio.sleep(0.2)  # the reader's row (the old content) is read and waits
+        assert entered.is_set(), "the reader never read the row"
         with trio.fail_after(10):
             await save_in_place(fs, mine)
         release.set()
@@ -141,29 +168,31 @@ async def test_a_read_answered_after_a_save_here_does_not_roll_the_file_back(
     assert await read_all(fs, ino) == mine
 
 
+@with_feed
 @pytest.mark.parametrize("sender", [False, True], ids=["immediate", "deferred"])
 async def test_a_feed_row_read_before_a_removal_or_folder_move_here_is_not_applied(
-    fs: Filesystem, sql_conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch,
+    solo: Solo, sql_conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch,
     sender: bool,
 ) -> None:  # fmt: skip
     """The removal and the folder rename ride on the next transaction when the sender runs
     (``memfs.db.deferred``): the rows read meanwhile still show the old state."""
+    fs, docs = solo.fs, solo.engine.contents
     folder = await fs.mkdir(ROOT_INODE, "a", 0o755)
     x = await write_file(fs, folder.ino, "x.md", b"x\n")
     gone = await write_file(fs, ROOT_INODE, "gone.md", b"gone\n")
     ids = [fs.state.tree.get_file(ino).doc_id for ino in (x, gone)]
     # (Only x.md changes: a removal of a row changed after the mount showed it is not made,
     # see test_deferred_guards.py; gone.md's event is a touch that left the row as shown.)
-    sql_conn.execute("UPDATE memory_documents SET content = content || 'agent\n' "
-                     "WHERE path = 'a/x.md'")  # fmt: skip
-    release = threading.Event()
-    monkeypatch.setattr(fs.store, "document_rows", held(fs.store.document_rows, release))
+    assert solo.engine.agent_appends(sql_conn, "a/x.md", "agent\n")
+    release, entered = threading.Event(), threading.Event()
+    monkeypatch.setattr(fs.store, "document_rows", held(fs.store.document_rows, release, entered))
     async with trio.open_nursery() as nursery:
         if sender:
             await nursery.start(fs.send_changes)
-        events = [feed_event(d, p) for d, p in zip(ids, ["a/x.md", "gone.md"], strict=True)]
+        events = [feed_event(fs, d, p) for d, p in zip(ids, ["a/x.md", "gone.md"], strict=True)]
         nursery.start_soon(OtherWriters(fs).apply_changes, events)
         await trio.sleep(0.2)  # the feed has read both rows at their old paths and waits
+        assert entered.is_set(), "the feed never asked for the rows"
         with trio.fail_after(10):
             await fs.rename(ROOT_INODE, "a", ROOT_INODE, "b")
             await fs.unlink(ROOT_INODE, "gone.md")
@@ -179,15 +208,16 @@ async def test_a_feed_row_read_before_a_removal_or_folder_move_here_is_not_appli
 
 @pytest.mark.parametrize("move", ["file", "folder"])
 async def test_a_rename_here_after_another_writers_change_does_not_serve_the_old_content(
-    fs: Filesystem, sql_conn: psycopg.Connection[Any], move: str
+    solo: Solo, sql_conn: psycopg.Connection[Any], move: str
 ) -> None:
     """The rename's new row version is adopted with the cached content only if the row was
     still at the version this mount showed: otherwise the next read served the content
     from before the other writer's change, and a save of it overwrote that change with no
     version kept (the save's version check passed)."""
+    fs = solo.fs
     folder = await fs.mkdir(ROOT_INODE, "a", 0o755)
     ino = await write_file(fs, folder.ino, "x.md", b"mine\n")
-    sql_conn.execute("UPDATE memory_documents SET content = content || 'agent\n'")
+    assert solo.engine.agent_appends(sql_conn, "a/x.md", "agent\n")
     if move == "file":
         await fs.rename(folder.ino, "x.md", folder.ino, "y.md")
     else:
@@ -197,7 +227,7 @@ async def test_a_rename_here_after_another_writers_change_does_not_serve_the_old
 
 
 async def test_a_file_deleted_elsewhere_while_written_here_can_be_renamed_and_flushed_at_once(
-    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+    solo: Solo, sql_conn: psycopg.Connection[Any]
 ) -> None:
     """The Reborn soak's hang (emacs's rename waited 22 minutes): another writer deleted
     x.md while it was open for writing here, so its next commit places a new row by path.
@@ -205,6 +235,7 @@ async def test_a_file_deleted_elsewhere_while_written_here_can_be_renamed_and_fl
     lock and commits its source under it, taking the buffer's.  A flush and a rename
     started together (trio orders each batch at random: both orders come up in 20 rounds)
     deadlocked, or the rename re-took the lock it held (EIO)."""
+    fs, docs = solo.fs, solo.engine.contents
     for round_ in range(20):
         name = f"x{round_}.md"
         ino = await write_file(fs, ROOT_INODE, name, b"old\n")
@@ -212,7 +243,7 @@ async def test_a_file_deleted_elsewhere_while_written_here_can_be_renamed_and_fl
         assert node.doc_id is not None
         fh, _ = await fs.open(ino, WRITE)
         await fs.write(fh, 0, b"new\n")
-        sql_conn.execute("DELETE FROM memory_documents WHERE path = %s", (name,))
+        solo.engine.agent_deletes(sql_conn, name)
         async with fs.state.ns_lock:
             fs.lookups.apply_deletion(node.doc_id)  # as the change feed applies it
         assert node.doc_id is None and node.parent is not None
@@ -226,15 +257,16 @@ async def test_a_file_deleted_elsewhere_while_written_here_can_be_renamed_and_fl
 
 
 async def test_a_rename_commits_a_file_without_a_row_under_the_lock_it_holds(
-    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+    solo: Solo, sql_conn: psycopg.Connection[Any]
 ) -> None:
     """Without the race: the rename's own commit of such a file re-took the namespace lock
     its rename held (trio's lock is not reentrant): EIO."""
+    fs, docs = solo.fs, solo.engine.contents
     ino = await write_file(fs, ROOT_INODE, "x.md", b"old\n")
     node = fs.state.tree.get_file(ino)
     fh, _ = await fs.open(ino, WRITE)
     await fs.write(fh, 0, b"new\n")
-    sql_conn.execute("DELETE FROM memory_documents WHERE path = 'x.md'")
+    solo.engine.agent_deletes(sql_conn, "x.md")
     assert node.doc_id is not None
     async with fs.state.ns_lock:
         fs.lookups.apply_deletion(node.doc_id)
