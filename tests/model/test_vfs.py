@@ -43,9 +43,8 @@ async def expect(code: int, coro: Any) -> FsError:
     return info.value
 
 
-async def test_create_write_close_commits(
-    fs: Filesystem, sql_conn: psycopg.Connection[Any]
-) -> None:
+async def test_create_write_close_commits(solo: Solo, sql_conn: psycopg.Connection[Any]) -> None:
+    fs, docs = solo.fs, solo.engine.contents
     fh, node = await fs.create(ROOT_INODE, "MEMORY.md", 0o644, WRITE)
     assert docs(sql_conn) == {}  # nothing before flush
     await fs.write(fh, 0, "hello ✓\n".encode())
@@ -58,7 +57,8 @@ async def test_create_write_close_commits(
     await fs.release(fh)
 
 
-async def test_two_descriptors_share_one_buffer(fs: Filesystem) -> None:
+async def test_two_descriptors_share_one_buffer(solo: Solo) -> None:
+    fs = solo.fs
     ino = await write_file(fs, ROOT_INODE, "a.md", b"one\n")
     writer, _ = await fs.open(ino, os.O_WRONLY)
     reader, _ = await fs.open(ino, os.O_RDONLY)
@@ -200,7 +200,8 @@ async def test_mode_and_mtime_persist(solo: Solo) -> None:
     assert (attrs.mode & 0o7777, attrs.mtime_ns) == (0o600, 1_000_000_000_000)
 
 
-async def test_readdir_snapshot_is_stable(fs: Filesystem) -> None:
+async def test_readdir_snapshot_is_stable(solo: Solo) -> None:
+    fs = solo.fs
     for name in ["a.md", "b.md", "c.md"]:
         await write_file(fs, ROOT_INODE, name, b"x")
     fh = fs.opendir(ROOT_INODE)
@@ -286,7 +287,8 @@ async def test_a_cached_listing_asked_from_its_middle_goes_on_where_the_kernels_
     assert rest == cached[7:] and rest
 
 
-async def test_readdir_in_batches_lists_each_entry_once(fs: Filesystem) -> None:
+async def test_readdir_in_batches_lists_each_entry_once(solo: Solo) -> None:
+    fs = solo.fs
     names = [f"n{i:03d}.md" for i in range(120)]
     for name in names:
         fs.state.tree.attach(
@@ -370,14 +372,15 @@ async def test_times_beyond_2262_are_refused_not_an_eio(
 
 
 async def test_reading_another_writers_newer_version_drops_the_kernels_cached_size(
-    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+    solo: Solo, sql_conn: psycopg.Connection[Any]
 ) -> None:
     """A read that finds a version the change feed has not announced yet must tell the
     kernel, or it keeps the old size (and ``cat`` a short read) until its attr timeout.
     The size goes before ``open`` answers (the queued invalidation of pages may come after
     the opener's ``fstat``: node's ``readFile`` then read a torn last line)."""
+    fs = solo.fs
     ino = await write_file(fs, ROOT_INODE, "p.md", b"")
-    sql_conn.execute("UPDATE memory_documents SET content = 'probe 1\n' WHERE path = 'p.md'")
+    solo.engine.agent_overwrites(sql_conn, "p.md", "probe 1\n")
     fs.lookups.cache.drop(fs.state.tree.get_file(ino).doc_id)
     fs.state.tree.get_file(
         ino
@@ -394,10 +397,11 @@ async def test_reading_another_writers_newer_version_drops_the_kernels_cached_si
 
 
 async def test_o_append_writes_land_at_the_end_the_daemon_holds(
-    fs: Filesystem, sql_conn: psycopg.Connection[Any]
+    solo: Solo, sql_conn: psycopg.Connection[Any]
 ) -> None:
     """The kernel computes an O_APPEND offset from its cached size; after another writer
     changed the file, that offset is wrong (past the end: EILSEQ; short: overwrite)."""
+    fs, docs = solo.fs, solo.engine.contents
     ino = await write_file(fs, ROOT_INODE, "log.md", b"one\n")
     fh, _ = await fs.open(ino, os.O_WRONLY | os.O_APPEND)
     await fs.write(fh, 100, b"two\n")  # a stale, too-large offset
@@ -407,21 +411,21 @@ async def test_o_append_writes_land_at_the_end_the_daemon_holds(
 
 
 async def test_read_ahead_never_serves_an_older_neighbour(
-    fs: Filesystem, database: Database, sql_conn: psycopg.Connection[Any]
+    solo: Solo, sql_conn: psycopg.Connection[Any]
 ) -> None:
     """Opening one cold file reads its neighbours too; another writer's later change to a
     neighbour is still what that neighbour's open returns (the cache is keyed by version)."""
+    fs = solo.fs
     await write_file(fs, ROOT_INODE, "a.md", b"a1\n")
     await write_file(fs, ROOT_INODE, "b.md", b"b1\n")
-    cold = Filesystem(database.store(Scope("default")), uid=1000, gid=1000)
-    await cold.load()
+    cold = await solo.fresh()
     a = await cold.lookup(ROOT_INODE, "a.md")
     fh, _ = await cold.open(a.ino, os.O_RDONLY)
     await cold.release(fh)
     b = await cold.lookup(ROOT_INODE, "b.md")
     assert isinstance(b, FileNode) and b.doc_id is not None
     assert cold.lookups.cache.holds(b.doc_id, b.updated_at)  # read ahead with a.md
-    sql_conn.execute("UPDATE memory_documents SET content = 'b2, longer\n' WHERE path = 'b.md'")
+    solo.engine.agent_overwrites(sql_conn, "b.md", "b2, longer\n")
     await OtherWriters(cold).resync()  # what the change feed (or polling) does
     fh, _ = await cold.open(b.ino, os.O_RDONLY)
     assert await cold.read(fh, 0, 100) == b"b2, longer\n"
@@ -429,11 +433,12 @@ async def test_read_ahead_never_serves_an_older_neighbour(
 
 
 async def test_a_reader_of_pages_the_kernel_holds_loads_nothing_until_it_reads(
-    fs: Filesystem,
+    solo: Solo,
 ) -> None:
     """Once the kernel was given a version's pages, a reader's open of that version costs
     no database read, whatever the content cache holds: the content is read only if the
     kernel asks (it dropped the pages), and then it is the row's."""
+    fs = solo.fs
     ino = await write_file(fs, ROOT_INODE, "k.md", b"kept by the kernel\n")
     fh, _ = await fs.open(ino, os.O_RDONLY)  # the kernel is given the pages
     await fs.release(fh)
