@@ -343,7 +343,7 @@ class MountWriter:
         if self.rng.random() < 0.5:
             cleared = self._begin("rm-rf", target)
             _command(cleared, ["rm", "-rf", target], self.root, self.run.env, ok=OK)
-            deadline = time.monotonic() + 2  # until the other mount has heard
+            deadline = time.monotonic() + 1  # until the other mount has heard (polled: 1 s)
             while (other.root / target).exists() and time.monotonic() < deadline:
                 time.sleep(0.01)
         name = self.rng.choice(NAMES) if self.rng.random() < 0.5 else None
