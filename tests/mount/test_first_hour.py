@@ -493,6 +493,15 @@ def test_a_mount_point_name_of_250_characters_mounts(database_url: str, cli: Cli
     assert any(log.name.startswith("m" * 200 + "-") for log in cli.log_dir.glob("*.log"))
 
 
+def _held() -> str:
+    """What may hold a mount auto_unmount did not release: fusermount3 helpers still
+    running (their state and wait channel) and memfs processes left."""
+    ps = ["ps", "-eo", "pid,ppid,stat,wchan:24,etimes,args"]
+    shown = subprocess.run(ps, check=False, capture_output=True, text=True, timeout=10).stdout
+    return "\n".join(line for line in shown.splitlines() if "fusermount" in line
+                     or "memfs" in line or line.lstrip().startswith("PID"))  # fmt: skip
+
+
 def test_status_names_a_dead_daemons_mount_and_only_this_workspaces_errors(
     database_url: str, cli: Cli
 ) -> None:
@@ -526,7 +535,7 @@ def test_status_names_a_dead_daemons_mount_and_only_this_workspaces_errors(
     # "mount without daemon".
     deadline = time.monotonic() + 30
     while f" {mine} " in Path("/proc/self/mounts").read_text():
-        assert time.monotonic() < deadline, "auto_unmount did not release the mount"
+        assert time.monotonic() < deadline, f"auto_unmount did not release the mount: {_held()}"
         time.sleep(0.05)
     shown = cli("status", "--database-url", database_url)
     assert shown.returncode == 0
