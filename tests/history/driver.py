@@ -332,21 +332,10 @@ class MountWriter:
         return self._agent
 
     def op_mv_dir_collide(self) -> None:
-        """Two mounts move two folders onto one new name at the same moment (half the time
-        with the name made free first), then, half the time, each appends at once to a
-        file below the new name: the loser's move was told 0 and is refused at its
-        transaction, its append still on its way (CI's seed 3 on legacy, issue 56), and
-        half of those times the folders left behind are removed."""
+        """Two mounts move two folders onto one new name at the same moment."""
         first, second = self.rng.sample(FOLDERS, 2)
         target = self.rng.choice(SPARE_FOLDERS)
         other = self._other()
-        if self.rng.random() < 0.5:
-            cleared = self._begin("rm-rf", target)
-            _command(cleared, ["rm", "-rf", target], self.root, self.run.env, ok=OK)
-            deadline = time.monotonic() + 1  # until the other mount has heard (polled: 1 s)
-            while (other.root / target).exists() and time.monotonic() < deadline:
-                time.sleep(0.01)
-        name = self.rng.choice(NAMES) if self.rng.random() < 0.5 else None
         start = threading.Barrier(2)
 
         def move(writer: MountWriter, source: str) -> None:
@@ -358,16 +347,6 @@ class MountWriter:
         racer.start()
         move(self, first)
         racer.join(timeout=COMMAND_TIMEOUT)
-        if name is None:
-            return
-        for writer in (self, other):
-            write = writer._begin("append", f"{target}/{name}", write=True)
-            _write_file(write, writer.root / target / name, f"{write.marker}\n".encode(),
-                        os.O_APPEND)  # fmt: skip
-        if self.rng.random() < 0.5:  # and the folders left behind go (the loser's is back)
-            for folder in (first, second):
-                gone = self._begin("rm-rf", folder)
-                _command(gone, ["rm", "-rf", folder], self.root, self.run.env, ok=OK)
 
     def op_tool(self) -> None:
         path = f".obsidian/{self.rng.choice(('workspace.json', 'app.json'))}"
