@@ -17,7 +17,7 @@ from memfs.embeddings.providers import (
     Unreachable,
     parse_retry_after,
 )
-from tests.fake_embeddings import FakeEmbeddingServer, embed_text
+from tests.fake_embeddings import FakeEmbeddingServer, embed_text, signature_at
 
 
 @pytest.fixture
@@ -229,6 +229,35 @@ async def test_bedrock_titan_requests_are_sigv4_signed(monkeypatch: pytest.Monke
         with pytest.raises(AuthFailed):
             await embedder.embed_query("x")
         await embedder.aclose()
+
+
+def test_the_fake_bedrock_checks_a_signature_at_its_own_second() -> None:
+    """A request signed seconds before it arrives still verifies; a wrong key never does.
+
+    The fake used to re-sign at the current second, so a request whose second ticked over
+    on the way got 403 (CI, once in many runs).  Signing 5 s in the past reproduced it
+    every time; this test fails on that verifier.
+    """
+    import datetime
+
+    import httpx
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    past = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=5)
+    stamp = past.strftime("%Y%m%dT%H%M%SZ")
+    body = b'{"inputText": "late", "dimensions": 32, "normalize": true}'
+    with FakeEmbeddingServer(aws=("AKIDEXAMPLE", "secret-example", "eu-west-1")) as fake:
+        url = fake.url + "/model/amazon.titan-embed-text-v2%3A0/invoke"
+        for secret, status in (("secret-example", 200), ("wrong-secret", 403)):
+            request = AWSRequest(
+                method="POST", url=url, data=body,
+                headers={"Content-Type": "application/json", "Accept": "application/json"},
+            )  # fmt: skip
+            signature_at(Credentials("AKIDEXAMPLE", secret), "eu-west-1", request, stamp)
+            headers = dict(request.headers.items())
+            response = httpx.post(url, content=body, headers=headers, timeout=10)
+            assert response.status_code == status, (secret, response.text)
 
 
 def test_bedrock_dimensions_are_ironclaws() -> None:
