@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import os
+import pwd
+import subprocess
 import time
 import warnings
 from pathlib import Path
@@ -25,6 +27,13 @@ log = logging.getLogger(__name__)
 
 #: Database memfs creates inside the embedded cluster.
 EMBEDDED_DATABASE = "memfs"
+
+#: The system user pgserver runs PostgreSQL as when started by root (it refuses root).
+SERVER_USER = "pgserver"
+
+#: Serialises creating that user across every root process on the machine: in a folder
+#: only root may create files in (``/run/lock`` is open to every user).
+SYSTEM_USER_LOCK = Path("/run/memfs-system-user.lock")
 
 
 def _refuse_if_hidden(pgdata: Path) -> None:
@@ -63,6 +72,7 @@ def start_embedded(
             "(`memfs mount DIR` or `memfs init` creates it)"
         )
     server_class = _server_class(pgdata.parent)
+    ensure_system_user()
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     log.info("starting embedded PostgreSQL in %s", pgdata)
     server = server_class.get_server(pgdata, cleanup_mode=cleanup_mode)
@@ -80,6 +90,54 @@ def start_embedded(
         raise
     url: str = server.get_uri(database=database)
     return url, server
+
+
+def ensure_system_user(
+    name: str = SERVER_USER, *, lock: Path = SYSTEM_USER_LOCK, timeout: float = 60.0
+) -> int | None:
+    """Run as root, make sure the system user ``name`` exists; its uid (None: not root).
+
+    pgserver, started by root, creates that user itself (``useradd``) when it is missing,
+    unlocked: two processes starting their first embedded server at once (two mounts at
+    boot, three test workers on a fresh machine) each ran ``useradd``, both "succeeded"
+    with different uids, and the one whose entry was overwritten ran ``initdb`` as a uid
+    that no longer existed ("could not look up effective user ID").  Made here, under a
+    machine-wide lock, pgserver then finds it.  Every wait is bounded.
+    """
+    if os.geteuid() != 0:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import fasteners
+    lock = _lock_path(lock)
+    guard = fasteners.InterProcessLock(lock)
+    if not guard.acquire(timeout=timeout):
+        raise DatabaseError(f"could not create the system user {name!r} the embedded "
+                            f"PostgreSQL runs as: {lock} stayed locked {timeout:.0f}s")  # fmt: skip
+    try:
+        try:
+            return pwd.getpwnam(name).pw_uid
+        except KeyError:
+            pass
+        try:
+            done = subprocess.run(["useradd", "--shell", "/bin/bash", name], check=False,
+                                  capture_output=True, text=True, timeout=timeout)  # fmt: skip
+            why = done.stderr.strip() or f"useradd exited {done.returncode}"
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            why = str(exc)
+        try:
+            return pwd.getpwnam(name).pw_uid
+        except KeyError:
+            raise DatabaseError(f"could not create the system user {name!r} the embedded "
+                                f"PostgreSQL runs as: {why}") from None  # fmt: skip
+    finally:
+        guard.release()
+
+
+def _lock_path(lock: Path) -> Path:
+    """``lock``, or the same name hidden in ``/etc`` where its folder is missing (never a
+    folder other users may write: root opens the file)."""
+    return lock if lock.parent.is_dir() else Path("/etc") / f".{lock.name}"
 
 
 def _server_class(lock_dir: Path) -> Any:
