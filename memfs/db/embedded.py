@@ -115,23 +115,30 @@ def ensure_system_user(
         raise DatabaseError(f"could not create the system user {name!r} the embedded "
                             f"PostgreSQL runs as: {lock} stayed locked {timeout:.0f}s")  # fmt: skip
     try:
-        try:
-            return pwd.getpwnam(name).pw_uid
-        except KeyError:
-            pass
+        uid = _uid_of(name)
+        if uid is not None:
+            return uid
         try:
             done = subprocess.run(["useradd", "--shell", "/bin/bash", name], check=False,
                                   capture_output=True, text=True, timeout=timeout)  # fmt: skip
             why = done.stderr.strip() or f"useradd exited {done.returncode}"
         except (OSError, subprocess.TimeoutExpired) as exc:
             why = str(exc)
-        try:
-            return pwd.getpwnam(name).pw_uid
-        except KeyError:
+        uid = _uid_of(name)
+        if uid is None:
             raise DatabaseError(f"could not create the system user {name!r} the embedded "
-                                f"PostgreSQL runs as: {why}") from None  # fmt: skip
+                                f"PostgreSQL runs as: {why}")  # fmt: skip
+        return uid
     finally:
         guard.release()
+
+
+def _uid_of(name: str) -> int | None:
+    """The uid of the system user ``name``, None if there is none."""
+    try:
+        return pwd.getpwnam(name).pw_uid
+    except KeyError:
+        return None
 
 
 def _lock_path(lock: Path) -> Path:
