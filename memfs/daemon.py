@@ -29,6 +29,7 @@ import trio
 
 from memfs import logs, systemd
 from memfs.assembly import MountParts, Opened, assemble
+from memfs.auto_unmount import init_helper_first
 from memfs.config import Settings, default_log_dir
 from memfs.control import Handler, ask, serve_control, socket_for
 from memfs.db import reborn_scope
@@ -175,17 +176,14 @@ class _Mount:
     def _mount(self, ops: MemfsOperations, documents: int) -> None:
         """Mount in the kernel, write the pid file, and say the mount is ready."""
         settings = self.settings
-        pyfuse3.init(
-            ops,
-            str(self.mountpoint),
-            mount_options(
-                fsname_for(settings.user_id),
-                allow_other=settings.allow_other,
-                debug=settings.debug_fuse,
-                read_only=settings.read_only,
-                extra=settings.fuse_options,
-            ),
+        options = mount_options(
+            fsname_for(settings.user_id),
+            allow_other=settings.allow_other,
+            debug=settings.debug_fuse,
+            read_only=settings.read_only,
+            extra=settings.fuse_options,
         )
+        init_helper_first(lambda: pyfuse3.init(ops, str(self.mountpoint), options))
         write_private(
             self.pidfile,
             f"{os.getpid()}\n{self.mountpoint}\n{settings.database_identity()}\n"

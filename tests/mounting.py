@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -34,6 +35,38 @@ def memfs_env(runtime_dir: Path, **extra: str) -> dict[str, str]:
     env.pop("DATABASE_URL", None)
     env.update(extra)
     return env
+
+
+def fds_of(pid: int) -> dict[int, str]:
+    """What each of a process's descriptors refers to (``socket:[inode]``, a path...)."""
+    found: dict[int, str] = {}
+    for name in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            found[int(name)] = os.readlink(f"/proc/{pid}/fd/{name}")
+    return found
+
+
+def helper_socket_of(pid: int) -> int | None:
+    """The descriptor of ``pid``'s end of the socket to its fusermount3 helper."""
+    ps = ["ps", "-o", "pid=", "--ppid", str(pid)]
+    children = subprocess.run(ps, check=False, capture_output=True, text=True, timeout=10)
+    helpers = [int(c) for c in children.stdout.split()
+               if Path(f"/proc/{c}/comm").read_text().strip() == "fusermount3"]  # fmt: skip
+    theirs = {t for h in helpers for t in fds_of(h).values() if t.startswith("socket:")}
+    shown = subprocess.run(["ss", "-xH"], check=False, capture_output=True, text=True,
+                           timeout=10).stdout  # fmt: skip
+    peers = {f"socket:[{f[7]}]" for f in map(str.split, shown.splitlines())
+             if len(f) >= 8 and f"socket:[{f[5]}]" in theirs}  # fmt: skip
+    mine = [fd for fd, target in fds_of(pid).items() if target in peers]
+    return mine[0] if len(mine) == 1 else None
+
+
+def helpers_of(mountpoint: Path) -> str:
+    """The fusermount3 helpers still running for ``mountpoint`` (state, wait channel)."""
+    ps = ["ps", "-eo", "pid,ppid,stat,wchan:24,etimes,args"]
+    shown = subprocess.run(ps, check=False, capture_output=True, text=True, timeout=10).stdout
+    return "\n".join(line for line in shown.splitlines()
+                     if "fusermount" in line and str(mountpoint) in line) or "none"  # fmt: skip
 
 
 class Mount:
