@@ -24,6 +24,7 @@ from memfs.db.deferred import Change, Delete, DropDir, KeepDir, Moved, MoveDir
 from memfs.db.records import (
     NO_ATTRS,
     PLAIN_SAVE,
+    ByHash,
     CommitResult,
     FileAttrs,
     MergeWith,
@@ -38,6 +39,7 @@ from memfs.errors import WriteRefused
 __all__ = [
     "NO_ATTRS",
     "PLAIN_SAVE",
+    "ByHash",
     "Change",
     "CommitResult",
     "Content",

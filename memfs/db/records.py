@@ -15,6 +15,7 @@ from memfs.ironclaw.hashing import content_hash
 __all__ = [
     "NO_ATTRS",
     "PLAIN_SAVE",
+    "ByHash",
     "CommitResult",
     "FileAttrs",
     "MergeWith",
@@ -25,12 +26,17 @@ __all__ = [
     "Write",
 ]
 
+#: The document's bytes by IronClaw's hash of them (its row or a version of it), read in
+#: the save's transaction: a merge's base known by its hash alone.
+ByHash = Callable[[str], "bytes | None"]
+
 #: A save's merge with another writer's change, run by the engine inside the save's
-#: transaction with the row locked: given the row's bytes as they stand, the text to
-#: write instead of the save's (None: the save's own, the other change kept aside).  The
-#: rule is above the engines (``memfs.vfs.merging``); the engine only runs it where no
-#: third writer can land between the read it merges and the write.
-MergeWith = Callable[[bytes], "str | None"]
+#: transaction with the row locked: given the row's bytes as they stand (and a reader of
+#: the document's earlier contents by hash, in the same transaction), the text to write
+#: instead of the save's (None: the save's own, the other change kept aside).  The rule is
+#: above the engines (``memfs.vfs.merging``); the engine only runs it where no third
+#: writer can land between the read it merges and the write.
+MergeWith = Callable[[bytes, ByHash], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,11 @@ class SaveOptions:
     unconfigured: bool = False
     #: The merge with a row changed since ``expected``, run under the row lock.
     merge: MergeWith | None = None
+    #: The save's base is older than the row whatever its version (its writer found no
+    #: document at the path, or read nothing and extends an earlier content): a row found
+    #: is another writer's change, kept or merged with (``merge``) as one made since
+    #: ``expected`` is.
+    stale_base: bool = False
 
 
 #: A save with no options: based on nothing, indexed in its transaction.

@@ -19,6 +19,7 @@ the save was based on (``expected``), keeps that writer's content first.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -49,9 +50,10 @@ class StoredRow:
     own: Mapping[str, Any] | None
     folder: Mapping[str, Any] | None
     updated_at: datetime
-    #: The row's content is not the one the saving mount knew at ``updated_at``: another
-    #: writer's, although the version token is the same (two writes within one tick of
-    #: the clock: a millisecond in the libSQL file).
+    #: The row's content is not the one the save was based on, whatever its version: another
+    #: writer's although the version token is the same (two writes within one tick of the
+    #: clock: a millisecond in the libSQL file), or a row the save's writer did not know
+    #: of (``SaveOptions.stale_base``).
     unseen_change: bool = False
 
 
@@ -122,7 +124,7 @@ def plan_save(
     if changed and not engine:
         check_schema(path, content, meta.schema)
     held = changed and not row.stored_empty
-    other = expected is not None and (row.updated_at != expected or row.unseen_change)
+    other = row.unseen_change or (expected is not None and row.updated_at != expected)
     return SavePlan(created=False, changed=changed, meta=meta, write=changed,
                     version=held and not engine, keep_other=held and other,
                     replaced_hash=row.stored_hash if held else None,
@@ -146,8 +148,9 @@ def plan_merged(
     if text is None:
         return None
     new_hash = content_hash(text)
+    merged_over = dataclasses.replace(row, unseen_change=False)  # their change is in it
     try:
-        return text, new_hash, plan_save(Saving(path, text, new_hash), row, folder, None)
+        return text, new_hash, plan_save(Saving(path, text, new_hash), merged_over, folder, None)
     except WriteRefused as exc:
         log.warning("%r: the merge with another writer's change is refused (%s); this save "
                     "alone is written, the other change is kept as a version",

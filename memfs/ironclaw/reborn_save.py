@@ -31,6 +31,9 @@ class StoredEntry:
 
     contents: bytes
     updated_at: datetime
+    #: The entry is another writer's change whatever its time: the save's writer found
+    #: none there, or read nothing of it (``SaveOptions.stale_base``).
+    unseen_change: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +88,8 @@ def plan_save(
     if current is None:
         return SavePlan(True, data, False, False, False, None, False)
     written = merged if merged is not None else data
-    other_changed = merged is None and expected not in (None, current.updated_at)
+    changed_since = current.unseen_change or expected not in (None, current.updated_at)
+    other_changed = merged is None and changed_since
     old = current.contents
     replaced = None
     if old and old != written and (other_changed or not expected):

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import errno
 from dataclasses import dataclass
-from typing import Any, Protocol
-from uuid import UUID
+from typing import Protocol
 
 from memfs.cache import ContentCache
 from memfs.db.interface import CommitResult, FileAttrs, SaveOptions
@@ -22,12 +21,12 @@ from memfs.db.records import Write
 from memfs.errors import FsError, WriteRefused
 from memfs.ironclaw.hashing import bytes_hash
 from memfs.kernel import KernelNotifier
-from memfs.merge import MERGE_LIMIT, mergeable
+from memfs.merge import MERGE_LIMIT
 from memfs.tree import FileNode, to_ns
 from memfs.vfs.base import log
 from memfs.vfs.buffers import FileBuffer
 from memfs.vfs.committed import CommittedContent
-from memfs.vfs.merging import Merges, RowMerge, stale_save
+from memfs.vfs.merging import Merges, SaverBase, stale_save
 from memfs.vfs.roles import Caching, Committing, Describing, SaverTables, Stateful
 from memfs.vfs.save_tables import SaverBases
 from memfs.vfs.state import MountState
@@ -143,82 +142,47 @@ class Commits:
         except WriteRefused as exc:
             await self._refuse_content(node, exc, final)
             raise
-        self._adopt_result(node, path, result)
-        save = Saving(node, buffer, path, ours, generation, final)
-        if merged and not result.conflict:
-            # The writer's base is what it wrote: no row holds it (the row is the merge).
-            self.bases.saw(path, buffer.writer, result.doc_id, None, ours.encode("utf-8"))
-            self._show_merged(save, text, result.updated_at)
-            buffer.mark_clean(generation)
-            if not buffer.dirty:
-                self.unsaved.saved(node)
-            log.debug("committed %r (%s): merged, previous content versioned", path,
-                      result.doc_id)  # fmt: skip
-            return
-        del text
-        self._saved_as_written(save, result)
+        self._adopt(Saving(node, buffer, path, ours, generation, final), text, result, merged)
 
     async def _save_text(
         self, node: FileNode, buffer: FileBuffer, path: str, text: str, attrs: FileAttrs
     ) -> tuple[str, CommitResult, bool]:
-        """IronClaw's write of ``text`` at ``path``, merged with another writer's change
-        the buffer's writer had not seen (``memfs.merge``) where it can be.  The text
-        stored, the commit's result, and whether the text is such a merge."""
-        ours = text
-        if node.doc_id is None:  # the namespace lock is held (``commit``)
-            result = await self.lookups.commit_document(Write(None, path, text), attrs)
-            from_nothing = buffer.appends_only or buffer.absent_path == path
-            if from_nothing and not result.created and result.replaced_hash:
-                # ``>>`` of a file another writer made meanwhile, or a file its writer
-                # found none at (``SaverBases.absent``): after their lines.
-                late = await self.merges.merge_late(path, b"", ours, attrs, result)
-                if late is not None:
-                    return late[0], late[1], True
-            return text, result, False
-        if buffer.only_at is not None:
-            return text, await self._save_only_at(node, buffer, path, text, attrs), False
-        merged = await self._merge_others(node, buffer, path, text)
-        found = await self.merges.commit_merged(node.doc_id, path, merged, attrs, ours)
-        if found is not None:
-            return found[0], found[1], True
-        # The base for a change the mount has not heard of yet, merged under the row lock:
-        # a base known by hash alone is fetched only if the row did change (below).
-        by_hash = buffer.base is None and buffer.base_digest is not None
-        at_hand = None if by_hash else self.merges.rebased(node.doc_id, path, buffer.base, ours)
-        merge = self.merges.merge_function(path, at_hand, ours)
-        result = await self.lookups.commit_document(
-            Write(node.doc_id, path, text),
-            attrs,
-            SaveOptions(expected=node.updated_at, merge=merge),
-        )
-        locked = await self.merges.committed_merge(path, ours, result)
-        if locked is not None:
-            return locked[0], locked[1], True
-        if result.conflict and result.replaced_hash is not None:
-            own = await self._buffer_base(node.doc_id, path, buffer)
-            base = self.merges.rebased(node.doc_id, path, own, ours)
-            late = await self.merges.merge_late(path, base, ours, attrs, result)
-            if late is not None:
-                return late[0], late[1], True
+        """IronClaw's write of ``text`` at ``path``: one engine call, merged under the row
+        lock with another writer's change the buffer's writer had not seen where it can be
+        (``memfs.vfs.merging``), the writer's bytes kept by the safety net if they are not
+        what is stored.  The text stored, the commit's result, and whether it is a merge."""
+        how = self._how_to_save(node, buffer, path, text)
+        result = await self.lookups.commit_document(Write(node.doc_id, path, text), attrs, how)
+        locked = await self.merges.committed_merge(path, text, result)
+        if locked is not None and locked[0] != text:
+            return locked[0], result, True
         return text, result, False
 
-    async def _save_only_at(
-        self, node: FileNode, buffer: FileBuffer, path: str, text: str, attrs: FileAttrs
-    ) -> CommitResult:
-        """A conditional save (``FileBuffer.only_at``), never merged (``memfs.vfs.merging``,
-        rule 4): refused where the mount has heard of another writer's change since that
-        version, and by the engine, under the row lock, where the row has one it has not."""
-        assert node.doc_id is not None
-        if buffer.others_changed or node.updated_at != buffer.only_at:
-            raise stale_save(path)
-        return await self.lookups.commit_document(
-            Write(node.doc_id, path, text),
-            attrs,
-            SaveOptions(expected=node.updated_at, merge=self.merges.refuse_changed(path)),
-        )
+    def _how_to_save(self, node: FileNode, buffer: FileBuffer, path: str, ours: str) -> SaveOptions:
+        """The save's guard and merge (``memfs.vfs.merging``): a file with no row yet
+        (the namespace lock is held, ``commit``) whose writer found none there or only
+        appends (``>>``) is merged after a document another writer made meanwhile; a
+        conditional save (``FileBuffer.only_at``) is never merged (rule 4): refused where
+        the mount has heard of another writer's change since that version, and by the
+        engine, under the row lock, where the row has one it has not."""
+        if node.doc_id is None:
+            from_nothing = buffer.appends_only or buffer.absent_path == path
+            merge = self.merges.merge_function(path, b"", ours) if from_nothing else None
+            return SaveOptions(merge=merge, stale_base=merge is not None)
+        if buffer.only_at is not None:
+            if buffer.others_changed or node.updated_at != buffer.only_at:
+                raise stale_save(path)
+            return SaveOptions(expected=node.updated_at, merge=self.merges.refuse_changed(path))
+        base = SaverBase(buffer.base, buffer.base_digest, buffer.base_version, node.updated_at,
+                         buffer.others_changed)  # fmt: skip
+        merge, stale = self.merges.save_merge(node.doc_id, path, base, ours)
+        return SaveOptions(expected=node.updated_at, merge=merge,
+                           stale_base=stale and merge is not None)  # fmt: skip
 
-    def _adopt_result(self, node: FileNode, path: str, result: CommitResult) -> None:
-        """The file is the row the commit left (another writer's change kept aside)."""
+    def _adopt(self, save: Saving, stored: str, result: CommitResult, merged: bool) -> None:
+        """The file is the row the commit left (another writer's change kept aside, or
+        merged in), and is bound to it last."""
+        node, path = save.node, save.path
         if result.conflict:
             log.warning(
                 "%r changed in the database after it was opened here; the other change "
@@ -226,14 +190,29 @@ class Commits:
                 path,
                 result.conflict,
             )
-        if node.parent is not None:
-            self.state.tree.bind_document(node, result.doc_id)
-        else:
-            node.doc_id = result.doc_id
         if result.changed and node.updated_at is not None and self.bases.tracks(result.doc_id):
             self.bases.superseded(result.doc_id, node.updated_at,
                                   self.cache.get(result.doc_id, node.updated_at))  # fmt: skip
         node.updated_at = result.updated_at
+        if merged and not result.conflict:
+            self._saved_merged(save, stored, result)
+        else:
+            self._saved_as_written(save, result)
+        if node.parent is not None:
+            self.state.tree.bind_document(node, result.doc_id)
+        else:
+            node.doc_id = result.doc_id
+
+    def _saved_merged(self, save: Saving, merged: str, result: CommitResult) -> None:
+        """The row holds a merge: the writer's base is what it wrote (no row holds it)."""
+        buffer = save.buffer
+        self.bases.saw(save.path, buffer.writer, result.doc_id, None, save.ours.encode("utf-8"))
+        self._show_merged(save, merged, result)
+        buffer.mark_clean(save.generation)
+        if not buffer.dirty:
+            self.unsaved.saved(save.node)
+        log.debug("committed %r (%s): merged, previous content versioned", save.path,
+                  result.doc_id)  # fmt: skip
 
     def _saved_as_written(self, save: Saving, result: CommitResult) -> None:
         """The row holds the writer's bytes (``ours``): they are its base, the cache's entry
@@ -270,62 +249,14 @@ class Commits:
         data = text.encode("utf-8")
         return data if len(data) <= MERGE_LIMIT else None
 
-    async def _merge_others(
-        self, node: FileNode, buffer: FileBuffer, path: str, ours: str
-    ) -> RowMerge | None:
-        """Another writer changed the row since this buffer's writers read it: the save
-        merged with their change (``memfs.merge``) and the version merged with, or None
-        (nothing to merge, the base unknown, or the changes overlap): the save is then
-        made on today's rule, the other change kept as a version.  A round trip only when
-        the change feed (or a poll) told of such a change, or after an earlier merge."""
-        base = buffer.base
-        if not mergeable(path) or node.doc_id is None:
-            return None
-        if base is None and buffer.base_digest is None:
-            # Its writer read nothing (the shell's ``>`` after a ``cat``): the content its
-            # bytes extend, if another writer changed the row since.
-            inferred = self.merges.inferred_base(node.doc_id, path, ours)
-            if inferred is None:
-                return None
-            shown = inferred.version if inferred.data is None else None
-            if shown == node.updated_at and not buffer.others_changed:
-                return None
-            data = self.merges.bytes_of(inferred)
-            if data is None:
-                return None
-            return await self.merges.merge_with_row(node.doc_id, path, data, shown, ours)
-        if buffer.base_version == node.updated_at and not buffer.others_changed:
-            # No change heard of since its writer read the row: the row is ``base``.  Unless
-            # the bytes come from an earlier content (a sync tool's copy), that is all.
-            rebased = (
-                self.merges.rebased(node.doc_id, path, base, ours) if base is not None else None
-            )
-            if base is None or rebased is None or rebased is base:
-                return None
-            merged = self.merges.merge_texts(path, rebased, base, ours)
-            return RowMerge(merged, node.updated_at, base) if merged is not None else None
-        if base is None and buffer.base_digest is not None:
-            base = await self.merges.stored_base(node.doc_id, path, buffer.base_digest)
-        if base is None:
-            return None
-        rebased = self.merges.rebased(node.doc_id, path, base, ours)
-        version = buffer.base_version if rebased is base else None
-        return await self.merges.merge_with_row(node.doc_id, path, rebased or base, version, ours)
-
-    async def _buffer_base(self, doc_id: UUID, path: str, buffer: FileBuffer) -> bytes | None:
-        """The bytes a buffer's writers started from, fetched by hash if need be."""
-        if buffer.base is not None or buffer.base_digest is None:
-            return buffer.base
-        return await self.merges.stored_base(doc_id, path, buffer.base_digest)
-
-    def _show_merged(self, save: Saving, merged: str, version: Any) -> None:
+    def _show_merged(self, save: Saving, merged: str, result: CommitResult) -> None:
         """After a merged save: the mount shows the merged row once no descriptor writes
         to the file any more; until then its writers keep their own bytes, which the next
         save merges again (their base is what they wrote, no row holds it)."""
-        node, buffer = save.node, save.buffer
+        node, buffer, version = save.node, save.buffer, result.updated_at
         data = merged.encode("utf-8")
-        if node.doc_id is not None and self.cache.accepts(len(data)):
-            self.cache.put(node.doc_id, version, data)
+        if self.cache.accepts(len(data)):
+            self.cache.put(result.doc_id, version, data)
         if (
             save.final
             and buffer.generation == save.generation

@@ -21,8 +21,12 @@ this order (the lock order is ``memfs.vfs.state``'s; nothing here takes a lock):
    with the save inside the write's transaction, the row locked (``merge_function``, run
    by the engine: ``CommitResult.merged``), so no reader ever sees the save without the
    other writer's lines and no third writer lands between the merge's read and its
-   write.  Only a save whose base bytes are not at hand (known by hash alone) is written
-   first and merged after, by late rounds based on what the round before wrote, up to
+   write.  A base known by IronClaw's hash alone (no cache holds its bytes) is read by
+   the engine in that same transaction, from the row's versions (``merge_by_hash``); a
+   writer that found no document, read nothing, or extends an earlier content than it
+   read is older than the row whatever its version (``SaveOptions.stale_base``).  A save
+   is one engine call.  Only the renamed and rename-over saves (``SavePatterns``) still
+   merge after their write, by late rounds based on what the round before wrote, up to
    ``LATE_MERGES`` (``merge_late``); each of those rounds is itself merged under the lock.
 4. **A conditional save** (``FileBuffer.only_at``: an ETag's ``If-Match``, MCP's
    ``expected_content_hash``) is never merged: a row changed since its version, heard
@@ -46,6 +50,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 from uuid import UUID
 
 from memfs.db.interface import (
+    ByHash,
     CommitResult,
     FileAttrs,
     MergeWith,
@@ -84,6 +89,24 @@ class RowMerge(NamedTuple):
     text: str
     version: Any
     theirs: bytes
+
+
+class SaverBase(NamedTuple):
+    """What a save's writers started from (``FileBuffer``'s base): its bytes (None: not
+    at hand), IronClaw's hash of them (None: unknown) and the row's version it was (None:
+    no row holds it); ``row``: the row's version the mount shows; ``told``: another
+    writer's change was told of since it was read."""
+
+    data: bytes | None
+    digest: str | None
+    version: Any
+    row: Any
+    told: bool
+
+    @property
+    def heard(self) -> bool:
+        """The mount heard of a change of the row since the base."""
+        return self.version != self.row or self.told
 
 
 class MergeLookups(StoreAccess, Caching, SaverTables, Committing, Protocol):
@@ -156,13 +179,22 @@ class Merges:
         data = ours.encode("utf-8")
         if own is not None and data.startswith(own):
             return own
+        return self._rebase(path, own, self.earlier_content(doc_id, path, ours))
+
+    def earlier_content(self, doc_id: UUID, path: str, ours: str) -> bytes | None:
+        """The bytes of the content a save's bytes extend (``inferred_base``), if any."""
         earlier = self.inferred_base(doc_id, path, ours)
-        found = self.bytes_of(earlier) if earlier is not None else None
-        if found is not None and (own is None or own.startswith(found)):
+        return self.bytes_of(earlier) if earlier is not None else None
+
+    @staticmethod
+    def _rebase(path: str, own: bytes | None, earlier: bytes | None) -> bytes | None:
+        """``rebased``'s choice, given the earlier content the save extends: that content
+        if what its writer read (``own``) extends it too, else ``own``."""
+        if earlier is not None and (own is None or own.startswith(earlier)):
             if own is not None:
                 log.debug("%r: the save extends an earlier content than its writer read: "
                           "based on that", path)  # fmt: skip
-            return found
+            return earlier
         return own
 
     def bytes_of(self, found: Base) -> bytes | None:
@@ -206,17 +238,63 @@ class Merges:
         if base_data is None or not mergeable(path) or len(base_data) > MERGE_LIMIT:
             return None
 
-        def merge_with_row(theirs: bytes) -> str | None:
+        def merge_with_row(theirs: bytes, by_hash: ByHash) -> str | None:
             return self.merge_texts(path, base_data, theirs, ours)
 
         return merge_with_row
+
+    def merge_by_hash(self, doc_id: UUID, path: str, digest: str, ours: str) -> MergeWith | None:
+        """The merge under the row lock of a save whose base is known by IronClaw's hash
+        alone (no cache holds its bytes): the engine reads them from the row's versions
+        in the save's transaction, only if the row did change (rule 3)."""
+        if not mergeable(path):
+            return None
+        data = ours.encode("utf-8")
+        earlier = self.earlier_content(doc_id, path, ours)  # at hand: before the engine call
+
+        def merge_with_row(theirs: bytes, by_hash: ByHash) -> str | None:
+            own = by_hash(digest)
+            if own is None or len(own) > MERGE_LIMIT:
+                log.info("%r: what its writer read is neither cached nor kept as a version; "
+                         "a change by another writer meanwhile is kept as a version, not "
+                         "merged", path)  # fmt: skip
+                return None
+            base = own if data.startswith(own) else self._rebase(path, own, earlier)
+            return None if base is None else self.merge_texts(path, base, theirs, ours)
+
+        return merge_with_row
+
+    def save_merge(
+        self, doc_id: UUID, path: str, base: SaverBase, ours: str
+    ) -> tuple[MergeWith | None, bool]:
+        """How a save of ``ours`` over row ``doc_id`` merges, under the row lock, with
+        another writer's change (rules 1-3): the merge, and whether the save's base is
+        older than the row whatever its version (``SaveOptions.stale_base``: its writer
+        read nothing, heard of a change since, or extends an earlier content)."""
+        if not mergeable(path):
+            return None, False
+        if base.data is None and base.digest is None:
+            # Its writer read nothing (the shell's ``>`` after a ``cat``): the content its
+            # bytes extend, if another writer changed the row since.
+            inferred = self.inferred_base(doc_id, path, ours)
+            data = self.bytes_of(inferred) if inferred is not None else None
+            if inferred is None or data is None:
+                return None, False
+            shown = inferred.version if inferred.data is None else None
+            return self.merge_function(path, data, ours), shown != base.row or base.told
+        if base.data is None:
+            assert base.digest is not None
+            return self.merge_by_hash(doc_id, path, base.digest, ours), base.heard
+        rebased = self.rebased(doc_id, path, base.data, ours)
+        stale = base.heard or rebased is not base.data
+        return self.merge_function(path, rebased, ours), stale
 
     @staticmethod
     def refuse_changed(path: str) -> MergeWith:
         """The engine's answer to a conditional save over a row another writer changed
         since its version (rule 4): the save refused under the row lock, nothing written."""
 
-        def refuse(theirs: bytes) -> str | None:
+        def refuse(theirs: bytes, by_hash: ByHash) -> str | None:
             raise stale_save(path)
 
         return refuse

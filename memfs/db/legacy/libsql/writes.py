@@ -299,11 +299,17 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore, LegacyRenameOver):
         folder = self._folder(conn, path)
         stored = None
         if row is not None:
-            unseen = expected is not None and not self._as_shown(row, expected)
+            unseen = how.stale_base or (expected is not None and not self._as_shown(row, expected))
             stored = StoredRow(content_hash(row.content), row.content == "", row.metadata,
                                folder, row.token, unseen)  # fmt: skip
         theirs = row.content if row is not None else ""
-        merging = Merging(merge, lambda: theirs.encode("utf-8")) if merge is not None else None
+        merging = None
+        if merge is not None and row is not None:
+            locked = row
+            merging = Merging(
+                lambda data: merge(data, lambda h: self._content_by_hash(conn, locked, h)),
+                lambda: theirs.encode("utf-8"),
+            )
         content, _, plan, merged = plan_save_merging(write, stored, folder, expected, merging)
         target = row.id if row is not None else uuid.uuid4()
         conflict = None
@@ -491,6 +497,20 @@ class LegacyLibsqlWriter(DeferringStore, LegacyLibsqlStore, LegacyRenameOver):
             with self._lock:
                 self._hashes.pop(row.id, None)
         return left
+
+    @staticmethod
+    def _content_by_hash(conn: Any, row: _Row, digest: str) -> bytes | None:
+        """The locked row's bytes, or a version's, by IronClaw's hash (a merge's base known
+        by hash alone), in the save's transaction.  SQLite has no SHA-256: the row's
+        content is hashed here; versions carry the hash in their row."""
+        if content_hash(row.content) == digest:
+            return row.content.encode("utf-8")
+        found = conn.execute(
+            "SELECT CAST(content AS BLOB) FROM memory_document_versions "
+            "WHERE document_id = ? AND content_hash = ? LIMIT 1",
+            (str(row.id), digest),
+        ).fetchone()
+        return bytes(found[0]) if found is not None else None
 
     def _as_shown(self, row: _Row, seen: datetime) -> bool:
         if row.token != seen:

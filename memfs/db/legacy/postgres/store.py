@@ -357,6 +357,12 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         return Content(bytes(row[0]), row[1]) if row else None
 
     def content_by_hash(self, doc_id: UUID, digest: str) -> bytes | None:
+        with self.pool.connection() as conn:
+            return self._content_by_hash(conn, doc_id, digest)
+
+    def _content_by_hash(self, conn: Conn, doc_id: UUID, digest: str) -> bytes | None:
+        """The row's or a version's bytes by IronClaw's hash, on ``conn`` (a save's
+        transaction: a merge's base known by hash alone)."""
         current = (
             "SELECT convert_to(d.content, 'UTF8') FROM memory_documents d "
             f"WHERE d.id = %(id)s AND {DOC_SCOPE} AND {_SERVER_HASH} = %(hash)s"
@@ -367,8 +373,7 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
             f"WHERE v.document_id = %(id)s AND {DOC_SCOPE} AND v.content_hash = %(hash)s"
         )
         query = f"({current}) UNION ALL ({kept}) LIMIT 1" if self.schema.has_versions else current
-        with self.pool.connection() as conn:
-            row = conn.execute(query, self._params(id=doc_id, hash=digest), binary=True).fetchone()
+        row = conn.execute(query, self._params(id=doc_id, hash=digest), binary=True).fetchone()
         return bytes(row[0]) if row is not None else None
 
     def read_contents(
@@ -549,8 +554,8 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         changed since ``how.expected``, unchanged content, a refusal, an engine path)."""
         doc_id, path, new_hash = write.doc_id, write.path, write.new_hash
         expected, unconfigured = how.expected, how.unconfigured
-        if is_engine_runtime_path(path):
-            return None
+        if is_engine_runtime_path(path) or (how.stale_base and doc_id is not None):
+            return None  # (a stale base: the row as it stands is merged with, read first)
         configs = folder_config_paths(path)
         known = self.known.row(doc_id) if doc_id is not None else None
         folder = self.known.folder(configs) if doc_id is None else None
@@ -704,11 +709,13 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         expected, merge = how.expected, how.merge
         conflict = None
         pending, stored = self._read_for_save(conn, doc_id, path)
-        stored = self._unseen(pending.doc_id, stored, expected)
+        stored = self._unseen(pending.doc_id, stored, expected, stale=how.stale_base)
         merging = None
         if merge is not None:
+            doc_id_now = pending.doc_id
             merging = Merging(
-                merge, lambda: self._stored_content(conn, pending.doc_id).encode("utf-8")
+                lambda theirs: merge(theirs, lambda h: self._content_by_hash(conn, doc_id_now, h)),
+                lambda: self._stored_content(conn, doc_id_now).encode("utf-8"),
             )
         content, _, plan, merged = plan_save_merging(
             write, stored, pending.folder, expected, merging
@@ -761,11 +768,14 @@ class MetaStore(DeferringStore, ScopedStore, LegacyRenameOver):
         return pending
 
     def _unseen(
-        self, doc_id: UUID, stored: StoredRow | None, expected: datetime | None
+        self, doc_id: UUID, stored: StoredRow | None, expected: datetime | None, *, stale: bool
     ) -> StoredRow | None:
-        """``stored``, marked changed by another writer if its content is not what this
-        store knew at ``expected`` although its ``updated_at`` is (two transactions that
-        began within one microsecond)."""
+        """``stored``, marked changed by another writer if the save's base is older than
+        any version of it (``stale``), or its content is not what this store knew at
+        ``expected`` although its ``updated_at`` is (two transactions that began within one
+        microsecond)."""
+        if stored is not None and stale:
+            return dataclasses.replace(stored, unseen_change=True)
         if stored is None or expected is None or stored.updated_at != expected:
             return stored
         known = self.known.row(doc_id)
