@@ -90,16 +90,22 @@ class ReindexQueue(Protocol):
     def drop_orphaned_reindex_entries(self) -> int: ...
 
 
+class MissingPage(NamedTuple):
+    """Which chunks still without a vector the embedding worker asks for next: of these
+    documents (None: all), at most ``limit``, none over ``max_bytes``, none of ``exclude``
+    (chunks the embedding server refused)."""
+
+    document_ids: Sequence[UUID] | None
+    limit: int
+    max_bytes: int
+    exclude: Sequence[UUID] = ()
+
+
 class EmbeddingKeeper(Protocol):
     """Chunks still without a vector, and writing vectors (``memfs.embeddings.worker``)."""
 
-    def chunks_missing_embeddings(
-        self,
-        document_ids: Sequence[UUID] | None,
-        limit: int,
-        max_bytes: int,
-        exclude: Sequence[UUID] = (),
-    ) -> list[tuple[UUID, str]]: ...
+    def chunks_missing_embeddings(self, page: MissingPage) -> list[tuple[UUID, str]]:
+        """(chunk id, text) of the page's chunks, in document and chunk order."""
 
     def write_embeddings(self, items: Sequence[tuple[UUID, str, Vector]]) -> int: ...
 

@@ -10,9 +10,21 @@ import json
 from datetime import datetime
 from typing import Any
 
+from psycopg import sql
+
 from memfs.db.capabilities import Deletion, EmptySpell, KeptDocument, Move, SaverCopy
 from memfs.db.interface import PastVersion
 from memfs.db.scoped import Pool, fetch_all
+
+#: memfs's own kept history, table by table, and the column that dates each row: what
+#: ``purge`` forgets once older than its cut, on every engine.  Deletions come first:
+#: their count is the purge's answer.
+AGED_BY = {
+    "deleted_documents": "deleted_at",
+    "path_history": "moved_at",
+    "empty_spells": "filled_at",
+    "saver_copies": "kept_at",
+}
 
 _DELETION = "id, path, created_at, updated_at, deleted_at, deleted_by, octet_length(content)"
 
@@ -133,20 +145,13 @@ class KeptStore:
 
     def purge(self, before: datetime) -> int:
         with self.pool.connection() as conn, conn.transaction():
-            gone = conn.execute(
-                "DELETE FROM memfs.deleted_documents WHERE workspace = %s AND deleted_at < %s",
-                (self.workspace, before),
-            ).rowcount
-            conn.execute(
-                "DELETE FROM memfs.path_history WHERE workspace = %s AND moved_at < %s",
-                (self.workspace, before),
-            )
-            conn.execute(
-                "DELETE FROM memfs.empty_spells WHERE workspace = %s AND filled_at < %s",
-                (self.workspace, before),
-            )
-            conn.execute(
-                "DELETE FROM memfs.saver_copies WHERE workspace = %s AND kept_at < %s",
-                (self.workspace, before),
-            )
-        return gone
+            counts = [
+                conn.execute(
+                    sql.SQL("DELETE FROM memfs.{} WHERE workspace = %s AND {} < %s").format(
+                        sql.Identifier(table), sql.Identifier(column)
+                    ),
+                    (self.workspace, before),
+                ).rowcount
+                for table, column in AGED_BY.items()
+            ]
+        return counts[0]

@@ -18,7 +18,7 @@ import trio
 from pgvector import Vector
 
 from memfs.db.calls import RunDb
-from memfs.db.capabilities import EmbeddingKeeper
+from memfs.db.capabilities import EmbeddingKeeper, MissingPage
 from memfs.embeddings.client import Embedder
 from memfs.embeddings.providers import MAX_INPUT_BYTES, DimensionMismatch, EmbeddingError
 from memfs.errors import FsError
@@ -73,10 +73,8 @@ class EmbeddingWorker:
         """Embed every chunk still missing one (of these documents, or all); return how many."""
         written = 0
         while self.enabled:
-            rows = await self.run_db(
-                self.store.chunks_missing_embeddings, document_ids, PAGE, MAX_INPUT_BYTES,
-                list(self.refused),
-            )  # fmt: skip
+            page = MissingPage(document_ids, PAGE, MAX_INPUT_BYTES, list(self.refused))
+            rows = await self.run_db(self.store.chunks_missing_embeddings, page)
             if not rows:
                 break
             vectors = await self.embedder.embed_many([text for _, text in rows])

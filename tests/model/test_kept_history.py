@@ -146,3 +146,22 @@ def test_saver_copies_are_kept_listed_read_and_purged(stores: Any) -> None:
     kept.purge(datetime.now(UTC) + timedelta(seconds=5))
     assert kept.saver_copies("a.md") == [] and kept.saver_copies("b.md") == []
     assert store.find_document("a.md") is None  # never a document
+
+
+def test_a_purge_forgets_deletions_moves_and_copies_older_than_its_cut(stores: Any) -> None:
+    """Every table of memfs's kept history ages out by its own column, on every engine;
+    the answer is the deletions forgotten."""
+    store, kept = stores
+    before = datetime.now(UTC) - timedelta(seconds=5)
+    made = store.commit_document(Write(None, "p/one.md", "1\n"), FileAttrs())
+    moved = store.rename_document(Rename(made.doc_id, "p/two.md", "p/one.md"), FileAttrs(), None)
+    gone = store.commit_document(Write(None, "gone.md", "bye\n"), FileAttrs())
+    assert store.delete_document(gone.doc_id, [], gone.updated_at)
+    kept.keep_saver_copy("p/two.md", b"mine\n", "merged")
+    assert moved is not None
+    assert kept.purge(before) == 0  # older than everything: all stay
+    assert len(kept.deletions()) == 1 and len(kept.moves(before)) == 1
+    assert kept.purge(datetime.now(UTC) + timedelta(seconds=5)) == 1
+    assert kept.deletions() == [] and kept.moves(before) == []
+    assert kept.saver_copies("p/two.md") == []
+    assert store.find_document("p/two.md") is not None  # the live document stays

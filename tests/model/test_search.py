@@ -12,6 +12,7 @@ import trio
 
 from memfs.db import Database, EmbeddingStore, Scope
 from memfs.db.calls import DatabaseCalls
+from memfs.db.capabilities import MissingPage
 from memfs.embeddings import Embedder, EmbeddingSettings
 from memfs.embeddings.worker import EmbeddingWorker
 from memfs.ironclaw.numbers import f32
@@ -185,7 +186,9 @@ async def test_embeddings_are_written_only_for_unchanged_chunks(
     embedder = Embedder(embedding_settings(server))
     chunks = database.embedding_store(Scope("default"))
     worker = EmbeddingWorker(chunks, embedder, fs.lookups.calls)
-    rows = await fs.lookups.db.run_db(chunks.chunks_missing_embeddings, None, 10, 32_000)
+    rows = await fs.lookups.db.run_db(
+        chunks.chunks_missing_embeddings, MissingPage(None, 10, 32_000)
+    )
     vectors = await embedder.embed_many([t for _, t in rows])
     sql_conn.execute("UPDATE memory_chunks SET content = 'changed meanwhile'")
     from pgvector import Vector

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from memfs.db.capabilities import Deletion, EmptySpell, KeptDocument, Move, SaverCopy
-from memfs.db.kept_store import past_versions
+from memfs.db.kept_store import AGED_BY, past_versions
 from memfs.db.libsql.connection import LibsqlFile, blob, sqlite_uri
 from memfs.db.libsql.row_times import NOW, TABLE, parse_time
 from memfs.db.reborn.rows import Family, KeepAs
@@ -49,6 +49,9 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS removals_begun (workspace TEXT NOT NULL, key TEXT NOT NULL, "
     "path TEXT NOT NULL, seen TEXT, begun_at TEXT NOT NULL, PRIMARY KEY (workspace, key))",
 )
+#: memfs's tables of the ``.memfs-deleted`` file beside IronClaw's; the rest of what
+#: ``AGED_BY`` names lives in the ``memfs`` schema of IronClaw's file itself.
+_DELETED_FILE_TABLES = frozenset({"deleted_documents", "saver_copies"})
 _DELETION = (
     "id, path, created_at, updated_at, deleted_at, deleted_by, length(CAST(content AS BLOB))"
 )
@@ -352,23 +355,19 @@ class LibsqlKeptStore:
 
     def purge(self, before: datetime) -> int:
         cut = before.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+        def forget(conn: sqlite3.Connection, schema: str, tables: list[tuple[str, str]]) -> int:
+            """Forget rows older than the cut, table by table; the first table's count."""
+            counts = []
+            for table, column in tables:
+                statement = f'DELETE FROM {schema}"{table}" WHERE workspace = ? AND "{column}" < ?'
+                counts.append(conn.execute(statement, (self.workspace, cut)).rowcount)
+            return counts[0] if counts else 0
+
+        aged = list(AGED_BY.items())
         conn = self.deleted.connection()
-        gone = 0
-        if conn is not None:
-            gone = conn.execute(
-                "DELETE FROM deleted_documents WHERE workspace = ? AND deleted_at < ?",
-                (self.workspace, cut),
-            ).rowcount
-            conn.execute(
-                "DELETE FROM saver_copies WHERE workspace = ? AND kept_at < ?",
-                (self.workspace, cut),
-            )
-
-        def forget_older(conn: sqlite3.Connection) -> None:
-            conn.execute("DELETE FROM memfs.path_history WHERE workspace = ? AND moved_at < ?",
-                         (self.workspace, cut))  # fmt: skip
-            conn.execute("DELETE FROM memfs.empty_spells WHERE workspace = ? AND filled_at < ?",
-                         (self.workspace, cut))  # fmt: skip
-
-        self.file.write(forget_older)
+        beside = [(table, column) for table, column in aged if table in _DELETED_FILE_TABLES]
+        gone = forget(conn, "", beside) if conn is not None else 0
+        inside = [(table, column) for table, column in aged if table not in _DELETED_FILE_TABLES]
+        self.file.write(lambda conn: forget(conn, "memfs.", inside))
         return gone

@@ -35,29 +35,17 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from memfs.db.deferred import (
-    BatchOutcome,
-    ChangeBatch,
-    DeferredChanges,
-    DeferringStore,
-    Delete,
-    Moved,
-    MoveDir,
-    PartsLog,
-)
+from memfs.db.deferred import BatchOutcome, ChangeBatch, DeferredChanges, DeferringStore, PartsLog
 from memfs.db.interface import (
-    CommitResult,
     Content,
+    Delete,
     DocRow,
     DocumentHistory,
     ExportRow,
-    FileAttrs,
     ImportOutcome,
-    Overwritten,
+    Moved,
+    MoveDir,
     PastVersion,
-    Rename,
-    Replacement,
-    SaveOptions,
     StoredDocument,
     attrs_of,
 )
@@ -66,7 +54,16 @@ from memfs.db.reborn import layout
 from memfs.db.reborn.layout import RebornScope
 from memfs.db.reborn.postgres.rows import PostgresRows
 from memfs.db.reborn.rows import Answer, Family, KeepAs, RebornRows, Record
-from memfs.db.records import PLAIN_SAVE, Write
+from memfs.db.records import (
+    PLAIN_SAVE,
+    CommitResult,
+    FileAttrs,
+    Overwritten,
+    Rename,
+    Replacement,
+    SaveOptions,
+    Write,
+)
 from memfs.errors import WriteRefused
 from memfs.ironclaw.chunker import DEFAULT_CONFIG, ChunkConfig, chunk_document
 from memfs.ironclaw.reborn_save import StoredEntry, Versions, plan_save
@@ -419,9 +416,14 @@ class RebornStore(DeferringStore):
         relative = self.path_of(doc_id)
         if relative is None:
             return None
-        full = self.scope.row(relative)
         with self._reading() as conn:
-            rows = self.rows.by_hash(conn, full, full + ".versions", digest)
+            return self._content_by_hash(conn, relative, digest)
+
+    def _content_by_hash(self, conn: Any, relative: str, digest: str) -> bytes | None:
+        """The entry's or a version's bytes by IronClaw's hash, on ``conn`` (a save's
+        transaction: a merge's base known by hash alone)."""
+        full = self.scope.row(relative)
+        rows = self.rows.by_hash(conn, full, full + ".versions", digest)
         for data, kind in rows:  # a version's body names the hash: its content must match
             if kind == layout.DOCUMENT_KIND:
                 return data
@@ -503,9 +505,10 @@ class RebornStore(DeferringStore):
         self._refuse_content(relative, text, meta)
         # The writes go together with the COMMIT; their answers are read after it.
         merged: str | None = None
-        stored = None if current is None else StoredEntry(current.contents, current.updated_at)
+        stored = None
         if current is not None:
-            merged = self._merged(relative, current, data, how, meta)
+            stored = StoredEntry(current.contents, current.updated_at, how.stale_base)
+            merged = self._merged(conn, relative, current, data, how, meta)
         plan = plan_save(
             stored, data, expected,
             versions=Versions.kept(meta.versioned, even_unchanged=version_unchanged),
@@ -570,17 +573,20 @@ class RebornStore(DeferringStore):
                 self.rows.update(conn, record, int(sidecar[1]), meta_full)
         return True
 
-    def _merged(
-        self, relative: str, current: _Row, data: bytes, how: SaveOptions, meta: DocumentMetadata
-    ) -> str | None:
+    def _merged(  # noqa: PLR0913 - the transaction, the save, the entry found and its metadata
+        self, conn: Any, relative: str, current: _Row, data: bytes, how: SaveOptions,
+        meta: DocumentMetadata,
+    ) -> str | None:  # fmt: skip
         """A save (``data``) merged with another writer's content (``how.merge``), under
-        the row lock, where the row changed since ``how.expected``; None if it did not,
-        there is no merge, or IronClaw's rules refuse the merged text (logged): the save's
-        own content is written, the other kept as a version."""
+        the row lock, where the row changed since ``how.expected`` (or the save's base is
+        older than any version, ``how.stale_base``); None if it did not, there is no
+        merge, or IronClaw's rules refuse the merged text (logged): the save's own content
+        is written, the other kept as a version."""
         merge, expected = how.merge, how.expected
-        if merge is None or expected in (None, current.updated_at) or current.contents == data:
+        unchanged = not how.stale_base and expected in (None, current.updated_at)
+        if merge is None or unchanged or current.contents == data:
             return None
-        text = merge(current.contents)
+        text = merge(current.contents, lambda h: self._content_by_hash(conn, relative, h))
         if text is None:
             return None
         try:

@@ -7,21 +7,17 @@ from uuid import UUID
 
 from pgvector import Vector
 
+from memfs.db.capabilities import MissingPage
 from memfs.db.scoped import DOC_SCOPE, ScopedStore, fetch_all
 
 
 class EmbeddingStore(ScopedStore):
     """Chunk embeddings of one workspace."""
 
-    def chunks_missing_embeddings(
-        self,
-        document_ids: Sequence[UUID] | None,
-        limit: int,
-        max_bytes: int,
-        exclude: Sequence[UUID] = (),
-    ) -> list[tuple[UUID, str]]:
+    def chunks_missing_embeddings(self, page: MissingPage) -> list[tuple[UUID, str]]:
         """(chunk id, text) of chunks of the workspace (or of some documents) still without
         an embedding."""
+        document_ids, limit, max_bytes, exclude = page
         only = "AND c.document_id = ANY(%(docs)s) " if document_ids is not None else ""
         if exclude:
             only += "AND NOT (c.id = ANY(%(exclude)s)) "
