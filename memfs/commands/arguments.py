@@ -5,6 +5,7 @@ module's top level: ``memfs --help`` loads nothing else."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any, NoReturn
 
 from memfs.errors import EXIT_USAGE
@@ -52,6 +53,20 @@ def add_option(parser: argparse.ArgumentParser, name: str) -> None:
     else:
         parser.add_argument(flag, dest=name, metavar=option.metavar,
                             type=flag_type(option.parse), help=option.help + env)  # fmt: skip
+
+
+def settings_flag(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """``-o KEY=VALUE,...``: settings by ``-o`` name (``memfs.options``), repeatable."""
+    parser.add_argument("-o", dest="mount_options", action="append", default=[],
+                        metavar="KEY=VALUE,...", help=help_text)  # fmt: skip
+
+
+def server_flags(parser: argparse.ArgumentParser, address: str, secret: str,
+                 helps: tuple[str, str]) -> None:  # fmt: skip
+    """A server's address (``HOST:PORT``) and its credentials file (only its owner may
+    read it: ``memfs.serving``) flags, under these names, with these helps."""
+    parser.add_argument(address, metavar="HOST:PORT", default=None, help=helps[0])
+    parser.add_argument(secret, type=Path, metavar="FILE", help=helps[1])
 
 
 def mount_flags(parser: argparse.ArgumentParser, *, skip: tuple[str, ...] = ()) -> None:

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from memfs.commands.arguments import Parser, mount_flags
+from memfs.commands.arguments import Parser, mount_flags, server_flags, settings_flag
 from memfs.commands.base import Command, Invocation
 from memfs.commands.common import check_urls, command_line_values
 from memfs.commands.serve import SERVE_VARIABLES
@@ -22,15 +22,11 @@ def arguments(parser: Parser) -> None:
     parser.add_argument("--serve", choices=("webdav", "mcp"),
                         help="a server profile instead of a mount: memfs-serve@NAME runs "
                         "memfs serve webdav, or memfs serve mcp over HTTP")  # fmt: skip
-    parser.add_argument("--listen", metavar="HOST:PORT",
-                        help="--serve: where it listens (webdav's default 127.0.0.1:8765; "
-                        "mcp needs it)")  # fmt: skip
-    parser.add_argument("--auth", type=Path, metavar="FILE",
-                        help="--serve: webdav's user:password file, or mcp's bearer token "
-                        "file (needed for any address but loopback)")  # fmt: skip
-    parser.add_argument("-o", dest="mount_options", action="append", default=[],
-                        metavar="KEY=VALUE,...",
-                        help="mount settings, as for memfs mount")  # fmt: skip
+    server_flags(parser, "--listen", "--auth", (
+        "--serve: where it listens (webdav's default 127.0.0.1:8765; mcp needs it)",
+        "--serve: webdav's user:password file, or mcp's bearer token file (needed for any "
+        "address but loopback)"))  # fmt: skip
+    settings_flag(parser, "mount settings, as for memfs mount")
     mount_flags(parser, skip=("log_file",))
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                         help="more variables for the profile "

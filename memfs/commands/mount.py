@@ -6,7 +6,7 @@ import contextlib
 import sys
 from pathlib import Path
 
-from memfs.commands.arguments import Parser, mount_flags
+from memfs.commands.arguments import Parser, mount_flags, settings_flag
 from memfs.commands.base import Command, Invocation
 from memfs.commands.common import check_embedded
 from memfs.config import Settings
@@ -17,9 +17,8 @@ def arguments(parser: Parser) -> None:
     parser.add_argument("mountpoint", type=Path, help="an empty directory (created if missing)")
     parser.add_argument("-f", "--foreground", action="store_true",
                         help="stay in the foreground and log to stderr")  # fmt: skip
-    parser.add_argument("-o", dest="mount_options", action="append", default=[],
-                        metavar="KEY=VALUE,...", help="memfs settings by -o name (user_id=…, "
-                        "read_only, …) and libfuse mount options")  # fmt: skip
+    settings_flag(parser, "memfs settings by -o name (user_id=…, read_only, …) and libfuse "
+                  "mount options")  # fmt: skip
     mount_flags(parser)
 
 

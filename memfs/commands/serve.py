@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from memfs.commands.arguments import Parser, mount_flags
+from memfs.commands.arguments import Parser, mount_flags, server_flags, settings_flag
 from memfs.commands.base import Command, Invocation
 from memfs.commands.common import check_embedded
 from memfs.config import Settings
@@ -26,20 +26,17 @@ SERVE_VARIABLES = {
 
 def arguments(parser: Parser) -> None:
     parser.add_argument("front", choices=FRONTS, help="the protocol to serve")
-    parser.add_argument("--listen", metavar="HOST:PORT", default=None,
-                        help="webdav: where to listen (default 127.0.0.1:8765; any address "
-                        "but loopback needs --auth)")  # fmt: skip
-    parser.add_argument("--auth", type=Path, metavar="FILE",
-                        help="webdav: users who may connect: one user:password per line, in "
-                        "a file only its owner can read (HTTP Basic)")  # fmt: skip
-    parser.add_argument("--http", metavar="HOST:PORT", default=None,
-                        help="mcp: serve MCP's streamable HTTP at http://HOST:PORT/mcp, "
-                        "not stdio (any address but loopback needs --token-file)")  # fmt: skip
-    parser.add_argument("--token-file", type=Path, metavar="FILE",
-                        help="mcp --http: the bearer token every request must carry, in a "
-                        "file only its owner can read")  # fmt: skip
-    parser.add_argument("-o", dest="mount_options", action="append", default=[],
-                        metavar="KEY=VALUE,...", help="memfs settings by -o name")  # fmt: skip
+    server_flags(parser, "--listen", "--auth", (
+        "webdav: where to listen (default 127.0.0.1:8765; any address but loopback needs "
+        "--auth)",
+        "webdav: users who may connect: one user:password per line, in a file only its "
+        "owner can read (HTTP Basic)"))  # fmt: skip
+    server_flags(parser, "--http", "--token-file", (
+        "mcp: serve MCP's streamable HTTP at http://HOST:PORT/mcp, not stdio (any address "
+        "but loopback needs --token-file)",
+        "mcp --http: the bearer token every request must carry, in a file only its owner "
+        "can read"))  # fmt: skip
+    settings_flag(parser, "memfs settings by -o name")
     mount_flags(parser)
 
 

@@ -132,6 +132,14 @@ class ToolFile:
     mtime_ns: int
 
 
+#: A tool-folder compare-and-swap's expectation: path -> MD5 of the content its caller
+#: last knew (None: absent).
+KnownDigests = dict[str, "str | None"]
+#: Its answer: the paths another mount wrote meanwhile, left as they are -> that file and
+#: its MD5.
+WrittenMeanwhile = dict[str, tuple[ToolFile, str]]
+
+
 class ToolFiles(Protocol):
     """One workspace's editor tool folders (``.obsidian``, ``.vscode`` ...)."""
 
@@ -144,11 +152,8 @@ class ToolFiles(Protocol):
     def contents(self, paths: Sequence[str]) -> dict[str, bytes]: ...
 
     def apply_checked(
-        self,
-        upserts: Sequence[ToolFile],
-        removed: Sequence[str],
-        expected: dict[str, str | None],
-    ) -> dict[str, tuple[ToolFile, str]]: ...
+        self, upserts: Sequence[ToolFile], removed: Sequence[str], expected: KnownDigests
+    ) -> WrittenMeanwhile: ...
 
     def apply(self, upserts: Sequence[ToolFile], removed: Sequence[str]) -> None: ...
 

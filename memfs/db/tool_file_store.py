@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memfs.db.capabilities import ToolFile
+from memfs.db.capabilities import KnownDigests, ToolFile, WrittenMeanwhile
 from memfs.db.scoped import Conn, Pool, fetch_all
 
 
@@ -60,11 +60,8 @@ class ToolFileStore:
         return {path: bytes(content) for path, content in rows}
 
     def apply_checked(
-        self,
-        upserts: Sequence[ToolFile],
-        removed: Sequence[str],
-        expected: dict[str, str | None],
-    ) -> dict[str, tuple[ToolFile, str]]:
+        self, upserts: Sequence[ToolFile], removed: Sequence[str], expected: KnownDigests
+    ) -> WrittenMeanwhile:
         """Write, in one transaction, what still holds what the caller last knew
         (``expected``: path -> MD5 of the content, None for absent): a compare-and-swap.
         Paths another mount wrote meanwhile are left as they are and answered, with their

@@ -32,6 +32,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 from uuid import UUID
 
 from memfs.db.calls import RunDb
@@ -92,8 +93,7 @@ class _Source:
     empty: bool = False
 
 
-@dataclass(frozen=True)
-class _Shown:
+class _Shown(NamedTuple):
     """A file of a moment's tree: its size then, its mtime, where its bytes come from."""
 
     size: int

@@ -27,7 +27,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -192,6 +192,20 @@ class LibsqlFile:
         """``work`` on this thread's connection in autocommit (no read transaction is
         left open); a lock met on the way is retried like a write's."""
         return self._retrying(lambda: work(self.connection()))
+
+    def read_together(self, statements: Sequence[str], params: Any) -> list[list[Any]]:
+        """Each statement's rows, all read in one short read transaction: one snapshot of
+        the file, so a writer landing between two of them is never half seen (ended
+        before this returns: no read transaction stays open)."""
+
+        def work(conn: sqlite3.Connection) -> list[list[Any]]:
+            conn.execute("BEGIN")
+            try:
+                return [conn.execute(statement, params).fetchall() for statement in statements]
+            finally:
+                conn.execute("ROLLBACK")
+
+        return self.read(work)
 
     def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """``work`` in one ``BEGIN IMMEDIATE`` transaction, committed if it returns,

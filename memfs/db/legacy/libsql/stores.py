@@ -546,25 +546,16 @@ class LegacyLibsqlHealth:
         return renamed
 
     def stale_chunks(self) -> list[str]:
-        def read(conn: Any) -> tuple[list[Any], list[Any]]:
-            params = _params(self.scope)
-            folders = conn.execute(
-                f"SELECT d.path, d.metadata FROM memory_documents d WHERE {_SCOPE} "
-                "AND (d.path = '.config' OR d.path LIKE '%/.config') ORDER BY d.updated_at",
-                params,
-            ).fetchall()
-            docs = conn.execute(
-                "SELECT d.path, d.content, d.metadata, (SELECT json_group_array(c.content) FROM "
-                "  (SELECT content FROM memory_chunks WHERE document_id = d.id "
-                "   ORDER BY chunk_index) c), (SELECT json_group_array(c.chunk_index) FROM "
-                "  (SELECT chunk_index FROM memory_chunks WHERE document_id = d.id "
-                f"   ORDER BY chunk_index) c) FROM memory_documents d WHERE {_SCOPE} "
-                "ORDER BY d.path",
-                params,
-            ).fetchall()
-            return folders, docs
-
-        folders, docs = self.file.read(read)
+        folders, docs = self.file.read_together((
+            f"SELECT d.path, d.metadata FROM memory_documents d WHERE {_SCOPE} "
+            "AND (d.path = '.config' OR d.path LIKE '%/.config') ORDER BY d.updated_at",
+            "SELECT d.path, d.content, d.metadata, (SELECT json_group_array(c.content) FROM "
+            "  (SELECT content FROM memory_chunks WHERE document_id = d.id "
+            "   ORDER BY chunk_index) c), (SELECT json_group_array(c.chunk_index) FROM "
+            "  (SELECT chunk_index FROM memory_chunks WHERE document_id = d.id "
+            f"   ORDER BY chunk_index) c) FROM memory_documents d WHERE {_SCOPE} "
+            "ORDER BY d.path",
+        ), _params(self.scope))  # fmt: skip
         rows = [
             (path, content, json_object(own), json.loads(texts), json.loads(indexes))
             for path, content, own, texts, indexes in docs

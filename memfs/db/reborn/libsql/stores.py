@@ -20,7 +20,7 @@ from functools import partial
 from importlib import resources
 from typing import Any
 
-from memfs.db.capabilities import RankedRow, ToolFile
+from memfs.db.capabilities import KnownDigests, RankedRow, ToolFile, WrittenMeanwhile
 from memfs.db.interface import AsOf, VersionInfo
 from memfs.db.libsql.connection import LibsqlFile, blob
 from memfs.db.libsql.row_times import TABLE, parse_time
@@ -76,21 +76,13 @@ class LibsqlVersionStore(RebornVersions):
         since = _text_time(at)
         params = {"p": prefix, "end": scope_prefix + "0", "at": since}
 
-        def read(conn: Any) -> tuple[list[Any], list[Any]]:
-            born = conn.execute(
-                f"SELECT path FROM {TABLE} WHERE path >= :p AND path < :end "
-                "AND kind = 'memory_document' AND created_at > :at",
-                params,
-            ).fetchall()
-            kept = conn.execute(
-                "SELECT path, CAST(json_extract(indexed, '$.version') AS INTEGER), "
-                f"created_at, contents FROM {TABLE} WHERE path >= :p AND path < :end "
-                "AND kind = 'memory_document_version' AND created_at > :at",
-                params,
-            ).fetchall()
-            return born, kept
-
-        born, kept = self.file.read(read)
+        born, kept = self.file.read_together((
+            f"SELECT path FROM {TABLE} WHERE path >= :p AND path < :end "
+            "AND kind = 'memory_document' AND created_at > :at",
+            "SELECT path, CAST(json_extract(indexed, '$.version') AS INTEGER), "
+            f"created_at, contents FROM {TABLE} WHERE path >= :p AND path < :end "
+            "AND kind = 'memory_document_version' AND created_at > :at",
+        ), params)  # fmt: skip
         cut = len(prefix)
         earliest: dict[str, VersionInfo] = {}
         for path, number, created, body in kept:
@@ -392,16 +384,13 @@ class LibsqlToolFileStore:
         return {f.path: f.content for f in self.load() if f.path in wanted}
 
     def apply_checked(
-        self,
-        upserts: Sequence[ToolFile],
-        removed: Sequence[str],
-        expected: dict[str, str | None],
-    ) -> dict[str, tuple[ToolFile, str]]:
+        self, upserts: Sequence[ToolFile], removed: Sequence[str], expected: KnownDigests
+    ) -> WrittenMeanwhile:
         """A compare-and-swap as on PostgreSQL: paths another mount wrote since the caller
         last knew them are left alone and answered."""
         paths = [f.path for f in upserts] + list(removed)
 
-        def work(conn: Any) -> dict[str, tuple[ToolFile, str]]:
+        def work(conn: Any) -> WrittenMeanwhile:
             rows = conn.execute(
                 "SELECT path, is_dir, content, mode, mtime_ns FROM memfs.tool_files "
                 "WHERE workspace = ? AND path IN (SELECT value FROM json_each(?))",
