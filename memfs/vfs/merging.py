@@ -211,9 +211,7 @@ class Merges:
         (by IronClaw's hash of it), or None (logged) if neither holds it."""
         data = await self.run_db(self.lookups.store.content_by_hash, doc_id, digest)
         if data is None or len(data) > MERGE_LIMIT:
-            log.info("%r: what its writer read is neither cached nor kept as a version; a "
-                     "change by another writer meanwhile is kept as a version, not merged",
-                     path)  # fmt: skip
+            _base_not_kept(path)
             return None
         log.debug("%r: its writer's base fetched from the version rows", path)
         return data
@@ -255,9 +253,7 @@ class Merges:
         def merge_with_row(theirs: bytes, by_hash: ByHash) -> str | None:
             own = by_hash(digest)
             if own is None or len(own) > MERGE_LIMIT:
-                log.info("%r: what its writer read is neither cached nor kept as a version; "
-                         "a change by another writer meanwhile is kept as a version, not "
-                         "merged", path)  # fmt: skip
+                _base_not_kept(path)
                 return None
             base = own if data.startswith(own) else self._rebase(path, own, earlier)
             return None if base is None else self.merge_texts(path, base, theirs, ours)
@@ -422,3 +418,10 @@ class Merges:
                         "save alone is written, the other change is kept as a version",
                         path, exc.reason)  # fmt: skip
             return None
+
+
+def _base_not_kept(path: str) -> None:
+    """Say that a save's base, known by hash alone, is neither cached nor kept (or too
+    large): another writer's change is kept as a version instead of merged."""
+    log.info("%r: what its writer read is neither cached nor kept as a version; a change by "
+             "another writer meanwhile is kept as a version, not merged", path)  # fmt: skip

@@ -371,17 +371,6 @@ class SavePatterns:
             return base
         rebased = self.merges.rebased(doc_id, path, own, ours)
         return base if rebased is own or rebased is None else Base(doc_id, None, rebased)
-        # Its bytes do not extend what it read: a sync tool reads the destination only to
-        # compare (rsync's basis file), its bytes come from a copy made earlier.  If they
-        # are an earlier content here plus lines at the end, that content is the base.
-        earlier = self.merges.inferred_base(doc_id, path, ours)
-        if earlier is not None:
-            data = self.merges.bytes_of(earlier)
-            if data is not None and own.startswith(data):
-                log.debug("%r: process %d's bytes extend an earlier content than it read: "
-                          "based on that", path, pid)  # fmt: skip
-                return earlier
-        return base
 
     async def _base_bytes(self, doc_id: UUID, path: str, base: Base) -> bytes | None:
         """The bytes of a process's base, if they can be had (by hash from the rows)."""

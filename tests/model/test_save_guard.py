@@ -20,7 +20,7 @@ import pytest
 from memfs.config import Settings
 from memfs.db import open_database
 from memfs.db.interface import DocumentStore, FileAttrs
-from memfs.db.records import ByHash, SaveOptions, Write
+from memfs.db.records import ByHash, MergeWith, SaveOptions, Write
 from memfs.ironclaw.hashing import content_hash
 from tests.engines import Engine
 from tests.model.conftest import filesystem_of
@@ -35,17 +35,23 @@ def store(engine: Engine, database_url: str) -> Iterator[DocumentStore]:
         database.close()
 
 
+def recording_merge(answer: str) -> tuple[list[bytes], MergeWith]:
+    """A merge that answers ``answer`` and records the row's bytes it was given."""
+    given: list[bytes] = []
+
+    def merge(theirs: bytes, by_hash: ByHash) -> str:
+        given.append(theirs)
+        return answer
+
+    return given, merge
+
+
 def test_a_change_within_one_tick_is_merged_under_the_lock(
     engine: Engine, store: DocumentStore, sql_conn: psycopg.Connection[Any]
 ) -> None:
     first = store.commit_document(Write(None, "a.md", "one\ntwo\n"), FileAttrs())
     engine.agent_rewrites_in_one_tick(sql_conn, "a.md", "ONE\ntwo\n")  # the same length
-    given: list[bytes] = []
-
-    def merge(theirs: bytes, by_hash: ByHash) -> str:
-        given.append(theirs)
-        return "ONE\ntwo\nthree\n"
-
+    given, merge = recording_merge("ONE\ntwo\nthree\n")
     result = store.commit_document(
         Write(first.doc_id, "a.md", "one\ntwo\nthree\n"),
         FileAttrs(),
@@ -124,12 +130,7 @@ def test_a_create_over_a_document_made_meanwhile_is_merged_under_the_lock(
     """A save whose writer found no document (``stale_base``), landing where another writer
     has just made one: the row found is merged with, not overwritten as if unchanged."""
     made = store.commit_document(Write(None, "c.md", "theirs\n"), FileAttrs())
-    given: list[bytes] = []
-
-    def merge(theirs: bytes, by_hash: ByHash) -> str:
-        given.append(theirs)
-        return "theirs\nmine\n"
-
+    given, merge = recording_merge("theirs\nmine\n")
     result = store.commit_document(
         Write(made.doc_id, "c.md", "mine\n"),
         FileAttrs(),
